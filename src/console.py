@@ -1,0 +1,87 @@
+"""What a person watching a sweep sees: live progress per job, a result line, a summary table."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+console = Console(highlight=False)
+
+
+class JobProgress:
+    """Follows rank 0's progress file from a thread while the ranks run."""
+
+    def __init__(self, title: str, progress_file: Path, unit: str):
+        self.title, self.path, self.unit = title, progress_file, unit
+        self._stop = threading.Event()
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self._task = self._progress.add_task(title, total=None, status="starting ranks")
+
+    def __enter__(self):
+        self._progress.start()
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self._progress.stop()
+
+    def _follow(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                state = json.loads(self.path.read_text())
+            except (OSError, ValueError):
+                continue
+            if state["phase"] == "warmup":
+                status = f"warm-up {state['step']}/{state['of']}"
+                self._progress.update(self._task, total=state["of"], completed=state["step"], status=status)
+            else:
+                status = (
+                    f"measuring step {state['step']}: {state['items_per_s']:,.1f} {self.unit}"
+                    f" (CI +/-{100 * state['ci']:.1f}%)"
+                )
+                self._progress.update(self._task, total=None, status=status)
+
+
+def result_line(name: str, metrics: dict, unit: str) -> None:
+    console.print(
+        f"[green]done[/] {name}: [bold]{metrics['throughput']:,.1f} {unit}[/] "
+        f"(step {metrics['step_time_ms']:.1f} ms median, p10-p90 {metrics['step_time_p10_ms']:.1f}-"
+        f"{metrics['step_time_p90_ms']:.1f} ms, {metrics['measured_steps']} steps)"
+    )
+
+
+def failure_line(name: str, reason: str) -> None:
+    console.print(f"[red]FAILED[/] {name}: {reason}")
+
+
+def summary_table(rows: list[dict]) -> None:
+    table = Table(title="Sweep summary")
+    for column in ("run", "status", "throughput", "unit", "step ms (p50)", "note"):
+        table.add_column(column, justify="right" if column in ("throughput", "step ms (p50)") else "left")
+    for row in rows:
+        throughput = row.get("throughput")
+        step = row.get("step_time_ms")
+        table.add_row(
+            row["name"],
+            row["status"],
+            f"{throughput:,.1f}" if throughput is not None else "-",
+            row.get("unit", ""),
+            f"{step:.1f}" if step is not None else "-",
+            row.get("error", "")[:80],
+        )
+    console.print(table)

@@ -1,0 +1,130 @@
+"""One point of a sweep: resolve hardware, open the run, launch the ranks, log what they measured.
+
+The job process owns MLflow (and NVML); it never initialises CUDA itself.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import socket
+import time
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from src import console, hardware, tracking
+from src.config import ConfigError, validate
+
+
+def run_name(profile: str, count: int, model: str, precision: str) -> str:
+    return f"{profile}x{count}-{model}-{precision}"
+
+
+def adopt_profile(cfg: DictConfig, selection: hardware.Selection) -> DictConfig:
+    """For gpu=auto, take the spec sheet of the profile the detected device matched."""
+    if cfg.gpu.device != "auto":
+        return cfg
+    cfg = cfg.copy()
+    profile = hardware.load_profile(selection.profile) or {"name": selection.profile}
+    with open_dict(cfg):
+        count = cfg.gpu.count
+        cfg.gpu = OmegaConf.merge(cfg.gpu, profile)
+        cfg.gpu.count = count
+        cfg.gpu.device = selection.device_kind
+    validate(cfg)  # the precision must suit the device that auto found
+    return cfg
+
+
+def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) -> float:
+    """Run one benchmark job; returns its throughput. Raises after recording a failure."""
+    job_started = time.time()
+    devices = hardware.list_devices() if cfg.gpu.device != "cpu" else []
+    selection = hardware.select(cfg.gpu, devices)
+    cfg = adopt_profile(cfg, selection)
+    count = cfg.gpu.count * cfg.launcher.nnodes
+    name = run_name(selection.profile, count, cfg.model.name, cfg.precision.name)
+
+    experiment_id = tracking.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
+    tags = {
+        "gpu": selection.profile,
+        "gpu_name": selection.gpu_name,
+        "gpu_count": count,
+        "model": cfg.model.name,
+        "category": cfg.model.category,
+        "precision": cfg.precision.name,
+        "benchmark": cfg.benchmark.name,
+        "compile": cfg.benchmark.compile,
+        "channels_last": cfg.benchmark.channels_last,
+        "host": socket.gethostname(),
+    }
+    run = tracking.JobRun(cfg.tracking.uri, experiment_id, name, tags, parent_run_id)
+    try:
+        from src import environment
+
+        env = environment.capture(selection.devices, hardware.driver_version() if devices else None)
+        run.set_tags(
+            {f"{k}_version": v for k, v in env["versions"].items()} | {"driver_version": env["driver"]}
+        )
+        run.log_params(tracking.flatten(cfg))
+        run.log_files({"config.yaml": OmegaConf.to_yaml(cfg, resolve=True)})
+        run.log_dict(env, "environment.json")
+
+        outcome = _launch(cfg, selection, job_dir, name, job_started)
+        metrics = outcome["metrics"]
+        peak = cfg.gpu.peak_tflops.get(cfg.precision.peak_key) if cfg.gpu.peak_tflops else None
+        from src.results import mfu
+
+        metrics["mfu"] = mfu(metrics.get("achieved_tflops_per_gpu"), peak)
+        run.log_metrics(metrics)
+        run.set_tags(
+            {"unit": cfg.model.unit, **{f"math_{k}": v for k, v in outcome["precision_math"].items()}}
+        )
+        run.log_files({"step_times.csv": _step_times_csv(outcome["step_times_s"])})
+        if not outcome["all_finite"]:
+            raise RuntimeError("training diverged: non-finite loss in the measured window")
+        run.end("FINISHED")
+        console.result_line(name, metrics, cfg.model.unit)
+        return metrics["throughput"]
+    except KeyboardInterrupt:
+        run.set_tags({"error": "interrupted"})
+        run.end("KILLED")
+        raise
+    except BaseException as exc:
+        reason = str(exc) or type(exc).__name__
+        run.set_tags({"error": reason[:5000]})
+        run.end("FAILED")
+        console.failure_line(name, reason.splitlines()[0] if reason else "")
+        raise
+
+
+def _launch(
+    cfg: DictConfig, selection: hardware.Selection, job_dir: Path, name: str, job_started: float
+) -> dict:
+    from src.launch import launch_ranks
+    from src.results import combine_ranks
+
+    rank_cfg = OmegaConf.to_container(cfg, resolve=True)
+    rank_cfg["runtime"] = {"device": selection.device_kind}
+    if selection.device_kind == "cuda":
+        os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        os.environ["CUDA_VISIBLE_DEVICES"] = selection.cuda_visible_devices
+    else:  # share the cores between CPU ranks instead of oversubscribing them
+        rank_cfg["runtime"]["cpu_threads"] = max(1, (os.cpu_count() or 1) // cfg.gpu.count)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    progress_file = job_dir / "progress.json"
+    with console.JobProgress(name, progress_file, cfg.model.unit):
+        ranks = launch_ranks(rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks", progress_file)
+    return combine_ranks(list(ranks.values()), job_started)
+
+
+def _step_times_csv(step_times_s: list[float]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["step", "step_time_ms"])
+    writer.writerows((i, f"{t * 1e3:.4f}") for i, t in enumerate(step_times_s))
+    return out.getvalue()
+
+
+__all__ = ["ConfigError", "run_job", "run_name"]

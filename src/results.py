@@ -1,0 +1,54 @@
+"""Combine the ranks' reports into the job's figures; derive efficiency figures."""
+
+from __future__ import annotations
+
+import statistics
+
+from src.stats import summarize_step_times
+
+
+def combine_ranks(ranks: list[dict], job_started: float) -> dict:
+    """Global figures: every rank's items per step over the step time of the slowest rank.
+
+    DDP synchronises ranks every step, so a step ends when its slowest rank ends it.
+    """
+    ranks = sorted(ranks, key=lambda r: r["rank"])
+    n = min(len(r["step_times_s"]) for r in ranks)
+    step_times = [max(r["step_times_s"][i] for r in ranks) for i in range(n)]
+    items_per_step = sum(r["items_per_step"] for r in ranks)
+    world = len(ranks)
+    throughput = items_per_step / statistics.fmean(step_times)
+    metrics = {
+        "throughput": throughput,
+        "throughput_per_gpu": throughput / world,
+        **summarize_step_times(step_times),
+        "items_per_step": items_per_step,
+        "loss_first": ranks[0]["loss_first"],
+        "loss_last": ranks[0]["loss_last"],
+        "time_to_first_step_s": max(r["first_step_done"] for r in ranks) - job_started,
+        "measured_window_s": max(r["window_end"] for r in ranks) - min(r["window_start"] for r in ranks),
+    }
+    memory = [r["peak_memory_gb"] for r in ranks if r["peak_memory_gb"] is not None]
+    if memory:
+        metrics["peak_memory_gb"] = max(memory)
+        metrics.update({f"peak_memory_gb_rank{r['rank']}": r["peak_memory_gb"] for r in ranks})
+    flops = ranks[0]["flops_per_item"]
+    if flops:
+        metrics["flops_per_item"] = flops
+        metrics["achieved_tflops_per_gpu"] = flops * throughput / world / 1e12
+    return {
+        "metrics": metrics,
+        "step_times_s": step_times,
+        "window": (min(r["window_start"] for r in ranks), max(r["window_end"] for r in ranks)),
+        "all_finite": all(r["all_finite"] for r in ranks),
+        "precision_math": ranks[0]["precision_math"],
+        "device_name": ranks[0]["device_name"],
+        "world_size": world,
+    }
+
+
+def mfu(achieved_tflops_per_gpu: float | None, peak_tflops: float | None) -> float | None:
+    """Model FLOPs utilisation: achieved over the spec sheet's dense peak for the math that ran."""
+    if not achieved_tflops_per_gpu or not peak_tflops:
+        return None
+    return achieved_tflops_per_gpu / peak_tflops

@@ -1,0 +1,74 @@
+"""Statistics of step times: the stopping rule's confidence interval and the reported spread."""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+# Two-sided 95% Student-t quantiles for 1..30 degrees of freedom; the normal 1.96 beyond.
+_T95 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
+
+
+def t95(dof: int) -> float:
+    return _T95[dof - 1] if dof <= len(_T95) else 1.96
+
+
+def relative_ci_halfwidth(samples: list[float]) -> float:
+    """95% confidence half-width of the mean, as a fraction of the mean (inf below 2 samples)."""
+    n = len(samples)
+    if n < 2:
+        return math.inf
+    mean = statistics.fmean(samples)
+    return t95(n - 1) * statistics.stdev(samples) / math.sqrt(n) / mean
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """Linear-interpolated percentile, q in [0, 100]."""
+    ordered = sorted(samples)
+    pos = (len(ordered) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summarize_step_times(step_times_s: list[float]) -> dict:
+    mean = statistics.fmean(step_times_s)
+    return {
+        "step_time_ms": percentile(step_times_s, 50) * 1e3,
+        "step_time_mean_ms": mean * 1e3,
+        "step_time_p10_ms": percentile(step_times_s, 10) * 1e3,
+        "step_time_p90_ms": percentile(step_times_s, 90) * 1e3,
+        "step_time_ci95_rel": relative_ci_halfwidth(step_times_s),
+        "step_time_cv": statistics.stdev(step_times_s) / mean if len(step_times_s) > 1 else 0.0,
+        "measured_steps": len(step_times_s),
+    }

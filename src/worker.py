@@ -1,0 +1,187 @@
+"""One training rank: build the workload, warm up, time steps until the stopping rule holds.
+
+Runs inside a process started by torch's elastic launcher (torchrun's engine). It never logs to
+MLflow: it returns its numbers as a plain dict and the job process combines the ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.distributed.elastic.multiprocessing.errors import record
+
+from src.models import build_workload
+from src.precision import PrecisionContext
+from src.stats import relative_ci_halfwidth
+
+
+class StepClock:
+    """Step boundaries: CUDA events on a GPU (no host sync per step), perf_counter on a CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.marks: list = []
+        self.durations: list[float] = []  # seconds, for the boundaries read so far
+
+    def mark(self) -> None:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.marks.append(event)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def read(self) -> list[float]:
+        """Durations of all marked steps; waits for the device only up to the last mark."""
+        if self.cuda and self.marks:
+            self.marks[-1].synchronize()
+        for i in range(len(self.durations) + 1, len(self.marks)):
+            a, b = self.marks[i - 1], self.marks[i]
+            self.durations.append(a.elapsed_time(b) / 1e3 if self.cuda else b - a)
+        return self.durations
+
+
+class Progress:
+    """Rank 0 tells the job process how far it is, through a small JSON file it overwrites."""
+
+    def __init__(self, path: str | None, enabled: bool):
+        self.path = Path(path) if (path and enabled) else None
+
+    def update(self, **state) -> None:
+        if self.path is None:
+            return
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self.path)
+
+
+def _setup_distributed(device_kind: str, timeout_s: float) -> tuple[int, int, torch.device]:
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if device_kind == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+    if world > 1:
+        dist.init_process_group(
+            backend="nccl" if device.type == "cuda" else "gloo",
+            timeout=timedelta(seconds=timeout_s),
+            device_id=device if device.type == "cuda" else None,
+        )
+    return rank, world, device
+
+
+def _agree_to_stop(stop: bool, world: int, device: torch.device) -> bool:
+    """Every rank must stop at the same step, or DDP's next all-reduce hangs."""
+    if world == 1:
+        return stop
+    flag = torch.tensor([1.0 if stop else 0.0], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+@record
+def train_rank(cfg: dict, progress_path: str | None = None) -> dict:
+    """Entry point of each rank. `cfg` is the finalised config as a plain dict."""
+    started = time.time()
+    bench, model_cfg = cfg["benchmark"], dict(cfg["model"])
+    model_cfg["channels_last"] = bench.get("channels_last", False)
+    rank, world, device = _setup_distributed(cfg["runtime"]["device"], bench["timeout_s"])
+    torch.manual_seed(bench["seed"] + rank)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+    if device.type == "cpu" and cfg["runtime"].get("cpu_threads"):
+        torch.set_num_threads(cfg["runtime"]["cpu_threads"])
+
+    precision = PrecisionContext(cfg["precision"], device)
+    batch_size = model_cfg["batch_size"]
+    workload = build_workload(model_cfg, batch_size, device)
+    model = workload.model
+    model.train()
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
+    if bench.get("compile"):
+        model = torch.compile(model)
+    optimizer = workload.make_optimizer()
+    progress = Progress(progress_path, enabled=rank == 0)
+
+    all_finite = torch.ones((), dtype=torch.bool, device=device)
+
+    def step() -> torch.Tensor:
+        with precision.autocast():
+            loss = workload.loss_fn(model, workload.batch)
+        precision.backward_and_step(loss, optimizer)
+        return loss.detach()
+
+    first_step_done = None
+    for i in range(bench["warmup_steps"]):
+        step()
+        if i == 0:
+            _sync(device)
+            first_step_done = time.time()
+        progress.update(phase="warmup", step=i + 1, of=bench["warmup_steps"])
+
+    _sync(device)
+    clock = StepClock(device)
+    window_start = time.time()
+    clock.mark()
+    first_loss = last_loss = None
+    n = 0
+    while True:
+        last_loss = step()
+        all_finite &= torch.isfinite(last_loss)
+        clock.mark()
+        n += 1
+        if first_loss is None:
+            first_loss = last_loss
+            if first_step_done is None:
+                first_step_done = time.time()  # no warm-up: the first measured step is the first
+        if n < bench["min_steps"] or (n % bench["check_every"] and n < bench["max_steps"]):
+            continue
+        times = clock.read()
+        elapsed = sum(times)
+        ci = relative_ci_halfwidth(times)
+        progress.update(
+            phase="measuring", step=n, items_per_s=workload.items_per_step * world * n / elapsed, ci=ci
+        )
+        done = n >= bench["max_steps"] or elapsed >= bench["time_limit_s"] or ci <= bench["target_ci"]
+        if _agree_to_stop(done, world, device):
+            break
+    _sync(device)
+    window_end = time.time()
+
+    result = {
+        "rank": rank,
+        "world_size": world,
+        "step_times_s": clock.read(),
+        "items_per_step": workload.items_per_step,
+        "flops_per_item": workload.flops_per_item,
+        "window_start": window_start,
+        "window_end": window_end,
+        "rank_started": started,
+        "first_step_done": first_step_done,
+        "loss_first": float(first_loss),
+        "loss_last": float(last_loss),
+        "all_finite": bool(all_finite),
+        "batch_size": batch_size,
+        "precision_math": precision.describe(),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "peak_memory_gb": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
+    }
+    if world > 1:
+        dist.destroy_process_group()
+    return result
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
