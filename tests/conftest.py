@@ -1,0 +1,50 @@
+"""Shared test helpers: compose configs like the CLI does, run the real CLI into a temp store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from src.config import PROJECT_ROOT, register_configs
+
+CONF_DIR = str(PROJECT_ROOT / "conf")
+
+
+def compose_cfg(overrides: list[str] | None = None):
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose(config_name="config", overrides=overrides or [])
+
+
+@pytest.fixture
+def tracking_uri(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+
+
+def run_cli(args: list[str], tmp_path: Path, tracking_uri: str, timeout: float = 300, module: str = "src.train"):
+    """Run `python -m <module>` as a user would, writing runs and Hydra folders under tmp_path."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    extra = [f"tracking.uri={tracking_uri}"]
+    if module == "src.train":
+        extra += [f"hydra.sweep.dir={tmp_path}/multirun", f"hydra.run.dir={tmp_path}/run"]
+    return subprocess.run(
+        [sys.executable, "-m", module, *args, *extra],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def read_runs(tracking_uri: str, experiment: str = "gpubench"):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    return [] if exp is None else client.search_runs([exp.experiment_id])
