@@ -58,8 +58,8 @@ def launch_ranks(
 def _describe_failure(rank: int, failure, log_dir: Path) -> str:
     message = failure.message
     if isinstance(message, dict):  # the error file written by @record: message plus traceback
-        extra = message.get("message", {})
-        message = extra.get("message", "") + "\n" + extra.get("extraInfo", {}).get("py_callstack", "")
+        callstack = message.get("extraInfo", {}).get("py_callstack", "")
+        message = f"{message.get('message', '')}\n{callstack}"
     if not message or message.startswith("To enable traceback"):
         message = f"exit code {failure.exitcode} ({failure.signal_name()})"
     return f"rank {rank} failed: {message.strip()}\n(rank logs under {log_dir})"
