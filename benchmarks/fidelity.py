@@ -16,7 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import ROOT, latest_throughput, run_suite
+
 CASES = {  # name: (suite overrides, plain-loop arguments)
     "resnet50-amp": (
         ["model=resnet50", "precision=amp", "model.batch_size=256", "benchmark.channels_last=true"],
@@ -27,29 +28,6 @@ CASES = {  # name: (suite overrides, plain-loop arguments)
         ["--model", "gpt2", "--precision", "bf16", "--batch", "16"],
     ),
 }
-
-
-def suite_throughput(overrides: list[str], store: Path) -> float:
-    uri = f"sqlite:///{store}/mlflow.db"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "src.train",
-            "gpu=auto",
-            *overrides,
-            f"tracking.uri={uri}",
-            f"hydra.run.dir={store}/run",
-        ],
-        cwd=ROOT,
-        check=True,
-    )
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name("gpubench")
-    run = client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"], max_results=1)[0]
-    return run.data.metrics["throughput"]
 
 
 def plain_throughput(args: list[str]) -> float:
@@ -74,7 +52,8 @@ def main() -> None:
             overrides, plain_args = CASES[name]
             suite, plain = [], []
             for i in range(args.repeats):
-                suite.append(suite_throughput(overrides + args.extra, Path(store)))
+                run_suite(["gpu=auto", *overrides, *args.extra], Path(store))
+                suite.append(latest_throughput(Path(store)))
                 plain.append(plain_throughput(plain_args))
                 print(f"{name} repeat {i + 1}: suite {suite[-1]:,.1f}  plain {plain[-1]:,.1f}", flush=True)
             rows.append((name, statistics.median(suite), statistics.median(plain)))
