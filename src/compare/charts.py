@@ -37,7 +37,9 @@ def relative_by_category(summary: list[SummaryRow], baseline: str, path: Path) -
             for i, (label, points) in enumerate(sorted(series.items())):
                 points.sort(key=lambda s: s.gpu_count)
                 x, y = [s.gpu_count for s in points], [s.relative_mean for s in points]
-                style = {"color": colours(i % colours.N), "marker": MARKERS[i // colours.N % len(MARKERS)]}
+                # tab20 pairs dark and light shades of one hue: all dark ones first, then the light
+                shade = (2 * i) % 20 + (i // 10) % 2
+                style = {"color": colours(shade), "marker": MARKERS[i // 20 % len(MARKERS)]}
                 ax.plot(x, y, label=label, **style)
             ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label=f"{baseline} = 1")
             ax.set_xscale("log", base=2)
@@ -106,7 +108,10 @@ def _bars(points: list[Measurement], panels: list[tuple], path: Path) -> Path:
     fig = Figure(figsize=(7 * len(panels), height), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
     for ax, (values, title, whiskers) in zip(axes, panels, strict=True):
-        ax.barh(range(len(points)), values, xerr=whiskers, color=[colours[m.precision] for m in points])
+        bars = ax.barh(
+            range(len(points)), values, xerr=whiskers, color=[colours[m.precision] for m in points]
+        )
+        ax.bar_label(bars, labels=[f"{v:.4g}" if v else "" for v in values], fontsize="xx-small", padding=2)
         ax.set_yticks(range(len(points)), labels, fontsize="x-small")
         ax.set_title(title, fontsize="small")
         ax.grid(axis="x", alpha=0.3)

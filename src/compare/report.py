@@ -169,8 +169,12 @@ def print_summary(summary: list[SummaryRow], baseline: str) -> None:
             str(s.gpu_count),
             s.gpu,
             s.source,
-            f"{s.relative_mean:.2f}x",
-            f"{s.relative_geomean:.2f}x",
+            _ratio(s.relative_mean),
+            _ratio(s.relative_geomean),
             str(s.n_models),
         )
     console.print(table)
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"  # a CPU against a GPU needs digits
