@@ -47,7 +47,7 @@ class ImportSummary:
 
 def validate_import(cfg: DictConfig) -> Path:
     """The table's path, once every key is known to be usable."""
-    missing = [key for key in ("file", "source") if OmegaConf.is_missing(cfg, key)]
+    missing = [key for key in ("file", "precision", "source") if OmegaConf.is_missing(cfg, key)]
     if missing:
         raise ConfigError(
             f"missing {', '.join(missing)}: usage `python -m src.import_results FILE precision=fp32|amp "

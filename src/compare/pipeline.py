@@ -56,9 +56,8 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     analysis.check_comparable(measurements, rows, cfg.baseline)
     summary = analysis.summarize(rows)
     efficiency = anomalies.scaling_efficiency(measurements)
-    found = anomalies.scaling_anomalies(
-        measurements, cfg.anomalies.scaling_tolerance
-    ) + anomalies.spec_anomalies(rows, cfg.anomalies.spec_tolerance)
+    found = anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
+    found += anomalies.spec_anomalies(rows, cfg.anomalies.spec_tolerance)
 
     out.mkdir(parents=True, exist_ok=True)
     relative = report.relative_records(rows, efficiency, found)

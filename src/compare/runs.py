@@ -110,7 +110,7 @@ def to_record(run) -> RunRecord | None:
     throughput = metrics.get("throughput")
     if throughput is None or throughput <= 0 or tags.get("report") == "true":
         return None
-    if any(not tags.get(key) for key in REQUIRED_TAGS):
+    if any(not tags.get(key) for key in REQUIRED_TAGS) or not tags["gpu_count"].isdigit():
         return None
     gpu, count = tags["gpu"], int(tags["gpu_count"])
     profile = spec_sheet(gpu)
