@@ -113,9 +113,55 @@ class Config:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
 
 
+@dataclass
+class AnomalyConfig:
+    scaling_tolerance: float = 0.02  # scaling efficiency above 1 + this is flagged (timing noise)
+    spec_tolerance: float = 0.25  # a ratio beyond the spec-sheet range by more than this is flagged
+
+
+@dataclass
+class CompareConfig:
+    """`python -m src.compare`: relative throughput against a baseline gpu, from MLflow runs."""
+
+    baseline: str = "rtx3090"
+    baseline_source: str | None = None  # null: the row's own source when the baseline has it
+    out: str = MISSING
+    # filters; empty = all
+    gpus: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    precisions: list[str] = field(default_factory=list)
+    gpu_counts: list[int] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    filter_string: str = ""  # extra MLflow search filter, e.g. "tags.compile = 'False'"
+    tag_runs: bool = True  # tag anomalous runs with `anomaly`
+    anomalies: AnomalyConfig = field(default_factory=AnomalyConfig)
+    tracking: TrackingConfig = MISSING
+
+
+@dataclass
+class PublishedTask:
+    model: str = MISSING
+    category: str = MISSING
+    unit: str = MISSING
+
+
+@dataclass
+class ImportConfig:
+    """`python -m src.import_results FILE`: published results as FINISHED MLflow runs."""
+
+    file: str = MISSING
+    precision: PrecisionConfig = MISSING  # the precision group: `precision=amp` picks conf/precision/amp
+    source: str = MISSING
+    tasks: dict[str, PublishedTask] = field(default_factory=dict)  # published column -> model
+    gpu_profiles: dict[str, str] = field(default_factory=dict)  # published GPU name -> profile
+    tracking: TrackingConfig = MISSING
+
+
 def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)  # types every group: a wrong key fails at compose
+    cs.store(name="compare_schema", node=CompareConfig)
+    cs.store(name="import_schema", node=ImportConfig)
     if not OmegaConf.has_resolver("project_root"):
         OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
 
@@ -213,15 +259,22 @@ def validate(cfg: DictConfig) -> None:
     need(0 < b.target_ci < 1, "benchmark.target_ci", b.target_ci, "a fraction between 0 and 1 (0.01 = 1%)")
     need(_positive_int(b.check_every), "benchmark.check_every", b.check_every, "a positive integer")
     need(b.timeout_s > 0, "benchmark.timeout_s", b.timeout_s, "> 0 seconds")
-    need(
-        bool(re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", cfg.tracking.uri)),
-        "tracking.uri",
-        cfg.tracking.uri,
-        "a URI such as sqlite:///abs/path/mlflow.db or http://host:5000",
-    )
-    need(bool(cfg.tracking.experiment), "tracking.experiment", cfg.tracking.experiment, "a non-empty name")
+    errors += tracking_errors(cfg.tracking)
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+
+
+def tracking_errors(tracking: DictConfig) -> list[str]:
+    """The `tracking` group's problems, in validate's wording (shared by every entry point)."""
+    errors = []
+    if not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", tracking.uri):
+        errors.append(
+            f"tracking.uri={tracking.uri!r}: must be a URI such as sqlite:///abs/path/mlflow.db "
+            "or http://host:5000"
+        )
+    if not tracking.experiment:
+        errors.append(f"tracking.experiment={tracking.experiment!r}: must be a non-empty name")
+    return errors
 
 
 def _builder_exists(builder: str) -> bool:

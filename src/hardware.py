@@ -107,7 +107,7 @@ def select(gpu_cfg, devices: list[Device], profiles: dict[str, list[str]] | None
             raise ConfigError(f"gpu=auto gpu.count={count}: this host has {host_summary(devices)}")
         profiles = known_profiles() if profiles is None else profiles
         name = chosen[0].name
-        profile = next((p for p, m in profiles.items() if matches(m, name)), _slug(name))
+        profile = next((p for p, m in profiles.items() if matches(m, name)), slug(name))
         return Selection(profile=profile, device_kind="cuda", devices=chosen, gpu_name=name)
     fitting = [d for d in devices if matches(gpu_cfg.match, d.name)]
     if len(fitting) < count:
@@ -119,7 +119,7 @@ def select(gpu_cfg, devices: list[Device], profiles: dict[str, list[str]] | None
     return Selection(profile=gpu_cfg.name, device_kind="cuda", devices=chosen, gpu_name=chosen[0].name)
 
 
-def _slug(name: str) -> str:
+def slug(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name.lower().replace("nvidia ", "")).strip("_")
 
 
