@@ -15,7 +15,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src import console, hardware, tracking
-from src.config import ConfigError, validate
+from src.config import ConfigError, default_batch_size, validate
 
 
 def run_name(profile: str, count: int, model: str, precision: str) -> str:
@@ -33,6 +33,8 @@ def adopt_profile(cfg: DictConfig, selection: hardware.Selection) -> DictConfig:
         cfg.gpu = OmegaConf.merge(cfg.gpu, profile)
         cfg.gpu.count = count
         cfg.gpu.device = selection.device_kind
+        if cfg.model.batch_size is None:
+            cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)  # the precision must suit the device that auto found
     return cfg
 
