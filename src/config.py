@@ -26,6 +26,15 @@ class ConfigError(ValueError):
 
 
 @dataclass
+class SlurmRequest:
+    """How `hydra/launcher=slurm` asks Slurm for this profile's GPUs (per node)."""
+
+    # Slurm sites name their GPU types their own way: override per site, e.g. gpu:rtx_a6000:${gpu.count}
+    gres: str | None = "gpu:${gpu.name}:${gpu.count}"
+    constraint: str | None = None  # a node feature, for sites that select GPU types that way
+
+
+@dataclass
 class GpuConfig:
     name: str = MISSING
     device: str = "cuda"  # cuda | cpu | auto (whatever the host has)
@@ -40,6 +49,7 @@ class GpuConfig:
     interconnect: str | None = None
     # model name -> precision -> per-GPU batch size, for cards whose memory needs another size
     batch_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
+    slurm: SlurmRequest = field(default_factory=SlurmRequest)
 
 
 @dataclass
@@ -98,9 +108,10 @@ class TrackingConfig:
 @dataclass
 class LauncherConfig:
     nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str = "localhost:0"  # port 0: a free port per job
+    node_rank: int = 0  # this machine's node; node 0's job process logs the run
+    rdzv_endpoint: str = "localhost:0"  # host:port of the c10d rendezvous; port 0: a free port (one node)
     start_timeout_s: int = 120
+    time_limit_min: int = 60  # a scheduler's wall-clock limit for one job (Slurm's --time)
 
 
 @dataclass
@@ -266,6 +277,7 @@ def validate(cfg: DictConfig) -> None:
     need(_positive_int(b.check_every), "benchmark.check_every", b.check_every, "a positive integer")
     need(b.timeout_s > 0, "benchmark.timeout_s", b.timeout_s, "> 0 seconds")
     errors += tracking_errors(cfg.tracking)
+    errors += launcher_errors(cfg.launcher)
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
@@ -280,6 +292,31 @@ def tracking_errors(tracking: DictConfig) -> list[str]:
         )
     if not tracking.experiment:
         errors.append(f"tracking.experiment={tracking.experiment!r}: must be a non-empty name")
+    return errors
+
+
+def launcher_errors(la: DictConfig) -> list[str]:
+    """Node count, this node's index and the rendezvous endpoint of a (multi-node) job."""
+    errors = []
+    if not _positive_int(la.nnodes):
+        return [f"launcher.nnodes={la.nnodes!r}: must be a positive integer"]
+    if not (isinstance(la.node_rank, int) and 0 <= la.node_rank < la.nnodes):
+        errors.append(
+            f"launcher.node_rank={la.node_rank!r}: must be an integer from 0 to {la.nnodes - 1} "
+            f"(launcher.nnodes={la.nnodes}); it is read from SLURM_NODEID, NODE_RANK or GROUP_RANK when set"
+        )
+    host, _, port = str(la.rdzv_endpoint).rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        errors.append(f"launcher.rdzv_endpoint={la.rdzv_endpoint!r}: must be host:port")
+    elif la.nnodes > 1 and int(port) == 0:
+        errors.append(
+            f"launcher.rdzv_endpoint={la.rdzv_endpoint!r}: must name a fixed port, on an address of "
+            f"node 0 that every node reaches, when launcher.nnodes={la.nnodes}"
+        )
+    if not _positive_int(la.start_timeout_s):
+        errors.append(f"launcher.start_timeout_s={la.start_timeout_s!r}: must be a positive integer")
+    if not _positive_int(la.time_limit_min):
+        errors.append(f"launcher.time_limit_min={la.time_limit_min!r}: must be a positive integer")
     return errors
 
 

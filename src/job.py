@@ -39,20 +39,30 @@ def adopt_profile(cfg: DictConfig, selection: hardware.Selection) -> DictConfig:
     return cfg
 
 
-def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) -> float:
-    """Run one benchmark job; returns its throughput. Raises after recording a failure."""
+def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) -> float | None:
+    """Run one benchmark job; returns its throughput. Raises after recording a failure.
+
+    On a multi-node job only node 0 opens the run; the other nodes train and return None.
+    """
     job_started = time.time()
     devices = hardware.list_devices() if cfg.gpu.device != "cpu" else []
     selection = hardware.select(cfg.gpu, devices)
     cfg = adopt_profile(cfg, selection)
-    count = cfg.gpu.count * cfg.launcher.nnodes
+    nnodes = cfg.launcher.nnodes
+    count = cfg.gpu.count * nnodes
     name = run_name(selection.profile, count, cfg.model.name, cfg.precision.name)
+    if cfg.launcher.node_rank != 0:
+        _launch(cfg, selection, job_dir, name, job_started)
+        console.console.print(f"node {cfg.launcher.node_rank} of {nnodes}: {name} trained; node 0 logs the run")
+        return None
 
     experiment_id = tracking.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
     tags = {
         "gpu": selection.profile,
         "gpu_name": selection.gpu_name,
         "gpu_count": count,
+        "nnodes": nnodes,
+        "gpus_per_node": cfg.gpu.count,
         "model": cfg.model.name,
         "category": cfg.model.category,
         "precision": cfg.precision.name,
@@ -104,7 +114,7 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
 def _launch(
     cfg: DictConfig, selection: hardware.Selection, job_dir: Path, name: str, job_started: float
 ) -> dict:
-    from src.launch import launch_ranks
+    from src.launch import launch_ranks, rendezvous_id
     from src.results import combine_ranks
 
     rank_cfg = OmegaConf.to_container(cfg, resolve=True)
@@ -115,10 +125,14 @@ def _launch(
     else:  # share the cores between CPU ranks instead of oversubscribing them
         rank_cfg["runtime"]["cpu_threads"] = max(1, (os.cpu_count() or 1) // cfg.gpu.count)
     job_dir.mkdir(parents=True, exist_ok=True)
-    progress_file = job_dir / "progress.json"
+    # one file per node: the nodes of a Slurm job share the job's folder
+    progress_file = job_dir / f"progress.node{cfg.launcher.node_rank}.json"
+    run_id = rendezvous_id(name, cfg.launcher.nnodes)
     with console.JobProgress(name, progress_file, cfg.model.unit):
-        ranks = launch_ranks(rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks", progress_file)
-    return combine_ranks(list(ranks.values()), job_started)
+        reports = launch_ranks(
+            rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks", progress_file, run_id
+        )
+    return combine_ranks(reports, job_started)
 
 
 def _step_times_csv(step_times_s: list[float]) -> str:

@@ -23,9 +23,21 @@ SAFE_NCCL_ENV = {
 }
 
 
+def rendezvous_id(run_name: str, nnodes: int) -> str:
+    """The rendezvous every node of a job joins: shared across nodes, fresh for a single node.
+
+    Under Slurm the job id tells array tasks apart; started by hand, the run name tells a sweep's
+    points apart (each point rendezvouses anew on the same endpoint).
+    """
+    if nnodes == 1:
+        return str(uuid.uuid4())
+    return f"{run_name}-{os.environ.get('SLURM_JOB_ID', 'nodes')}"
+
+
 def launch_ranks(
-    rank_cfg: dict, nproc: int, launcher: dict, log_dir: Path, progress_path: Path
-) -> dict[int, dict]:
+    rank_cfg: dict, nproc: int, launcher: dict, log_dir: Path, progress_path: Path, run_id: str
+) -> list[dict]:
+    """Run this node's ranks; returns the reports of all the job's ranks, on every node."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -39,20 +51,22 @@ def launch_ranks(
         min_nodes=launcher["nnodes"],
         max_nodes=launcher["nnodes"],
         nproc_per_node=nproc,
-        run_id=launcher.get("run_id") or str(uuid.uuid4()),
-        rdzv_backend="c10d",
+        run_id=run_id,
+        rdzv_backend="c10d",  # c10d numbers the ranks itself; node_rank only says which node logs
         rdzv_endpoint=launcher["rdzv_endpoint"],
-        rdzv_configs={"rank": launcher["node_rank"], "timeout": launcher["start_timeout_s"]},
+        # node 0 hosts the rendezvous store at the endpoint, which names one of its addresses
+        rdzv_configs={"timeout": launcher["start_timeout_s"], "is_host": launcher["node_rank"] == 0},
         max_restarts=0,  # a benchmark step that failed once is a result, not something to retry
         monitor_interval=0.5,
         start_method="spawn",
         logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL, tee=Std.NONE),
     )
     try:
-        return elastic_launch(config, train_rank)(rank_cfg, str(progress_path))
+        per_rank = elastic_launch(config, train_rank)(rank_cfg, str(progress_path))
     except ChildFailedError as exc:
         rank, failure = exc.get_first_failure()
         raise RankFailure(_describe_failure(rank, failure, log_dir)) from None
+    return [report for reports in per_rank.values() for report in reports]
 
 
 def _describe_failure(rank: int, failure, log_dir: Path) -> str:
