@@ -53,7 +53,9 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
     name = run_name(selection.profile, count, cfg.model.name, cfg.precision.name)
     if cfg.launcher.node_rank != 0:
         _launch(cfg, selection, job_dir, name, job_started)
-        console.console.print(f"node {cfg.launcher.node_rank} of {nnodes}: {name} trained; node 0 logs the run")
+        console.console.print(
+            f"node {cfg.launcher.node_rank} of {nnodes}: {name} trained; node 0 logs the run"
+        )
         return None
 
     experiment_id = tracking.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
