@@ -91,6 +91,7 @@ def _start_node(node_rank: int, port: int, tmp_path, tracking_uri: str) -> subpr
     )
 
 
+@pytest.mark.slow  # real job processes end to end
 def test_two_nodes_train_one_job_and_node_0_logs_one_run(tmp_path, tracking_uri):
     port = _free_port()
     nodes = [_start_node(rank, port, tmp_path, tracking_uri) for rank in (0, 1)]

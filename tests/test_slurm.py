@@ -74,6 +74,7 @@ def test_allocation_setup_gives_every_node_node_0s_rendezvous(tmp_path, monkeypa
     assert (launcher.rdzv_endpoint, launcher.node_rank) == ("gpu-node07:23456", 1)
 
 
+@pytest.mark.slow  # real job processes end to end
 def test_sweep_through_submitit_local_logs_every_run(tmp_path, tracking_uri):
     """The same sweep a cluster would run, through real submitit job processes on this machine."""
     result = run_cli(

@@ -71,6 +71,7 @@ def server(tmp_path):
             proc.wait()
 
 
+@pytest.mark.slow  # real job processes end to end
 def test_sweep_logs_to_the_server_named_by_mlflow_tracking_uri(server, tmp_path):
     env = {**os.environ, "MLFLOW_TRACKING_URI": server, "PYTHONUNBUFFERED": "1"}
     args = ["-m", "gpu=cpu", "model=gpt2", "benchmark=smoke", "precision=fp32,bf16"]
