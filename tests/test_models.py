@@ -115,3 +115,15 @@ def test_vit_default_size_is_torchvision_vit_b_16():
     with torch.device("meta"):
         reference = sum(p.numel() for p in vit_b_16(weights=None).parameters())
     assert ours == reference
+
+
+def test_ssd300_has_the_reference_feature_maps_and_8732_default_boxes():
+    """NVIDIA's SSD300 v1.1: maps of 38, 19, 10, 5, 3, 1 cells with 4, 6, 6, 6, 4, 4 boxes each."""
+    cfg = OmegaConf.to_container(compose_cfg(["model=ssd300"]).model, resolve=True)
+    model = build_workload({**cfg, "flops_per_item": 1.0}, 1, torch.device("meta")).model
+    features = model.backbone(torch.empty(2, 3, 300, 300, device="meta")).values()
+    sides = [f.shape[-1] for f in features]
+    per_cell = model.anchor_generator.num_anchors_per_location()
+    assert sides == [38, 19, 10, 5, 3, 1]
+    assert [f.shape[1] for f in features] == [1024, 512, 512, 256, 256, 256]
+    assert sum(s * s * n for s, n in zip(sides, per_cell, strict=True)) == 8732

@@ -111,3 +111,13 @@ def test_zipf_tokens_fill_the_head_cluster_like_text():
     tokens = zipf_tokens(267_735, (64, 512), "cpu")
     head_share = (tokens < 19_997).float().mean().item()
     assert 0.75 < head_share < 0.85  # Zipf over WikiText-103's vocabulary: about 80% in the head
+
+
+def test_trains_under_bf16_autocast_on_the_cpu():
+    model = tiny_txl(mem_len=8)
+    loss_fn = RecurrentLoss()
+    for _ in range(2):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = loss_fn(model, segment(1))
+        loss.backward()
+    assert torch.isfinite(loss)

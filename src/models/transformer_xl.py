@@ -172,8 +172,12 @@ class TransformerXL(nn.Module):
         for i, layer in enumerate(self.layers):
             inputs.append(h)
             h = layer(h, pos_emb, None if mems is None else mems[i], future)
-        h = self.drop(h)
-        loss = self.softmax(h.reshape(-1, self.d_model), targets.reshape(-1)).loss
+        h = self.drop(h).reshape(-1, self.d_model)
+        if h.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            # The adaptive softmax accumulates log-probs in its input's dtype. CUDA autocast runs
+            # log_softmax in fp32, like this fp32 hidden state; CPU autocast leaves it in bf16.
+            h = h.to(torch.get_autocast_dtype("cpu"))
+        loss = self.softmax(h, targets.reshape(-1)).loss
         return loss, self._next_mems(inputs, mems)
 
     @torch.no_grad()
