@@ -19,6 +19,26 @@ from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
 CATEGORIES = ("vision", "language")
+AUTO_BATCH = "auto"  # model.batch_size=auto: the largest batch that trains, found by src.autobatch
+RESNETS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")  # model.backbone choices
+SIZE_KEYS = (
+    "image_size",
+    "num_classes",
+    "patch_size",
+    "min_image_size",
+    "rois_per_image",
+    "min_size",
+    "max_size",
+    "seq_len",
+    "n_layer",
+    "d_model",
+    "n_head",
+    "vocab_size",
+    "d_head",
+    "d_inner",
+    "n_kv_head",
+    "div_val",
+)
 
 
 class ConfigError(ValueError):
@@ -60,18 +80,32 @@ class ModelConfig:
     unit: str = MISSING
     items_per_sample: int = 1
     flops_per_item: float | None = None
-    batch_size: Any = None  # per GPU; None: take the default for the precision
+    batch_size: Any = None  # per GPU; None: the default for the precision; "auto": largest that fits
     batch_sizes: dict[str, int] = field(default_factory=dict)  # precision -> default batch
     smoke: dict[str, Any] = field(default_factory=dict)  # the tiny size for benchmark=smoke
     # vision sizes
     image_size: int | None = None
     num_classes: int | None = None
+    patch_size: int | None = None  # ViT: image_size must be a multiple of it
+    min_image_size: int | None = None  # the smallest image_size the architecture takes
+    rois_per_image: int | None = None  # detection: regions sampled per image for the box head
+    backbone: str | None = None  # detection: the torchvision ResNet under the detector
+    min_size: int | None = None  # detection resize rule: shorter side scaled to min_size...
+    max_size: int | None = None  # ...unless the longer side would pass max_size
     # language sizes
     seq_len: int | None = None
     n_layer: int | None = None
     d_model: int | None = None
     n_head: int | None = None
     vocab_size: int | None = None
+    d_head: int | None = None  # width of one attention head where not d_model / n_head (TXL)
+    d_inner: int | None = None  # feed-forward width
+    n_kv_head: int | None = None  # key/value heads (grouped-query attention)
+    mem_len: int | None = None  # Transformer-XL: hidden states kept from earlier segments
+    cutoffs: list[int] | None = None  # adaptive input/softmax: first id of each rarer cluster
+    div_val: int | None = None  # adaptive input: each rarer cluster's width is divided by this
+    dropout: float | None = None
+    dropatt: float | None = None  # dropout on attention probabilities
 
 
 @dataclass
@@ -245,17 +279,37 @@ def validate(cfg: DictConfig) -> None:
     need(p.name in PRECISIONS, "precision.name", p.name, f"one of {', '.join(PRECISIONS)}")
     need(m.category in CATEGORIES, "model.category", m.category, f"one of {', '.join(CATEGORIES)}")
     need(
-        _positive_int(m.batch_size) or (m.batch_size is None and g.device == "auto"),
+        _positive_int(m.batch_size) or m.batch_size == AUTO_BATCH or (m.batch_size is None and g.device == "auto"),
         "model.batch_size",
         m.batch_size,
-        "a positive integer",
+        f"a positive integer or {AUTO_BATCH!r}",
+    )
+    need(
+        not (m.batch_size == AUTO_BATCH and g.device == "cpu"),
+        "model.batch_size",
+        m.batch_size,
+        "a positive integer on the CPU: 'auto' searches for the largest batch that does not run "
+        "out of GPU memory, and a CPU has no such limit to find",
     )
     need(
         _positive_int(m.items_per_sample), "model.items_per_sample", m.items_per_sample, "a positive integer"
     )
-    for key in ("image_size", "num_classes", "seq_len", "n_layer", "d_model", "n_head", "vocab_size"):
-        value = m.get(key)
-        need(value is None or _positive_int(value), f"model.{key}", value, "a positive integer")
+    for table, key in ((m.batch_sizes, "model.batch_sizes"), *_gpu_batch_tables(g)):
+        for precision, value in table.items():
+            need(
+                precision in (*PRECISIONS, "default"),
+                key,
+                precision,
+                f"keyed by {', '.join(PRECISIONS)} or default",
+            )
+            need(_positive_int(value), f"{key}.{precision}", value, "a positive integer")
+    errors.extend(_model_size_errors(m))
+    need(
+        not (b.channels_last and m.category != "vision"),
+        "benchmark.channels_last",
+        b.channels_last,
+        f"false for model={m.name}: the NHWC memory format applies to vision models only",
+    )
     need(_builder_exists(m.builder), "model.builder", m.builder, "'package.module:function' that exists")
     need(
         isinstance(b.warmup_steps, int) and b.warmup_steps >= 0,
@@ -317,6 +371,73 @@ def launcher_errors(la: DictConfig) -> list[str]:
         errors.append(f"launcher.start_timeout_s={la.start_timeout_s!r}: must be a positive integer")
     if not _positive_int(la.time_limit_min):
         errors.append(f"launcher.time_limit_min={la.time_limit_min!r}: must be a positive integer")
+    return errors
+
+
+def _gpu_batch_tables(g) -> list[tuple[Any, str]]:
+    return [(table, f"gpu.batch_sizes.{model}") for model, table in g.batch_sizes.items()]
+
+
+def _model_size_errors(m) -> list[str]:
+    """Model size keys: positive where set, and consistent with each other."""
+    errors = []
+
+    def need(ok: bool, key: str, value: Any, allowed: str) -> None:
+        if not ok:
+            errors.append(f"model.{key}={value!r}: must be {allowed}")
+
+    for key in SIZE_KEYS:
+        value = m.get(key)
+        need(value is None or _positive_int(value), key, value, "a positive integer")
+    if errors:
+        return errors  # the cross-checks below assume positive integers
+    if m.mem_len is not None:
+        need(isinstance(m.mem_len, int) and m.mem_len >= 0, "mem_len", m.mem_len, "an integer >= 0")
+    for key in ("dropout", "dropatt"):
+        value = m.get(key)
+        need(value is None or 0 <= value < 1, key, value, "a probability in [0, 1)")
+    if m.n_head and m.d_model and m.d_head is None:
+        need(m.d_model % m.n_head == 0, "n_head", m.n_head, f"a divisor of model.d_model ({m.d_model})")
+    if m.n_kv_head and m.n_head:
+        need(m.n_head % m.n_kv_head == 0, "n_kv_head", m.n_kv_head, f"a divisor of model.n_head ({m.n_head})")
+    if m.backbone is not None:
+        need(m.backbone in RESNETS, "backbone", m.backbone, f"one of {', '.join(RESNETS)}")
+    if m.min_image_size and m.image_size:
+        need(
+            m.image_size >= m.min_image_size,
+            "image_size",
+            m.image_size,
+            f">= {m.min_image_size} for {m.name}",
+        )
+    if m.patch_size and m.image_size:
+        need(
+            m.image_size % m.patch_size == 0,
+            "image_size",
+            m.image_size,
+            f"a multiple of model.patch_size ({m.patch_size})",
+        )
+    if m.min_size and m.max_size:
+        need(m.min_size <= m.max_size, "min_size", m.min_size, f"<= model.max_size ({m.max_size})")
+    if m.cutoffs is not None:
+        cutoffs = list(m.cutoffs)
+        vocab = m.vocab_size or 0
+        need(
+            len(cutoffs) > 0
+            and all(_positive_int(c) for c in cutoffs)
+            and cutoffs == sorted(set(cutoffs))
+            and cutoffs[-1] < vocab,
+            "cutoffs",
+            cutoffs,
+            f"increasing positive token ids below model.vocab_size ({vocab})",
+        )
+        if m.div_val and m.d_model:
+            need(
+                m.d_model // m.div_val ** len(cutoffs) >= 1,
+                "div_val",
+                m.div_val,
+                f"small enough that the rarest cluster keeps a width >= 1 "
+                f"(model.d_model={m.d_model} // div_val**{len(cutoffs)})",
+            )
     return errors
 
 

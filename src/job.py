@@ -87,6 +87,7 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
 
         outcome = _launch(cfg, selection, job_dir, name, job_started)
         metrics = outcome["metrics"]
+        run.log_params({"batch_size": metrics["batch_size"]})  # the per-GPU batch that ran
         peak = cfg.gpu.peak_tflops.get(cfg.precision.peak_key) if cfg.gpu.peak_tflops else None
         from src.results import mfu
 

@@ -23,6 +23,7 @@ def combine_ranks(ranks: list[dict], job_started: float) -> dict:
         "throughput_per_gpu": throughput / world,
         **summarize_step_times(step_times),
         "items_per_step": items_per_step,
+        "batch_size": ranks[0]["batch_size"],  # per GPU: the one model.batch_size=auto chose, if so
         "loss_first": ranks[0]["loss_first"],
         "loss_last": ranks[0]["loss_last"],
         "time_to_first_step_s": max(r["first_step_done"] for r in ranks) - job_started,

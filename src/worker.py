@@ -105,6 +105,10 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
 
     precision = PrecisionContext(cfg["precision"], device)
     batch_size = model_cfg["batch_size"]
+    if batch_size == "auto":  # searched here, in the rank's own process, before anything is timed
+        from src.autobatch import find_batch_size
+
+        batch_size = find_batch_size(model_cfg, precision, device, world)
     workload = build_workload(model_cfg, batch_size, device)
     model = workload.model
     model.train()
