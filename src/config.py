@@ -29,7 +29,8 @@ class ConfigError(ValueError):
 class GpuConfig:
     name: str = MISSING
     device: str = "cuda"  # cuda | cpu | auto (whatever the host has)
-    match: list[str] = field(default_factory=list)  # substrings of the NVML device name
+    match: list[str] = field(default_factory=list)  # substrings of the NVML device name (any one)
+    exclude: list[str] = field(default_factory=list)  # substrings that rule a name out (e.g. "Ti")
     count: int = 1
     precisions: list[str] = field(default_factory=lambda: list(PRECISIONS))
     memory_gb: float | None = None
@@ -96,6 +97,13 @@ class TrackingConfig:
 
 
 @dataclass
+class TelemetryConfig:
+    enabled: bool = True
+    interval_ms: int = 100  # one NVML sample of every chosen GPU per interval
+    pcie_interval_ms: int = 1000  # NVML's PCIe throughput read blocks ~20 ms: take it less often; 0: never
+
+
+@dataclass
 class LauncherConfig:
     nnodes: int = 1
     node_rank: int = 0
@@ -110,6 +118,7 @@ class Config:
     precision: PrecisionConfig = MISSING
     benchmark: BenchmarkConfig = MISSING
     tracking: TrackingConfig = MISSING
+    telemetry: TelemetryConfig = MISSING
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
 
 
@@ -143,7 +152,8 @@ def finalize(cfg: DictConfig, cli_keys: set[str]) -> DictConfig:
                     if key not in cfg.model:
                         raise ConfigError(f"model.smoke.{key}: not a key of model {cfg.model.name}")
                     cfg.model[key] = value
-        if cfg.model.batch_size is None:
+        # gpu=auto: the batch size waits for the profile of the device found (job.adopt_profile)
+        if cfg.model.batch_size is None and cfg.gpu.device != "auto":
             cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)
     return cfg
@@ -179,6 +189,12 @@ def validate(cfg: DictConfig) -> None:
     need(g.device in ("cuda", "cpu", "auto"), "gpu.device", g.device, "one of cuda, cpu, auto")
     need(_positive_int(g.count), "gpu.count", g.count, "a positive integer")
     need(
+        g.device != "cuda" or bool(g.match),
+        "gpu.match",
+        list(g.match),
+        f"a non-empty list of NVML device-name substrings for cuda profile {g.name}",
+    )
+    need(
         p.name in g.precisions,
         "precision",
         p.name,
@@ -186,7 +202,12 @@ def validate(cfg: DictConfig) -> None:
     )
     need(p.name in PRECISIONS, "precision.name", p.name, f"one of {', '.join(PRECISIONS)}")
     need(m.category in CATEGORIES, "model.category", m.category, f"one of {', '.join(CATEGORIES)}")
-    need(_positive_int(m.batch_size), "model.batch_size", m.batch_size, "a positive integer")
+    need(
+        _positive_int(m.batch_size) or (m.batch_size is None and g.device == "auto"),
+        "model.batch_size",
+        m.batch_size,
+        "a positive integer",
+    )
     need(
         _positive_int(m.items_per_sample), "model.items_per_sample", m.items_per_sample, "a positive integer"
     )
@@ -220,6 +241,20 @@ def validate(cfg: DictConfig) -> None:
         "a URI such as sqlite:///abs/path/mlflow.db or http://host:5000",
     )
     need(bool(cfg.tracking.experiment), "tracking.experiment", cfg.tracking.experiment, "a non-empty name")
+    t = cfg.telemetry
+    need(
+        _positive_int(t.interval_ms) and t.interval_ms >= 10,
+        "telemetry.interval_ms",
+        t.interval_ms,
+        "an integer >= 10 (milliseconds between samples)",
+    )
+    need(
+        t.pcie_interval_ms == 0
+        or (_positive_int(t.pcie_interval_ms) and t.pcie_interval_ms >= t.interval_ms),
+        "telemetry.pcie_interval_ms",
+        t.pcie_interval_ms,
+        f"0 (off) or an integer >= telemetry.interval_ms ({t.interval_ms})",
+    )
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
