@@ -60,7 +60,7 @@ def software_versions() -> dict:
 
 
 def capture(devices: list) -> dict:
-    """Host, software and, through NVML, the chosen GPUs' driver, links, limits and clocks."""
+    """Host and software; through NVML the driver and each chosen GPU's links, limits and clocks."""
     env = {
         "host": socket.gethostname(),
         "platform": platform.platform(),
@@ -69,7 +69,7 @@ def capture(devices: list) -> dict:
         "driver": "none",
         "cuda_driver": "none",
         "versions": software_versions(),
-        "devices": [vars(d) for d in devices],
+        "devices": [vars(d) for d in devices],  # NVML adds PCIe, power limit, ECC, clocks, NVLinks
         "env": {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ},
     }
     if devices:
@@ -79,8 +79,7 @@ def capture(devices: list) -> dict:
     return env
 
 
-# nvml.h: NVML_CLOCK_SM, NVML_CLOCK_MEM; nvmlGpuTopologyLevel_t; nvmlIntNvLinkDeviceType_t
-CLOCK_SM, CLOCK_MEM = 1, 2
+# nvml.h: nvmlGpuTopologyLevel_t; nvmlIntNvLinkDeviceType_t
 TOPOLOGY_LEVELS = {
     0: "same board",
     10: "single PCIe switch",
@@ -107,23 +106,23 @@ def gpu_environment(lib, devices: list) -> dict:
                 "uuid": device.uuid,
                 "pci_bus_id": device.pci_bus_id,
                 "memory_gb": device.memory_gb,
-                "vbios": _text_or_none(call("nvmlDeviceGetVbiosVersion")),
+                "vbios": nvml.text(call("nvmlDeviceGetVbiosVersion")),
                 "pcie_gen": call("nvmlDeviceGetCurrPcieLinkGeneration"),
                 "pcie_gen_max": call("nvmlDeviceGetMaxPcieLinkGeneration"),
                 "pcie_width": call("nvmlDeviceGetCurrPcieLinkWidth"),
                 "pcie_width_max": call("nvmlDeviceGetMaxPcieLinkWidth"),
-                "power_limit_w": _scaled(call("nvmlDeviceGetEnforcedPowerLimit"), 1e-3),
-                "power_limit_default_w": _scaled(call("nvmlDeviceGetPowerManagementDefaultLimit"), 1e-3),
+                "power_limit_w": nvml.scaled(call("nvmlDeviceGetEnforcedPowerLimit"), 1e-3),
+                "power_limit_default_w": nvml.scaled(call("nvmlDeviceGetPowerManagementDefaultLimit"), 1e-3),
                 "ecc_enabled": None if ecc is None else bool(ecc[0]),
-                "max_sm_clock_mhz": call("nvmlDeviceGetMaxClockInfo", CLOCK_SM),
-                "max_mem_clock_mhz": call("nvmlDeviceGetMaxClockInfo", CLOCK_MEM),
+                "max_sm_clock_mhz": call("nvmlDeviceGetMaxClockInfo", nvml.CLOCK_SM),
+                "max_mem_clock_mhz": call("nvmlDeviceGetMaxClockInfo", nvml.CLOCK_MEM),
                 "nvlinks": _nvlinks(call),
             }
         )
     return {
-        "driver": _text_or_none(system("nvmlSystemGetDriverVersion")) or "none",
+        "driver": nvml.text(system("nvmlSystemGetDriverVersion")) or "none",
         "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else "none",
-        "gpus": gpus,
+        "devices": gpus,
         "topology": _topology(lib, devices, gpus),
     }
 
@@ -166,11 +165,3 @@ def _topology(lib, devices: list, gpus: list[dict]) -> dict:
             "nvlink": f"{direct} direct links" if direct else ("through NVSwitch" if switched else "none"),
         }
     return pairs
-
-
-def _text_or_none(value) -> str | None:
-    return None if value is None else nvml.text(value)
-
-
-def _scaled(value, factor: float) -> float | None:
-    return None if value is None else value * factor

@@ -14,6 +14,10 @@ from typing import Any
 # nvml.h return codes after which asking again is pointless
 NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND = 3, 4, 13
 _PERMANENT = {NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND}
+# nvml.h enums: nvmlClockType_t, nvmlTemperatureSensors_t, nvmlPcieUtilCounter_t
+CLOCK_SM, CLOCK_MEM = 1, 2
+TEMPERATURE_GPU = 0
+PCIE_TX, PCIE_RX = 0, 1
 
 _notice_shown = False
 
@@ -50,9 +54,16 @@ def _notice_missing(exc: Exception) -> None:
     )
 
 
-def text(value: Any) -> str:
-    """NVML strings arrive as bytes from older bindings and str from newer ones."""
+def text(value: Any) -> str | None:
+    """NVML strings arrive as bytes from older bindings and str from newer ones; None stays None."""
+    if value is None:
+        return None
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def scaled(value: float | None, factor: float) -> float | None:
+    """A reading in NVML's unit (mW, mJ, KB/s) in ours; None stays None."""
+    return None if value is None else value * factor
 
 
 class Caller:

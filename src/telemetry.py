@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import math
 import statistics
 import threading
 import time
@@ -33,9 +34,9 @@ GPU_FIELDS = (
 )
 HOST_FIELDS = ("cpu_util_pct", "host_mem_used_gb")
 NOT_SERIES = {"energy_j", "clock_event_reasons"}  # a counter and a bitmask: telemetry.csv only
+# MLflow's sqlite store takes a few thousand points a second: bound the series, not the CSV
+SERIES_POINTS = 200
 
-# nvml.h: NVML_TEMPERATURE_GPU, NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_PCIE_UTIL_TX/RX_BYTES
-TEMPERATURE_GPU, CLOCK_SM, CLOCK_MEM, PCIE_TX, PCIE_RX = 0, 1, 2, 0, 1
 # nvml.h clock-event reasons; HW slowdown (0x8) may be heat or power, so it counts only as "throttled"
 POWER_REASONS = 0x04 | 0x80  # SW power cap, HW power brake
 THERMAL_REASONS = 0x20 | 0x40  # SW and HW thermal slowdown
@@ -48,10 +49,6 @@ def _fields(label: str) -> tuple[str, ...]:
 
 def _attr(obj, name: str, scale: float = 1.0) -> float | None:
     return None if obj is None else getattr(obj, name) * scale
-
-
-def _scaled(value, scale: float) -> float | None:
-    return None if value is None else value * scale
 
 
 class GpuReader:
@@ -70,16 +67,16 @@ class GpuReader:
             _attr(util, "gpu"),
             _attr(util, "memory"),
             _attr(memory, "used", 1e-9),
-            _scaled(call("nvmlDeviceGetPowerUsage"), 1e-3),  # mW
-            _scaled(call("nvmlDeviceGetTotalEnergyConsumption"), 1e-3),  # mJ
-            call("nvmlDeviceGetTemperature", TEMPERATURE_GPU),
-            call("nvmlDeviceGetClockInfo", CLOCK_SM),
-            call("nvmlDeviceGetClockInfo", CLOCK_MEM),
+            nvml.scaled(call("nvmlDeviceGetPowerUsage"), 1e-3),  # mW
+            nvml.scaled(call("nvmlDeviceGetTotalEnergyConsumption"), 1e-3),  # mJ
+            call("nvmlDeviceGetTemperature", nvml.TEMPERATURE_GPU),
+            call("nvmlDeviceGetClockInfo", nvml.CLOCK_SM),
+            call("nvmlDeviceGetClockInfo", nvml.CLOCK_MEM),
             call.first(
                 ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
             ),
-            _scaled(call("nvmlDeviceGetPcieThroughput", PCIE_TX), 1e-3) if pcie else None,  # KB/s
-            _scaled(call("nvmlDeviceGetPcieThroughput", PCIE_RX), 1e-3) if pcie else None,
+            nvml.scaled(call("nvmlDeviceGetPcieThroughput", nvml.PCIE_TX), 1e-3) if pcie else None,  # KB/s
+            nvml.scaled(call("nvmlDeviceGetPcieThroughput", nvml.PCIE_RX), 1e-3) if pcie else None,
         )
 
 
@@ -218,18 +215,21 @@ def _interpolate(points: list[tuple[float, float]], t: float) -> float | None:
     return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
 
 
-def series_points(rows: dict[str, list[tuple]]) -> list[tuple[str, float, int, int]]:
-    """(key, value, timestamp ms, step) for every sampled figure, keyed telemetry/<device>/<field>."""
+def series_points(rows: dict[str, list[tuple]], max_points: int = SERIES_POINTS) -> list[tuple]:
+    """(key, value, timestamp ms, step) points keyed telemetry/<device>/<field>, at most `max_points`
+    per series: consecutive samples are averaged in equal runs, stamped with the run's first sample
+    (its time, and its index as the step). telemetry.csv keeps every sample."""
     points = []
     for label, device_rows in rows.items():
         fields = _fields(label)
-        for step, row in enumerate(device_rows):
-            stamp = int(row[0] * 1000)
-            points.extend(
-                (f"telemetry/{label}/{field}", value, stamp, step)
-                for field, value in zip(fields, row[1:], strict=True)
-                if value is not None and field not in NOT_SERIES
-            )
+        run = math.ceil(len(device_rows) / max_points) or 1
+        for step in range(0, len(device_rows), run):
+            chunk = device_rows[step : step + run]
+            stamp = int(chunk[0][0] * 1000)
+            for i, field in enumerate(fields, start=1):
+                found = [r[i] for r in chunk if r[i] is not None]
+                if found and field not in NOT_SERIES:
+                    points.append((f"telemetry/{label}/{field}", statistics.fmean(found), stamp, step))
     return points
 
 

@@ -31,7 +31,7 @@ def test_gpu_details_and_direct_nvlinks(monkeypatch):
     install(monkeypatch, FakeNvml([a, b]))
     env = environment.capture(hardware.list_devices())
     assert (env["driver"], env["cuda_driver"]) == ("550.54.15", "12.4")
-    first = env["gpus"][0]
+    first = env["devices"][0]
     assert first["uuid"] == "GPU-a"
     assert (first["pcie_gen"], first["pcie_width"], first["power_limit_w"]) == (4, 16, 700.0)
     assert (first["ecc_enabled"], first["max_sm_clock_mhz"], first["max_mem_clock_mhz"]) == (True, 2100, 8001)
@@ -45,7 +45,7 @@ def test_nvswitch_topology(monkeypatch):
     b.nvlinks = {i: ("00000000:c1:00.0", SWITCH) for i in range(18)}
     install(monkeypatch, FakeNvml([a, b]))
     env = environment.capture(hardware.list_devices())
-    assert len(env["gpus"][0]["nvlinks"]) == 18
+    assert len(env["devices"][0]["nvlinks"]) == 18
     assert env["topology"]["gpu0-gpu1"]["nvlink"] == "through NVSwitch"
 
 
@@ -57,11 +57,11 @@ def test_a_card_lacking_queries_still_gives_the_rest(monkeypatch):
     )
     env = environment.capture(hardware.list_devices())
     assert env["cuda_driver"] == "12.4"  # from the older function
-    assert [g["ecc_enabled"] for g in env["gpus"]] == [None, None]
-    assert [g["nvlinks"] for g in env["gpus"]] == [[], []]
+    assert [g["ecc_enabled"] for g in env["devices"]] == [None, None]
+    assert [g["nvlinks"] for g in env["devices"]] == [[], []]
     assert env["topology"] == {"gpu0-gpu1": {"pcie": None, "nvlink": "none"}}
     assert fake.calls["nvmlDeviceGetNvLinkState"] == 2  # one try per card, not one per possible link
-    assert env["gpus"][1]["power_limit_w"] == 300.0
+    assert env["devices"][1]["power_limit_w"] == 300.0
 
 
 def test_only_allow_listed_environment_variables_are_recorded(monkeypatch):
@@ -71,4 +71,4 @@ def test_only_allow_listed_environment_variables_are_recorded(monkeypatch):
     assert env["env"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert set(env["env"]) <= set(environment.ENV_ALLOWLIST)
     assert "do-not-record" not in json.dumps(env)
-    assert env["driver"] == "none" and "gpus" not in env
+    assert (env["driver"], env["devices"]) == ("none", [])

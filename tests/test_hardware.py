@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import CONF_DIR, compose_cfg
 from fake_nvml import FakeGpu, FakeNvml, install, mixed_host
@@ -122,8 +124,8 @@ def test_every_cuda_profile_has_a_complete_spec_sheet_with_sources(profile):
     peaks = gpu.peak_tflops
     assert set(peaks) == {"fp32", "tf32", "fp16", "bf16"}
     assert peaks.fp32 <= peaks.tf32 <= peaks.fp16  # tensor cores: at least the FP32 rate
-    raw = OmegaConf.load(f"{CONF_DIR}/gpu/{profile}.yaml")
-    lines = open(f"{CONF_DIR}/gpu/{profile}.yaml").read().splitlines()
+    path = Path(CONF_DIR) / "gpu" / f"{profile}.yaml"
+    raw, lines = OmegaConf.load(path), path.read_text().splitlines()
     figures = ["memory_gb", "memory_bandwidth_gbs", "tdp_w", "price_usd", "interconnect", *raw.peak_tflops]
     for key in figures:
         line = next(line for line in lines if line.strip().startswith(f"{key}:"))

@@ -205,3 +205,13 @@ def test_disabled_telemetry_samples_and_logs_nothing():
 def test_bad_telemetry_settings_are_named(override, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         finalize(compose_cfg(["gpu=cpu", "model=gpt2", override]), set())
+
+
+def test_long_series_are_averaged_down_for_mlflow():
+    rows = {"gpu0": [gpu_row(t / 10, power_w=float(t)) for t in range(1000)]}
+    points = [p for p in telemetry.series_points(rows, max_points=200) if p[0] == "telemetry/gpu0/power_w"]
+    assert len(points) == 200
+    assert points[0] == ("telemetry/gpu0/power_w", 2.0, 0, 0)  # mean of samples 0..4, at sample 0
+    assert points[-1][1:] == (997.0, 99500, 995)
+    short = telemetry.series_points({"gpu0": rows["gpu0"][:50]}, max_points=200)
+    assert [p[1] for p in short if p[0] == "telemetry/gpu0/power_w"] == [float(t) for t in range(50)]
