@@ -152,7 +152,7 @@ def finalize(cfg: DictConfig, cli_keys: set[str]) -> DictConfig:
                     if key not in cfg.model:
                         raise ConfigError(f"model.smoke.{key}: not a key of model {cfg.model.name}")
                     cfg.model[key] = value
-        # gpu=auto: the batch size waits for the profile of the device found (job.adopt_profile)
+        # gpu=auto: the batch follows the profile of the device found, so it is set once found
         if cfg.model.batch_size is None and cfg.gpu.device != "auto":
             cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)
@@ -215,6 +215,20 @@ def validate(cfg: DictConfig) -> None:
         value = m.get(key)
         need(value is None or _positive_int(value), f"model.{key}", value, "a positive integer")
     need(_builder_exists(m.builder), "model.builder", m.builder, "'package.module:function' that exists")
+    t = cfg.telemetry
+    need(
+        _positive_int(t.interval_ms) and t.interval_ms >= 10,
+        "telemetry.interval_ms",
+        t.interval_ms,
+        "an integer >= 10 (milliseconds between samples)",
+    )
+    need(
+        t.pcie_interval_ms == 0
+        or (_positive_int(t.pcie_interval_ms) and t.pcie_interval_ms >= t.interval_ms),
+        "telemetry.pcie_interval_ms",
+        t.pcie_interval_ms,
+        f"0 (off) or an integer >= telemetry.interval_ms ({t.interval_ms})",
+    )
     need(
         isinstance(b.warmup_steps, int) and b.warmup_steps >= 0,
         "benchmark.warmup_steps",
@@ -241,20 +255,6 @@ def validate(cfg: DictConfig) -> None:
         "a URI such as sqlite:///abs/path/mlflow.db or http://host:5000",
     )
     need(bool(cfg.tracking.experiment), "tracking.experiment", cfg.tracking.experiment, "a non-empty name")
-    t = cfg.telemetry
-    need(
-        _positive_int(t.interval_ms) and t.interval_ms >= 10,
-        "telemetry.interval_ms",
-        t.interval_ms,
-        "an integer >= 10 (milliseconds between samples)",
-    )
-    need(
-        t.pcie_interval_ms == 0
-        or (_positive_int(t.pcie_interval_ms) and t.pcie_interval_ms >= t.interval_ms),
-        "telemetry.pcie_interval_ms",
-        t.pcie_interval_ms,
-        f"0 (off) or an integer >= telemetry.interval_ms ({t.interval_ms})",
-    )
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 

@@ -112,11 +112,11 @@ def _select_auto(count: int, devices: list[Device], profiles: dict) -> Selection
             f"gpu=auto gpu.count={count} needs {count} x {name} (one model per job); "
             f"this host has {host_summary(devices)}"
         )
-    profile = next((p for p, data in profiles.items() if matches(data, name)), _slug(name))
+    profile = next((p for p, data in profiles.items() if matches(data, name)), slug(name))
     return Selection(profile=profile, device_kind="cuda", devices=chosen, gpu_name=name)
 
 
-def _slug(name: str) -> str:
+def slug(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name.lower().replace("nvidia ", "")).strip("_")
 
 

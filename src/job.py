@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from src import console, hardware, telemetry, tracking
+from src import console, hardware, tracking
 from src.config import ConfigError, default_batch_size, validate
 
 
@@ -33,7 +33,7 @@ def adopt_profile(cfg: DictConfig, selection: hardware.Selection) -> DictConfig:
         cfg.gpu = OmegaConf.merge(cfg.gpu, profile)
         cfg.gpu.count = count
         cfg.gpu.device = selection.device_kind
-        if cfg.model.batch_size is None:  # finalize left it for the profile found here
+        if cfg.model.batch_size is None:
             cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)  # the precision must suit the device that auto found
     return cfg
@@ -63,7 +63,7 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
     }
     run = tracking.JobRun(cfg.tracking.uri, experiment_id, name, tags, parent_run_id)
     try:
-        from src import environment
+        from src import environment, telemetry
 
         env = environment.capture(selection.devices)
         run.set_tags(
