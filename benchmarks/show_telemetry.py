@@ -1,16 +1,12 @@
 """Print a run's telemetry figures from MLflow: power, energy per item, clocks, throttling, efficiency.
 
-python benchmarks/show_telemetry.py                          # latest finished run, default store
-python benchmarks/show_telemetry.py --run RUN_ID --uri sqlite:////abs/mlruns/mlflow.db
+python benchmarks/show_telemetry.py                   # the newest finished job run
+python benchmarks/show_telemetry.py --run RUN_ID      [--uri URI]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # (metric, label, format); a figure the run lacks (no NVML, no price) prints as "-"
 FIGURES = (
@@ -45,30 +41,30 @@ def describe(run) -> str:
 
 
 def main() -> None:
-    from src.config import PROJECT_ROOT
+    from scaling import default_uri
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--uri", default=f"sqlite:///{PROJECT_ROOT}/mlruns/mlflow.db")
+    parser.add_argument("--uri", help="tracking URI (default: the one the suite itself uses)")
     parser.add_argument("--experiment", default="gpubench")
-    parser.add_argument("--run", help="run id (default: the latest finished run of the experiment)")
+    parser.add_argument("--run", help="run id (default: the newest finished job run)")
     args = parser.parse_args()
 
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(args.uri)
+    client = MlflowClient(args.uri or default_uri())
     if args.run:
         run = client.get_run(args.run)
     else:
         experiment = client.get_experiment_by_name(args.experiment)
         runs = experiment and client.search_runs(
             [experiment.experiment_id],
-            "attributes.status = 'FINISHED' and tags.gpu_count != ''",
+            "attributes.status = 'FINISHED'",
             order_by=["attributes.start_time DESC"],
-            max_results=1,
         )
-        if not runs:
-            raise SystemExit(f"no finished run in experiment {args.experiment!r} at {args.uri}")
-        run = runs[0]
+        jobs = [r for r in runs or [] if r.data.tags.get("sweep") != "true"]
+        if not jobs:
+            raise SystemExit(f"no finished job run in experiment {args.experiment!r}")
+        run = jobs[0]
     print(describe(run))
     power = client.get_metric_history(run.info.run_id, "telemetry/gpu0/power_w")
     print(f"  {'power series points (gpu0)':<32} {len(power)}")
