@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from types import SimpleNamespace
 
@@ -10,7 +11,7 @@ from conftest import compose_cfg
 from fake_nvml import FakeNvml, install, mixed_host
 
 from src import hardware, nvml, telemetry
-from src.config import ConfigError, finalize
+from src.config import PROJECT_ROOT, ConfigError, finalize
 
 GPU = telemetry.GPU_FIELDS
 
@@ -215,3 +216,14 @@ def test_long_series_are_averaged_down_for_mlflow():
     assert points[-1][1:] == (997.0, 99500, 995)
     short = telemetry.series_points({"gpu0": rows["gpu0"][:50]}, max_points=200)
     assert [p[1] for p in short if p[0] == "telemetry/gpu0/power_w"] == [float(t) for t in range(50)]
+
+
+def test_every_nvml_function_the_code_calls_exists_in_pynvml():
+    """Guarded calls would turn a misspelt name into a silently empty column: check the names."""
+    pynvml = pytest.importorskip("pynvml")
+    source = "".join(path.read_text() for path in (PROJECT_ROOT / "src").glob("*.py"))
+    names = set(re.findall(r"\bnvml(?:Device|System)\w+", source)) | set(
+        re.findall(r"\bnvml(?:Init|Shutdown)\b", source)
+    )
+    assert len(names) > 20
+    assert sorted(n for n in names if not hasattr(pynvml, n)) == []
