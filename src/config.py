@@ -152,8 +152,7 @@ def finalize(cfg: DictConfig, cli_keys: set[str]) -> DictConfig:
                     if key not in cfg.model:
                         raise ConfigError(f"model.smoke.{key}: not a key of model {cfg.model.name}")
                     cfg.model[key] = value
-        # gpu=auto: the batch follows the profile of the device found, so it is set once found
-        if cfg.model.batch_size is None and cfg.gpu.device != "auto":
+        if cfg.model.batch_size is None:
             cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)
     return cfg
@@ -202,12 +201,7 @@ def validate(cfg: DictConfig) -> None:
     )
     need(p.name in PRECISIONS, "precision.name", p.name, f"one of {', '.join(PRECISIONS)}")
     need(m.category in CATEGORIES, "model.category", m.category, f"one of {', '.join(CATEGORIES)}")
-    need(
-        _positive_int(m.batch_size) or (m.batch_size is None and g.device == "auto"),
-        "model.batch_size",
-        m.batch_size,
-        "a positive integer",
-    )
+    need(_positive_int(m.batch_size), "model.batch_size", m.batch_size, "a positive integer")
     need(
         _positive_int(m.items_per_sample), "model.items_per_sample", m.items_per_sample, "a positive integer"
     )

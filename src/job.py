@@ -15,7 +15,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src import console, hardware, tracking
-from src.config import ConfigError, default_batch_size, validate
+from src.config import ConfigError, validate
 
 
 def run_name(profile: str, count: int, model: str, precision: str) -> str:
@@ -33,8 +33,6 @@ def adopt_profile(cfg: DictConfig, selection: hardware.Selection) -> DictConfig:
         cfg.gpu = OmegaConf.merge(cfg.gpu, profile)
         cfg.gpu.count = count
         cfg.gpu.device = selection.device_kind
-        if cfg.model.batch_size is None:
-            cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)  # the precision must suit the device that auto found
     return cfg
 
@@ -75,15 +73,16 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
 
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
             outcome = _launch(cfg, selection, job_dir, name, job_started)
-        metrics = outcome["metrics"] | watch.summary(outcome)
+        metrics = outcome["metrics"]
+        peak = cfg.gpu.peak_tflops.get(cfg.precision.peak_key) if cfg.gpu.peak_tflops else None
+        from src.results import efficiency, mfu
+
+        metrics["mfu"] = mfu(metrics.get("achieved_tflops_per_gpu"), peak)
+        metrics |= watch.summary(outcome)
         baseline = run.single_gpu_baseline(tags, cfg.model.batch_size) if count > 1 else None
         if baseline:
             run.set_tags({"scaling_baseline_run": baseline[0]})
-        from src.results import derived_metrics
-
-        metrics |= derived_metrics(
-            metrics, cfg.gpu, cfg.precision.peak_key, count, baseline[1] if baseline else None
-        )
+        metrics |= efficiency(metrics, cfg.gpu, count, baseline[1] if baseline else None)
         run.log_metrics(metrics)
         run.set_tags(
             {"unit": cfg.model.unit, **{f"math_{k}": v for k, v in outcome["precision_math"].items()}}

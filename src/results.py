@@ -54,20 +54,17 @@ def mfu(achieved_tflops_per_gpu: float | None, peak_tflops: float | None) -> flo
     return achieved_tflops_per_gpu / peak_tflops
 
 
-def derived_metrics(
-    metrics: dict, gpu, peak_key: str, world: int, baseline_throughput: float | None = None
-) -> dict:
-    """Efficiency figures from the job's metrics and the gpu profile's spec sheet.
+def efficiency(metrics: dict, gpu, world: int, baseline_throughput: float | None = None) -> dict:
+    """Efficiency figures from the job's metrics and the gpu profile; one whose inputs are missing
+    is left out.
 
-    mfu: per-GPU achieved FLOP/s over the dense peak of the math that ran; throughput_per_watt:
-    items/s per watt of measured GPU power (all GPUs); throughput_per_kusd: items/s per 1,000 USD
-    of GPU list price; scaling_efficiency: throughput over `world` times the 1-GPU run's.
-    A figure whose inputs are missing is left out.
+    throughput_per_watt: items/s per watt of measured GPU power (all GPUs); throughput_per_kusd:
+    items/s per 1,000 USD of GPU list price; scaling_efficiency: throughput over `world` times
+    that of the 1-GPU run of the same setup.
     """
     throughput = metrics["throughput"]
     price, power = gpu.get("price_usd"), metrics.get("power_mean_w")
     figures = {
-        "mfu": mfu(metrics.get("achieved_tflops_per_gpu"), (gpu.get("peak_tflops") or {}).get(peak_key)),
         "throughput_per_watt": throughput / (power * world) if power else None,
         "throughput_per_kusd": throughput / (price * world / 1000) if price else None,
         "scaling_efficiency": (

@@ -6,26 +6,26 @@ import pytest
 from conftest import compose_cfg
 
 from src import tracking
-from src.results import derived_metrics
+from src.results import efficiency, mfu
 
 
 def test_figures_from_known_inputs():
-    a6000 = compose_cfg(["gpu=a6000"]).gpu  # tf32 peak 77.4 TFLOPS, price 4437.5 USD
-    metrics = {"throughput": 1000.0, "achieved_tflops_per_gpu": 38.7, "power_mean_w": 250.0}
-    figures = derived_metrics(metrics, a6000, "tf32", world=2, baseline_throughput=625.0)
-    assert figures["mfu"] == pytest.approx(0.5)
+    a6000 = compose_cfg(["gpu=a6000"]).gpu  # tf32 peak 77.4, fp32 38.7 TFLOPS; price 4437.5 USD
+    assert mfu(38.7, a6000.peak_tflops.tf32) == pytest.approx(0.5)
+    assert mfu(38.7, a6000.peak_tflops.fp32) == pytest.approx(1.0)
+    metrics = {"throughput": 1000.0, "power_mean_w": 250.0}
+    figures = efficiency(metrics, a6000, world=2, baseline_throughput=625.0)
     assert figures["throughput_per_watt"] == pytest.approx(1000 / 500)  # two GPUs at 250 W
     assert figures["throughput_per_kusd"] == pytest.approx(1000 / (2 * 4.4375))
     assert figures["scaling_efficiency"] == pytest.approx(1000 / (2 * 625))
-    assert derived_metrics(metrics, a6000, "fp32", world=2)["mfu"] == pytest.approx(1.0)  # 38.7 fp32
 
 
 def test_figures_without_their_inputs_are_left_out():
     cpu = compose_cfg(["gpu=cpu"]).gpu  # no peak, no price
-    figures = derived_metrics({"throughput": 10.0, "achieved_tflops_per_gpu": 0.1}, cpu, "fp32", world=1)
-    assert figures == {}
+    assert mfu(0.1, cpu.peak_tflops.get("fp32")) is None
+    assert efficiency({"throughput": 10.0}, cpu, world=1) == {}
     a6000 = compose_cfg(["gpu=a6000"]).gpu
-    one_gpu = derived_metrics({"throughput": 10.0}, a6000, "fp32", world=1, baseline_throughput=10.0)
+    one_gpu = efficiency({"throughput": 10.0}, a6000, world=1, baseline_throughput=10.0)
     assert set(one_gpu) == {"throughput_per_kusd"}  # no power measured, no scaling for 1 GPU
 
 

@@ -79,17 +79,12 @@ def test_auto_on_a_card_without_profile_uses_its_name_and_on_no_gpu_the_cpu(monk
     assert hardware.select(compose_cfg(["gpu=auto"]).gpu, []).device_kind == "cpu"
 
 
-def test_auto_runs_with_the_found_profiles_spec_sheet_and_batch_size(monkeypatch):
+def test_auto_runs_with_the_found_profiles_spec_sheet(monkeypatch):
     install(monkeypatch, FakeNvml(mixed_host()))
-    cfg = finalize(compose_cfg(["model=resnet50"]), set())
-    assert cfg.model.batch_size is None  # left for the profile that auto finds
-    gpu_host = adopt_profile(cfg, hardware.select(cfg.gpu, hardware.list_devices()))
-    assert gpu_host.gpu.name == "a6000"
-    assert gpu_host.gpu.peak_tflops.fp32 == 38.7
-    cpu_host = adopt_profile(cfg, hardware.select(cfg.gpu, []))
-    assert (cpu_host.gpu.name, cpu_host.model.batch_size) == ("cpu", 8)  # cpu.yaml's, not the model's
-    overridden = finalize(compose_cfg(["model=resnet50", "model.batch_size=3"]), {"model.batch_size"})
-    assert adopt_profile(overridden, hardware.select(cfg.gpu, [])).model.batch_size == 3
+    cfg = finalize(compose_cfg(["model=gpt2"]), set())
+    found = adopt_profile(cfg, hardware.select(cfg.gpu, hardware.list_devices()))
+    assert (found.gpu.name, found.gpu.device, found.gpu.peak_tflops.fp32) == ("a6000", "cuda", 38.7)
+    assert adopt_profile(cfg, hardware.select(cfg.gpu, [])).gpu.precisions == ["fp32", "bf16"]  # cpu's
 
 
 # NVML device names -> the one profile that must claim it (None: no profile may)
