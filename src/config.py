@@ -58,7 +58,8 @@ class SlurmRequest:
 class GpuConfig:
     name: str = MISSING
     device: str = "cuda"  # cuda | cpu | auto (whatever the host has)
-    match: list[str] = field(default_factory=list)  # substrings of the NVML device name
+    match: list[str] = field(default_factory=list)  # substrings of the NVML device name (any one)
+    exclude: list[str] = field(default_factory=list)  # substrings that rule a name out (e.g. "Ti")
     count: int = 1
     precisions: list[str] = field(default_factory=lambda: list(PRECISIONS))
     memory_gb: float | None = None
@@ -140,6 +141,13 @@ class TrackingConfig:
 
 
 @dataclass
+class TelemetryConfig:
+    enabled: bool = True
+    interval_ms: int = 100  # one NVML sample of every chosen GPU per interval
+    pcie_interval_ms: int = 1000  # NVML's PCIe throughput read blocks ~20 ms: take it less often; 0: never
+
+
+@dataclass
 class LauncherConfig:
     nnodes: int = 1
     node_rank: int = 0  # this machine's node; node 0's job process logs the run
@@ -155,6 +163,7 @@ class Config:
     precision: PrecisionConfig = MISSING
     benchmark: BenchmarkConfig = MISSING
     tracking: TrackingConfig = MISSING
+    telemetry: TelemetryConfig = MISSING
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
 
 
@@ -271,6 +280,12 @@ def validate(cfg: DictConfig) -> None:
     need(g.device in ("cuda", "cpu", "auto"), "gpu.device", g.device, "one of cuda, cpu, auto")
     need(_positive_int(g.count), "gpu.count", g.count, "a positive integer")
     need(
+        g.device != "cuda" or bool(g.match),
+        "gpu.match",
+        list(g.match),
+        f"a non-empty list of NVML device-name substrings for cuda profile {g.name}",
+    )
+    need(
         p.name in g.precisions,
         "precision",
         p.name,
@@ -311,6 +326,20 @@ def validate(cfg: DictConfig) -> None:
         f"false for model={m.name}: the NHWC memory format applies to vision models only",
     )
     need(_builder_exists(m.builder), "model.builder", m.builder, "'package.module:function' that exists")
+    t = cfg.telemetry
+    need(
+        _positive_int(t.interval_ms) and t.interval_ms >= 10,
+        "telemetry.interval_ms",
+        t.interval_ms,
+        "an integer >= 10 (milliseconds between samples)",
+    )
+    need(
+        t.pcie_interval_ms == 0
+        or (_positive_int(t.pcie_interval_ms) and t.pcie_interval_ms >= t.interval_ms),
+        "telemetry.pcie_interval_ms",
+        t.pcie_interval_ms,
+        f"0 (off) or an integer >= telemetry.interval_ms ({t.interval_ms})",
+    )
     need(
         isinstance(b.warmup_steps, int) and b.warmup_steps >= 0,
         "benchmark.warmup_steps",

@@ -85,3 +85,8 @@ def summary_table(rows: list[dict]) -> None:
             row.get("error", "")[:80],
         )
     console.print(table)
+
+
+def notice(message: str) -> None:
+    """Something the user should know that does not stop the job."""
+    console.print(f"[yellow]note:[/] {message}")

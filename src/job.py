@@ -75,9 +75,9 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
     }
     run = tracking.JobRun(cfg.tracking.uri, experiment_id, name, tags, parent_run_id)
     try:
-        from src import environment
+        from src import environment, telemetry
 
-        env = environment.capture(selection.devices, hardware.driver_version() if devices else None)
+        env = environment.capture(selection.devices)
         run.set_tags(
             {f"{k}_version": v for k, v in env["versions"].items()} | {"driver_version": env["driver"]}
         )
@@ -85,13 +85,19 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         run.log_files({"config.yaml": OmegaConf.to_yaml(cfg, resolve=True)})
         run.log_dict(env, "environment.json")
 
-        outcome = _launch(cfg, selection, job_dir, name, job_started)
+        with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
+            outcome = _launch(cfg, selection, job_dir, name, job_started)
         metrics = outcome["metrics"]
         run.log_params({"batch_size": metrics["batch_size"]})  # the per-GPU batch that ran
         peak = cfg.gpu.peak_tflops.get(cfg.precision.peak_key) if cfg.gpu.peak_tflops else None
-        from src.results import mfu
+        from src.results import efficiency, mfu
 
         metrics["mfu"] = mfu(metrics.get("achieved_tflops_per_gpu"), peak)
+        metrics |= watch.summary(outcome)
+        baseline = run.single_gpu_baseline(tags, cfg.model.batch_size) if count > 1 else None
+        if baseline:
+            run.set_tags({"scaling_baseline_run": baseline[0]})
+        metrics |= efficiency(metrics, cfg.gpu, count, baseline[1] if baseline else None)
         run.log_metrics(metrics)
         run.set_tags(
             {"unit": cfg.model.unit, **{f"math_{k}": v for k, v in outcome["precision_math"].items()}}

@@ -60,6 +60,7 @@ class JobRun:
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
         self.client = client(uri)
+        self.experiment_id = experiment_id
         if parent_run_id:
             tags = {**tags, MLFLOW_PARENT_RUN_ID: parent_run_id}
         run = self.client.create_run(experiment_id, run_name=name, tags={k: str(v) for k, v in tags.items()})
@@ -71,12 +72,35 @@ class JobRun:
         self.client.log_batch(self.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
 
     def log_metrics(self, metrics: dict, step: int = 0) -> None:
+        now = _now_ms()
+        self.log_series([(k, v, now, step) for k, v in metrics.items() if v is not None])
+
+    def log_series(self, points: list[tuple[str, float, int, int]]) -> None:
+        """(key, value, timestamp ms, step) points, sent in batches rather than one call each."""
         from mlflow.entities import Metric
 
-        now = _now_ms()
-        items = [Metric(k, float(v), now, step) for k, v in metrics.items() if v is not None]
+        items = [Metric(k, float(v), stamp, step) for k, v, stamp, step in points]
         for i in range(0, len(items), 1000):  # MLflow takes at most 1000 metrics per batch
             self.client.log_batch(self.run_id, metrics=items[i : i + 1000])
+
+    def single_gpu_baseline(self, tags: dict, batch_size: int) -> tuple[str, float] | None:
+        """(run id, throughput) of the latest FINISHED 1-GPU run of this job's setup, if any.
+
+        Same gpu, model, precision, benchmark, compile and channels_last tags, same per-GPU batch.
+        """
+        keys = ("gpu", "model", "precision", "benchmark", "compile", "channels_last")
+        filters = [f"tags.{k} = '{tags[k]}'" for k in keys]
+        filters += ["tags.gpu_count = '1'", "attributes.status = 'FINISHED'"]
+        filters.append(f"params.`model.batch_size` = '{batch_size}'")
+        runs = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=" and ".join(filters),
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        if not runs or "throughput" not in runs[0].data.metrics:
+            return None
+        return runs[0].info.run_id, runs[0].data.metrics["throughput"]
 
     def set_tags(self, tags: dict) -> None:
         from mlflow.entities import RunTag
