@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VISION = ["resnet50", "ssd300", "maskrcnn", "vit_b16"]
 LANGUAGE = ["txl_base", "txl_large", "bert_large", "gpt2", "llama"]
 TF32_TOO = ["resnet50", "txl_base", "txl_large"]
+PRECISIONS = ["amp", "bf16", "tf32"]
 # Lambda's published single-H200 PyTorch training throughput (images/s), as quoted in issue 3:
 # their "fp32" (TF32 math) compares with our tf32, their "fp16" (AMP) with our amp.
 LAMBDA_H200 = {
@@ -33,14 +34,14 @@ LAMBDA_H200 = {
 }
 
 
-def jobs(models: list[str]) -> list[tuple[str, str, tuple[str, ...]]]:
-    """(model, precision, extra overrides) for every row of the table."""
+def jobs(models: list[str], only: list[str] = PRECISIONS) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(model, precision, extra overrides) for every row of the table, limited to `only` precisions."""
     out = []
     for model in models:
         knobs = ("benchmark.channels_last=true",) if model in VISION else ()
         precisions = ["amp", "bf16"] + (["tf32"] if model in TF32_TOO else [])
-        out += [(model, precision, knobs) for precision in precisions]
-        if model == "resnet50":
+        out += [(model, precision, knobs) for precision in precisions if precision in only]
+        if model == "resnet50" and "amp" in only:
             out.append((model, "amp", (*knobs, "benchmark.compile=true")))
     return out
 
@@ -52,17 +53,19 @@ def model_default_batch(model: str, precision: str) -> int:
     return OmegaConf.load(ROOT / "conf" / "model" / f"{model}.yaml").batch_sizes[precision]
 
 
-def sweeps(models: list[str], gpu: str, common: list[str], model_defaults: bool) -> list[list[str]]:
+def sweeps(
+    models: list[str], gpu: str, common: list[str], model_defaults: bool, only: list[str] = PRECISIONS
+) -> list[list[str]]:
     """`python -m src.train -m` argument lists: one sweep per (precision, knobs) over the models;
     with `model_defaults`, one job per row with the model's 24 GB default batch set explicitly."""
     base = [f"gpu={gpu}", *common]
     if model_defaults:
         return [
             [*base, f"model={m}", f"precision={p}", *knobs, f"model.batch_size={model_default_batch(m, p)}"]
-            for m, p, knobs in jobs(models)
+            for m, p, knobs in jobs(models, only)
         ]
     groups: dict[tuple, list[str]] = {}
-    for model, precision, knobs in jobs(models):
+    for model, precision, knobs in jobs(models, only):
         groups.setdefault((precision, knobs), []).append(model)
     return [
         [*base, f"model={','.join(group)}", f"precision={precision}", *knobs]
@@ -144,6 +147,7 @@ def main() -> None:
         help="run each model at its own default batch (sized for 24 GB), not the gpu profile's",
     )
     parser.add_argument("--models", nargs="+", default=VISION + LANGUAGE, choices=VISION + LANGUAGE)
+    parser.add_argument("--precisions", nargs="+", default=PRECISIONS, choices=PRECISIONS)
     parser.add_argument("--experiment", default="models-table", help="MLflow experiment for these runs")
     parser.add_argument("--uri", default=f"sqlite:///{ROOT}/mlruns/mlflow.db", help="MLflow tracking URI")
     parser.add_argument("--time-limit", type=float, default=30.0, help="benchmark.time_limit_s per job")
@@ -160,7 +164,7 @@ def main() -> None:
         *args.override,
     ]
     started_ms = int(time.time() * 1000)
-    run_sweeps(sweeps(args.models, args.gpu, common, args.model_defaults), args.dry_run)
+    run_sweeps(sweeps(args.models, args.gpu, common, args.model_defaults, args.precisions), args.dry_run)
     if not args.dry_run:
         print_table(read_table(args.uri, args.experiment, started_ms))
 
