@@ -94,7 +94,8 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
 
         metrics["mfu"] = mfu(metrics.get("achieved_tflops_per_gpu"), peak)
         metrics |= watch.summary(outcome)
-        baseline = run.single_gpu_baseline(tags, cfg.model.batch_size) if count > 1 else None
+        batch = {"model.batch_size": cfg.model.batch_size}
+        baseline = run.single_gpu_baseline(tags, batch) if count > 1 else None
         if baseline:
             run.set_tags({"scaling_baseline_run": baseline[0]})
         metrics |= efficiency(metrics, cfg.gpu, count, baseline[1] if baseline else None)

@@ -83,15 +83,16 @@ class JobRun:
         for i in range(0, len(items), 1000):  # MLflow takes at most 1000 metrics per batch
             self.client.log_batch(self.run_id, metrics=items[i : i + 1000])
 
-    def single_gpu_baseline(self, tags: dict, batch_size: int) -> tuple[str, float] | None:
+    def single_gpu_baseline(self, tags: dict, params: dict) -> tuple[str, float] | None:
         """(run id, throughput) of the latest FINISHED 1-GPU run of this job's setup, if any.
 
-        Same gpu, model, precision, benchmark, compile and channels_last tags, same per-GPU batch.
+        Same gpu, model, precision, benchmark, compile and channels_last tags and the same `params`
+        (the per-GPU batch: scaling is judged at equal work per GPU).
         """
         keys = ("gpu", "model", "precision", "benchmark", "compile", "channels_last")
         filters = [f"tags.{k} = '{tags[k]}'" for k in keys]
         filters += ["tags.gpu_count = '1'", "attributes.status = 'FINISHED'"]
-        filters.append(f"params.`model.batch_size` = '{batch_size}'")
+        filters += [f"params.`{k}` = '{v}'" for k, v in params.items()]
         runs = self.client.search_runs(
             [self.experiment_id],
             filter_string=" and ".join(filters),

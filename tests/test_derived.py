@@ -56,5 +56,6 @@ def test_scaling_baseline_is_the_latest_finished_single_gpu_run_of_the_same_setu
     job(950.0, batch=128)
     job(990.0, gpu="rtx3090")
     current = tracking.JobRun(tracking_uri, experiment, "now", {**setup, "gpu_count": 2}, None)
-    assert current.single_gpu_baseline({**setup, "gpu_count": 2}, 256) == (wanted, 600.0)
-    assert current.single_gpu_baseline({**setup, "model": "gpt2"}, 256) is None
+    batch = {"model.batch_size": 256}
+    assert current.single_gpu_baseline({**setup, "gpu_count": 2}, batch) == (wanted, 600.0)
+    assert current.single_gpu_baseline({**setup, "model": "gpt2"}, batch) is None
