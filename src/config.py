@@ -294,7 +294,9 @@ def validate(cfg: DictConfig) -> None:
     need(p.name in PRECISIONS, "precision.name", p.name, f"one of {', '.join(PRECISIONS)}")
     need(m.category in CATEGORIES, "model.category", m.category, f"one of {', '.join(CATEGORIES)}")
     need(
-        _positive_int(m.batch_size) or m.batch_size == AUTO_BATCH or (m.batch_size is None and g.device == "auto"),
+        _positive_int(m.batch_size)
+        or m.batch_size == AUTO_BATCH
+        or (m.batch_size is None and g.device == "auto"),
         "model.batch_size",
         m.batch_size,
         f"a positive integer or {AUTO_BATCH!r}",

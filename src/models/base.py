@@ -18,15 +18,16 @@ class Workload:
     items_per_step: int  # items one rank processes per step, in the model's unit
     optimizer: str  # "sgd" (vision) or "adamw" (language)
     flops_per_item: float | None = None  # training FLOPs (forward + backward) per item
+    lr: float | None = None  # None: the optimizer's usual rate below
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         params = [p for p in self.model.parameters() if p.requires_grad]
         if self.optimizer == "sgd":
-            return torch.optim.SGD(params, lr=0.01, momentum=0.9, weight_decay=1e-4)
+            return torch.optim.SGD(params, lr=self.lr or 0.01, momentum=0.9, weight_decay=1e-4)
         if self.optimizer == "adamw":
             # fused kernels where the device has them: what a tuned training script uses
             fused = all(p.is_cuda for p in params)
-            return torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01, fused=fused or None)
+            return torch.optim.AdamW(params, lr=self.lr or 1e-4, weight_decay=0.01, fused=fused or None)
         raise ValueError(f"optimizer={self.optimizer!r}: must be sgd or adamw")
 
 

@@ -46,7 +46,7 @@ def _summed_losses(model: nn.Module, batch) -> torch.Tensor:
     return sum(model(images, targets).values())
 
 
-def _detection_workload(model, cfg, batch_size, device, make_batch) -> Workload:
+def _detection_workload(model, cfg, batch_size, device, make_batch, lr: float | None = None) -> Workload:
     if cfg.get("channels_last"):
         model = model.to(memory_format=torch.channels_last)
     flops = cfg.get("flops_per_item") or counted_flops_per_item(cfg, model, _summed_losses, make_batch(2), 2)
@@ -57,6 +57,7 @@ def _detection_workload(model, cfg, batch_size, device, make_batch) -> Workload:
         items_per_step=batch_size * cfg["items_per_sample"],
         optimizer="sgd",
         flops_per_item=flops,
+        lr=lr,
     )
 
 
@@ -137,7 +138,8 @@ def ssd300(cfg: dict, batch_size: int, device) -> Workload:
             images = images.contiguous(memory_format=torch.channels_last)
         return images, synthetic_targets(n, size, size, cfg["num_classes"], device)
 
-    return _detection_workload(model, cfg, batch_size, device, make_batch)
+    # NVIDIA's SSD300 v1.1 recipe: SGD at 2.6e-3 (0.01 drives the loss to inf under fp16 autocast).
+    return _detection_workload(model, cfg, batch_size, device, make_batch, lr=2.6e-3)
 
 
 # --- Mask R-CNN ResNet-50 FPN --------------------------------------------------------------
