@@ -26,7 +26,9 @@ def tracking_uri(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path}/mlruns/mlflow.db"
 
 
-def run_cli(args: list[str], tmp_path: Path, tracking_uri: str, timeout: float = 300, module: str = "src.train"):
+def run_cli(
+    args: list[str], tmp_path: Path, tracking_uri: str, timeout: float = 300, module: str = "src.train"
+):
     """Run `python -m <module>` as a user would, writing runs and Hydra folders under tmp_path."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     extra = [f"tracking.uri={tracking_uri}"]
