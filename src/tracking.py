@@ -215,7 +215,7 @@ def _clean(values: dict) -> dict[str, str]:
 
 def _first_line(exc: BaseException) -> str:
     text = credentials.redact(str(exc) or type(exc).__name__)
-    return text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
+    return text.strip().splitlines()[0][:200] if text.strip() else type(exc).__name__
 
 
 def _now_ms() -> int:
