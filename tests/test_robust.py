@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 from conftest import compose_cfg, read_runs
 from mlflow.tracking import MlflowClient
 
-from src.config import PROJECT_ROOT, ConfigError, finalize
+from src.config import PROJECT_ROOT, ConfigError, finalize, override_keys
 
 TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model.builder=tests.workloads:by_name"]
 USER, URI_PASSWORD = "alice", "uri-pw-5x9k2"
@@ -217,21 +218,44 @@ def test_bad_points_fail_alone_and_the_sweep_reports_them(fault_sweep):
     assert rc != 0
 
 
-def test_second_sweep_skips_what_the_first_finished_unless_rerun(fault_sweep):
+def test_second_sweep_skips_what_the_first_finished(fault_sweep):
     _, _, uri, tmp = fault_sweep
     again = tmp / "again"
     again.mkdir()
-    # the same point twice: rerun=false must skip it, rerun=true must run it
-    cli = Cli(["-m", *TINY, "model.name=tiny", "benchmark.rerun=false,true"], again, uri)
+    cli = Cli(["-m", *TINY, "model.name=tiny"], again, uri)
     assert cli.wait() == 0, cli.output[-3000:]
-    first = runs_by_name(uri)["cpux1-tiny-fp32"]
     assert "skip cpux1-tiny-fp32: already FINISHED" in cli.output
-    assert len(first) == 2 and all(r.info.status == "FINISHED" for r in first)
-    assert len({r.data.tags["config_hash"] for r in first}) == 1  # rerun does not change the hash
-    parents = [r for r in read_runs(uri) if r.data.tags.get("sweep") == "true"]
-    latest = max(parents, key=lambda r: r.info.start_time)
+    assert len(runs_by_name(uri)["cpux1-tiny-fp32"]) == 1  # nothing ran
+    latest = max(
+        (r for r in read_runs(uri) if r.data.tags.get("sweep") == "true"), key=lambda r: r.info.start_time
+    )
     assert latest.info.status == "FINISHED"
-    assert any(k.startswith("skipped.") for k in latest.data.tags)
+    assert [k for k in latest.data.tags if k.startswith("skipped.")]
+
+
+def test_rerun_true_runs_a_point_that_has_a_finished_run(fault_sweep, tmp_path, monkeypatch):
+    from src import job, tracking
+
+    _, _, uri, _ = fault_sweep
+    (finished,) = runs_by_name(uri)["cpux1-tiny-fp32"]
+
+    class Opened(Exception):
+        """Stands in for opening the run: how far the job got is all that matters here."""
+
+    def open_run(*args, **kwargs):
+        raise Opened
+
+    monkeypatch.setattr(tracking, "JobRun", open_run)
+    for rerun, expected in (("false", "skip"), ("true", "run")):
+        overrides = [*TINY, "model.name=tiny", f"tracking.uri={uri}", f"benchmark.rerun={rerun}"]
+        cfg = finalize(compose_cfg(overrides), override_keys(overrides))
+        try:
+            outcome = ("skip", job.run_job(cfg, tmp_path))
+        except Opened:
+            outcome = ("run", None)
+        assert outcome[0] == expected
+        if expected == "skip":
+            assert outcome[1] == finished.data.metrics["throughput"]  # the recorded figure
 
 
 # --- a rank that dies or hangs ---
@@ -270,22 +294,46 @@ def test_hung_rank_times_out_and_leaves_no_process(tmp_path, tracking_uri):
 # --- interruption ---
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
-def test_interrupted_sweep_stops_and_leaves_nothing_running(tmp_path, tracking_uri, sig):
+def test_interrupted_sweep_stops_and_leaves_nothing_running(tmp_path, tracking_uri):
     pids = tmp_path / "pids"
     cli = Cli(
         ["-m", *TINY, "model.name=hang,tiny"], tmp_path, tracking_uri, {"GPUBENCH_TEST_PIDS": str(pids)}
     )
     wait_for(pids / "rank0.pid", cli)
-    os.killpg(cli.proc.pid, sig)  # Ctrl-C reaches the terminal's process group, SIGTERM likewise
-    assert cli.wait(120) == 128 + sig
+    os.killpg(cli.proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its foreground process group
+    assert cli.wait(120) == 130
     runs = runs_by_name(tracking_uri)
     assert "cpux1-tiny-fp32" not in runs  # the sweep stopped: the next point never started
     (hang,) = runs["cpux1-hang-fp32"]
     assert hang.info.status == "KILLED"
-    assert hang.data.tags["error"] == f"interrupted by {sig.name}"
+    assert hang.data.tags["error"] == "interrupted by SIGINT"
     assert parent_run(tracking_uri).info.status == "KILLED"
     assert cli.tree.alive() == []
+
+
+def test_sigterm_is_handled_like_ctrl_c_and_repeats_wait_for_the_cleanup():
+    """SIGTERM takes the same path as SIGINT above; by default it would end Python on the spot."""
+    code = textwrap.dedent(
+        """
+        import os, signal, sys, time
+        from src import signals
+        signals.install()
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+        except KeyboardInterrupt:
+            os.kill(os.getpid(), signal.SIGINT)  # during the cleanup: noted, not raised
+            time.sleep(0.5)
+            print("cleaned up")
+            sys.exit(signals.exit_code())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 143  # 128 + SIGTERM, as shells report it
+    assert "cleaned up" in done.stdout
+    assert "SIGINT: already stopping" in done.stderr
 
 
 # --- parallel jobs into one sqlite store ---
@@ -316,7 +364,7 @@ def test_unreachable_tracking_server_stops_a_sweep_before_any_job(tmp_path):
 
 @pytest.fixture(scope="module")
 def outage(tmp_path_factory):
-    """A sweep whose server stops while its second job trains, then `src.sync` once it is back.
+    """A sweep whose server stops while its job trains, then `src.sync` once it is back.
 
     Credentials are in the environment and in the URI throughout.
     """
@@ -328,13 +376,9 @@ def outage(tmp_path_factory):
         uri = f"http://{USER}:{URI_PASSWORD}@127.0.0.1:{server.port}"
         # no HTTP retries inside MLflow: the outage is certain, the job's own retries still run
         env = {**ENV_SECRETS, "GPUBENCH_TEST_GATE": str(gate), "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
-        sweep = Cli(
-            ["-m", *TINY, "model.name=tiny,gated", "tracking.retries=2", "tracking.backoff_s=0.5"],
-            tmp,
-            uri,
-            env,
-        )
-        wait_for(gate.with_suffix(".started"), sweep)  # job 1 has opened its run and is building
+        args = ["-m", *TINY, "model.name=gated", "tracking.retries=2", "tracking.backoff_s=0.5"]
+        sweep = Cli(args, tmp, uri, env)
+        wait_for(gate.with_suffix(".started"), sweep)  # the job has opened its run and is building
         server.stop()
         gate.touch()
         sweep_rc = sweep.wait()
@@ -363,17 +407,14 @@ def test_result_measured_during_an_outage_is_synced_later_without_duplicates(out
     assert rc == 0, output[-3000:]
     assert "tracking still unreachable" in output
     spooled = outage["spooled"]
-    assert {"multirun/1/spool/run.json", "multirun/spool/parent.json"} <= set(spooled)
-    assert "multirun/1/spool/artifacts/step_times.csv" in spooled
+    assert {"multirun/0/spool/run.json", "multirun/spool/parent.json"} <= set(spooled)
+    assert "multirun/0/spool/artifacts/step_times.csv" in spooled
     (first_rc, first), (second_rc, second) = outage["syncs"]
     assert first_rc == 0 and "delivered cpux1-gated-fp32" in first, first
     assert second_rc == 0 and "nothing to deliver" in second
-    children = [r for r in outage["runs"] if r.data.tags.get("sweep") != "true"]
-    assert sorted(r.info.run_name for r in children) == ["cpux1-gated-fp32", "cpux1-tiny-fp32"]
-    for run in children:
-        assert run.info.status == "FINISHED" and run.data.metrics["throughput"] > 0
-        assert run.data.params["model.name"] in run.info.run_name
-    gated = next(r for r in children if r.info.run_name == "cpux1-gated-fp32")
+    (gated,) = [r for r in outage["runs"] if r.data.tags.get("sweep") != "true"]  # one run, not two
+    assert gated.info.run_name == "cpux1-gated-fp32" and gated.info.status == "FINISHED"
+    assert gated.data.metrics["throughput"] > 0 and gated.data.params["model.name"] == "gated"
     artifacts = {a.path for a in MlflowClient(outage["uri"]).list_artifacts(gated.info.run_id)}
     assert {"config.yaml", "environment.json", "step_times.csv"} <= artifacts
     assert parent_run(outage["uri"]).info.status == "FINISHED"
@@ -383,8 +424,8 @@ def test_result_measured_during_an_outage_is_synced_later_without_duplicates(out
 @pytest.mark.slow
 def test_credentials_reach_no_param_tag_artifact_log_or_file(outage):
     runs = outage["runs"]
-    tiny = next(r for r in runs if r.info.run_name == "cpux1-tiny-fp32")
-    assert tiny.data.params["tracking.uri"] == outage["uri"]  # logged, without user:password
+    gated = next(r for r in runs if r.info.run_name == "cpux1-gated-fp32")
+    assert gated.data.params["tracking.uri"] == outage["uri"]  # logged, without user:password
     secrets = [URI_PASSWORD, *ENV_SECRETS.values()]
     outputs = [outage["sweep"][1], *(text for _, text in outage["syncs"]), *outage["spooled"].values()]
     for run in runs:
@@ -444,3 +485,24 @@ def test_single_bad_run_exits_2_before_touching_the_store(tmp_path, tracking_uri
     assert cli.wait(60) == 2
     assert "model.batch_size=-3: must be a positive integer" in cli.output
     assert not (tmp_path / "mlruns").exists()  # no store, no half run
+
+
+def test_spool_delivery_completes_one_run_however_often_it_is_sent(tmp_path, tracking_uri):
+    from src import spool, tracking
+
+    client = tracking.client(tracking_uri)
+    record = spool.RunRecord(
+        uri=tracking_uri, experiment="gpubench", run_name="cpux1-tiny-fp32", key="k-1", start_time=1_000
+    )
+    record.tags, record.params = {"model": "tiny", spool.KEY_TAG: "k-1"}, {"model.name": "tiny"}
+    record.metrics = [("throughput", 12.5, 2_000, 0)]
+    record.texts = {"step_times.csv": "step,step_time_ms\n0,1.0\n"}
+    record.status, record.end_time = "FINISHED", 3_000
+    folder = spool.write(record, tmp_path / "spool")
+    # its run id never came back (say the reply to create_run was lost): found again by its key
+    first, second = spool.deliver(client, folder), spool.deliver(client, folder)
+    (run,) = read_runs(tracking_uri)
+    assert first == second == run.info.run_id
+    assert run.info.status == "FINISHED" and run.info.end_time == 3_000
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "throughput")] == [12.5]
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["step_times.csv"]
