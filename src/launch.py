@@ -145,6 +145,9 @@ def _elastic_launch(spec: dict) -> dict[int, dict]:
 
     for key, value in {**SAFE_NCCL_ENV, **FAIL_FAST_ENV}.items():
         os.environ.setdefault(key, value)
+    # A forked rank would inherit the agent's SIGTERM handler, which Python runs only between
+    # bytecodes: restore the default, so a rank stuck in C code stops at once, as a spawned one does.
+    os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
     launcher, log_dir = spec["launcher"], Path(spec["log_dir"])
     config = LaunchConfig(
         min_nodes=launcher["nnodes"],
