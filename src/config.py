@@ -21,6 +21,26 @@ from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
 CATEGORIES = ("vision", "language")
+AUTO_BATCH = "auto"  # model.batch_size=auto: the largest batch that trains, found by src.autobatch
+RESNETS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")  # model.backbone choices
+SIZE_KEYS = (
+    "image_size",
+    "num_classes",
+    "patch_size",
+    "min_image_size",
+    "rois_per_image",
+    "min_size",
+    "max_size",
+    "seq_len",
+    "n_layer",
+    "d_model",
+    "n_head",
+    "vocab_size",
+    "d_head",
+    "d_inner",
+    "n_kv_head",
+    "div_val",
+)
 
 
 class ConfigError(ValueError):
@@ -28,10 +48,20 @@ class ConfigError(ValueError):
 
 
 @dataclass
+class SlurmRequest:
+    """How `hydra/launcher=slurm` asks Slurm for this profile's GPUs (per node)."""
+
+    # Slurm sites name their GPU types their own way: override per site, e.g. gpu:rtx_a6000:${gpu.count}
+    gres: str | None = "gpu:${gpu.name}:${gpu.count}"
+    constraint: str | None = None  # a node feature, for sites that select GPU types that way
+
+
+@dataclass
 class GpuConfig:
     name: str = MISSING
     device: str = "cuda"  # cuda | cpu | auto (whatever the host has)
-    match: list[str] = field(default_factory=list)  # substrings of the NVML device name
+    match: list[str] = field(default_factory=list)  # substrings of the NVML device name (any one)
+    exclude: list[str] = field(default_factory=list)  # substrings that rule a name out (e.g. "Ti")
     count: int = 1
     precisions: list[str] = field(default_factory=lambda: list(PRECISIONS))
     memory_gb: float | None = None
@@ -42,6 +72,7 @@ class GpuConfig:
     interconnect: str | None = None
     # model name -> precision -> per-GPU batch size, for cards whose memory needs another size
     batch_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
+    slurm: SlurmRequest = field(default_factory=SlurmRequest)
 
 
 @dataclass
@@ -52,18 +83,32 @@ class ModelConfig:
     unit: str = MISSING
     items_per_sample: int = 1
     flops_per_item: float | None = None
-    batch_size: Any = None  # per GPU; None: take the default for the precision
+    batch_size: Any = None  # per GPU; None: the default for the precision; "auto": largest that fits
     batch_sizes: dict[str, int] = field(default_factory=dict)  # precision -> default batch
     smoke: dict[str, Any] = field(default_factory=dict)  # the tiny size for benchmark=smoke
     # vision sizes
     image_size: int | None = None
     num_classes: int | None = None
+    patch_size: int | None = None  # ViT: image_size must be a multiple of it
+    min_image_size: int | None = None  # the smallest image_size the architecture takes
+    rois_per_image: int | None = None  # detection: regions sampled per image for the box head
+    backbone: str | None = None  # detection: the torchvision ResNet under the detector
+    min_size: int | None = None  # detection resize rule: shorter side scaled to min_size...
+    max_size: int | None = None  # ...unless the longer side would pass max_size
     # language sizes
     seq_len: int | None = None
     n_layer: int | None = None
     d_model: int | None = None
     n_head: int | None = None
     vocab_size: int | None = None
+    d_head: int | None = None  # width of one attention head where not d_model / n_head (TXL)
+    d_inner: int | None = None  # feed-forward width
+    n_kv_head: int | None = None  # key/value heads (grouped-query attention)
+    mem_len: int | None = None  # Transformer-XL: hidden states kept from earlier segments
+    cutoffs: list[int] | None = None  # adaptive input/softmax: first id of each rarer cluster
+    div_val: int | None = None  # adaptive input: each rarer cluster's width is divided by this
+    dropout: float | None = None
+    dropatt: float | None = None  # dropout on attention probabilities
 
 
 @dataclass
@@ -101,11 +146,19 @@ class TrackingConfig:
 
 
 @dataclass
+class TelemetryConfig:
+    enabled: bool = True
+    interval_ms: int = 100  # one NVML sample of every chosen GPU per interval
+    pcie_interval_ms: int = 1000  # NVML's PCIe throughput read blocks ~20 ms: take it less often; 0: never
+
+
+@dataclass
 class LauncherConfig:
     nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str = "localhost:0"  # port 0: a free port per job
+    node_rank: int = 0  # this machine's node; node 0's job process logs the run
+    rdzv_endpoint: str = "localhost:0"  # host:port of the c10d rendezvous; port 0: a free port (one node)
     start_timeout_s: int = 120
+    time_limit_min: int = 60  # a scheduler's wall-clock limit for one job (Slurm's --time)
 
 
 @dataclass
@@ -115,12 +168,59 @@ class Config:
     precision: PrecisionConfig = MISSING
     benchmark: BenchmarkConfig = MISSING
     tracking: TrackingConfig = MISSING
+    telemetry: TelemetryConfig = MISSING
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
+
+
+@dataclass
+class AnomalyConfig:
+    scaling_tolerance: float = 0.02  # scaling efficiency above 1 + this is flagged (timing noise)
+    spec_tolerance: float = 0.25  # a ratio beyond the spec-sheet range by more than this is flagged
+
+
+@dataclass
+class CompareConfig:
+    """`python -m src.compare`: relative throughput against a baseline gpu, from MLflow runs."""
+
+    baseline: str = "rtx3090"
+    baseline_source: str | None = None  # null: the row's own source when the baseline has it
+    out: str = MISSING
+    # filters; empty = all
+    gpus: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    precisions: list[str] = field(default_factory=list)
+    gpu_counts: list[int] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    filter_string: str = ""  # extra MLflow search filter, e.g. "tags.compile = 'False'"
+    tag_runs: bool = True  # tag anomalous runs with `anomaly`
+    anomalies: AnomalyConfig = field(default_factory=AnomalyConfig)
+    tracking: TrackingConfig = MISSING
+
+
+@dataclass
+class PublishedTask:
+    model: str = MISSING
+    category: str = MISSING
+    unit: str = MISSING
+
+
+@dataclass
+class ImportConfig:
+    """`python -m src.import_results FILE`: published results as FINISHED MLflow runs."""
+
+    file: str = MISSING
+    precision: PrecisionConfig = MISSING  # the precision group: `precision=amp` picks conf/precision/amp
+    source: str = MISSING
+    tasks: dict[str, PublishedTask] = field(default_factory=dict)  # published column -> model
+    gpu_profiles: dict[str, str] = field(default_factory=dict)  # published GPU name -> profile
+    tracking: TrackingConfig = MISSING
 
 
 def register_configs() -> None:
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)  # types every group: a wrong key fails at compose
+    cs.store(name="compare_schema", node=CompareConfig)
+    cs.store(name="import_schema", node=ImportConfig)
     if not OmegaConf.has_resolver("project_root"):
         OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
 
@@ -148,7 +248,8 @@ def finalize(cfg: DictConfig, cli_keys: set[str]) -> DictConfig:
                     if key not in cfg.model:
                         raise ConfigError(f"model.smoke.{key}: not a key of model {cfg.model.name}")
                     cfg.model[key] = value
-        if cfg.model.batch_size is None:
+        # gpu=auto: the batch follows the profile of the device found, so it is set once found
+        if cfg.model.batch_size is None and cfg.gpu.device != "auto":
             cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)
     return cfg
@@ -188,9 +289,10 @@ def validate(cfg: DictConfig) -> None:
     """Range and cross-group checks; raises ConfigError naming key, value and what is allowed."""
     errors = _Errors()
     _check_gpu(cfg.gpu, cfg.precision.name, errors)
-    _check_model(cfg.model, errors)
+    _check_model(cfg.model, cfg.gpu.device, errors)
     _check_precision(cfg.precision, errors)
-    _check_benchmark(cfg.benchmark, errors)
+    _check_benchmark(cfg.benchmark, cfg.model, errors)
+    _check_telemetry(cfg.telemetry, errors)
     errors += tracking_errors(cfg.tracking)
     _check_launcher(cfg.launcher, errors)
     if errors:
@@ -205,7 +307,12 @@ def _check_gpu(g: DictConfig, precision: str, errors: _Errors) -> None:
         cores = os.cpu_count() or 1
         errors.need(g.count <= cores, "gpu.count", g.count, f"at most {cores} (the CPU cores of this host)")
     if g.device == "cuda":
-        errors.need(bool(g.match), "gpu.match", list(g.match), "a non-empty list of GPU-name substrings")
+        errors.need(
+            bool(g.match),
+            "gpu.match",
+            list(g.match),
+            f"a non-empty list of NVML device-name substrings for cuda profile {g.name}",
+        )
     unknown = [p for p in g.precisions if p not in PRECISIONS]
     errors.need(
         not unknown, "gpu.precisions", list(g.precisions), f"a list drawn from {', '.join(PRECISIONS)}"
@@ -218,11 +325,22 @@ def _check_gpu(g: DictConfig, precision: str, errors: _Errors) -> None:
     for key, value in g.peak_tflops.items():
         errors.need(_positive_or_none(value), f"gpu.peak_tflops.{key}", value, "a positive number")
     for model, table in g.batch_sizes.items():
-        for key, value in table.items():
-            errors.need(_positive_int(value), f"gpu.batch_sizes.{model}.{key}", value, "a positive integer")
+        _check_batch_table(table, f"gpu.batch_sizes.{model}", errors)
 
 
-def _check_model(m: DictConfig, errors: _Errors) -> None:
+def _check_batch_table(table: DictConfig, key: str, errors: _Errors) -> None:
+    """A precision -> batch size table (a model's defaults, or a GPU profile's per model)."""
+    for precision, value in table.items():
+        errors.need(
+            precision in (*PRECISIONS, "default"),
+            key,
+            precision,
+            f"keyed by {', '.join(PRECISIONS)} or default",
+        )
+        errors.need(_positive_int(value), f"{key}.{precision}", value, "a positive integer")
+
+
+def _check_model(m: DictConfig, device: str, errors: _Errors) -> None:
     errors.need(bool(m.name), "model.name", m.name, "a non-empty name")
     errors.need(
         _builder_exists(m.builder), "model.builder", m.builder, "'package.module:function' that exists"
@@ -233,16 +351,93 @@ def _check_model(m: DictConfig, errors: _Errors) -> None:
         _positive_int(m.items_per_sample), "model.items_per_sample", m.items_per_sample, "a positive integer"
     )
     errors.need(_positive_or_none(m.flops_per_item), "model.flops_per_item", m.flops_per_item, "> 0 or null")
-    errors.need(_positive_int(m.batch_size), "model.batch_size", m.batch_size, "a positive integer")
-    for key, value in m.batch_sizes.items():
-        errors.need(_positive_int(value), f"model.batch_sizes.{key}", value, "a positive integer")
-    for key in ("image_size", "num_classes", "seq_len", "n_layer", "d_model", "n_head", "vocab_size"):
+    # gpu.device=auto: the batch follows the profile of the device found, so None waits for it
+    errors.need(
+        _positive_int(m.batch_size)
+        or m.batch_size == AUTO_BATCH
+        or (m.batch_size is None and device == "auto"),
+        "model.batch_size",
+        m.batch_size,
+        f"a positive integer or {AUTO_BATCH!r}",
+    )
+    errors.need(
+        not (m.batch_size == AUTO_BATCH and device == "cpu"),
+        "model.batch_size",
+        m.batch_size,
+        "a positive integer on the CPU: 'auto' searches for the largest batch that does not run "
+        "out of GPU memory, and a CPU has no such limit to find",
+    )
+    _check_batch_table(m.batch_sizes, "model.batch_sizes", errors)
+    _check_model_sizes(m, errors)
+
+
+def _check_model_sizes(m: DictConfig, errors: _Errors) -> None:
+    """Model size keys: positive where set, and consistent with each other."""
+    sizes = _Errors()
+    for key in SIZE_KEYS:
         value = m.get(key)
-        errors.need(value is None or _positive_int(value), f"model.{key}", value, "a positive integer")
-    if _positive_int(m.get("d_model")) and _positive_int(m.get("n_head")):
+        sizes.need(value is None or _positive_int(value), f"model.{key}", value, "a positive integer")
+    errors += sizes
+    if sizes:
+        return  # the cross-checks below assume positive integers
+    if m.mem_len is not None:
         errors.need(
-            m.d_model % m.n_head == 0, "model.d_model", m.d_model, f"a multiple of model.n_head ({m.n_head})"
+            isinstance(m.mem_len, int) and m.mem_len >= 0, "model.mem_len", m.mem_len, "an integer >= 0"
         )
+    for key in ("dropout", "dropatt"):
+        value = m.get(key)
+        errors.need(value is None or 0 <= value < 1, f"model.{key}", value, "a probability in [0, 1)")
+    if m.n_head and m.d_model and m.d_head is None:
+        errors.need(
+            m.d_model % m.n_head == 0, "model.n_head", m.n_head, f"a divisor of model.d_model ({m.d_model})"
+        )
+    if m.n_kv_head and m.n_head:
+        errors.need(
+            m.n_head % m.n_kv_head == 0,
+            "model.n_kv_head",
+            m.n_kv_head,
+            f"a divisor of model.n_head ({m.n_head})",
+        )
+    if m.backbone is not None:
+        errors.need(m.backbone in RESNETS, "model.backbone", m.backbone, f"one of {', '.join(RESNETS)}")
+    if m.min_image_size and m.image_size:
+        errors.need(
+            m.image_size >= m.min_image_size,
+            "model.image_size",
+            m.image_size,
+            f">= {m.min_image_size} for {m.name}",
+        )
+    if m.patch_size and m.image_size:
+        errors.need(
+            m.image_size % m.patch_size == 0,
+            "model.image_size",
+            m.image_size,
+            f"a multiple of model.patch_size ({m.patch_size})",
+        )
+    if m.min_size and m.max_size:
+        errors.need(
+            m.min_size <= m.max_size, "model.min_size", m.min_size, f"<= model.max_size ({m.max_size})"
+        )
+    if m.cutoffs is not None:
+        cutoffs = list(m.cutoffs)
+        vocab = m.vocab_size or 0
+        errors.need(
+            len(cutoffs) > 0
+            and all(_positive_int(c) for c in cutoffs)
+            and cutoffs == sorted(set(cutoffs))
+            and cutoffs[-1] < vocab,
+            "model.cutoffs",
+            cutoffs,
+            f"increasing positive token ids below model.vocab_size ({vocab})",
+        )
+        if m.div_val and m.d_model:
+            errors.need(
+                m.d_model // m.div_val ** len(cutoffs) >= 1,
+                "model.div_val",
+                m.div_val,
+                f"small enough that the rarest cluster keeps a width >= 1 "
+                f"(model.d_model={m.d_model} // div_val**{len(cutoffs)})",
+            )
 
 
 def _check_precision(p: DictConfig, errors: _Errors) -> None:
@@ -258,7 +453,7 @@ def _check_precision(p: DictConfig, errors: _Errors) -> None:
     )
 
 
-def _check_benchmark(b: DictConfig, errors: _Errors) -> None:
+def _check_benchmark(b: DictConfig, m: DictConfig, errors: _Errors) -> None:
     errors.need(
         isinstance(b.warmup_steps, int) and b.warmup_steps >= 0,
         "benchmark.warmup_steps",
@@ -286,6 +481,28 @@ def _check_benchmark(b: DictConfig, errors: _Errors) -> None:
         b.timeout_s,
         f"more seconds than benchmark.time_limit_s ({b.time_limit_s:g}): it bounds the whole job",
     )
+    errors.need(
+        not (b.channels_last and m.category != "vision"),
+        "benchmark.channels_last",
+        b.channels_last,
+        f"false for model={m.name}: the NHWC memory format applies to vision models only",
+    )
+
+
+def _check_telemetry(t: DictConfig, errors: _Errors) -> None:
+    errors.need(
+        _positive_int(t.interval_ms) and t.interval_ms >= 10,
+        "telemetry.interval_ms",
+        t.interval_ms,
+        "an integer >= 10 (milliseconds between samples)",
+    )
+    errors.need(
+        t.pcie_interval_ms == 0
+        or (_positive_int(t.pcie_interval_ms) and t.pcie_interval_ms >= t.interval_ms),
+        "telemetry.pcie_interval_ms",
+        t.pcie_interval_ms,
+        f"0 (off) or an integer >= telemetry.interval_ms ({t.interval_ms})",
+    )
 
 
 URI_FORMS = (
@@ -295,7 +512,7 @@ URI_FORMS = (
 
 
 def tracking_errors(t: DictConfig) -> list[str]:
-    """Problems with the tracking keys; also checked by a sweep before its parent run opens."""
+    """Problems with the tracking keys, shared by every entry point (a sweep checks them before its parent run)."""
     from src.credentials import redact
 
     errors = _Errors()
@@ -344,24 +561,38 @@ def _unwritable(path: Path) -> str | None:
     return None
 
 
-def _check_launcher(launcher: DictConfig, errors: _Errors) -> None:
-    n = launcher.nnodes
-    errors.need(_positive_int(n), "launcher.nnodes", n, "a positive integer")
+def _check_launcher(la: DictConfig, errors: _Errors) -> None:
+    """Node count, this node's index and the rendezvous endpoint of a (multi-node) job."""
+    errors.need(_positive_int(la.nnodes), "launcher.nnodes", la.nnodes, "a positive integer")
+    if not _positive_int(la.nnodes):
+        return  # node_rank and the endpoint are checked against a node count
     errors.need(
-        isinstance(launcher.node_rank, int) and 0 <= launcher.node_rank < max(n, 1),
+        isinstance(la.node_rank, int) and 0 <= la.node_rank < la.nnodes,
         "launcher.node_rank",
-        launcher.node_rank,
-        f"an integer from 0 to launcher.nnodes - 1 ({max(n, 1) - 1})",
+        la.node_rank,
+        f"an integer from 0 to {la.nnodes - 1} (launcher.nnodes={la.nnodes}); "
+        "it is read from SLURM_NODEID, NODE_RANK or GROUP_RANK when set",
     )
-    host, _, port = launcher.rdzv_endpoint.rpartition(":")
+    host, _, port = str(la.rdzv_endpoint).rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        errors.need(
+            False, "launcher.rdzv_endpoint", la.rdzv_endpoint, "host:port with a port from 0 to 65535"
+        )
+    elif la.nnodes > 1:
+        errors.need(
+            int(port) != 0,
+            "launcher.rdzv_endpoint",
+            la.rdzv_endpoint,
+            f"a fixed port, on an address of node 0 that every node reaches, when launcher.nnodes={la.nnodes}",
+        )
     errors.need(
-        bool(host) and port.isdigit() and int(port) <= 65535,
-        "launcher.rdzv_endpoint",
-        launcher.rdzv_endpoint,
-        "host:port with a port from 0 (any free port) to 65535",
+        _positive_int(la.start_timeout_s),
+        "launcher.start_timeout_s",
+        la.start_timeout_s,
+        "a positive integer",
     )
     errors.need(
-        launcher.start_timeout_s > 0, "launcher.start_timeout_s", launcher.start_timeout_s, "> 0 seconds"
+        _positive_int(la.time_limit_min), "launcher.time_limit_min", la.time_limit_min, "a positive integer"
     )
 
 

@@ -89,6 +89,7 @@ def summary_table(rows: list[dict]) -> None:
 
 
 def warning(message: str) -> None:
+    """Something the user should know that does not stop the job."""
     console.print(f"[yellow]warning[/] {escape(message)}")
 
 

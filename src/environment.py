@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import platform
 import socket
 import sys
 from importlib import metadata
+
+from src import nvml
 
 # Only these environment variables are recorded: never the whole environment (credentials).
 ENV_ALLOWLIST = (
@@ -64,14 +67,109 @@ def software_versions() -> dict:
     return versions
 
 
-def capture(devices: list, driver: str | None) -> dict:
-    return {
+def capture(devices: list) -> dict:
+    """Host and software; through NVML the driver and each chosen GPU's links, limits and clocks."""
+    env = {
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "driver": driver or "none",
+        "driver": "none",
+        "cuda_driver": "none",
         "versions": software_versions(),
-        "devices": [vars(d) for d in devices],
+        "devices": [vars(d) for d in devices],  # NVML adds PCIe, power limit, ECC, clocks, NVLinks
         "env": {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ},
     }
+    if devices:
+        with nvml.session() as lib:
+            if lib is not None:
+                env.update(gpu_environment(lib, devices))
+    return env
+
+
+# nvml.h: nvmlGpuTopologyLevel_t; nvmlIntNvLinkDeviceType_t
+TOPOLOGY_LEVELS = {
+    0: "same board",
+    10: "single PCIe switch",
+    20: "multiple PCIe switches",
+    30: "PCIe host bridge",
+    40: "same NUMA node",
+    50: "across NUMA nodes",
+}
+NVLINK_REMOTE_TYPES = {0: "gpu", 1: "ibmnpu", 2: "nvswitch"}
+MAX_NVLINKS = 18  # links per GPU on Hopper, the most so far among the profiles
+
+
+def gpu_environment(lib, devices: list) -> dict:
+    system = nvml.Caller(lib)
+    cuda = system.first(("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"))
+    gpus = []
+    for device in devices:
+        call = nvml.Caller(lib, lib.nvmlDeviceGetHandleByIndex(device.index))
+        ecc = call("nvmlDeviceGetEccMode")  # (current, pending)
+        gpus.append(
+            {
+                "index": device.index,
+                "name": device.name,
+                "uuid": device.uuid,
+                "pci_bus_id": device.pci_bus_id,
+                "memory_gb": device.memory_gb,
+                "vbios": nvml.text(call("nvmlDeviceGetVbiosVersion")),
+                "pcie_gen": call("nvmlDeviceGetCurrPcieLinkGeneration"),
+                "pcie_gen_max": call("nvmlDeviceGetMaxPcieLinkGeneration"),
+                "pcie_width": call("nvmlDeviceGetCurrPcieLinkWidth"),
+                "pcie_width_max": call("nvmlDeviceGetMaxPcieLinkWidth"),
+                "power_limit_w": nvml.scaled(call("nvmlDeviceGetEnforcedPowerLimit"), 1e-3),
+                "power_limit_default_w": nvml.scaled(call("nvmlDeviceGetPowerManagementDefaultLimit"), 1e-3),
+                "ecc_enabled": None if ecc is None else bool(ecc[0]),
+                "max_sm_clock_mhz": call("nvmlDeviceGetMaxClockInfo", nvml.CLOCK_SM),
+                "max_mem_clock_mhz": call("nvmlDeviceGetMaxClockInfo", nvml.CLOCK_MEM),
+                "nvlinks": _nvlinks(call),
+            }
+        )
+    return {
+        "driver": nvml.text(system("nvmlSystemGetDriverVersion")) or "none",
+        "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else "none",
+        "devices": gpus,
+        "topology": _topology(lib, devices, gpus),
+    }
+
+
+def _nvlinks(call: nvml.Caller) -> list[dict]:
+    """The device's active NVLinks and what is at their far end (a GPU's or NVSwitch's bus id)."""
+    links = []
+    for link in range(MAX_NVLINKS):
+        state = call("nvmlDeviceGetNvLinkState", link)
+        if state is None:  # no NVLink on this card, or past its last link
+            break
+        if state != 1:  # 1: active
+            continue
+        remote = call("nvmlDeviceGetNvLinkRemotePciInfo", link)
+        links.append(
+            {
+                "link": link,
+                "version": call("nvmlDeviceGetNvLinkVersion", link),
+                "remote_type": NVLINK_REMOTE_TYPES.get(call("nvmlDeviceGetNvLinkRemoteDeviceType", link)),
+                "remote_pci_bus_id": nvml.text(remote.busId).lower() if remote is not None else None,
+            }
+        )
+    return links
+
+
+def _topology(lib, devices: list, gpus: list[dict]) -> dict:
+    """For each pair of chosen GPUs: their PCIe path, and how NVLink joins them (direct, switch, no)."""
+    pairs = {}
+    system = nvml.Caller(lib)
+    for (i, a), (j, b) in itertools.combinations(enumerate(devices), 2):
+        level = system(
+            "nvmlDeviceGetTopologyCommonAncestor",
+            lib.nvmlDeviceGetHandleByIndex(a.index),
+            lib.nvmlDeviceGetHandleByIndex(b.index),
+        )
+        direct = sum(1 for link in gpus[i]["nvlinks"] if link["remote_pci_bus_id"] == b.pci_bus_id.lower())
+        switched = all(any(x["remote_type"] == "nvswitch" for x in gpus[k]["nvlinks"]) for k in (i, j))
+        pairs[f"gpu{i}-gpu{j}"] = {
+            "pcie": TOPOLOGY_LEVELS.get(level, level),
+            "nvlink": f"{direct} direct links" if direct else ("through NVSwitch" if switched else "none"),
+        }
+    return pairs

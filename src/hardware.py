@@ -12,6 +12,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from src import nvml
 from src.config import PROJECT_ROOT, ConfigError
 
 GPU_PROFILES = PROJECT_ROOT / "conf" / "gpu"
@@ -19,10 +20,10 @@ GPU_PROFILES = PROJECT_ROOT / "conf" / "gpu"
 
 @dataclass(frozen=True)
 class Device:
-    index: int  # NVML index
+    index: int  # NVML index (NVML's own order, which need not be the bus order)
     name: str
     pci_bus_id: str
-    uuid: str = ""
+    uuid: str
     memory_gb: float = 0.0
 
 
@@ -35,81 +36,62 @@ class Selection:
 
     @property
     def cuda_visible_devices(self) -> str:
-        # UUIDs stay valid whatever numbering CUDA uses; fall back to bus-ordered indices.
-        if all(d.uuid for d in self.devices):
-            return ",".join(d.uuid for d in self.devices)
-        return ",".join(str(i) for i in range(len(self.devices)))
+        # UUIDs name the same GPUs whatever order CUDA enumerates them in
+        return ",".join(d.uuid for d in self.devices)
 
 
-def list_devices(nvml=None) -> list[Device]:
+def list_devices() -> list[Device]:
     """The host's GPUs ordered by PCI bus id; [] when NVML or its driver is missing."""
-    if nvml is None:
-        try:
-            import pynvml as nvml
-        except ImportError:
+    with nvml.session() as lib:
+        if lib is None:
             return []
-    try:
-        nvml.nvmlInit()
-    except Exception:  # no driver, no library, container without GPUs: a CPU host
-        return []
-    try:
         devices = []
-        for i in range(nvml.nvmlDeviceGetCount()):
-            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+        for i in range(lib.nvmlDeviceGetCount()):
+            handle = lib.nvmlDeviceGetHandleByIndex(i)
             devices.append(
                 Device(
                     index=i,
-                    name=_text(nvml.nvmlDeviceGetName(handle)),
-                    pci_bus_id=_text(nvml.nvmlDeviceGetPciInfo(handle).busId),
-                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
-                    memory_gb=nvml.nvmlDeviceGetMemoryInfo(handle).total / 1e9,
+                    name=nvml.text(lib.nvmlDeviceGetName(handle)),
+                    pci_bus_id=nvml.text(lib.nvmlDeviceGetPciInfo(handle).busId),
+                    uuid=nvml.text(lib.nvmlDeviceGetUUID(handle)),
+                    memory_gb=lib.nvmlDeviceGetMemoryInfo(handle).total / 1e9,
                 )
             )
-        return sorted(devices, key=lambda d: d.pci_bus_id.lower())
-    finally:
-        nvml.nvmlShutdown()
+    return sorted(devices, key=lambda d: d.pci_bus_id.lower())
 
 
-def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+def matches(profile, device_name: str) -> bool:
+    """A profile fits a device when one `match` substring is in its name and no `exclude` one is."""
+    name = device_name.lower()
+    return any(m.lower() in name for m in profile.get("match", [])) and not any(
+        x.lower() in name for x in profile.get("exclude", [])
+    )
 
 
-def matches(profile_match: list[str], device_name: str) -> bool:
-    return any(m.lower() in device_name.lower() for m in profile_match)
-
-
-def known_profiles(directory: Path = GPU_PROFILES) -> dict[str, list[str]]:
-    """Profile name -> match strings, for every profile that names a CUDA device."""
+def known_profiles(directory: Path = GPU_PROFILES) -> dict:
+    """Profile name -> profile, for every profile that names a CUDA device."""
     profiles = {}
     for path in sorted(directory.glob("*.yaml")):
         data = OmegaConf.load(path)
         if data.get("device") == "cuda" and data.get("match"):
-            profiles[data.name] = list(data.match)
+            profiles[data.name] = data
     return profiles
 
 
 def host_summary(devices: list[Device]) -> str:
     if not devices:
-        return "no GPU (NVML found none)"
+        return "no GPU that NVML can see"
     return ", ".join(f"{n} x {name}" for name, n in Counter(d.name for d in devices).items())
 
 
-def select(gpu_cfg, devices: list[Device], profiles: dict[str, list[str]] | None = None) -> Selection:
+def select(gpu_cfg, devices: list[Device], profiles: dict | None = None) -> Selection:
     """Pick the devices a gpu profile asks for, or stop with what it wanted and what the host has."""
     count = gpu_cfg.count
     if gpu_cfg.device == "cpu":
         return Selection(profile=gpu_cfg.name, device_kind="cpu")
     if gpu_cfg.device == "auto":
-        if not devices:
-            return Selection(profile="cpu", device_kind="cpu")
-        chosen = devices[:count]
-        if len(chosen) < count:
-            raise ConfigError(f"gpu=auto gpu.count={count}: this host has {host_summary(devices)}")
-        profiles = known_profiles() if profiles is None else profiles
-        name = chosen[0].name
-        profile = next((p for p, m in profiles.items() if matches(m, name)), _slug(name))
-        return Selection(profile=profile, device_kind="cuda", devices=chosen, gpu_name=name)
-    fitting = [d for d in devices if matches(gpu_cfg.match, d.name)]
+        return _select_auto(count, devices, known_profiles() if profiles is None else profiles)
+    fitting = [d for d in devices if matches(gpu_cfg, d.name)]
     if len(fitting) < count:
         wanted = " or ".join(gpu_cfg.match) or gpu_cfg.name
         raise ConfigError(
@@ -119,26 +101,25 @@ def select(gpu_cfg, devices: list[Device], profiles: dict[str, list[str]] | None
     return Selection(profile=gpu_cfg.name, device_kind="cuda", devices=chosen, gpu_name=chosen[0].name)
 
 
-def _slug(name: str) -> str:
+def _select_auto(count: int, devices: list[Device], profiles: dict) -> Selection:
+    """The first GPU in bus order and the next ones of the same model: a job never mixes models."""
+    if not devices:
+        return Selection(profile="cpu", device_kind="cpu")
+    name = devices[0].name
+    chosen = [d for d in devices if d.name == name][:count]
+    if len(chosen) < count:
+        raise ConfigError(
+            f"gpu=auto gpu.count={count} needs {count} x {name} (one model per job); "
+            f"this host has {host_summary(devices)}"
+        )
+    profile = next((p for p, data in profiles.items() if matches(data, name)), slug(name))
+    return Selection(profile=profile, device_kind="cuda", devices=chosen, gpu_name=name)
+
+
+def slug(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name.lower().replace("nvidia ", "")).strip("_")
 
 
 def load_profile(name: str) -> dict | None:
     path = GPU_PROFILES / f"{name}.yaml"
     return OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else None
-
-
-def driver_version(nvml=None) -> str | None:
-    if nvml is None:
-        try:
-            import pynvml as nvml
-        except ImportError:
-            return None
-    try:
-        nvml.nvmlInit()
-    except Exception:
-        return None
-    try:
-        return _text(nvml.nvmlSystemGetDriverVersion())
-    finally:
-        nvml.nvmlShutdown()

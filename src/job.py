@@ -15,7 +15,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src import console, credentials, hardware, resume, signals, spool, tracking
-from src.config import ConfigError, validate
+from src.config import ConfigError, default_batch_size, validate
 
 
 def run_name(profile: str, count: int, model: str, precision: str) -> str:
@@ -33,18 +33,30 @@ def adopt_profile(cfg: DictConfig, selection: hardware.Selection) -> DictConfig:
         cfg.gpu = OmegaConf.merge(cfg.gpu, profile)
         cfg.gpu.count = count
         cfg.gpu.device = selection.device_kind
+        if cfg.model.batch_size is None:
+            cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)  # the precision must suit the device that auto found
     return cfg
 
 
-def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) -> float:
-    """Run one benchmark job; returns its throughput. Raises after recording a failure."""
+def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) -> float | None:
+    """Run one benchmark job; returns its throughput. Raises after recording a failure.
+
+    On a multi-node job only node 0 opens the run; the other nodes train and return None.
+    """
     job_started = time.time()
     devices = hardware.list_devices() if cfg.gpu.device != "cpu" else []
     selection = hardware.select(cfg.gpu, devices)
     cfg = adopt_profile(cfg, selection)
-    count = cfg.gpu.count * cfg.launcher.nnodes
+    nnodes = cfg.launcher.nnodes
+    count = cfg.gpu.count * nnodes
     name = run_name(selection.profile, count, cfg.model.name, cfg.precision.name)
+    if cfg.launcher.node_rank != 0:
+        _launch(cfg, selection, job_dir, name, job_started)
+        console.console.print(
+            f"node {cfg.launcher.node_rank} of {nnodes}: {name} trained; node 0 logs the run"
+        )
+        return None
 
     experiment_id = tracking.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
     digest = resume.config_hash(cfg)
@@ -56,6 +68,8 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         "gpu": selection.profile,
         "gpu_name": selection.gpu_name,
         "gpu_count": count,
+        "nnodes": nnodes,
+        "gpus_per_node": cfg.gpu.count,
         "model": cfg.model.name,
         "category": cfg.model.category,
         "precision": cfg.precision.name,
@@ -67,9 +81,9 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
     }
     run = tracking.JobRun(cfg.tracking, experiment_id, name, tags, parent_run_id, job_dir / spool.SPOOL_DIR)
     try:
-        from src import environment
+        from src import environment, telemetry
 
-        env = environment.capture(selection.devices, hardware.driver_version() if devices else None)
+        env = environment.capture(selection.devices)
         run.set_tags(
             {f"{k}_version": v for k, v in env["versions"].items()} | {"driver_version": env["driver"]}
         )
@@ -77,15 +91,23 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         run.log_files({"config.yaml": OmegaConf.to_yaml(cfg, resolve=True)})
         run.log_dict(env, "environment.json")
 
-        outcome = _launch(cfg, selection, job_dir, name, job_started)
+        with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
+            outcome = _launch(cfg, selection, job_dir, name, job_started)
         if not outcome["all_finite"]:  # its figures are not a result: none is logged
             run.set_tags({"diverged": "true"})
             raise Diverged("training diverged: non-finite loss in the measured window")
         metrics = outcome["metrics"]
+        run.log_params({"batch_size": metrics["batch_size"]})  # the per-GPU batch that ran
         peak = cfg.gpu.peak_tflops.get(cfg.precision.peak_key) if cfg.gpu.peak_tflops else None
-        from src.results import mfu
+        from src.results import efficiency, mfu
 
         metrics["mfu"] = mfu(metrics.get("achieved_tflops_per_gpu"), peak)
+        metrics |= watch.summary(outcome)
+        batch = {"model.batch_size": cfg.model.batch_size}
+        baseline = run.single_gpu_baseline(tags, batch) if count > 1 else None
+        if baseline:
+            run.set_tags({"scaling_baseline_run": baseline[0]})
+        metrics |= efficiency(metrics, cfg.gpu, count, baseline[1] if baseline else None)
         run.log_metrics(metrics)
         run.set_tags(
             {"unit": cfg.model.unit, **{f"math_{k}": v for k, v in outcome["precision_math"].items()}}
@@ -125,7 +147,7 @@ def _skip(cfg: DictConfig, name: str, done, digest: str, parent_run_id: str | No
 def _launch(
     cfg: DictConfig, selection: hardware.Selection, job_dir: Path, name: str, job_started: float
 ) -> dict:
-    from src.launch import launch_ranks
+    from src.launch import launch_ranks, rendezvous_id
     from src.results import combine_ranks
 
     rank_cfg = OmegaConf.to_container(cfg, resolve=True)
@@ -136,10 +158,14 @@ def _launch(
     else:  # share the cores between CPU ranks instead of oversubscribing them
         rank_cfg["runtime"]["cpu_threads"] = max(1, (os.cpu_count() or 1) // cfg.gpu.count)
     job_dir.mkdir(parents=True, exist_ok=True)
-    progress_file = job_dir / "progress.json"
+    # one file per node: the nodes of a Slurm job share the job's folder
+    progress_file = job_dir / f"progress.node{cfg.launcher.node_rank}.json"
+    run_id = rendezvous_id(name, cfg.launcher.nnodes)
     with console.JobProgress(name, progress_file, cfg.model.unit):
-        ranks = launch_ranks(rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks", progress_file)
-    return combine_ranks(list(ranks.values()), job_started)
+        reports = launch_ranks(
+            rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks", progress_file, run_id
+        )
+    return combine_ranks(reports, job_started)
 
 
 def _step_times_csv(step_times_s: list[float]) -> str:

@@ -40,10 +40,24 @@ GRACE_S = 5.0  # after SIGTERM, how long the ranks get before SIGKILL
 POLL_S = 0.2
 
 
+def rendezvous_id(run_name: str, nnodes: int) -> str:
+    """The rendezvous every node of a job joins: shared across nodes, fresh for a single node.
+
+    Under Slurm the job id tells array tasks apart; started by hand, the run name tells a sweep's
+    points apart (each point rendezvouses anew on the same endpoint).
+    """
+    if nnodes == 1:
+        return str(uuid.uuid4())
+    return f"{run_name}-{os.environ.get('SLURM_JOB_ID', 'nodes')}"
+
+
 def launch_ranks(
-    rank_cfg: dict, nproc: int, launcher: dict, log_dir: Path, progress_path: Path
-) -> dict[int, dict]:
-    """Run the ranks and return each one's report; raise RankFailure if any failed or time ran out."""
+    rank_cfg: dict, nproc: int, launcher: dict, log_dir: Path, progress_path: Path, run_id: str
+) -> list[dict]:
+    """Run this node's ranks; returns the reports of all the job's ranks, on every node.
+
+    Raises RankFailure if any rank failed or time ran out.
+    """
     log_dir.mkdir(parents=True, exist_ok=True)
     spec_path, outcome_path = log_dir / "launch.json", log_dir / "outcome.json"
     outcome_path.unlink(missing_ok=True)
@@ -51,6 +65,7 @@ def launch_ranks(
         "rank_cfg": rank_cfg,
         "nproc": nproc,
         "launcher": launcher,
+        "run_id": run_id,
         "log_dir": str(log_dir),
         "progress_path": str(progress_path),
         "outcome_path": str(outcome_path),
@@ -108,7 +123,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass
 
 
-def _read_outcome(path: Path, returncode: int, log_dir: Path) -> dict[int, dict]:
+def _read_outcome(path: Path, returncode: int, log_dir: Path) -> list[dict]:
     try:
         outcome = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -119,7 +134,7 @@ def _read_outcome(path: Path, returncode: int, log_dir: Path) -> dict[int, dict]
         ) from None
     if "error" in outcome:
         raise RankFailure(outcome["error"])
-    return {int(rank): report for rank, report in outcome["ranks"].items()}
+    return outcome["ranks"]
 
 
 # --- the agent's side: runs in its own session, started by launch_ranks ---
@@ -136,7 +151,7 @@ def _die_with_job(job_pid: int) -> None:
         sys.exit(1)
 
 
-def _elastic_launch(spec: dict) -> dict[int, dict]:
+def _elastic_launch(spec: dict) -> list[dict]:
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -153,10 +168,11 @@ def _elastic_launch(spec: dict) -> dict[int, dict]:
         min_nodes=launcher["nnodes"],
         max_nodes=launcher["nnodes"],
         nproc_per_node=spec["nproc"],
-        run_id=launcher.get("run_id") or str(uuid.uuid4()),
-        rdzv_backend="c10d",
+        run_id=spec["run_id"],
+        rdzv_backend="c10d",  # c10d numbers the ranks itself; node_rank only says which node logs
         rdzv_endpoint=launcher["rdzv_endpoint"],
-        rdzv_configs={"rank": launcher["node_rank"], "timeout": launcher["start_timeout_s"]},
+        # node 0 hosts the rendezvous store at the endpoint, which names one of its addresses
+        rdzv_configs={"timeout": launcher["start_timeout_s"], "is_host": launcher["node_rank"] == 0},
         max_restarts=0,  # a benchmark step that failed once is a result, not something to retry
         monitor_interval=0.5,
         # torchrun's default for GPUs; CPU ranks fork from this process, which has torch imported
@@ -165,16 +181,18 @@ def _elastic_launch(spec: dict) -> dict[int, dict]:
         logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL, tee=Std.NONE),
     )
     try:
-        return elastic_launch(config, train_rank)(spec["rank_cfg"], spec["progress_path"])
+        per_rank = elastic_launch(config, train_rank)(spec["rank_cfg"], spec["progress_path"])
     except ChildFailedError as exc:
         rank, failure = exc.get_first_failure()
         raise RankFailure(_describe_failure(rank, failure, log_dir)) from None
+    return [report for reports in per_rank.values() for report in reports]
 
 
 def _describe_failure(rank: int, failure, log_dir: Path) -> str:
     message = failure.message
     if isinstance(message, dict):  # the error file written by @record: message plus traceback
-        message = message.get("message", "") + "\n" + message.get("extraInfo", {}).get("py_callstack", "")
+        callstack = message.get("extraInfo", {}).get("py_callstack", "")
+        message = f"{message.get('message', '')}\n{callstack}"
     if not message or message.startswith("To enable traceback"):
         message = f"exit code {failure.exitcode} ({failure.signal_name()})"
     return f"rank {rank} failed: {message.strip()}\n(rank logs under {log_dir})"

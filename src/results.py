@@ -23,6 +23,7 @@ def combine_ranks(ranks: list[dict], job_started: float) -> dict:
         "throughput_per_gpu": throughput / world,
         **summarize_step_times(step_times),
         "items_per_step": items_per_step,
+        "batch_size": ranks[0]["batch_size"],  # per GPU: the one model.batch_size=auto chose, if so
         "loss_first": ranks[0]["loss_first"],
         "loss_last": ranks[0]["loss_last"],
         "time_to_first_step_s": max(r["first_step_done"] for r in ranks) - job_started,
@@ -52,3 +53,23 @@ def mfu(achieved_tflops_per_gpu: float | None, peak_tflops: float | None) -> flo
     if not achieved_tflops_per_gpu or not peak_tflops:
         return None
     return achieved_tflops_per_gpu / peak_tflops
+
+
+def efficiency(metrics: dict, gpu, world: int, baseline_throughput: float | None = None) -> dict:
+    """Efficiency figures from the job's metrics and the gpu profile; one whose inputs are missing
+    is left out.
+
+    throughput_per_watt: items/s per watt of measured GPU power (all GPUs); throughput_per_kusd:
+    items/s per 1,000 USD of GPU list price; scaling_efficiency: throughput over `world` times
+    that of the 1-GPU run of the same setup.
+    """
+    throughput = metrics["throughput"]
+    price, power = gpu.get("price_usd"), metrics.get("power_mean_w")
+    figures = {
+        "throughput_per_watt": throughput / (power * world) if power else None,
+        "throughput_per_kusd": throughput / (price * world / 1000) if price else None,
+        "scaling_efficiency": (
+            throughput / (world * baseline_throughput) if baseline_throughput and world > 1 else None
+        ),
+    }
+    return {k: v for k, v in figures.items() if v is not None}

@@ -87,12 +87,13 @@ class JobRun:
         experiment_id: str,
         name: str,
         tags: dict,
-        parent_run_id: str | None,
-        spool_dir: Path,
+        parent_run_id: str | None = None,
+        spool_dir: Path | None = None,
     ):
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
         self.client = client(tracking_cfg.uri)
+        self.experiment_id = experiment_id
         self.spool_dir, self.retries, self.backoff_s = spool_dir, tracking_cfg.retries, tracking_cfg.backoff_s
         self.record = spool.RunRecord(
             uri=tracking_cfg.uri,
@@ -116,7 +117,13 @@ class JobRun:
         self.online = True
 
     def _send(self, action) -> None:
-        """Send now while the server answers; after the first failure, only keep the record."""
+        """Send now while the server answers; after the first failure, only keep the record.
+
+        Without a spool folder (one-off commands such as compare) a failed call raises instead.
+        """
+        if self.spool_dir is None:
+            action()
+            return
         if not self.online:
             return
         try:
@@ -138,12 +145,42 @@ class JobRun:
         )
 
     def log_metrics(self, metrics: dict, step: int = 0) -> None:
+        now = _now_ms()
+        self.log_series([(k, v, now, step) for k, v in metrics.items() if v is not None])
+
+    def log_series(self, points: list[tuple[str, float, int, int]]) -> None:
+        """(key, value, timestamp ms, step) points, sent in batches rather than one call each."""
         from mlflow.entities import Metric
 
-        now = _now_ms()
-        items = [(k, float(v), now, step) for k, v in metrics.items() if v is not None]
+        items = [(k, float(v), stamp, step) for k, v, stamp, step in points]
         self.record.metrics += items
         self._send(lambda: spool.log_batch(self.client, self.run_id, metrics=[Metric(*m) for m in items]))
+
+    def single_gpu_baseline(self, tags: dict, params: dict) -> tuple[str, float] | None:
+        """(run id, throughput) of the latest FINISHED 1-GPU run of this job's setup, if any.
+
+        Same gpu, model, precision, benchmark, compile and channels_last tags and the same `params`
+        (the per-GPU batch: scaling is judged at equal work per GPU).
+        """
+        keys = ("gpu", "model", "precision", "benchmark", "compile", "channels_last")
+        filters = [f"tags.{k} = '{tags[k]}'" for k in keys]
+        filters += ["tags.gpu_count = '1'", "attributes.status = 'FINISHED'"]
+        filters += [f"params.`{k}` = '{v}'" for k, v in params.items()]
+        if not self.online:
+            return None  # an optional figure: not worth waiting for a server that went away
+        try:
+            runs = self.client.search_runs(
+                [self.experiment_id],
+                filter_string=" and ".join(filters),
+                order_by=["attributes.start_time DESC"],
+                max_results=1,
+            )
+        except Exception as exc:
+            console.warning(f"no single-GPU baseline for the scaling figures: {_first_line(exc)}")
+            return None
+        if not runs or "throughput" not in runs[0].data.metrics:
+            return None
+        return runs[0].info.run_id, runs[0].data.metrics["throughput"]
 
     def set_tags(self, tags: dict) -> None:
         from mlflow.entities import RunTag

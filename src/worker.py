@@ -62,7 +62,7 @@ class Progress:
         os.replace(tmp, self.path)
 
 
-def _setup_distributed(device_kind: str, timeout_s: float) -> tuple[int, int, torch.device]:
+def _setup_distributed(device_kind: str, timeout_s: float) -> tuple[int, int, int, torch.device]:
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if device_kind == "cuda":
@@ -76,7 +76,7 @@ def _setup_distributed(device_kind: str, timeout_s: float) -> tuple[int, int, to
             timeout=timedelta(seconds=timeout_s),
             device_id=device if device.type == "cuda" else None,
         )
-    return rank, world, device
+    return rank, local_rank, world, device
 
 
 def _agree_to_stop(stop: bool, world: int, device: torch.device) -> bool:
@@ -107,12 +107,15 @@ def _explain_oom(train):
 
 @record
 @_explain_oom
-def train_rank(cfg: dict, progress_path: str | None = None) -> dict:
-    """Entry point of each rank. `cfg` is the finalised config as a plain dict."""
+def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
+    """Entry point of each rank. `cfg` is the finalised config as a plain dict.
+
+    Returns the reports of all ranks of the job on each node's first rank, [] on the others.
+    """
     started = time.time()
     bench, model_cfg = cfg["benchmark"], dict(cfg["model"])
     model_cfg["channels_last"] = bench.get("channels_last", False)
-    rank, world, device = _setup_distributed(cfg["runtime"]["device"], bench["timeout_s"])
+    rank, local_rank, world, device = _setup_distributed(cfg["runtime"]["device"], bench["timeout_s"])
     torch.manual_seed(bench["seed"] + rank)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
@@ -121,6 +124,10 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> dict:
 
     precision = PrecisionContext(cfg["precision"], device)
     batch_size = model_cfg["batch_size"]
+    if batch_size == "auto":  # searched here, in the rank's own process, before anything is timed
+        from src.autobatch import find_batch_size
+
+        batch_size = find_batch_size(model_cfg, precision, device, world)
     workload = build_workload(model_cfg, batch_size, device)
     model = workload.model
     model.train()
@@ -131,7 +138,7 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> dict:
     if bench.get("compile"):
         model = torch.compile(model)
     optimizer = workload.make_optimizer()
-    progress = Progress(progress_path, enabled=rank == 0)
+    progress = Progress(progress_path, enabled=local_rank == 0)  # one writer per node's job process
 
     all_finite = torch.ones((), dtype=torch.bool, device=device)
 
@@ -196,9 +203,14 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> dict:
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "peak_memory_gb": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
     }
+    reports = [result]
     if world > 1:
+        # An elastic agent collects only its own node's ranks: gather every rank's report so that
+        # node 0's job process can combine the whole job, whichever global ranks it holds.
+        reports = [None] * world
+        dist.all_gather_object(reports, result)
         dist.destroy_process_group()
-    return result
+    return reports if local_rank == 0 else []
 
 
 def _sync(device: torch.device) -> None:

@@ -447,7 +447,10 @@ def test_credentials_reach_no_param_tag_artifact_log_or_file(outage):
         (["model.batch_size=0"], "model.batch_size=0: must be a positive integer"),
         (["gpu.count=0"], "gpu.count=0: must be a positive integer"),
         (["gpu.count=4096"], "gpu.count=4096: must be at most"),
-        (["model=gpt2", "model.d_model=30", "model.n_head=4"], "model.d_model=30: must be a multiple of"),
+        (
+            ["model=gpt2", "model.d_model=30", "model.n_head=4"],
+            "model.n_head=4: must be a divisor of model.d_model (30)",
+        ),
         (["benchmark.warmup_steps=-1"], "benchmark.warmup_steps=-1: must be an integer >= 0"),
         (["benchmark.timeout_s=30"], "benchmark.timeout_s=30.0: must be more seconds than"),
         (["precision=amp"], "precision='amp': must be one of fp32, bf16 on gpu=cpu"),

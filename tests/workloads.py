@@ -3,6 +3,7 @@ models that fail the way real jobs do. Not collected by pytest (no test_ prefix)
 
 - tiny: a two-layer MLP, the cheapest job that still trains.
 - oom: raises torch.OutOfMemoryError in its first step, as a too-large batch does on a GPU.
+- broken: raises a RuntimeError in its first step, as a bug in a model does.
 - diverge: its loss is inf from the first step.
 - hang: writes its pid to $GPUBENCH_TEST_PIDS/rank<N>.pid, then never finishes a step.
 - gated: writes $GPUBENCH_TEST_GATE.started, then waits for the file $GPUBENCH_TEST_GATE.
@@ -30,6 +31,10 @@ def _oom(model: nn.Module, batch) -> torch.Tensor:
     raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 80.00 GiB (simulated)")
 
 
+def _broken(model: nn.Module, batch) -> torch.Tensor:
+    raise RuntimeError("broken on purpose: this model fails in its first step")
+
+
 def _inf(model: nn.Module, batch) -> torch.Tensor:
     return _mse(model, batch) * float("inf")
 
@@ -42,7 +47,7 @@ def _hang(model: nn.Module, batch) -> torch.Tensor:
         time.sleep(1)
 
 
-LOSSES = {"tiny": _mse, "gated": _mse, "oom": _oom, "diverge": _inf, "hang": _hang}
+LOSSES = {"tiny": _mse, "gated": _mse, "oom": _oom, "broken": _broken, "diverge": _inf, "hang": _hang}
 
 
 def by_name(cfg: dict, batch_size: int, device) -> Workload:

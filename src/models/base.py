@@ -39,3 +39,20 @@ def count_training_flops(model: nn.Module, loss_fn, batch) -> float:
         loss_fn(model, batch).backward()
     model.zero_grad(set_to_none=True)
     return float(counter.get_total_flops())
+
+
+_NOT_SIZES = ("batch_size", "batch_sizes", "smoke")
+_counted_per_item: dict[tuple, float] = {}
+
+
+def counted_flops_per_item(cfg: dict, model: nn.Module, loss_fn, batch, items: int) -> float:
+    """Training FLOPs per item, counted on a small `batch` of `items` items, cached per model size.
+
+    Counted once per process for each configuration: model.batch_size=auto builds the workload
+    several times. The counter sees matrix products and convolutions (what MFU is about), not
+    element-wise work. A small batch keeps the count cheap and within memory whatever the precision.
+    """
+    key = tuple(sorted((k, repr(v)) for k, v in cfg.items() if k not in _NOT_SIZES))
+    if key not in _counted_per_item:
+        _counted_per_item[key] = count_training_flops(model, loss_fn, batch) / items
+    return _counted_per_item[key]

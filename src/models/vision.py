@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from src.models.base import Workload
+from src.models.base import Workload, counted_flops_per_item
 
 
 def _classification_loss(model: nn.Module, batch) -> torch.Tensor:
@@ -14,20 +14,32 @@ def _classification_loss(model: nn.Module, batch) -> torch.Tensor:
     return F.cross_entropy(model(images), labels)
 
 
-def classifier_workload(model: nn.Module, cfg: dict, batch_size: int, device) -> Workload:
-    size, classes = cfg["image_size"], cfg["num_classes"]
-    images = torch.randn(batch_size, 3, size, size, device=device)
-    labels = torch.randint(0, classes, (batch_size,), device=device)
+def _images_and_labels(n: int, cfg: dict, device) -> tuple[torch.Tensor, torch.Tensor]:
+    size = cfg["image_size"]
+    images = torch.randn(n, 3, size, size, device=device)
+    if cfg.get("channels_last"):
+        images = images.contiguous(memory_format=torch.channels_last)
+    return images, torch.randint(0, cfg["num_classes"], (n,), device=device)
+
+
+def classifier_workload(
+    model: nn.Module, cfg: dict, batch_size: int, device, flops_per_item: float | None = None
+) -> Workload:
+    """FLOPs per image: the config's figure, else the builder's analytic one, else counted."""
     if cfg.get("channels_last"):
         model = model.to(memory_format=torch.channels_last)
-        images = images.contiguous(memory_format=torch.channels_last)
+    flops = cfg.get("flops_per_item") or flops_per_item
+    if flops is None:
+        flops = counted_flops_per_item(
+            cfg, model, _classification_loss, _images_and_labels(2, cfg, device), 2
+        )
     return Workload(
         model=model,
-        batch=(images, labels),
+        batch=_images_and_labels(batch_size, cfg, device),
         loss_fn=_classification_loss,
         items_per_step=batch_size * cfg["items_per_sample"],
         optimizer="sgd",
-        flops_per_item=cfg.get("flops_per_item"),
+        flops_per_item=flops,
     )
 
 
@@ -35,9 +47,25 @@ def resnet50(cfg: dict, batch_size: int, device) -> Workload:
     from torchvision.models import resnet50 as tv_resnet50
 
     model = tv_resnet50(weights=None, num_classes=cfg["num_classes"]).to(device)
-    workload = classifier_workload(model, cfg, batch_size, device)
-    if workload.flops_per_item is None:
-        # torchvision's model card: 4.09 GFLOPS (multiply-adds) forward at 224 px; convolutions
-        # scale with the pixel count; training = forward + backward = 3 x forward.
-        workload.flops_per_item = 3 * 2 * 4.09e9 * (cfg["image_size"] / 224) ** 2
-    return workload
+    # torchvision's model card: 4.09 GFLOPS (multiply-adds) forward at 224 px; convolutions
+    # scale with the pixel count; training = forward + backward = 3 x forward.
+    flops = 3 * 2 * 4.09e9 * (cfg["image_size"] / 224) ** 2
+    return classifier_workload(model, cfg, batch_size, device, flops_per_item=flops)
+
+
+def vit_b16(cfg: dict, batch_size: int, device) -> Workload:
+    """torchvision's VisionTransformer at the sizes `vit_b_16` fixes (patch 16, 12 layers of 768,
+    12 heads, MLP 3072), built from the config's keys so that benchmark=smoke can shrink it."""
+    from torchvision.models import VisionTransformer
+
+    with torch.device(device):
+        model = VisionTransformer(
+            image_size=cfg["image_size"],
+            patch_size=cfg["patch_size"],
+            num_layers=cfg["n_layer"],
+            num_heads=cfg["n_head"],
+            hidden_dim=cfg["d_model"],
+            mlp_dim=cfg["d_inner"],
+            num_classes=cfg["num_classes"],
+        )
+    return classifier_workload(model, cfg, batch_size, device)

@@ -1,0 +1,74 @@
+"""Print a run's telemetry figures from MLflow: power, energy per item, clocks, throttling, efficiency.
+
+python benchmarks/show_telemetry.py                   # the newest finished job run
+python benchmarks/show_telemetry.py --run RUN_ID      [--uri URI]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+# (metric, label, format); a figure the run lacks (no NVML, no price) prints as "-"
+FIGURES = (
+    ("throughput", "throughput", "{:,.1f} {unit}"),
+    ("power_mean_w", "power, mean per GPU", "{:.1f} W"),
+    ("power_max_w", "power, max", "{:.1f} W"),
+    ("energy_per_item_j", "energy per item", "{:.4f} J"),
+    ("energy_j", "energy in the window, all GPUs", "{:,.1f} J"),
+    ("sm_clock_mean_mhz", "SM clock, mean", "{:.0f} MHz"),
+    ("mem_clock_mean_mhz", "memory clock, mean", "{:.0f} MHz"),
+    ("temperature_max_c", "temperature, max", "{:.0f} C"),
+    ("gpu_util_mean_pct", "GPU utilisation, mean", "{:.1f} %"),
+    ("throttled_power_share", "window throttled for power", "{:.1%}"),
+    ("throttled_thermal_share", "window throttled for heat", "{:.1%}"),
+    ("cpu_util_mean_pct", "host CPU utilisation, mean", "{:.1f} %"),
+    ("telemetry_samples_per_gpu", "samples in the window per GPU", "{:.0f}"),
+    ("measured_window_s", "measured window", "{:.1f} s"),
+    ("mfu", "MFU", "{:.1%}"),
+    ("throughput_per_watt", "throughput per watt", "{:.2f} {unit}/W"),
+    ("throughput_per_kusd", "throughput per 1,000 USD", "{:.2f} {unit}"),
+    ("scaling_efficiency", "scaling efficiency", "{:.1%}"),
+)
+
+
+def describe(run) -> str:
+    metrics, unit = run.data.metrics, run.data.tags.get("unit", "items/s")
+    lines = [f"{run.info.run_name} ({run.info.run_id}, {run.info.status})"]
+    for key, label, fmt in FIGURES:
+        value = metrics.get(key)
+        lines.append(f"  {label:<32} {fmt.format(value, unit=unit) if value is not None else '-'}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    from scaling import default_uri
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--uri", help="tracking URI (default: the one the suite itself uses)")
+    parser.add_argument("--experiment", default="gpubench")
+    parser.add_argument("--run", help="run id (default: the newest finished job run)")
+    args = parser.parse_args()
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(args.uri or default_uri())
+    if args.run:
+        run = client.get_run(args.run)
+    else:
+        experiment = client.get_experiment_by_name(args.experiment)
+        runs = experiment and client.search_runs(
+            [experiment.experiment_id],
+            "attributes.status = 'FINISHED'",
+            order_by=["attributes.start_time DESC"],
+        )
+        jobs = [r for r in runs or [] if r.data.tags.get("sweep") != "true"]
+        if not jobs:
+            raise SystemExit(f"no finished job run in experiment {args.experiment!r}")
+        run = jobs[0]
+    print(describe(run))
+    power = client.get_metric_history(run.info.run_id, "telemetry/gpu0/power_w")
+    print(f"  {'power series points (gpu0)':<32} {len(power)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""Entry point: `python -m src.compare baseline=rtx3090 [out=DIR] [filters] [tracking.*]`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from src.config import ConfigError, register_configs
+
+register_configs()
+
+
+@hydra.main(config_path="../../conf", config_name="compare", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    from src.compare.pipeline import run_compare
+    from src.compare.runs import CompareError
+    from src.console import console
+
+    try:
+        result = run_compare(cfg, Path(HydraConfig.get().runtime.output_dir))
+    except (ConfigError, CompareError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    console.print(
+        f"{len(result.anomalies)} anomal{'y' if len(result.anomalies) == 1 else 'ies'} flagged; "
+        f"report in {result.out} and in MLflow run {result.report_run_id} (tags.report = 'true')",
+        soft_wrap=True,
+    )
+
+
+if __name__ == "__main__":
+    main()

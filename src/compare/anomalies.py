@@ -1,0 +1,125 @@
+"""Figures that cannot be right: flagged in the report and as an `anomaly` tag on their runs.
+
+- scaling efficiency above 100% against the 1-GPU run of the same workload (data parallelism
+  with a fixed per-GPU batch cannot beat linear scaling beyond timing noise);
+- a multi-GPU run slower than its 1-GPU run;
+- a ratio to the baseline outside what the spec sheets allow: a training step is bound by compute
+  or by memory bandwidth, so its speed-up lies between the two spec ratios (peak TFLOP/s for the
+  math that ran, and GB/s), give or take `spec_tolerance`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from omegaconf import OmegaConf
+
+from src.compare.analysis import RelativeRow
+from src.compare.runs import Measurement, positive_number, spec_sheet
+from src.config import PROJECT_ROOT
+
+SCALING_ABOVE_100 = "scaling_above_100"
+SLOWER_THAN_1GPU = "slower_than_1gpu"
+OUTSIDE_SPEC = "outside_spec"
+ANOMALY_TAG = "anomaly"
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    kind: str
+    measurement: Measurement
+    detail: str
+
+
+def scaling_efficiency(measurements: list[Measurement]) -> dict[tuple, float]:
+    """Point -> throughput over gpu_count x the 1-GPU throughput of the same workload and source."""
+    singles = {(m.gpu, m.model, m.precision, m.source): m for m in measurements if m.gpu_count == 1}
+    efficiency = {}
+    for m in measurements:
+        one = singles.get((m.gpu, m.model, m.precision, m.source))
+        if one is not None and m.gpu_count > 1:
+            efficiency[m.point] = m.throughput / (m.gpu_count * one.throughput)
+    return efficiency
+
+
+def scaling_anomalies(measurements: list[Measurement], tolerance: float) -> list[Anomaly]:
+    efficiency = scaling_efficiency(measurements)
+    found = []
+    for m in measurements:
+        if m.point not in efficiency:
+            continue
+        ratio = efficiency[m.point]
+        one = m.throughput / (m.gpu_count * ratio)
+        figures = f"1 GPU {one:,.1f} -> {m.gpu_count} GPUs {m.throughput:,.1f} {m.unit}"
+        if m.throughput < one:
+            found.append(Anomaly(SLOWER_THAN_1GPU, m, f"slower than its 1-GPU run: {figures}"))
+        elif ratio > 1 + tolerance:
+            found.append(Anomaly(SCALING_ABOVE_100, m, f"scaling efficiency {ratio:.0%}: {figures}"))
+    return found
+
+
+def spec_anomalies(rows: list[RelativeRow], tolerance: float) -> list[Anomaly]:
+    found = []
+    for row in rows:
+        m, base = row.measurement, row.baseline
+        if base is None or m.gpu == base.gpu:
+            continue
+        ours, theirs = _limits(m), _limits(base)
+        if ours is None or theirs is None:
+            continue  # a profile without peak TFLOP/s or bandwidth: nothing to check against
+        compute, bandwidth = ours[1] / theirs[1], ours[2] / theirs[2]
+        low, high = min(compute, bandwidth), max(compute, bandwidth)
+        if row.relative > high * (1 + tolerance) or row.relative < low / (1 + tolerance):
+            detail = (
+                f"{row.relative:.2f}x {base.gpu} outside the spec range {low:.2f}-{high:.2f}x "
+                f"(peak {ours[0]} {ours[1]:g}/{theirs[1]:g} TFLOP/s, bandwidth {ours[2]:g}/{theirs[2]:g} GB/s)"
+            )
+            found.append(Anomaly(OUTSIDE_SPEC, m, detail))
+    return found
+
+
+def _limits(m: Measurement) -> tuple[str, float, float] | None:
+    """(peak key, peak TFLOP/s, GB/s) from the gpu profile, or None where it lacks them."""
+    sheet = spec_sheet(m.gpu)
+    key = peak_key(m)
+    peaks = sheet.get("peak_tflops")
+    peak = positive_number(peaks.get(key)) if isinstance(peaks, dict) else None
+    bandwidth = positive_number(sheet.get("memory_bandwidth_gbs"))
+    return (key, peak, bandwidth) if peak and bandwidth else None
+
+
+def peak_key(m: Measurement) -> str:
+    """Which peak the math ran at: the precision's `peak_key`, tf32 where fp32 ran as TF32."""
+    if m.precision == "fp32" and m.tf32_math:
+        return "tf32"
+    return _precision_peak_keys().get(m.precision, m.precision)
+
+
+@cache
+def _precision_peak_keys() -> dict[str, str]:
+    folder = PROJECT_ROOT / "conf" / "precision"
+    return {path.stem: OmegaConf.load(path).get("peak_key", path.stem) for path in folder.glob("*.yaml")}
+
+
+def tag_runs(uri: str, measurements: list[Measurement], anomalies: list[Anomaly]) -> int:
+    """Set `anomaly` on the runs behind each flagged figure; clear it where it no longer holds.
+
+    Returns how many runs carry the tag now.
+    """
+    from src import tracking
+
+    flagged: dict[str, list[str]] = {}
+    for anomaly in anomalies:
+        for run in anomaly.measurement.runs:
+            flagged.setdefault(run.run_id, []).append(f"{anomaly.kind}: {anomaly.detail}")
+    mlflow_client = tracking.client(uri)
+    for m in measurements:
+        for run in m.runs:
+            if run.run_id in flagged:
+                text = "; ".join(flagged[run.run_id])[:5000]
+                if text != run.anomaly_tag:
+                    mlflow_client.set_tag(run.run_id, ANOMALY_TAG, text)
+            elif run.anomaly_tag is not None:
+                mlflow_client.delete_tag(run.run_id, ANOMALY_TAG)
+    return len(flagged)

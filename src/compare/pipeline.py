@@ -1,0 +1,170 @@
+"""One comparison from start to end: runs -> measurements -> ratios -> files -> the report run."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from src.compare import analysis, anomalies, charts, report
+from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
+from src.config import PRECISIONS, ConfigError, tracking_errors
+
+REPORT_TAG = "report"
+
+
+@dataclass
+class CompareResult:
+    out: Path
+    measurements: list[Measurement]
+    rows: list[analysis.RelativeRow]
+    summary: list[analysis.SummaryRow]
+    anomalies: list[anomalies.Anomaly]
+    files: list[Path]
+    report_run_id: str
+
+
+def validate_compare(cfg: DictConfig) -> None:
+    """Key, value and what is allowed, for every bad value, before any run is read."""
+    errors = tracking_errors(cfg.tracking)
+    if not cfg.baseline:
+        errors.append(f"baseline={cfg.baseline!r}: must name a gpu profile, e.g. baseline=rtx3090")
+    if cfg.baseline_source == "":
+        errors.append("baseline_source='': must be null (the row's own source first) or a source name")
+    wrong = [p for p in cfg.precisions if p not in PRECISIONS]
+    if wrong:
+        errors.append(f"precisions={list(cfg.precisions)}: each must be one of {', '.join(PRECISIONS)}")
+    if any(c < 1 for c in cfg.gpu_counts):
+        errors.append(f"gpu_counts={list(cfg.gpu_counts)}: each must be a whole number >= 1")
+    for key in ("scaling_tolerance", "spec_tolerance"):
+        if cfg.anomalies[key] < 0:
+            errors.append(f"anomalies.{key}={cfg.anomalies[key]}: must be >= 0 (a fraction: 0.02 = 2%)")
+    if Path(cfg.out).exists() and not Path(cfg.out).is_dir():
+        errors.append(f"out={cfg.out!r}: is a file; must be a folder (created when missing)")
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+
+
+def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
+    validate_compare(cfg)
+    runs = search_finished(cfg.tracking.uri, cfg.tracking.experiment, cfg.filter_string)
+    records = [r for r in map(to_record, runs) if r is not None]
+    measurements = aggregate(select(records, cfg))
+    rows = analysis.relative_table(measurements, cfg.baseline, cfg.baseline_source)
+    analysis.check_comparable(measurements, rows, cfg.baseline)
+    summary = analysis.summarize(rows)
+    efficiency = anomalies.scaling_efficiency(measurements)
+    found = anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
+    found += anomalies.spec_anomalies(rows, cfg.anomalies.spec_tolerance)
+
+    out.mkdir(parents=True, exist_ok=True)
+    relative = report.relative_records(rows, efficiency, found)
+    summary_table = report.summary_records(summary)
+    anomaly_table = report.anomaly_records(found)
+    files = [
+        report.write_csv(out / report.RELATIVE_CSV, report.RELATIVE_COLUMNS, relative),
+        report.write_csv(out / report.SUMMARY_CSV, report.SUMMARY_COLUMNS, summary_table),
+        report.write_csv(out / report.ANOMALIES_CSV, report.ANOMALY_COLUMNS, anomaly_table),
+    ]
+    pictures = [charts.relative_by_category(summary, cfg.baseline, out / "relative_by_category.png")]
+    pictures += charts.throughput_per_model(measurements, out)
+    pictures += charts.efficiency_per_model(measurements, out)
+    text = report.markdown(
+        f"Training throughput relative to {cfg.baseline}",
+        _facts(cfg, len(runs), len(records), measurements),
+        summary_table,
+        relative,
+        anomaly_table,
+        _notes(rows, measurements, cfg.baseline),
+        pictures,
+    )
+    (out / report.REPORT_MD).write_text(text)
+    files += [*pictures, out / report.REPORT_MD]
+
+    if cfg.tag_runs:
+        anomalies.tag_runs(cfg.tracking.uri, measurements, found)
+    run_id = _log_report_run(cfg, files, found, text)
+    report.print_summary(summary, cfg.baseline)
+    return CompareResult(out, measurements, rows, summary, found, files, run_id)
+
+
+def _facts(cfg: DictConfig, n_finished: int, n_benchmark: int, measurements: list[Measurement]) -> list[str]:
+    filters = {k: list(cfg[k]) for k in ("gpus", "models", "precisions", "gpu_counts", "sources") if cfg[k]}
+    if cfg.filter_string:
+        filters["filter_string"] = cfg.filter_string
+    used = sum(m.n_runs for m in measurements)
+    return [
+        f"Baseline: `{cfg.baseline}`"
+        + (f" from source `{cfg.baseline_source}`" if cfg.baseline_source else " (same source first)"),
+        f"Runs: experiment `{cfg.tracking.experiment}` at `{cfg.tracking.uri}`; {n_finished} FINISHED, "
+        f"{n_benchmark} with a throughput, {used} kept by the filters, as {len(measurements)} points "
+        "(median of repeats; n_runs says how many)",
+        f"Filters: {filters or 'none'}",
+        f"Written {datetime.datetime.now().isoformat(timespec='seconds')}",
+    ]
+
+
+def _notes(rows: list[analysis.RelativeRow], measurements: list[Measurement], baseline: str) -> list[str]:
+    notes = [
+        "Precision groups: fp32 and tf32 are charted together as fp32, amp and bf16 as mixed "
+        "precision; every table keeps the precision each run used. A ratio takes the baseline at the "
+        "same precision when it has one, else at another of the same group (see baseline_precision).",
+        "Category means are the arithmetic mean of the per-model ratios, as in Lambda's RTX A6000 vs "
+        "RTX 3090 article; the geometric mean is given beside it.",
+    ]
+    crossed = sorted(
+        {
+            f"{r.measurement.source} vs {r.baseline.source}"
+            for r in rows
+            if r.baseline and r.baseline.source != r.measurement.source
+        }
+    )
+    if crossed:
+        notes.append(f"Some ratios set one source against another ({', '.join(crossed)}): the "
+                     f"{baseline} figures of the row's own source were missing.")  # fmt: skip
+    tf32 = sorted({m.source for m in measurements if m.precision == "fp32" and m.tf32_math})
+    if tf32:
+        notes.append(
+            f"fp32 figures of source(s) {', '.join(tf32)} ran TF32 tensor-core math where the GPU has it "
+            "(published 'fp32' is the container default); this project's fp32 is strict IEEE fp32 "
+            "and its tf32 is the like-for-like precision."
+        )
+    mixed = [m.label for m in measurements if m.mixed_settings]
+    if mixed:
+        notes.append(
+            "Repeats that differ in benchmark, compile or channels_last were pooled for: "
+            + "; ".join(mixed)
+            + ". Narrow them with filter_string, e.g. \"tags.compile = 'False'\"."
+        )
+    if any(m.source != MEASURED for m in measurements):
+        notes.append(
+            "Rows whose source is not `measured` are published figures imported with "
+            "src.import_results; their runs carry the tags published_system and published_task."
+        )
+    return notes
+
+
+def _log_report_run(cfg: DictConfig, files: list[Path], found: list[anomalies.Anomaly], text: str) -> str:
+    from src import tracking
+
+    experiment_id = tracking.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
+    kinds = sorted({a.kind for a in found})
+    tags = {
+        REPORT_TAG: "true",
+        "baseline": cfg.baseline,
+        "anomalies": len(found),
+        "anomaly_kinds": ",".join(kinds) or "none",
+        "mlflow.note.content": text[:50000],  # the report as the run's description in the UI
+    }
+    run = tracking.JobRun(cfg.tracking, experiment_id, f"compare vs {cfg.baseline}", tags)
+    try:
+        run.log_params(tracking.flatten(OmegaConf.to_container(cfg, resolve=True)))
+        for path in files:
+            run.log_file(path)
+    except BaseException:
+        run.end("FAILED")
+        raise
+    run.end("FINISHED")
+    return run.run_id

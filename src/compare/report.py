@@ -1,0 +1,180 @@
+"""The comparison written out: CSV tables, report.md, the printed summary, and the MLflow report run."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from src.compare.analysis import RelativeRow, SummaryRow, precision_group
+from src.compare.anomalies import Anomaly
+
+RELATIVE_CSV = "relative_throughput.csv"
+SUMMARY_CSV = "summary.csv"
+ANOMALIES_CSV = "anomalies.csv"
+REPORT_MD = "report.md"
+
+RELATIVE_COLUMNS = (
+    "model", "category", "precision", "precision_group", "gpu_count", "gpu", "source", "throughput",
+    "unit", "relative", "n_runs", "throughput_min", "throughput_max", "baseline_gpu",
+    "baseline_precision", "baseline_source", "baseline_throughput", "scaling_efficiency",
+    "per_watt", "per_watt_basis", "per_kusd", "anomalies", "run_ids",
+)  # fmt: skip
+SUMMARY_COLUMNS = (
+    "category", "precision", "precision_group", "gpu_count", "gpu", "source", "relative_mean",
+    "relative_geomean", "n_models", "models", "baselines",
+)  # fmt: skip
+ANOMALY_COLUMNS = ("kind", "model", "precision", "gpu_count", "gpu", "source", "detail", "run_ids")
+
+
+def relative_records(rows: list[RelativeRow], efficiency: dict, anomalies: list[Anomaly]) -> list[dict]:
+    kinds: dict[tuple, list[str]] = {}
+    for anomaly in anomalies:
+        kinds.setdefault(anomaly.measurement.point, []).append(anomaly.kind)
+    records = []
+    for row in rows:
+        m, base = row.measurement, row.baseline
+        records.append(
+            {
+                "model": m.model,
+                "category": m.category,
+                "precision": m.precision,
+                "precision_group": precision_group(m.precision),
+                "gpu_count": m.gpu_count,
+                "gpu": m.gpu,
+                "source": m.source,
+                "throughput": m.throughput,
+                "unit": m.unit,
+                "relative": row.relative,
+                "n_runs": m.n_runs,
+                "throughput_min": m.throughput_min,
+                "throughput_max": m.throughput_max,
+                "baseline_gpu": base.gpu if base else None,
+                "baseline_precision": base.precision if base else None,
+                "baseline_source": base.source if base else None,
+                "baseline_throughput": base.throughput if base else None,
+                "scaling_efficiency": efficiency.get(m.point),
+                "per_watt": m.per_watt,
+                "per_watt_basis": m.per_watt_basis,
+                "per_kusd": m.per_kusd,
+                "anomalies": " ".join(kinds.get(m.point, [])),
+                "run_ids": " ".join(r.run_id for r in m.runs),
+            }
+        )
+    return records
+
+
+def summary_records(summary: list[SummaryRow]) -> list[dict]:
+    return [
+        {
+            "category": s.category,
+            "precision": s.precision,
+            "precision_group": precision_group(s.precision),
+            "gpu_count": s.gpu_count,
+            "gpu": s.gpu,
+            "source": s.source,
+            "relative_mean": s.relative_mean,
+            "relative_geomean": s.relative_geomean,
+            "n_models": s.n_models,
+            "models": " ".join(s.models),
+            "baselines": s.baselines,
+        }
+        for s in summary
+    ]
+
+
+def anomaly_records(anomalies: list[Anomaly]) -> list[dict]:
+    return [
+        {
+            "kind": a.kind,
+            "model": a.measurement.model,
+            "precision": a.measurement.precision,
+            "gpu_count": a.measurement.gpu_count,
+            "gpu": a.measurement.gpu,
+            "source": a.measurement.source,
+            "detail": a.detail,
+            "run_ids": " ".join(r.run_id for r in a.measurement.runs),
+        }
+        for a in anomalies
+    ]
+
+
+def write_csv(path: Path, columns: tuple[str, ...], records: list[dict]) -> Path:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        for record in records:
+            writer.writerow({k: _csv_value(v) for k, v in record.items()})
+    return path
+
+
+def _csv_value(value):
+    if value is None:
+        return ""
+    return f"{value:.6g}" if isinstance(value, float) else value
+
+
+def markdown(
+    title: str,
+    facts: list[str],
+    summary: list[dict],
+    relative: list[dict],
+    anomalies: list[dict],
+    notes: list[str],
+    charts: list[Path],
+) -> str:
+    lines = [f"# {title}", "", *[f"- {fact}" for fact in facts], "", "## Category means", ""]
+    lines += _table(summary, ("category", "precision", "gpu_count", "gpu", "source", "relative_mean",
+                              "relative_geomean", "n_models", "baselines"))  # fmt: skip
+    lines += ["", "## Per model", ""]
+    lines += _table(relative, ("model", "category", "precision", "gpu_count", "gpu", "source", "throughput",
+                               "unit", "n_runs", "relative", "baseline_precision", "baseline_source",
+                               "scaling_efficiency", "anomalies"))  # fmt: skip
+    lines += ["", f"## Anomalies ({len(anomalies)})", ""]
+    lines += _table(anomalies, ANOMALY_COLUMNS[:-1]) if anomalies else ["None found."]
+    if notes:
+        lines += ["", "## Notes", "", *[f"- {note}" for note in notes]]
+    lines += ["", "## Charts", "", *[f"![{chart.stem}]({chart.name})" for chart in charts], ""]
+    return "\n".join(lines)
+
+
+def _table(records: list[dict], columns: tuple[str, ...]) -> list[str]:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for record in records:
+        lines.append("| " + " | ".join(_md_value(record[c]) for c in columns) + " |")
+    return lines
+
+
+def _md_value(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}" if value < 100 else f"{value:,.1f}"
+    return str(value).replace("|", "/")
+
+
+def print_summary(summary: list[SummaryRow], baseline: str) -> None:
+    from rich.table import Table
+
+    from src.console import console
+
+    table = Table(title=f"Throughput relative to {baseline}: mean over the models of each category")
+    for column in ("category", "precision", "GPUs", "gpu", "source", "mean", "geomean", "models"):
+        table.add_column(
+            column, justify="left" if column in ("category", "precision", "gpu", "source") else "right"
+        )
+    for s in summary:
+        table.add_row(
+            s.category,
+            s.precision,
+            str(s.gpu_count),
+            s.gpu,
+            s.source,
+            _ratio(s.relative_mean),
+            _ratio(s.relative_geomean),
+            str(s.n_models),
+        )
+    console.print(table)
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"  # a CPU against a GPU needs digits

@@ -1,0 +1,172 @@
+"""Entry point: `python -m src.import_results FILE precision=fp32|amp source=NAME` puts published
+results into MLflow as FINISHED runs with the tags and metrics of measured runs, plus `source`.
+
+Each run carries an `import_key` tag (source, precision, published row, task): importing the same
+file again finds the key and creates nothing twice.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from src.config import ConfigError, register_configs, tracking_errors
+
+register_configs()
+
+PRECISIONS = {"fp32": "fp32", "amp": "fp16"}  # ours -> the published table's name for it
+MEASURED_SOURCE = "measured"  # what compare calls runs without a source tag
+# Lambda's "fp32" is the NGC container default: TF32 tensor-core math on Ampere and newer.
+MATH_TAGS = {
+    "fp32": {
+        "math_autocast_dtype": "none",
+        "math_grad_scaling": "False",
+        "math_matmul_tf32": "True",
+        "math_cudnn_tf32": "True",
+        "math_note": "published fp32 = container default math: TF32 tensor cores on Ampere and newer, "
+        "IEEE fp32 on older GPUs",
+    },
+    "amp": {
+        "math_autocast_dtype": "float16",
+        "math_grad_scaling": "True",
+        "math_note": "published fp16 = automatic mixed precision (fp16 autocast, loss scaling)",
+    },
+}
+
+
+@dataclass
+class ImportSummary:
+    created: int
+    already_there: int
+    not_run: int
+
+
+def validate_import(cfg: DictConfig) -> Path:
+    """The table's path, once every key is known to be usable."""
+    missing = [key for key in ("file", "precision", "source") if OmegaConf.is_missing(cfg, key)]
+    if missing:
+        raise ConfigError(
+            f"missing {', '.join(missing)}: usage `python -m src.import_results FILE precision=fp32|amp "
+            "source=NAME`"
+        )
+    errors = tracking_errors(cfg.tracking)
+    path = Path(cfg.file).expanduser().resolve()
+    if not path.is_file():
+        errors.append(f"file={cfg.file!r}: must be an existing CSV file in the published format")
+    if cfg.precision.name not in PRECISIONS:
+        errors.append(
+            f"precision={cfg.precision.name}: must be one of {', '.join(PRECISIONS)} "
+            "(the published fp16 tables are amp)"
+        )
+    if not cfg.source or not all(c.isalnum() or c in "_-." for c in cfg.source):
+        errors.append(f"source={cfg.source!r}: must be a name of letters, digits, '_', '-' or '.'")
+    elif cfg.source == MEASURED_SOURCE:
+        errors.append(f"source={cfg.source!r}: is reserved for this project's own runs; name the publisher")
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+    return path
+
+
+def import_key(source: str, precision: str, system: str, task: str) -> str:
+    return f"{source}|{precision}|{system}|{task}"
+
+
+def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
+    from src import published, tracking
+    from src.job import run_name
+
+    table = published.read_table(
+        path, OmegaConf.to_container(cfg.tasks), OmegaConf.to_container(cfg.gpu_profiles)
+    )
+    uri, source, precision = cfg.tracking.uri, cfg.source, cfg.precision.name
+    experiment_id = tracking.ensure_experiment(uri, cfg.tracking.experiment)
+    existing = _existing_keys(tracking.client(uri), experiment_id, source)
+    created = already_there = 0
+    for result in table.results:
+        key = import_key(source, precision, result.system, result.task)
+        if key in existing:
+            already_there += 1
+            continue
+        existing.add(key)  # a row published twice imports once
+        tags = {
+            "gpu": result.gpu,
+            "gpu_name": result.gpu_name,
+            "gpu_count": result.gpu_count,
+            "model": result.model,
+            "category": result.category,
+            "precision": precision,
+            "unit": result.unit,
+            "source": source,
+            "import_key": key,
+            "published_system": result.system,
+            "published_task": result.task,
+            "published_precision": PRECISIONS[precision],
+            "published_file": path.name,
+            **MATH_TAGS[precision],
+        }
+        name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
+        run = tracking.JobRun(cfg.tracking, experiment_id, name, tags)
+        # Per-GPU spec figures under the param names measured runs get from their gpu profile.
+        run.log_params(
+            {
+                "gpu.count": result.gpu_count,
+                "gpu.tdp_w": result.watt / result.gpu_count if result.watt else None,
+                "gpu.price_usd": result.price_usd / result.gpu_count if result.price_usd else None,
+                "model.name": result.model,
+                "precision.name": precision,
+            }
+        )
+        run.log_metrics(
+            {"throughput": result.throughput, "throughput_per_gpu": result.throughput / result.gpu_count}
+        )
+        run.end("FINISHED")
+        created += 1
+    return ImportSummary(created, already_there, table.not_run)
+
+
+def _existing_keys(mlflow_client, experiment_id: str, source: str) -> set[str]:
+    keys, token = set(), None
+    while True:
+        page = mlflow_client.search_runs(
+            [experiment_id], filter_string=f"tags.source = '{source}'", max_results=1000, page_token=token
+        )
+        keys.update(r.data.tags["import_key"] for r in page if "import_key" in r.data.tags)
+        token = page.token
+        if not token:
+            return keys
+
+
+def file_argument_as_override(argv: list[str]) -> list[str]:
+    """Hydra takes only key=value: the documented leading FILE becomes file='<absolute path>'."""
+    if len(argv) > 1 and "=" not in argv[1] and not argv[1].startswith("-"):
+        path = str(Path(argv[1]).expanduser().resolve()).replace("\\", "\\\\").replace("'", "\\'")
+        return [argv[0], f"file='{path}'", *argv[2:]]
+    return argv
+
+
+@hydra.main(config_path="../conf", config_name="import_results", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    from src.console import console
+    from src.published import TableError
+
+    try:
+        path = validate_import(cfg)
+        summary = import_table(cfg, path)
+    except (ConfigError, TableError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    console.print(
+        f"imported {summary.created} run(s) from {path.name} as source={cfg.source} "
+        f"precision={cfg.precision.name} into {cfg.tracking.experiment!r} at {cfg.tracking.uri}; "
+        f"{summary.already_there} already there, {summary.not_run} cell(s) not run (0 or less)",
+        soft_wrap=True,
+    )
+
+
+if __name__ == "__main__":
+    sys.argv = file_argument_as_override(sys.argv)
+    main()

@@ -1,0 +1,167 @@
+"""Detection and segmentation workloads on torchvision's detection models, random weights,
+synthetic COCO-shaped images and targets (boxes, labels, instance masks)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import torch
+from torch import nn
+
+from src.models.base import Workload, counted_flops_per_item
+
+# COCO has about 7.3 annotated objects per image; draw 1..MAX_OBJECTS (mean 8) per image.
+MAX_OBJECTS = 15
+
+
+def synthetic_targets(n: int, height: int, width: int, num_classes: int, device, masks: bool = False):
+    """Per image: boxes (x1, y1, x2, y2) inside the image with whole-pixel corners and sides of
+    5-60% of the image, labels in 1..num_classes-1 (0 is background), and optionally instance
+    masks that fill exactly their box."""
+    targets = []
+    for _ in range(n):
+        count = int(torch.randint(1, MAX_OBJECTS + 1, ()))
+        wh = torch.rand(count, 2) * 0.55 + 0.05
+        size = torch.tensor([width, height])
+        sides = (wh * size).round().clamp(min=1)
+        corner = (torch.rand(count, 2) * (size - sides + 1)).floor().clamp(max=size - sides)
+        boxes = torch.cat([corner, corner + sides], dim=1)
+        target = {"boxes": boxes.to(device), "labels": torch.randint(1, num_classes, (count,), device=device)}
+        if masks:
+            target["masks"] = box_masks(boxes, height, width).to(device)
+        targets.append(target)
+    return targets
+
+
+def box_masks(boxes: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    """(n, height, width) uint8 masks, each one inside its whole-pixel box and zero outside."""
+    ys = torch.arange(height).view(1, -1, 1)
+    xs = torch.arange(width).view(1, 1, -1)
+    x1, y1, x2, y2 = (boxes[:, i].view(-1, 1, 1) for i in range(4))
+    return ((xs >= x1) & (xs < x2) & (ys >= y1) & (ys < y2)).to(torch.uint8)
+
+
+def _summed_losses(model: nn.Module, batch) -> torch.Tensor:
+    images, targets = batch
+    return sum(model(images, targets).values())
+
+
+def _detection_workload(model, cfg, batch_size, device, make_batch) -> Workload:
+    if cfg.get("channels_last"):
+        model = model.to(memory_format=torch.channels_last)
+    flops = cfg.get("flops_per_item") or counted_flops_per_item(cfg, model, _summed_losses, make_batch(2), 2)
+    return Workload(
+        model=model,
+        batch=make_batch(batch_size),
+        loss_fn=_summed_losses,
+        items_per_step=batch_size * cfg["items_per_sample"],
+        optimizer="sgd",
+        flops_per_item=flops,
+    )
+
+
+# --- SSD300 with a ResNet backbone (NVIDIA DeepLearningExamples, SSD300 v1.1) ---------------
+
+
+class ResNetSSDBackbone(nn.Module):
+    """A torchvision ResNet up to conv4_x, its first block at stride 1 (a 38x38 map at 300 px),
+    then five extra blocks (1x1 conv to a narrower width, 3x3 conv) giving 19, 10, 5, 3 and 1.
+    NVIDIA's SSD300 v1.1 uses ResNet-50 and offers the other depths with these widths."""
+
+    mid_channels = [256, 256, 128, 128, 128]
+
+    def __init__(self, name: str):
+        super().__init__()
+        import torchvision
+
+        resnet = getattr(torchvision.models, name)(weights=None)
+        self.trunk = nn.Sequential(*list(resnet.children())[:7])  # conv1 ... layer3 (conv4_x)
+        conv4_first = resnet.layer3[0]
+        conv4_first.conv1.stride = conv4_first.conv2.stride = conv4_first.downsample[0].stride = (1, 1)
+        trunk_channels = conv4_first.downsample[0].out_channels
+        last = 256 if trunk_channels == 1024 else 128
+        self.out_channels = [trunk_channels, 512, 512, 256, 256, last]
+        self.extra = nn.ModuleList()
+        channels = self.out_channels
+        for i, (c_in, mid, c_out) in enumerate(
+            zip(channels[:-1], self.mid_channels, channels[1:], strict=True)
+        ):
+            stride, padding = (2, 1) if i < 3 else (1, 0)  # the last two shrink 5->3->1 unpadded
+            self.extra.append(
+                nn.Sequential(
+                    nn.Conv2d(c_in, mid, 1, bias=False),
+                    nn.BatchNorm2d(mid),
+                    nn.ReLU(inplace=True),
+                    nn.Conv2d(mid, c_out, 3, stride=stride, padding=padding, bias=False),
+                    nn.BatchNorm2d(c_out),
+                    nn.ReLU(inplace=True),
+                )
+            )
+
+    def forward(self, x: torch.Tensor) -> OrderedDict:
+        features = [self.trunk(x)]
+        for block in self.extra:
+            features.append(block(features[-1]))
+        return OrderedDict((str(i), f) for i, f in enumerate(features))
+
+
+class PreparedImages(nn.Module):
+    """Stands in for torchvision's per-image resize-and-normalise: the synthetic batch is already
+    300x300 and normalised, as a data pipeline (NVIDIA's DALI) hands it to the model."""
+
+    def forward(self, images: torch.Tensor, targets=None):
+        from torchvision.models.detection.image_list import ImageList
+
+        return ImageList(images, [tuple(images.shape[-2:])] * images.size(0)), targets
+
+
+def ssd300(cfg: dict, batch_size: int, device) -> Workload:
+    from torchvision.models.detection.anchor_utils import DefaultBoxGenerator
+    from torchvision.models.detection.ssd import SSD
+
+    size = cfg["image_size"]
+    with torch.device(device):
+        # Default boxes as in SSD300: 4, 6, 6, 6, 4, 4 per cell (8732 in all at 300 px), scales
+        # 0.07 ... 1.05 of the image, cell steps 8 ... 300 px.
+        anchors = DefaultBoxGenerator(
+            [[2], [2, 3], [2, 3], [2, 3], [2], [2]],
+            scales=[0.07, 0.15, 0.33, 0.51, 0.69, 0.87, 1.05],
+            steps=[8, 16, 32, 64, 100, 300],
+        )
+        model = SSD(ResNetSSDBackbone(cfg["backbone"]), anchors, (size, size), cfg["num_classes"])
+    model.transform = PreparedImages()
+
+    def make_batch(n: int):
+        images = torch.randn(n, 3, size, size, device=device)
+        if cfg.get("channels_last"):
+            images = images.contiguous(memory_format=torch.channels_last)
+        return images, synthetic_targets(n, size, size, cfg["num_classes"], device)
+
+    return _detection_workload(model, cfg, batch_size, device, make_batch)
+
+
+# --- Mask R-CNN ResNet-50 FPN --------------------------------------------------------------
+
+
+def maskrcnn(cfg: dict, batch_size: int, device) -> Workload:
+    """torchvision's Mask R-CNN, fed COCO-like 4:3 photos (image_size is the shorter side) that
+    its own transform resizes as in COCO training: shorter side to min_size, longer <= max_size."""
+    from torchvision.models.detection import maskrcnn_resnet50_fpn
+
+    with torch.device(device):
+        model = maskrcnn_resnet50_fpn(
+            weights=None,
+            weights_backbone=None,
+            num_classes=cfg["num_classes"],
+            min_size=cfg["min_size"],
+            max_size=cfg["max_size"],
+            box_batch_size_per_image=cfg["rois_per_image"],
+        )
+    height = cfg["image_size"]
+    width = round(height * 4 / 3)
+
+    def make_batch(n: int):
+        images = [torch.rand(3, height, width, device=device) for _ in range(n)]
+        return images, synthetic_targets(n, height, width, cfg["num_classes"], device, masks=True)
+
+    return _detection_workload(model, cfg, batch_size, device, make_batch)

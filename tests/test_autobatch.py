@@ -1,0 +1,90 @@
+"""model.batch_size=auto: the search, out-of-memory handling, and where auto is refused."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from src import autobatch
+from src.config import ConfigError, finalize
+from src.models.base import Workload
+from src.precision import PrecisionContext
+from tests.conftest import compose_cfg
+
+
+class Limit:
+    """Fits while the batch is at most `largest`; records what was tried."""
+
+    def __init__(self, largest: int):
+        self.largest, self.tried = largest, []
+
+    def __call__(self, batch: int) -> bool:
+        self.tried.append(batch)
+        return batch <= self.largest
+
+
+@pytest.mark.parametrize(
+    ("largest", "expected"),
+    [(8, 8), (15, 8), (100, 96), (1000, 1000), (5, 5), (1, 1), (4096, 4096), (10**6, 4096)],
+)
+def test_largest_fitting_finds_the_largest_multiple_of_eight(largest, expected):
+    fits = Limit(largest)
+    assert autobatch.largest_fitting(fits) == expected
+    assert len(fits.tried) <= 20  # doubling, then bisection: logarithmic in the batch
+    assert all(b % 8 == 0 for b in fits.tried) or expected < 8
+
+
+def test_largest_fitting_reports_when_nothing_fits():
+    with pytest.raises(RuntimeError, match="even a batch of 1"):
+        autobatch.largest_fitting(Limit(0))
+
+
+def fake_builder(largest: int, calls: list):
+    """A build_workload stand-in whose training step runs out of memory above `largest`."""
+
+    def build(model_cfg, batch_size, device):
+        calls.append(batch_size)
+        model = torch.nn.Linear(4, 1)
+
+        def loss_fn(model, batch):
+            if batch_size > largest:
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return model(batch).sum()
+
+        return Workload(model, torch.ones(batch_size, 4), loss_fn, batch_size, "sgd", 1.0)
+
+    return build
+
+
+def test_trains_turns_out_of_memory_into_a_no(monkeypatch):
+    calls = []
+    monkeypatch.setattr("src.models.build_workload", fake_builder(24, calls))
+    precision = PrecisionContext(
+        {"autocast_dtype": None, "grad_scaling": False, "allow_tf32": False}, torch.device("cpu")
+    )
+    device = torch.device("cpu")
+    assert autobatch.trains(16, {}, precision, device)
+    assert not autobatch.trains(32, {}, precision, device)
+    found = autobatch.largest_fitting(lambda b: autobatch.trains(b, {}, precision, device))
+    assert found == 24
+
+
+def test_other_errors_are_not_mistaken_for_a_full_memory(monkeypatch):
+    def broken(model_cfg, batch_size, device):
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+
+    monkeypatch.setattr("src.models.build_workload", broken)
+    precision = PrecisionContext(
+        {"autocast_dtype": None, "grad_scaling": False, "allow_tf32": False}, torch.device("cpu")
+    )
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        autobatch.trains(8, {}, precision, torch.device("cpu"))
+
+
+def test_auto_is_accepted_for_a_gpu_and_refused_on_the_cpu():
+    cfg = finalize(compose_cfg(["gpu=h200", "model=resnet50", "model.batch_size=auto"]), {"model.batch_size"})
+    assert cfg.model.batch_size == "auto"
+    with pytest.raises(ConfigError, match=r"model.batch_size='auto'.*CPU"):
+        finalize(compose_cfg(["gpu=cpu", "model=resnet50", "model.batch_size=auto"]), {"model.batch_size"})
+    with pytest.raises(ConfigError, match=r"model.batch_size='big'"):
+        finalize(compose_cfg(["gpu=h200", "model=resnet50", "model.batch_size=big"]), {"model.batch_size"})

@@ -1,0 +1,93 @@
+"""The real command line, end to end on the CPU: sweeps, two ranks, a failing job, bad input."""
+
+import pytest
+
+from tests.conftest import read_runs, run_cli
+
+
+def _children(runs):
+    return [r for r in runs if r.data.tags.get("sweep") != "true"]
+
+
+def test_sweep_logs_parent_and_tagged_children(tmp_path, tracking_uri):
+    proc = run_cli(
+        ["-m", "gpu=cpu", "model=resnet50,gpt2", "precision=fp32,bf16", "benchmark=smoke"],
+        tmp_path,
+        tracking_uri,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = read_runs(tracking_uri)
+    parents = [r for r in runs if r.data.tags.get("sweep") == "true"]
+    children = _children(runs)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert sorted(r.info.run_name for r in children) == [
+        "cpux1-gpt2-bf16",
+        "cpux1-gpt2-fp32",
+        "cpux1-resnet50-bf16",
+        "cpux1-resnet50-fp32",
+    ]
+    for run in children:
+        tags, metrics = run.data.tags, run.data.metrics
+        assert run.info.status == "FINISHED"
+        assert tags["mlflow.parentRunId"] == parents[0].info.run_id
+        assert tags["gpu"] == "cpu" and tags["gpu_name"] == "cpu" and tags["gpu_count"] == "1"
+        assert tags["category"] == {"resnet50": "vision", "gpt2": "language"}[tags["model"]]
+        assert tags["precision"] in ("fp32", "bf16") and tags["host"] and tags["torch_version"]
+        assert tags["math_autocast_dtype"] == {"fp32": "none", "bf16": "bfloat16"}[tags["precision"]]
+        assert run.data.params["model.name"] == tags["model"]
+        assert metrics["throughput"] > 0 and metrics["measured_steps"] == 2
+        assert metrics["step_time_p10_ms"] <= metrics["step_time_ms"] <= metrics["step_time_p90_ms"]
+        assert metrics["loss_first"] > 0
+    assert "Sweep summary" in proc.stdout
+
+
+def test_two_cpu_ranks_report_global_throughput(tmp_path, tracking_uri):
+    proc = run_cli(["gpu=cpu", "gpu.count=2", "model=gpt2", "benchmark=smoke"], tmp_path, tracking_uri)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = read_runs(tracking_uri)
+    m = run.data.metrics
+    assert run.info.run_name == "cpux2-gpt2-fp32" and run.data.tags["gpu_count"] == "2"
+    assert m["items_per_step"] == 2 * 2 * 32  # two ranks x smoke batch 2 x seq_len 32
+    assert m["throughput"] == pytest.approx(2 * m["throughput_per_gpu"])
+
+
+def test_failing_job_is_recorded_and_the_sweep_goes_on(tmp_path, tracking_uri):
+    # the test builder's "broken" model raises inside its rank at the first step
+    builder = "model.builder=tests.workloads:by_name"
+    proc = run_cli(
+        ["-m", "gpu=cpu", "model=resnet50", builder, "benchmark=smoke", "model.name=tiny,broken"],
+        tmp_path,
+        tracking_uri,
+    )
+    assert proc.returncode != 0
+    runs = read_runs(tracking_uri)
+    (parent,) = [r for r in runs if r.data.tags.get("sweep") == "true"]
+    by_name = {r.data.tags["model"]: r for r in _children(runs)}
+    assert by_name["tiny"].info.status == "FINISHED"
+    failed = by_name["broken"]
+    assert failed.info.status == "FAILED"
+    assert "rank 0 failed" in failed.data.tags["error"] and "broken on purpose" in failed.data.tags["error"]
+    assert "throughput" not in failed.data.metrics
+    assert parent.info.status == "FAILED"
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["gpu=cpu", "model.batch_size=0"], "model.batch_size=0: must be a positive integer"),
+        (["gpu=a6000"], "gpu=a6000 needs 1 x RTX A6000; this host has"),
+        (["gpu=cpu", "precision=amp"], "must be one of fp32, bf16 on gpu=cpu"),
+    ],
+)
+def test_bad_input_exits_before_any_run(tmp_path, tracking_uri, args, message):
+    proc = run_cli(args, tmp_path, tracking_uri, timeout=60)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert read_runs(tracking_uri) == []
+
+
+def test_unknown_option_lists_the_options(tmp_path, tracking_uri):
+    proc = run_cli(["model=nope"], tmp_path, tracking_uri, timeout=60)
+    assert proc.returncode != 0
+    assert "model/nope" in proc.stderr and "resnet50" in proc.stderr

@@ -1,0 +1,308 @@
+"""`src.compare` on runs made directly in a temp MLflow store: ratios, medians, files, anomalies."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from src.compare.runs import CompareError
+from src.config import ConfigError, register_configs
+from tests.conftest import CONF_DIR, run_cli
+
+EXPERIMENT = "gpubench"
+
+# (gpu, count, model, category, precision, throughput, extra tags). Ratios a6000 / rtx3090 at x1:
+# fp32 resnet50 450/500 = 0.9 (a6000 repeats 400, 450, 1000: median 450), ssd300 110/100 = 1.1,
+# txl_base 1300/1000 = 1.3, txl_large 420/400 = 1.05; amp resnet50 1020/850 = 1.2.
+RUNS = [
+    ("rtx3090", 1, "resnet50", "vision", "fp32", 500.0, {}),
+    ("rtx3090", 1, "ssd300", "vision", "fp32", 100.0, {}),
+    ("rtx3090", 1, "txl_base", "language", "fp32", 1000.0, {}),
+    ("rtx3090", 1, "txl_large", "language", "fp32", 400.0, {}),
+    ("rtx3090", 1, "resnet50", "vision", "amp", 850.0, {}),
+    ("a6000", 1, "resnet50", "vision", "fp32", 400.0, {}),
+    ("a6000", 1, "resnet50", "vision", "fp32", 1000.0, {}),
+    ("a6000", 1, "resnet50", "vision", "fp32", 450.0, {}),
+    ("a6000", 1, "ssd300", "vision", "fp32", 110.0, {}),
+    ("a6000", 1, "txl_base", "language", "fp32", 1300.0, {}),
+    ("a6000", 1, "txl_large", "language", "fp32", 420.0, {}),
+    ("a6000", 1, "resnet50", "vision", "bf16", 1020.0, {}),
+    # scaling: x2 at 1,000 images/s is 111% of 2 x 450; x4 at 300 is slower than one GPU
+    ("a6000", 2, "resnet50", "vision", "fp32", 1000.0, {}),
+    ("a6000", 4, "resnet50", "vision", "fp32", 300.0, {}),
+    # a published figure for another gpu, against the published baseline only
+    ("h100", 1, "resnet50", "vision", "fp32", 1750.0, {"source": "lambda"}),
+    ("rtx3090", 1, "resnet50", "vision", "fp32", 513.0, {"source": "lambda"}),
+]
+
+
+def make_run(
+    client, experiment_id, gpu, count, model, category, precision, throughput, tags, status="FINISHED"
+):
+    tags = {
+        "gpu": gpu,
+        "gpu_count": str(count),
+        "model": model,
+        "category": category,
+        "precision": precision,
+        "unit": "images/s" if category == "vision" else "tokens/s",
+        **tags,
+    }
+    run = client.create_run(experiment_id, run_name=f"{gpu}x{count}-{model}-{precision}", tags=tags)
+    client.log_metric(run.info.run_id, "throughput", throughput)
+    if gpu == "rtx3090":  # spec figures as a measured run logs them from its profile
+        client.log_param(run.info.run_id, "gpu.tdp_w", "350")
+        client.log_param(run.info.run_id, "gpu.price_usd", "1500")
+    client.set_terminated(run.info.run_id, status)
+    return run.info.run_id
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> str:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path_factory.mktemp('compare')}/mlflow.db"
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.create_experiment(EXPERIMENT)
+    for gpu, count, model, category, precision, throughput, tags in RUNS:
+        make_run(client, experiment_id, gpu, count, model, category, precision, throughput, tags)
+    # neither a failed run nor a sweep parent may count
+    make_run(client, experiment_id, "a6000", 1, "ssd300", "vision", "fp32", 9999.0, {}, status="FAILED")
+    client.create_run(experiment_id, tags={"sweep": "true"})
+    return uri
+
+
+def compare_cfg(uri: str, out: Path, *overrides: str):
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose("compare", overrides=[f"tracking.uri={uri}", f"out={out}", *overrides])
+
+
+def run(uri: str, out: Path, *overrides: str):
+    from src.compare.pipeline import run_compare
+
+    return run_compare(compare_cfg(uri, out, *overrides), out)
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def row(rows: list[dict], **match) -> dict:
+    found = [r for r in rows if all(r[k] == str(v) for k, v in match.items())]
+    assert len(found) == 1, (match, found)
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def result(store, tmp_path_factory):
+    return run(store, tmp_path_factory.mktemp("out"))
+
+
+def test_per_model_ratios_and_category_means_are_exact(result):
+    rel = read_csv(result.out / "relative_throughput.csv")
+    expected = {("resnet50", "fp32"): 0.9, ("ssd300", "fp32"): 1.1, ("txl_base", "fp32"): 1.3}
+    expected |= {("txl_large", "fp32"): 1.05, ("resnet50", "bf16"): 1.2}
+    for (model, precision), ratio in expected.items():
+        r = row(rel, model=model, precision=precision, gpu="a6000", gpu_count=1, source="measured")
+        assert float(r["relative"]) == pytest.approx(ratio, rel=1e-5)
+    summary = read_csv(result.out / "summary.csv")
+    vision = row(summary, category="vision", precision="fp32", gpu="a6000", gpu_count=1, source="measured")
+    assert float(vision["relative_mean"]) == pytest.approx((0.9 + 1.1) / 2, rel=1e-5)
+    assert float(vision["relative_geomean"]) == pytest.approx(math.sqrt(0.9 * 1.1), rel=1e-5)
+    assert vision["n_models"] == "2"
+    language = row(
+        summary, category="language", precision="fp32", gpu="a6000", gpu_count=1, source="measured"
+    )
+    assert float(language["relative_mean"]) == pytest.approx((1.3 + 1.05) / 2, rel=1e-5)
+    assert float(language["relative_geomean"]) == pytest.approx(math.sqrt(1.3 * 1.05), rel=1e-5)
+    baseline = row(
+        summary, category="vision", precision="fp32", gpu="rtx3090", gpu_count=1, source="measured"
+    )
+    assert float(baseline["relative_mean"]) == 1.0
+
+
+def test_median_of_repeats_with_count_and_failed_runs_ignored(result):
+    rel = read_csv(result.out / "relative_throughput.csv")
+    resnet = row(rel, model="resnet50", precision="fp32", gpu="a6000", gpu_count=1, source="measured")
+    assert (float(resnet["throughput"]), resnet["n_runs"]) == (450.0, "3")
+    assert (float(resnet["throughput_min"]), float(resnet["throughput_max"])) == (400.0, 1000.0)
+    ssd = row(rel, model="ssd300", precision="fp32", gpu="a6000", gpu_count=1, source="measured")
+    assert (float(ssd["throughput"]), ssd["n_runs"]) == (110.0, "1")  # the FAILED 9999 is not in it
+
+
+def test_mixed_precision_and_sources_are_matched_and_recorded(result):
+    rel = read_csv(result.out / "relative_throughput.csv")
+    bf16 = row(rel, model="resnet50", precision="bf16", gpu="a6000", gpu_count=1)
+    assert (bf16["baseline_precision"], bf16["precision_group"]) == ("amp", "mixed")
+    # lambda's h100 is set against lambda's rtx3090 (513), not the measured one (500)
+    h100 = row(rel, model="resnet50", gpu="h100", gpu_count=1)
+    assert h100["baseline_source"] == "lambda"
+    assert float(h100["relative"]) == pytest.approx(1750 / 513, rel=1e-5)
+    # no rtx3090 run at x2: no ratio, but the throughput is listed
+    x2 = row(rel, model="resnet50", gpu="a6000", gpu_count=2)
+    assert x2["relative"] == "" and float(x2["throughput"]) == 1000.0
+
+
+def test_measured_row_falls_back_to_another_source_when_its_own_lacks_the_baseline(store, tmp_path):
+    result = run(store, tmp_path, "models=[resnet50]", "precisions=[fp32]", "baseline=h100")
+    rel = read_csv(result.out / "relative_throughput.csv")
+    a6000 = row(rel, model="resnet50", precision="fp32", gpu="a6000", gpu_count=1)
+    assert a6000["baseline_source"] == "lambda"
+    assert float(a6000["relative"]) == pytest.approx(450 / 1750, rel=1e-5)
+
+
+def test_filters_keep_only_what_they_name(store, tmp_path):
+    result = run(store, tmp_path, "models=[txl_base]", "precisions=[fp32]", "sources=[measured]")
+    assert {(m.model, m.precision, m.source) for m in result.measurements} == {
+        ("txl_base", "fp32", "measured")
+    }
+    assert [(s.category, s.gpu) for s in result.summary] == [("language", "a6000"), ("language", "rtx3090")]
+
+
+def test_charts_written_and_non_empty(result):
+    names = {p.name for p in result.out.glob("*.png")}
+    models = ("resnet50", "ssd300", "txl_base", "txl_large")
+    assert names == {"relative_by_category.png"} | {f"throughput_{m}.png" for m in models} | {
+        f"efficiency_{m}.png"
+        for m in models  # the rtx3090 runs carry tdp and price
+    }
+    for path in result.out.glob("*.png"):
+        data = path.read_bytes()
+        assert data.startswith(b"\x89PNG") and len(data) > 10_000, path.name
+    report = (result.out / "report.md").read_text()
+    assert "![relative_by_category](relative_by_category.png)" in report
+    rel = read_csv(result.out / "relative_throughput.csv")
+    base = row(rel, model="resnet50", precision="fp32", gpu="rtx3090", gpu_count=1, source="measured")
+    assert float(base["per_watt"]) == pytest.approx(500 / 350, rel=1e-5) and base["per_watt_basis"] == "tdp"
+    assert float(base["per_kusd"]) == pytest.approx(500 / 1.5, rel=1e-5)
+
+
+def test_report_is_one_mlflow_run_tagged_report(store, result):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=store)
+    report_run = client.get_run(result.report_run_id)
+    assert report_run.data.tags["report"] == "true" and report_run.info.status == "FINISHED"
+    assert report_run.data.tags["baseline"] == "rtx3090"
+    assert "Training throughput relative to rtx3090" in report_run.data.tags["mlflow.note.content"]
+    logged = {a.path for a in client.list_artifacts(result.report_run_id)}
+    assert {"relative_throughput.csv", "summary.csv", "report.md", "relative_by_category.png"} <= logged
+
+
+def test_anomalies_flagged_in_report_and_as_run_tags(store, result):
+    from mlflow.tracking import MlflowClient
+
+    kinds = {(a.kind, a.measurement.gpu_count) for a in result.anomalies}
+    assert kinds == {("scaling_above_100", 2), ("slower_than_1gpu", 4)}
+    anomalies = read_csv(result.out / "anomalies.csv")
+    assert {(a["kind"], a["gpu_count"]) for a in anomalies} == {
+        ("scaling_above_100", "2"),
+        ("slower_than_1gpu", "4"),
+    }
+    assert "scaling efficiency 111%" in (result.out / "report.md").read_text()
+    client = MlflowClient(tracking_uri=store)
+    assert client.get_run(result.report_run_id).data.tags["anomalies"] == "2"
+    tagged = {
+        (m.gpu_count, "anomaly" in client.get_run(r.run_id).data.tags)
+        for m in result.measurements
+        if m.gpu == "a6000" and m.model == "resnet50" and m.precision == "fp32"
+        for r in m.runs
+    }
+    assert tagged == {(1, False), (2, True), (4, True)}
+
+
+def test_a_stale_anomaly_tag_is_cleared(store, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=store)
+    result = run(store, tmp_path / "first", "models=[ssd300]")
+    run_id = result.measurements[0].runs[0].run_id
+    client.set_tag(run_id, "anomaly", "left by an earlier compare")
+    run(store, tmp_path / "second", "models=[ssd300]")
+    assert "anomaly" not in client.get_run(run_id).data.tags
+
+
+def test_missing_baseline_names_it_and_the_gpus_there(store, tmp_path):
+    with pytest.raises(
+        CompareError, match=r"baseline=h200: no FINISHED run of gpu 'h200'.*gpus found: a6000, h100"
+    ):
+        run(store, tmp_path, "baseline=h200")
+
+
+def test_nothing_to_compare_says_what_the_baseline_has(store, tmp_path):
+    with pytest.raises(
+        CompareError, match=r"nothing to compare.*Baseline has: resnet50 x1 fp32.*Others have: no runs"
+    ):
+        run(store, tmp_path, "gpus=[rtx3090]", "models=[resnet50]", "precisions=[fp32]")
+    with pytest.raises(CompareError, match="no FINISHED run with a throughput matches the filters"):
+        run(store, tmp_path, "models=[llama]")
+
+
+def test_bad_filters_are_refused_before_any_work(store, tmp_path):
+    with pytest.raises(ConfigError) as error:
+        run(store, tmp_path / "never", "precisions=[fp16]", "gpu_counts=[0]", "anomalies.spec_tolerance=-1")
+    message = str(error.value)
+    assert "precisions=['fp16']: each must be one of fp32, tf32, amp, bf16" in message
+    assert "gpu_counts=[0]" in message and "anomalies.spec_tolerance=-1" in message
+    assert not (tmp_path / "never").exists()
+
+
+def test_cli_prints_the_summary_and_writes_the_folder(store, tmp_path):
+    proc = run_cli(["models=[txl_base]", f"out={tmp_path}/cli"], tmp_path, store, module="src.compare")
+    assert proc.returncode == 0, proc.stderr
+    assert "Throughput relative to rtx3090" in proc.stdout and "1.30x" in proc.stdout
+    assert (tmp_path / "cli" / "summary.csv").exists()
+    missing = run_cli(["baseline=nosuchgpu", f"out={tmp_path}/x"], tmp_path, store, module="src.compare")
+    assert missing.returncode == 2 and "error: baseline=nosuchgpu" in missing.stderr
+
+
+def measurement(gpu: str, model: str, throughput: float, tf32_math: bool = False):
+    from src.compare.runs import RunRecord, aggregate
+
+    record = RunRecord(
+        run_id=f"{gpu}-{model}",
+        gpu=gpu,
+        gpu_count=1,
+        model=model,
+        category="vision",
+        precision="fp32",
+        source="measured",
+        unit="images/s",
+        throughput=throughput,
+        tf32_math=tf32_math,
+        per_watt=None,
+        per_watt_basis=None,
+        per_kusd=None,
+        settings=(),
+        anomaly_tag=None,
+    )
+    return aggregate([record])[0]
+
+
+def test_a_ratio_beyond_the_spec_sheets_is_flagged(monkeypatch):
+    from src.compare import anomalies
+    from src.compare.analysis import relative_table
+
+    sheets = {
+        "base": {"peak_tflops": {"fp32": 35.6, "tf32": 35.6}, "memory_bandwidth_gbs": 936},
+        "fast": {"peak_tflops": {"fp32": 40.0, "tf32": 80.0}, "memory_bandwidth_gbs": 800},
+        "tf32": {"peak_tflops": {"fp32": 40.0, "tf32": 80.0}, "memory_bandwidth_gbs": 800},
+        "bare": {"peak_tflops": None},  # a profile without the figures: nothing to check against
+    }
+    monkeypatch.setattr(anomalies, "spec_sheet", sheets.__getitem__)
+    measurements = [measurement("base", m, 100.0) for m in ("a", "b")] + [
+        measurement("base", "c", 100.0, tf32_math=True),
+        measurement("fast", "a", 200.0),  # 2.0x: strict fp32 allows 0.85-1.12x (+25%)
+        measurement("fast", "b", 50.0),  # 0.5x: below 0.85x / 1.25
+        measurement("tf32", "c", 200.0, tf32_math=True),  # TF32 math: up to 2.25x, so 2.0x is fine
+        measurement("bare", "a", 1000.0),
+    ]
+    found = anomalies.spec_anomalies(relative_table(measurements, "base"), tolerance=0.25)
+    assert sorted((a.measurement.gpu, a.measurement.model) for a in found) == [("fast", "a"), ("fast", "b")]
+    assert "spec range 0.85-1.12x" in found[0].detail

@@ -1,0 +1,132 @@
+"""Hardware profiles and selection, on fake hosts: which GPUs a job gets, and the error when it cannot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import CONF_DIR, compose_cfg
+from fake_nvml import FakeGpu, FakeNvml, install, mixed_host
+from omegaconf import OmegaConf
+
+from src import hardware
+from src.config import ConfigError, finalize
+from src.job import adopt_profile
+
+CUDA_PROFILES = sorted(hardware.known_profiles())
+
+
+def test_devices_are_listed_in_pci_bus_order_with_their_uuids(monkeypatch):
+    install(monkeypatch, FakeNvml(mixed_host()))
+    devices = hardware.list_devices()
+    assert [(d.name, d.index, d.uuid) for d in devices] == [
+        ("NVIDIA RTX A6000", 1, "GPU-a6000"),
+        ("NVIDIA GeForce RTX 3090", 0, "GPU-3090"),
+    ]
+    assert devices[1].memory_gb == pytest.approx(24.0)
+
+
+def test_no_nvml_means_no_devices(monkeypatch):
+    install(monkeypatch, FakeNvml([], init_error=12))
+    assert hardware.list_devices() == []
+
+
+@pytest.mark.parametrize("profile, uuid", [("a6000", "GPU-a6000"), ("rtx3090", "GPU-3090")])
+def test_each_profile_gets_only_its_own_card_on_a_mixed_host(monkeypatch, profile, uuid):
+    install(monkeypatch, FakeNvml(mixed_host()))
+    selection = hardware.select(compose_cfg([f"gpu={profile}"]).gpu, hardware.list_devices())
+    assert selection.profile == profile
+    assert selection.device_kind == "cuda"
+    assert selection.cuda_visible_devices == uuid
+
+
+def test_a_card_the_host_lacks_stops_the_job_naming_want_and_have():
+    h200_host = [hardware.Device(0, "NVIDIA H200", "00000000:18:00.0", "GPU-h200", 141.0)]
+    with pytest.raises(ConfigError) as info:
+        hardware.select(compose_cfg(["gpu=a6000"]).gpu, h200_host)
+    assert str(info.value) == "gpu=a6000 needs 1 x RTX A6000; this host has 1 x NVIDIA H200"
+
+
+def test_too_few_cards_and_no_gpu_at_all_are_named(monkeypatch):
+    install(monkeypatch, FakeNvml(mixed_host()))
+    with pytest.raises(ConfigError) as info:
+        hardware.select(compose_cfg(["gpu=a6000", "gpu.count=2"]).gpu, hardware.list_devices())
+    assert str(info.value) == (
+        "gpu=a6000 needs 2 x RTX A6000; this host has 1 x NVIDIA RTX A6000, 1 x NVIDIA GeForce RTX 3090"
+    )
+    with pytest.raises(ConfigError, match="gpu=h200 needs 1 x H200; this host has no GPU that NVML can see"):
+        hardware.select(compose_cfg(["gpu=h200"]).gpu, [])
+
+
+def test_auto_takes_the_first_card_and_tags_its_profile(monkeypatch):
+    install(monkeypatch, FakeNvml(mixed_host()))
+    selection = hardware.select(compose_cfg(["gpu=auto"]).gpu, hardware.list_devices())
+    assert (selection.profile, selection.gpu_name) == ("a6000", "NVIDIA RTX A6000")
+    assert selection.cuda_visible_devices == "GPU-a6000"
+
+
+def test_auto_never_mixes_models_in_one_job(monkeypatch):
+    install(monkeypatch, FakeNvml(mixed_host()))
+    with pytest.raises(ConfigError) as info:
+        hardware.select(compose_cfg(["gpu=auto", "gpu.count=2"]).gpu, hardware.list_devices())
+    assert str(info.value).startswith("gpu=auto gpu.count=2 needs 2 x NVIDIA RTX A6000")
+
+
+def test_auto_on_a_card_without_profile_uses_its_name_and_on_no_gpu_the_cpu(monkeypatch):
+    install(monkeypatch, FakeNvml([FakeGpu("NVIDIA L40S", "00000000:18:00.0", "GPU-l40s")] * 2))
+    selection = hardware.select(compose_cfg(["gpu=auto", "gpu.count=2"]).gpu, hardware.list_devices())
+    assert (selection.profile, selection.gpu_name, len(selection.devices)) == ("l40s", "NVIDIA L40S", 2)
+    assert hardware.select(compose_cfg(["gpu=auto"]).gpu, []).device_kind == "cpu"
+
+
+def test_auto_runs_with_the_found_profiles_spec_sheet(monkeypatch):
+    install(monkeypatch, FakeNvml(mixed_host()))
+    cfg = finalize(compose_cfg(["model=gpt2"]), set())
+    found = adopt_profile(cfg, hardware.select(cfg.gpu, hardware.list_devices()))
+    assert (found.gpu.name, found.gpu.device, found.gpu.peak_tflops.fp32) == ("a6000", "cuda", 38.7)
+    assert adopt_profile(cfg, hardware.select(cfg.gpu, [])).gpu.precisions == ["fp32", "bf16"]  # cpu's
+
+
+# NVML device names -> the one profile that must claim it (None: no profile may)
+NVML_NAMES = {
+    "NVIDIA RTX A6000": "a6000",
+    "NVIDIA RTX 6000 Ada Generation": None,
+    "NVIDIA GeForce RTX 3090": "rtx3090",
+    "NVIDIA GeForce RTX 3090 Ti": None,
+    "NVIDIA A100-SXM4-80GB": "a100",
+    "NVIDIA A100-SXM4-40GB": None,
+    "NVIDIA A100 80GB PCIe": None,
+    "NVIDIA H100 80GB HBM3": "h100",
+    "NVIDIA H100 PCIe": None,
+    "NVIDIA H100 NVL": None,
+    "NVIDIA H200": "h200",
+    "NVIDIA H200 NVL": None,
+    "NVIDIA GH200 480GB": None,
+}
+
+
+@pytest.mark.parametrize("name, expected", NVML_NAMES.items())
+def test_each_device_name_matches_at_most_its_own_profile(name, expected):
+    claimed = [p for p, data in hardware.known_profiles().items() if hardware.matches(data, name)]
+    assert claimed == ([expected] if expected else [])
+
+
+@pytest.mark.parametrize("profile", CUDA_PROFILES)
+def test_every_cuda_profile_has_a_complete_spec_sheet_with_sources(profile):
+    gpu = compose_cfg([f"gpu={profile}"]).gpu  # typed by GpuConfig: a wrong key fails here
+    for key in ("memory_gb", "memory_bandwidth_gbs", "tdp_w", "interconnect"):
+        assert gpu[key] is not None, f"gpu/{profile}.yaml: {key} missing"
+    peaks = gpu.peak_tflops
+    assert set(peaks) == {"fp32", "tf32", "fp16", "bf16"}
+    assert peaks.fp32 <= peaks.tf32 <= peaks.fp16  # tensor cores: at least the FP32 rate
+    path = Path(CONF_DIR) / "gpu" / f"{profile}.yaml"
+    raw, lines = OmegaConf.load(path), path.read_text().splitlines()
+    figures = ["memory_gb", "memory_bandwidth_gbs", "tdp_w", "price_usd", "interconnect", *raw.peak_tflops]
+    for key in figures:
+        line = next(line for line in lines if line.strip().startswith(f"{key}:"))
+        assert "#" in line, f"gpu/{profile}.yaml: {key} has no source comment"
+
+
+def test_a_cuda_profile_without_match_is_rejected():
+    with pytest.raises(ConfigError, match=r"gpu.match=\[\]: must be a non-empty list"):
+        finalize(compose_cfg(["gpu=h200", "gpu.match=[]", "model=gpt2"]), set())

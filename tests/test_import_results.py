@@ -1,0 +1,129 @@
+"""Published results in Lambda's format: the table, the runs it becomes, and compare reading them back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from src.config import ConfigError, register_configs
+from tests.conftest import CONF_DIR, read_runs, run_cli
+
+# Cells from shared/reference/lambda-v1-pytorch-train-throughput-fp32.csv (Lambda Labs,
+# lambdal/deeplearning-benchmark), with a made-up task column and a failed (-1) and a not-run (0) cell.
+TABLE = """\
+name_gpu,num_gpu,watt,price,ssd,resnet50,transformerxlbase,mytask
+RTX 3090,1.0,350.0,2750.0,144.0,513.0,12101.0,0
+RTX A6000,1.0,300.0,4437.5,153.0,514.0,14495.0,7.0
+2x RTX A6000,2.0,600.0,8875.0,297.0,995.0,28738.0,-1
+LambdaCloud 4xV100 16GB,4.0,1200.0,39750.0,403.0,1422.0,27493.0,0.0
+"""
+POSITIVE_CELLS = 13
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Path:
+    path = tmp_path / "lambda-fp32.csv"
+    path.write_text(TABLE)
+    return path
+
+
+def import_cfg(*overrides: str):
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose("import_results", overrides=list(overrides))
+
+
+def test_table_maps_tasks_and_gpus_and_skips_cells_not_run(table):
+    from src.published import read_table
+
+    cfg = import_cfg("precision=fp32", "source=lambda", f"file={table}")
+    parsed = read_table(table, cfg.tasks, cfg.gpu_profiles)
+    assert parsed.not_run == 3 and len(parsed.results) == POSITIVE_CELLS
+    points = {(r.gpu, r.gpu_count, r.model, r.category, r.unit): r.throughput for r in parsed.results}
+    assert points[("rtx3090", 1, "ssd300", "vision", "images/s")] == 144.0
+    assert points[("a6000", 2, "txl_base", "language", "tokens/s")] == 28738.0
+    assert points[("lambdacloud_v100_16gb", 4, "resnet50", "vision", "images/s")] == 1422.0
+    assert points[("a6000", 1, "mytask", "other", "items/s")] == 7.0
+    assert {r.gpu_name for r in parsed.results if r.gpu == "lambdacloud_v100_16gb"} == {
+        "LambdaCloud V100 16GB"
+    }
+
+
+def test_a_table_in_another_format_is_refused(tmp_path):
+    from src.published import TableError, read_table
+
+    path = tmp_path / "other.csv"
+    path.write_text("gpu,count,resnet50\nRTX 3090,1,513\n")
+    with pytest.raises(TableError, match="missing column.s. name_gpu, num_gpu, watt, price"):
+        read_table(path, {}, {})
+    path.write_text("name_gpu,num_gpu,watt,price,resnet50\nRTX 3090,1,350,2750,fast\n")
+    with pytest.raises(TableError, match=r"other.csv:2: resnet50='fast': must be a number"):
+        read_table(path, {}, {})
+
+
+def test_bad_arguments_name_key_value_and_what_is_allowed(table):
+    from src.import_results import validate_import
+
+    cfg = import_cfg("precision=bf16", "source=measured", "file=/no/such.csv", "tracking.uri=nope")
+    with pytest.raises(ConfigError) as error:
+        validate_import(cfg)
+    message = str(error.value)
+    assert "precision=bf16: must be one of fp32, amp" in message
+    assert "source='measured': is reserved" in message
+    assert "file='/no/such.csv'" in message and "tracking.uri='nope'" in message
+
+
+def test_import_into_mlflow_and_back_without_duplicates(table, tmp_path, tracking_uri):
+    args = [str(table), "precision=fp32", "source=lambda"]
+    first = run_cli(args, tmp_path, tracking_uri, module="src.import_results")
+    assert first.returncode == 0, first.stderr
+    assert f"imported {POSITIVE_CELLS} run(s)" in first.stdout and "3 cell(s) not run" in first.stdout
+    runs = read_runs(tracking_uri)
+    assert len(runs) == POSITIVE_CELLS and {r.info.status for r in runs} == {"FINISHED"}
+    a6000 = next(
+        r
+        for r in runs
+        if r.data.tags["gpu"] == "a6000"
+        and r.data.tags["gpu_count"] == "2"
+        and r.data.tags["model"] == "resnet50"
+    )
+    tags = a6000.data.tags
+    assert (tags["category"], tags["precision"], tags["unit"], tags["source"]) == (
+        "vision",
+        "fp32",
+        "images/s",
+        "lambda",
+    )
+    assert tags["math_matmul_tf32"] == "True" and "TF32" in tags["math_note"]  # Lambda's fp32 is TF32 math
+    assert a6000.data.metrics["throughput"] == 995.0 and a6000.data.metrics["throughput_per_gpu"] == 497.5
+    assert (
+        float(a6000.data.params["gpu.tdp_w"]) == 300.0
+        and a6000.info.run_name == "a6000x2-resnet50-fp32 [lambda]"
+    )
+
+    from src.import_results import import_table
+
+    again = import_table(import_cfg(*args[1:], f"file={table}", f"tracking.uri={tracking_uri}"), table)
+    assert (again.created, again.already_there) == (0, POSITIVE_CELLS)
+    assert len(read_runs(tracking_uri)) == POSITIVE_CELLS
+
+    # and back: compare reads them like measured runs
+    from src.compare.pipeline import run_compare
+
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(
+            "compare",
+            overrides=[
+                f"tracking.uri={tracking_uri}",
+                f"out={tmp_path}/cmp",
+                "gpu_counts=[1]",
+                "models=[ssd300,resnet50]",
+            ],
+        )
+    result = run_compare(cfg, tmp_path / "cmp")
+    vision = next(s for s in result.summary if s.gpu == "a6000" and s.category == "vision")
+    assert vision.relative_mean == pytest.approx((153 / 144 + 514 / 513) / 2)
+    assert (vision.source, vision.n_models) == ("lambda", 2)

@@ -1,0 +1,76 @@
+"""Model configs: every one declares the contract, bad sizes fail up front, and a new model runs
+end to end through the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from src.config import PRECISIONS, PROJECT_ROOT, ConfigError, finalize
+from tests.conftest import compose_cfg, read_runs, run_cli
+
+MODEL_NAMES = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "model").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", MODEL_NAMES)
+def test_model_config_declares_the_contract(name):
+    model = compose_cfg([f"model={name}"]).model
+    for key in ("builder", "category", "unit", "items_per_sample", "smoke"):
+        assert model.get(key) not in (None, ""), key
+    assert "flops_per_item" in model
+    assert set(model.batch_sizes) == set(PRECISIONS)
+    assert model.smoke.get("batch_size"), "the smoke size must name its batch"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["model=txl_base", "model.cutoffs=[19997,10]"], "model.cutoffs=[19997, 10]: must be increasing"),
+        (["model=txl_base", "model.cutoffs=[19997,300000]"], "below model.vocab_size (267735)"),
+        (["model=txl_large", "model.div_val=64"], "model.div_val=64: must be small enough"),
+        (["model=txl_base", "model.mem_len=-1"], "model.mem_len=-1: must be an integer >= 0"),
+        (["model=txl_large", "model.dropout=1.5"], "model.dropout=1.5: must be a probability"),
+        (["model=llama", "model.n_kv_head=5"], "model.n_kv_head=5: must be a divisor of model.n_head (32)"),
+        (["model=bert_large", "model.n_head=7"], "model.n_head=7: must be a divisor of model.d_model (1024)"),
+        (
+            ["model=vit_b16", "model.image_size=200"],
+            "model.image_size=200: must be a multiple of model.patch_size",
+        ),
+        (["model=ssd300", "model.image_size=200"], "model.image_size=200: must be >= 264 for ssd300"),
+        (["model=ssd300", "model.backbone=vgg16"], "model.backbone='vgg16': must be one of resnet18"),
+        (["model=maskrcnn", "model.min_size=2000"], "model.min_size=2000: must be <= model.max_size (1333)"),
+        (["model=gpt2", "benchmark.channels_last=true"], "benchmark.channels_last=True: must be false for"),
+        (
+            ["model=resnet50", "gpu=a6000", "+gpu.batch_sizes.resnet50.fp64=8"],
+            "keyed by fp32, tf32, amp, bf16",
+        ),
+    ],
+)
+def test_bad_model_values_fail_naming_the_key(overrides, message):
+    cfg = compose_cfg(["gpu=h200", *overrides])
+    with pytest.raises(ConfigError) as err:
+        finalize(cfg, set())
+    assert message in str(err.value)
+
+
+def test_gpu_profile_batch_sizes_override_the_model_defaults():
+    """a6000 and rtx3090 carry Lambda's per-task batch sizes; other cards use the model's own."""
+    for gpu in ("a6000", "rtx3090"):
+        cfg = finalize(compose_cfg([f"gpu={gpu}", "model=txl_large", "precision=amp"]), set())
+        assert cfg.model.batch_size == cfg.gpu.batch_sizes.txl_large.amp
+    cfg = finalize(compose_cfg(["gpu=cpu", "model=txl_large", "precision=bf16"]), set())
+    assert cfg.model.batch_size == cfg.model.batch_sizes.bf16
+
+
+def test_cli_smoke_run_of_transformer_xl(tmp_path: Path, tracking_uri):
+    result = run_cli(["gpu=cpu", "model=txl_base", "benchmark=smoke"], tmp_path, tracking_uri)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (run,) = read_runs(tracking_uri)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["unit"] == "tokens/s" and run.data.tags["model"] == "txl_base"
+    assert run.data.params["batch_size"] == "2"
+    metrics = run.data.metrics
+    assert metrics["batch_size"] == 2
+    assert metrics["items_per_step"] == 2 * 32  # batch x target tokens per segment (smoke tgt_len 32)
+    assert metrics["throughput"] > 0 and metrics["flops_per_item"] > 0

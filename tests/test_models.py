@@ -1,0 +1,129 @@
+"""Every model's workload at its smoke size: it trains, counts its items right, and its synthetic
+data is valid for the model."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from src.config import finalize
+from src.models import build_workload
+from src.models.detection import synthetic_targets
+from tests.conftest import compose_cfg
+
+MODELS = ["resnet50", "ssd300", "maskrcnn", "vit_b16", "gpt2", "llama", "bert_large", "txl_base", "txl_large"]
+UNITS = {"vision": {"images/s"}, "language": {"tokens/s", "sequences/s"}}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread: on a shared 2-core host, two spinning threads run slower than one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def smoke_model_cfg(name: str, *overrides: str) -> dict:
+    cfg = finalize(compose_cfg([f"model={name}", "gpu=cpu", "benchmark=smoke", *overrides]), set())
+    return OmegaConf.to_container(cfg.model, resolve=True)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_model_trains_two_steps(name):
+    cfg = smoke_model_cfg(name)
+    torch.manual_seed(0)
+    workload = build_workload(cfg, cfg["batch_size"], torch.device("cpu"))
+    model = workload.model.train()
+    optimizer = workload.make_optimizer()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    losses = []
+    for _ in range(2):
+        loss = workload.loss_fn(model, workload.batch)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+
+    assert all(math.isfinite(v) for v in losses), losses
+    changed = [n for n, p in model.named_parameters() if not torch.equal(p, before[n])]
+    # Detectors leave a few zero-initialised biases alone when no box matched their anchors.
+    assert len(changed) >= 0.9 * len(before), sorted(set(before) - set(changed))
+    assert cfg["unit"] in UNITS[cfg["category"]]
+    per_sample = cfg["seq_len"] if cfg["unit"] == "tokens/s" else 1
+    assert workload.items_per_step == cfg["batch_size"] * per_sample
+    assert workload.flops_per_item > 0
+
+
+@pytest.mark.parametrize("name", ["ssd300", "maskrcnn"])
+def test_detection_batch_is_valid_for_the_model(name):
+    cfg = smoke_model_cfg(name, "model.batch_size=3")
+    torch.manual_seed(1)
+    workload = build_workload({**cfg, "flops_per_item": 1.0}, 3, torch.device("cpu"))
+    images, targets = workload.batch
+    assert len(images) == len(targets) == 3
+    for image, target in zip(images, targets, strict=True):
+        height, width = image.shape[-2:]
+        boxes, labels = target["boxes"], target["labels"]
+        assert (boxes[:, :2] >= 0).all() and (boxes[:, 2] <= width).all() and (boxes[:, 3] <= height).all()
+        assert (boxes[:, 2:] > boxes[:, :2]).all()
+        assert ((labels >= 1) & (labels < cfg["num_classes"])).all()
+        if name == "maskrcnn":
+            assert target["masks"].shape == (len(boxes), height, width)
+            assert_masks_fill_their_boxes(target["masks"], boxes)
+    if name == "ssd300":
+        assert images.shape[-2:] == (cfg["image_size"], cfg["image_size"])
+    else:  # a 4:3 photo with the configured shorter side, which the model then resizes
+        assert images[0].shape[-2:] == (cfg["image_size"], round(cfg["image_size"] * 4 / 3))
+
+
+def assert_masks_fill_their_boxes(masks: torch.Tensor, boxes: torch.Tensor) -> None:
+    for mask, box in zip(masks, boxes, strict=True):
+        ys, xs = torch.nonzero(mask, as_tuple=True)
+        tight = torch.stack([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1]).float()
+        assert torch.equal(tight, box), (tight, box)
+        assert int(mask.sum()) == int((box[2] - box[0]) * (box[3] - box[1]))
+
+
+def test_synthetic_targets_stay_inside_small_and_oblong_images():
+    torch.manual_seed(2)
+    for target in synthetic_targets(20, height=7, width=40, num_classes=3, device="cpu", masks=True):
+        boxes = target["boxes"]
+        assert (boxes >= 0).all() and (boxes[:, 2] <= 40).all() and (boxes[:, 3] <= 7).all()
+        assert (boxes[:, 2:] > boxes[:, :2]).all()
+        assert_masks_fill_their_boxes(target["masks"], boxes)
+
+
+def test_channels_last_reaches_vision_models():
+    cfg = {**smoke_model_cfg("ssd300"), "channels_last": True, "flops_per_item": 1.0}
+    workload = build_workload(cfg, 2, torch.device("cpu"))
+    images, _ = workload.batch
+    conv = workload.model.backbone.trunk[0]
+    assert images.is_contiguous(memory_format=torch.channels_last)
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_vit_default_size_is_torchvision_vit_b_16():
+    from torchvision.models import vit_b_16
+
+    cfg = OmegaConf.to_container(compose_cfg(["model=vit_b16"]).model, resolve=True)
+    workload = build_workload({**cfg, "flops_per_item": 1.0}, 1, torch.device("meta"))
+    ours = sum(p.numel() for p in workload.model.parameters())
+    with torch.device("meta"):
+        reference = sum(p.numel() for p in vit_b_16(weights=None).parameters())
+    assert ours == reference
+
+
+def test_ssd300_has_the_reference_feature_maps_and_8732_default_boxes():
+    """NVIDIA's SSD300 v1.1: maps of 38, 19, 10, 5, 3, 1 cells with 4, 6, 6, 6, 4, 4 boxes each."""
+    cfg = OmegaConf.to_container(compose_cfg(["model=ssd300"]).model, resolve=True)
+    model = build_workload({**cfg, "flops_per_item": 1.0}, 1, torch.device("meta")).model
+    features = model.backbone(torch.empty(2, 3, 300, 300, device="meta")).values()
+    sides = [f.shape[-1] for f in features]
+    per_cell = model.anchor_generator.num_anchors_per_location()
+    assert sides == [38, 19, 10, 5, 3, 1]
+    assert [f.shape[1] for f in features] == [1024, 512, 512, 256, 256, 256]
+    assert sum(s * s * n for s, n in zip(sides, per_cell, strict=True)) == 8732

@@ -1,0 +1,53 @@
+import math
+import statistics
+
+import pytest
+
+from src.results import combine_ranks
+from src.stats import percentile, relative_ci_halfwidth, summarize_step_times
+
+
+def test_ci_halfwidth_matches_student_t():
+    samples = [1.0, 1.1, 0.9, 1.05, 0.95]
+    expected = 2.776 * statistics.stdev(samples) / math.sqrt(5) / statistics.fmean(samples)
+    assert relative_ci_halfwidth(samples) == pytest.approx(expected)
+    assert relative_ci_halfwidth([1.0]) == math.inf
+    assert relative_ci_halfwidth([2.0] * 10) == 0
+
+
+def test_percentile_interpolates():
+    assert percentile([4, 1, 3, 2], 50) == 2.5
+    assert percentile([1, 2, 3], 0) == 1 and percentile([1, 2, 3], 100) == 3
+    assert summarize_step_times([0.1, 0.2, 0.3])["step_time_ms"] == pytest.approx(200)
+
+
+def _rank(rank, times, items=32):
+    return {
+        "rank": rank,
+        "step_times_s": times,
+        "items_per_step": items,
+        "batch_size": 8,
+        "loss_first": 7.0,
+        "loss_last": 6.0,
+        "first_step_done": 105.0 + rank,
+        "window_start": 110.0 + rank,
+        "window_end": 120.0 + rank,
+        "peak_memory_gb": 10.0 + rank,
+        "flops_per_item": 1e9,
+        "all_finite": True,
+        "precision_math": {},
+        "device_name": "x",
+    }
+
+
+def test_combine_ranks_uses_the_slowest_rank_per_step_and_all_items():
+    out = combine_ranks([_rank(1, [0.2, 0.1]), _rank(0, [0.1, 0.3])], job_started=100.0)
+    m = out["metrics"]
+    assert out["step_times_s"] == [0.2, 0.3]
+    assert m["throughput"] == pytest.approx(64 / 0.25)
+    assert m["throughput_per_gpu"] == pytest.approx(32 / 0.25)
+    assert m["peak_memory_gb"] == 11.0
+    assert m["batch_size"] == 8  # per GPU, logged as it ran
+    assert m["time_to_first_step_s"] == pytest.approx(6.0)
+    assert out["window"] == (110.0, 121.0)
+    assert m["achieved_tflops_per_gpu"] == pytest.approx(1e9 * 64 / 0.25 / 2 / 1e12)
