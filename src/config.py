@@ -7,11 +7,13 @@ checks ranges and cross-group rules, naming the key, the value and what is allow
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
-import re
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
@@ -132,12 +134,15 @@ class BenchmarkConfig:
     compile: bool = False  # torch.compile the model
     channels_last: bool = False  # NHWC memory format for vision models
     timeout_s: float = 900.0  # a job (or a hung collective) past this is failed
+    rerun: bool = False  # run a point even if its config already has a FINISHED run (see src/resume.py)
 
 
 @dataclass
 class TrackingConfig:
     uri: str = MISSING
     experiment: str = "gpubench"
+    retries: int = 4  # attempts to deliver a job's result at its end before it waits in the spool
+    backoff_s: float = 2.0  # first wait between attempts; doubles each time
 
 
 @dataclass
@@ -268,215 +273,337 @@ def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+def _positive_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0)
+
+
+class _Errors(list):
+    """Collects every problem, so one run of a bad command line shows them all."""
+
+    def need(self, ok: bool, key: str, value: Any, allowed: str) -> None:
+        if not ok:
+            self.append(f"{key}={value!r}: must be {allowed}")
+
+
 def validate(cfg: DictConfig) -> None:
     """Range and cross-group checks; raises ConfigError naming key, value and what is allowed."""
-    errors: list[str] = []
+    errors = _Errors()
+    _check_gpu(cfg.gpu, cfg.precision.name, errors)
+    _check_model(cfg.model, cfg.gpu.device, errors)
+    _check_precision(cfg.precision, errors)
+    _check_benchmark(cfg.benchmark, cfg.model, errors)
+    _check_telemetry(cfg.telemetry, errors)
+    errors += tracking_errors(cfg.tracking)
+    _check_launcher(cfg.launcher, errors)
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
-    def need(ok: bool, key: str, value: Any, allowed: str) -> None:
-        if not ok:
-            errors.append(f"{key}={value!r}: must be {allowed}")
 
-    g, m, p, b = cfg.gpu, cfg.model, cfg.precision, cfg.benchmark
-    need(g.device in ("cuda", "cpu", "auto"), "gpu.device", g.device, "one of cuda, cpu, auto")
-    need(_positive_int(g.count), "gpu.count", g.count, "a positive integer")
-    need(
-        g.device != "cuda" or bool(g.match),
-        "gpu.match",
-        list(g.match),
-        f"a non-empty list of NVML device-name substrings for cuda profile {g.name}",
+def _check_gpu(g: DictConfig, precision: str, errors: _Errors) -> None:
+    errors.need(bool(g.name), "gpu.name", g.name, "a non-empty profile name")
+    errors.need(g.device in ("cuda", "cpu", "auto"), "gpu.device", g.device, "one of cuda, cpu, auto")
+    errors.need(_positive_int(g.count), "gpu.count", g.count, "a positive integer")
+    if g.device == "cpu" and _positive_int(g.count):
+        cores = os.cpu_count() or 1
+        errors.need(g.count <= cores, "gpu.count", g.count, f"at most {cores} (the CPU cores of this host)")
+    if g.device == "cuda":
+        errors.need(
+            bool(g.match),
+            "gpu.match",
+            list(g.match),
+            f"a non-empty list of NVML device-name substrings for cuda profile {g.name}",
+        )
+    unknown = [p for p in g.precisions if p not in PRECISIONS]
+    errors.need(
+        not unknown, "gpu.precisions", list(g.precisions), f"a list drawn from {', '.join(PRECISIONS)}"
     )
-    need(
-        p.name in g.precisions,
-        "precision",
-        p.name,
-        f"one of {', '.join(g.precisions)} on gpu={g.name}",
+    errors.need(
+        precision in g.precisions, "precision", precision, f"one of {', '.join(g.precisions)} on gpu={g.name}"
     )
-    need(p.name in PRECISIONS, "precision.name", p.name, f"one of {', '.join(PRECISIONS)}")
-    need(m.category in CATEGORIES, "model.category", m.category, f"one of {', '.join(CATEGORIES)}")
-    need(
+    for key in ("memory_gb", "memory_bandwidth_gbs", "tdp_w", "price_usd"):
+        errors.need(_positive_or_none(g[key]), f"gpu.{key}", g[key], "a positive number or null")
+    for key, value in g.peak_tflops.items():
+        errors.need(_positive_or_none(value), f"gpu.peak_tflops.{key}", value, "a positive number")
+    for model, table in g.batch_sizes.items():
+        _check_batch_table(table, f"gpu.batch_sizes.{model}", errors)
+
+
+def _check_batch_table(table: DictConfig, key: str, errors: _Errors) -> None:
+    """A precision -> batch size table (a model's defaults, or a GPU profile's per model)."""
+    for precision, value in table.items():
+        errors.need(
+            precision in (*PRECISIONS, "default"),
+            key,
+            precision,
+            f"keyed by {', '.join(PRECISIONS)} or default",
+        )
+        errors.need(_positive_int(value), f"{key}.{precision}", value, "a positive integer")
+
+
+def _check_model(m: DictConfig, device: str, errors: _Errors) -> None:
+    errors.need(bool(m.name), "model.name", m.name, "a non-empty name")
+    errors.need(
+        _builder_exists(m.builder), "model.builder", m.builder, "'package.module:function' that exists"
+    )
+    errors.need(m.category in CATEGORIES, "model.category", m.category, f"one of {', '.join(CATEGORIES)}")
+    errors.need(bool(m.unit), "model.unit", m.unit, "a non-empty unit such as images/s")
+    errors.need(
+        _positive_int(m.items_per_sample), "model.items_per_sample", m.items_per_sample, "a positive integer"
+    )
+    errors.need(_positive_or_none(m.flops_per_item), "model.flops_per_item", m.flops_per_item, "> 0 or null")
+    # gpu.device=auto: the batch follows the profile of the device found, so None waits for it
+    errors.need(
         _positive_int(m.batch_size)
         or m.batch_size == AUTO_BATCH
-        or (m.batch_size is None and g.device == "auto"),
+        or (m.batch_size is None and device == "auto"),
         "model.batch_size",
         m.batch_size,
         f"a positive integer or {AUTO_BATCH!r}",
     )
-    need(
-        not (m.batch_size == AUTO_BATCH and g.device == "cpu"),
+    errors.need(
+        not (m.batch_size == AUTO_BATCH and device == "cpu"),
         "model.batch_size",
         m.batch_size,
         "a positive integer on the CPU: 'auto' searches for the largest batch that does not run "
         "out of GPU memory, and a CPU has no such limit to find",
     )
-    need(
-        _positive_int(m.items_per_sample), "model.items_per_sample", m.items_per_sample, "a positive integer"
-    )
-    for table, key in ((m.batch_sizes, "model.batch_sizes"), *_gpu_batch_tables(g)):
-        for precision, value in table.items():
-            need(
-                precision in (*PRECISIONS, "default"),
-                key,
-                precision,
-                f"keyed by {', '.join(PRECISIONS)} or default",
+    _check_batch_table(m.batch_sizes, "model.batch_sizes", errors)
+    _check_model_sizes(m, errors)
+
+
+def _check_model_sizes(m: DictConfig, errors: _Errors) -> None:
+    """Model size keys: positive where set, and consistent with each other."""
+    sizes = _Errors()
+    for key in SIZE_KEYS:
+        value = m.get(key)
+        sizes.need(value is None or _positive_int(value), f"model.{key}", value, "a positive integer")
+    errors += sizes
+    if sizes:
+        return  # the cross-checks below assume positive integers
+    if m.mem_len is not None:
+        errors.need(
+            isinstance(m.mem_len, int) and m.mem_len >= 0, "model.mem_len", m.mem_len, "an integer >= 0"
+        )
+    for key in ("dropout", "dropatt"):
+        value = m.get(key)
+        errors.need(value is None or 0 <= value < 1, f"model.{key}", value, "a probability in [0, 1)")
+    if m.n_head and m.d_model and m.d_head is None:
+        errors.need(
+            m.d_model % m.n_head == 0, "model.n_head", m.n_head, f"a divisor of model.d_model ({m.d_model})"
+        )
+    if m.n_kv_head and m.n_head:
+        errors.need(
+            m.n_head % m.n_kv_head == 0,
+            "model.n_kv_head",
+            m.n_kv_head,
+            f"a divisor of model.n_head ({m.n_head})",
+        )
+    if m.backbone is not None:
+        errors.need(m.backbone in RESNETS, "model.backbone", m.backbone, f"one of {', '.join(RESNETS)}")
+    if m.min_image_size and m.image_size:
+        errors.need(
+            m.image_size >= m.min_image_size,
+            "model.image_size",
+            m.image_size,
+            f">= {m.min_image_size} for {m.name}",
+        )
+    if m.patch_size and m.image_size:
+        errors.need(
+            m.image_size % m.patch_size == 0,
+            "model.image_size",
+            m.image_size,
+            f"a multiple of model.patch_size ({m.patch_size})",
+        )
+    if m.min_size and m.max_size:
+        errors.need(
+            m.min_size <= m.max_size, "model.min_size", m.min_size, f"<= model.max_size ({m.max_size})"
+        )
+    if m.cutoffs is not None:
+        cutoffs = list(m.cutoffs)
+        vocab = m.vocab_size or 0
+        errors.need(
+            len(cutoffs) > 0
+            and all(_positive_int(c) for c in cutoffs)
+            and cutoffs == sorted(set(cutoffs))
+            and cutoffs[-1] < vocab,
+            "model.cutoffs",
+            cutoffs,
+            f"increasing positive token ids below model.vocab_size ({vocab})",
+        )
+        if m.div_val and m.d_model:
+            errors.need(
+                m.d_model // m.div_val ** len(cutoffs) >= 1,
+                "model.div_val",
+                m.div_val,
+                f"small enough that the rarest cluster keeps a width >= 1 "
+                f"(model.d_model={m.d_model} // div_val**{len(cutoffs)})",
             )
-            need(_positive_int(value), f"{key}.{precision}", value, "a positive integer")
-    errors.extend(_model_size_errors(m))
-    need(
+
+
+def _check_precision(p: DictConfig, errors: _Errors) -> None:
+    errors.need(p.name in PRECISIONS, "precision.name", p.name, f"one of {', '.join(PRECISIONS)}")
+    errors.need(
+        p.autocast_dtype in (None, "float16", "bfloat16"),
+        "precision.autocast_dtype",
+        p.autocast_dtype,
+        "null, float16 or bfloat16",
+    )
+    errors.need(
+        bool(p.peak_key), "precision.peak_key", p.peak_key, "the gpu.peak_tflops key this math runs at"
+    )
+
+
+def _check_benchmark(b: DictConfig, m: DictConfig, errors: _Errors) -> None:
+    errors.need(
+        isinstance(b.warmup_steps, int) and b.warmup_steps >= 0,
+        "benchmark.warmup_steps",
+        b.warmup_steps,
+        "an integer >= 0",
+    )
+    errors.need(
+        _positive_int(b.min_steps) and b.min_steps >= 2, "benchmark.min_steps", b.min_steps, "an integer >= 2"
+    )
+    errors.need(
+        _positive_int(b.max_steps) and b.max_steps >= b.min_steps,
+        "benchmark.max_steps",
+        b.max_steps,
+        f"an integer >= benchmark.min_steps ({b.min_steps})",
+    )
+    errors.need(b.time_limit_s > 0, "benchmark.time_limit_s", b.time_limit_s, "> 0 seconds")
+    errors.need(
+        0 < b.target_ci < 1, "benchmark.target_ci", b.target_ci, "a fraction between 0 and 1 (0.01 = 1%)"
+    )
+    errors.need(_positive_int(b.check_every), "benchmark.check_every", b.check_every, "a positive integer")
+    errors.need(isinstance(b.seed, int) and b.seed >= 0, "benchmark.seed", b.seed, "an integer >= 0")
+    errors.need(
+        b.timeout_s > b.time_limit_s,
+        "benchmark.timeout_s",
+        b.timeout_s,
+        f"more seconds than benchmark.time_limit_s ({b.time_limit_s:g}): it bounds the whole job",
+    )
+    errors.need(
         not (b.channels_last and m.category != "vision"),
         "benchmark.channels_last",
         b.channels_last,
         f"false for model={m.name}: the NHWC memory format applies to vision models only",
     )
-    need(_builder_exists(m.builder), "model.builder", m.builder, "'package.module:function' that exists")
-    t = cfg.telemetry
-    need(
+
+
+def _check_telemetry(t: DictConfig, errors: _Errors) -> None:
+    errors.need(
         _positive_int(t.interval_ms) and t.interval_ms >= 10,
         "telemetry.interval_ms",
         t.interval_ms,
         "an integer >= 10 (milliseconds between samples)",
     )
-    need(
+    errors.need(
         t.pcie_interval_ms == 0
         or (_positive_int(t.pcie_interval_ms) and t.pcie_interval_ms >= t.interval_ms),
         "telemetry.pcie_interval_ms",
         t.pcie_interval_ms,
         f"0 (off) or an integer >= telemetry.interval_ms ({t.interval_ms})",
     )
-    need(
-        isinstance(b.warmup_steps, int) and b.warmup_steps >= 0,
-        "benchmark.warmup_steps",
-        b.warmup_steps,
-        "an integer >= 0",
-    )
-    need(
-        _positive_int(b.min_steps) and b.min_steps >= 2, "benchmark.min_steps", b.min_steps, "an integer >= 2"
-    )
-    need(
-        _positive_int(b.max_steps) and b.max_steps >= b.min_steps,
-        "benchmark.max_steps",
-        b.max_steps,
-        f"an integer >= benchmark.min_steps ({b.min_steps})",
-    )
-    need(b.time_limit_s > 0, "benchmark.time_limit_s", b.time_limit_s, "> 0 seconds")
-    need(0 < b.target_ci < 1, "benchmark.target_ci", b.target_ci, "a fraction between 0 and 1 (0.01 = 1%)")
-    need(_positive_int(b.check_every), "benchmark.check_every", b.check_every, "a positive integer")
-    need(b.timeout_s > 0, "benchmark.timeout_s", b.timeout_s, "> 0 seconds")
-    errors += tracking_errors(cfg.tracking)
-    errors += launcher_errors(cfg.launcher)
-    if errors:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
 
-def tracking_errors(tracking: DictConfig) -> list[str]:
-    """The `tracking` group's problems, in validate's wording (shared by every entry point)."""
-    errors = []
-    if not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", tracking.uri):
-        errors.append(
-            f"tracking.uri={tracking.uri!r}: must be a URI such as sqlite:///abs/path/mlflow.db "
-            "or http://host:5000"
-        )
-    if not tracking.experiment:
-        errors.append(f"tracking.experiment={tracking.experiment!r}: must be a non-empty name")
+URI_FORMS = (
+    "must be sqlite:////absolute/path/mlflow.db, file:///absolute/path, http(s)://host[:port][/path], "
+    "databricks, or postgresql|mysql|mssql://host/database"
+)
+
+
+def tracking_errors(t: DictConfig) -> list[str]:
+    """Problems with the tracking keys, shared by every entry point (a sweep checks them before its parent run)."""
+    from src.credentials import redact
+
+    errors = _Errors()
+    problem = _uri_problem(t.uri)
+    if problem:
+        errors.append(f"tracking.uri={redact(t.uri)!r}: {problem}")
+    errors.need(bool(t.experiment), "tracking.experiment", t.experiment, "a non-empty name")
+    errors.need(_positive_int(t.retries), "tracking.retries", t.retries, "a positive integer")
+    errors.need(t.backoff_s >= 0, "tracking.backoff_s", t.backoff_s, ">= 0 seconds")
     return errors
 
 
-def launcher_errors(la: DictConfig) -> list[str]:
+def _uri_problem(uri: str) -> str | None:
+    parts = urlsplit(uri)
+    scheme = parts.scheme.split("+")[0]  # postgresql+psycopg2://...
+    if scheme == "sqlite":
+        path = uri.removeprefix("sqlite:///")
+        if path == uri or not Path(path).is_absolute():
+            return f"an sqlite store needs an absolute path (four slashes); {URI_FORMS}"
+        return _unwritable(Path(path))
+    if scheme == "file":
+        if not parts.path.startswith("/"):
+            return f"a file store needs an absolute path; {URI_FORMS}"
+        return _unwritable(Path(parts.path))
+    if scheme in ("http", "https", "postgresql", "mysql", "mssql"):
+        try:
+            return (
+                None if parts.hostname and (parts.port is None or parts.port > 0) else f"no host; {URI_FORMS}"
+            )
+        except ValueError:
+            return "the port must be a number from 1 to 65535"
+    if uri == "databricks" or scheme in ("databricks", "databricks-uc"):
+        return None
+    return f"{'unknown scheme ' + repr(parts.scheme) if parts.scheme else 'no scheme'}; {URI_FORMS}"
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why `path` (a file to create or update) cannot be written, or None."""
+    if path.exists():
+        return None if path.is_file() and os.access(path, os.W_OK) else f"{path} cannot be written"
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not a folder this user can write into"
+    return None
+
+
+def _check_launcher(la: DictConfig, errors: _Errors) -> None:
     """Node count, this node's index and the rendezvous endpoint of a (multi-node) job."""
-    errors = []
+    errors.need(_positive_int(la.nnodes), "launcher.nnodes", la.nnodes, "a positive integer")
     if not _positive_int(la.nnodes):
-        return [f"launcher.nnodes={la.nnodes!r}: must be a positive integer"]
-    if not (isinstance(la.node_rank, int) and 0 <= la.node_rank < la.nnodes):
-        errors.append(
-            f"launcher.node_rank={la.node_rank!r}: must be an integer from 0 to {la.nnodes - 1} "
-            f"(launcher.nnodes={la.nnodes}); it is read from SLURM_NODEID, NODE_RANK or GROUP_RANK when set"
-        )
+        return  # node_rank and the endpoint are checked against a node count
+    errors.need(
+        isinstance(la.node_rank, int) and 0 <= la.node_rank < la.nnodes,
+        "launcher.node_rank",
+        la.node_rank,
+        f"an integer from 0 to {la.nnodes - 1} (launcher.nnodes={la.nnodes}); "
+        "it is read from SLURM_NODEID, NODE_RANK or GROUP_RANK when set",
+    )
     host, _, port = str(la.rdzv_endpoint).rpartition(":")
     if not host or not port.isdigit() or int(port) > 65535:
-        errors.append(f"launcher.rdzv_endpoint={la.rdzv_endpoint!r}: must be host:port")
-    elif la.nnodes > 1 and int(port) == 0:
-        errors.append(
-            f"launcher.rdzv_endpoint={la.rdzv_endpoint!r}: must name a fixed port, on an address of "
-            f"node 0 that every node reaches, when launcher.nnodes={la.nnodes}"
+        errors.need(
+            False, "launcher.rdzv_endpoint", la.rdzv_endpoint, "host:port with a port from 0 to 65535"
         )
-    if not _positive_int(la.start_timeout_s):
-        errors.append(f"launcher.start_timeout_s={la.start_timeout_s!r}: must be a positive integer")
-    if not _positive_int(la.time_limit_min):
-        errors.append(f"launcher.time_limit_min={la.time_limit_min!r}: must be a positive integer")
-    return errors
-
-
-def _gpu_batch_tables(g) -> list[tuple[Any, str]]:
-    return [(table, f"gpu.batch_sizes.{model}") for model, table in g.batch_sizes.items()]
-
-
-def _model_size_errors(m) -> list[str]:
-    """Model size keys: positive where set, and consistent with each other."""
-    errors = []
-
-    def need(ok: bool, key: str, value: Any, allowed: str) -> None:
-        if not ok:
-            errors.append(f"model.{key}={value!r}: must be {allowed}")
-
-    for key in SIZE_KEYS:
-        value = m.get(key)
-        need(value is None or _positive_int(value), key, value, "a positive integer")
-    if errors:
-        return errors  # the cross-checks below assume positive integers
-    if m.mem_len is not None:
-        need(isinstance(m.mem_len, int) and m.mem_len >= 0, "mem_len", m.mem_len, "an integer >= 0")
-    for key in ("dropout", "dropatt"):
-        value = m.get(key)
-        need(value is None or 0 <= value < 1, key, value, "a probability in [0, 1)")
-    if m.n_head and m.d_model and m.d_head is None:
-        need(m.d_model % m.n_head == 0, "n_head", m.n_head, f"a divisor of model.d_model ({m.d_model})")
-    if m.n_kv_head and m.n_head:
-        need(m.n_head % m.n_kv_head == 0, "n_kv_head", m.n_kv_head, f"a divisor of model.n_head ({m.n_head})")
-    if m.backbone is not None:
-        need(m.backbone in RESNETS, "backbone", m.backbone, f"one of {', '.join(RESNETS)}")
-    if m.min_image_size and m.image_size:
-        need(
-            m.image_size >= m.min_image_size,
-            "image_size",
-            m.image_size,
-            f">= {m.min_image_size} for {m.name}",
+    elif la.nnodes > 1:
+        errors.need(
+            int(port) != 0,
+            "launcher.rdzv_endpoint",
+            la.rdzv_endpoint,
+            f"a fixed port, on an address of node 0 that every node reaches, when launcher.nnodes={la.nnodes}",
         )
-    if m.patch_size and m.image_size:
-        need(
-            m.image_size % m.patch_size == 0,
-            "image_size",
-            m.image_size,
-            f"a multiple of model.patch_size ({m.patch_size})",
-        )
-    if m.min_size and m.max_size:
-        need(m.min_size <= m.max_size, "min_size", m.min_size, f"<= model.max_size ({m.max_size})")
-    if m.cutoffs is not None:
-        cutoffs = list(m.cutoffs)
-        vocab = m.vocab_size or 0
-        need(
-            len(cutoffs) > 0
-            and all(_positive_int(c) for c in cutoffs)
-            and cutoffs == sorted(set(cutoffs))
-            and cutoffs[-1] < vocab,
-            "cutoffs",
-            cutoffs,
-            f"increasing positive token ids below model.vocab_size ({vocab})",
-        )
-        if m.div_val and m.d_model:
-            need(
-                m.d_model // m.div_val ** len(cutoffs) >= 1,
-                "div_val",
-                m.div_val,
-                f"small enough that the rarest cluster keeps a width >= 1 "
-                f"(model.d_model={m.d_model} // div_val**{len(cutoffs)})",
-            )
-    return errors
+    errors.need(
+        _positive_int(la.start_timeout_s),
+        "launcher.start_timeout_s",
+        la.start_timeout_s,
+        "a positive integer",
+    )
+    errors.need(
+        _positive_int(la.time_limit_min), "launcher.time_limit_min", la.time_limit_min, "a positive integer"
+    )
 
 
 def _builder_exists(builder: str) -> bool:
+    """The builder's module imports and has the function: a typo fails here, not in every rank."""
     module, _, func = builder.partition(":")
     if not module or not func:
         return False
     try:
-        return importlib.util.find_spec(module) is not None
+        return importlib.util.find_spec(module) is not None and callable(
+            getattr(importlib.import_module(module), func, None)
+        )
     except (ImportError, ValueError):
         return False

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -87,6 +88,18 @@ def summary_table(rows: list[dict]) -> None:
     console.print(table)
 
 
-def notice(message: str) -> None:
+def warning(message: str) -> None:
     """Something the user should know that does not stop the job."""
-    console.print(f"[yellow]note:[/] {message}")
+    console.print(f"[yellow]warning[/] {escape(message)}")
+
+
+def note(message: str) -> None:
+    console.print(escape(message))
+
+
+def skip_line(name: str, run_id: str, throughput: float | None, unit: str) -> None:
+    figure = f"{throughput:,.1f} {unit}" if throughput is not None else "no throughput"
+    console.print(
+        f"[cyan]skip[/] {name}: already FINISHED as run {run_id} ({figure}); "
+        f"benchmark.rerun=true runs it again"
+    )

@@ -7,6 +7,7 @@ import os
 import platform
 import socket
 import sys
+from importlib import metadata
 
 from src import nvml
 
@@ -51,10 +52,17 @@ def software_versions() -> dict:
         versions["nccl"] = ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else "none"
     except Exception:  # NCCL library absent in a CPU build
         versions["nccl"] = "none"
-    for package in ("torchvision", "transformers", "mlflow", "hydra"):
+    # From the installed metadata: importing torchvision or transformers costs seconds per job.
+    distributions = {
+        "torchvision": "torchvision",
+        "transformers": "transformers",
+        "mlflow": "mlflow",
+        "hydra": "hydra-core",
+    }
+    for package, dist in distributions.items():
         try:
-            versions[package] = __import__(package).__version__
-        except ImportError:
+            versions[package] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
             versions[package] = "none"
     return versions
 

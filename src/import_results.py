@@ -109,7 +109,7 @@ def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
             **MATH_TAGS[precision],
         }
         name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
-        run = tracking.JobRun(uri, experiment_id, name, tags, parent_run_id=None)
+        run = tracking.JobRun(cfg.tracking, experiment_id, name, tags)
         # Per-GPU spec figures under the param names measured runs get from their gpu profile.
         run.log_params(
             {

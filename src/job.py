@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from src import console, hardware, tracking
+from src import console, credentials, hardware, resume, signals, spool, tracking
 from src.config import ConfigError, default_batch_size, validate
 
 
@@ -59,6 +59,11 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         return None
 
     experiment_id = tracking.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
+    digest = resume.config_hash(cfg)
+    if not cfg.benchmark.rerun:
+        done = resume.finished_run(tracking.client(cfg.tracking.uri), experiment_id, digest)
+        if done is not None:
+            return _skip(cfg, name, done, digest, parent_run_id)
     tags = {
         "gpu": selection.profile,
         "gpu_name": selection.gpu_name,
@@ -72,8 +77,9 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         "compile": cfg.benchmark.compile,
         "channels_last": cfg.benchmark.channels_last,
         "host": socket.gethostname(),
+        resume.HASH_TAG: digest,
     }
-    run = tracking.JobRun(cfg.tracking.uri, experiment_id, name, tags, parent_run_id)
+    run = tracking.JobRun(cfg.tracking, experiment_id, name, tags, parent_run_id, job_dir / spool.SPOOL_DIR)
     try:
         from src import environment, telemetry
 
@@ -87,6 +93,9 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
 
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
             outcome = _launch(cfg, selection, job_dir, name, job_started)
+        if not outcome["all_finite"]:  # its figures are not a result: none is logged
+            run.set_tags({"diverged": "true"})
+            raise Diverged("training diverged: non-finite loss in the measured window")
         metrics = outcome["metrics"]
         run.log_params({"batch_size": metrics["batch_size"]})  # the per-GPU batch that ran
         peak = cfg.gpu.peak_tflops.get(cfg.precision.peak_key) if cfg.gpu.peak_tflops else None
@@ -104,21 +113,35 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
             {"unit": cfg.model.unit, **{f"math_{k}": v for k, v in outcome["precision_math"].items()}}
         )
         run.log_files({"step_times.csv": _step_times_csv(outcome["step_times_s"])})
-        if not outcome["all_finite"]:
-            raise RuntimeError("training diverged: non-finite loss in the measured window")
         run.end("FINISHED")
         console.result_line(name, metrics, cfg.model.unit)
         return metrics["throughput"]
     except KeyboardInterrupt:
-        run.set_tags({"error": "interrupted"})
+        stop = signals.received()
+        run.set_tags({"error": f"interrupted by {stop.name if stop else 'SIGINT'}"})
         run.end("KILLED")
         raise
     except BaseException as exc:
-        reason = str(exc) or type(exc).__name__
+        reason = credentials.redact(str(exc) or type(exc).__name__)
         run.set_tags({"error": reason[:5000]})
         run.end("FAILED")
         console.failure_line(name, reason.splitlines()[0] if reason else "")
         raise
+
+
+class Diverged(RuntimeError):
+    """NaN or inf loss in the measured window."""
+
+
+def _skip(cfg: DictConfig, name: str, done, digest: str, parent_run_id: str | None) -> float:
+    """Report the point as done by an earlier run; its parent (if any) lists it."""
+    throughput = done.data.metrics.get("throughput")
+    console.skip_line(name, done.info.run_id, throughput, cfg.model.unit)
+    if parent_run_id:
+        tracking.client(cfg.tracking.uri).set_tag(
+            parent_run_id, f"{resume.SKIPPED_TAG_PREFIX}{digest}", done.info.run_id
+        )
+    return throughput
 
 
 def _launch(

@@ -48,7 +48,7 @@ def _notice_missing(exc: Exception) -> None:
     from src import console
 
     reason = str(exc) or type(exc).__name__
-    console.notice(
+    console.warning(
         f"NVML is not available ({reason}): no GPU is visible to this process and no GPU telemetry "
         "is recorded; CPU-side figures are still logged."
     )

@@ -1,73 +1,141 @@
 """A multirun's parent MLflow run: opened before the first job, always closed.
 
-Hydra skips `on_multirun_end` when a job raised, so the parent is also closed at interpreter exit.
+Hydra skips `on_multirun_end` when a job raised, so the parent is also closed at interpreter exit
+(after Ctrl-C or SIGTERM too: src.signals turns them into exceptions). If the tracking server is
+away at that moment, the parent waits in the sweep's spool folder and `python -m src.sync` ends it
+once its children have arrived.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import sys
 from pathlib import Path
 
+from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from src import console, tracking
+from src import console, credentials, resume, signals, spool, tracking
+from src.config import ConfigError, tracking_errors
+
+FAILED_TAG_PREFIX = "failed_job."  # on the parent: failed_job.<num> = why that point failed
 
 
 class SweepRunCallback(Callback):
     def __init__(self) -> None:
         self.uri: str | None = None
         self.parent_run_id: str | None = None
+        self.sweep_dir: Path | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        self.uri = config.tracking.uri
-        experiment_id = tracking.ensure_experiment(self.uri, config.tracking.experiment)
-        sweep_dir = Path(config.hydra.sweep.dir)
-        overrides = " ".join(config.hydra.overrides.task)
-        run = tracking.client(self.uri).create_run(
-            experiment_id,
-            run_name=f"sweep {sweep_dir.parent.name} {sweep_dir.name}",
-            tags={"sweep": "true", "overrides": overrides, "sweep_dir": str(sweep_dir)},
-        )
+        """Open the parent run, or stop the sweep before any job with a clear error.
+
+        Hydra turns exceptions raised by callbacks into warnings and carries on, so a bad tracking
+        setting ends the process here with SystemExit, as a bad config does in a single run.
+        """
+        self.uri = credentials.adopt_uri_credentials(config.tracking.uri)
+        self.sweep_dir = Path(config.hydra.sweep.dir)
+        overrides = credentials.redact(" ".join(config.hydra.overrides.task))
+        try:
+            errors = tracking_errors(config.tracking)
+            if errors:
+                raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+            experiment_id = tracking.ensure_experiment(self.uri, config.tracking.experiment)
+            run = tracking.at_start(
+                lambda: tracking.client(self.uri).create_run(
+                    experiment_id,
+                    run_name=f"sweep {self.sweep_dir.parent.name} {self.sweep_dir.name}",
+                    tags={"sweep": "true", "overrides": overrides, "sweep_dir": str(self.sweep_dir)},
+                ),
+                self.uri,
+            )
+        except ConfigError as exc:
+            print(f"error: {credentials.redact(str(exc))}", file=sys.stderr)
+            raise SystemExit(2) from None
         self.parent_run_id = run.info.run_id
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        (sweep_dir / tracking.PARENT_RUN_FILE).write_text(
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        (self.sweep_dir / tracking.PARENT_RUN_FILE).write_text(
             json.dumps({"run_id": self.parent_run_id, "uri": self.uri})
         )
         atexit.register(self.close)
+
+    def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:
+        """Note a failed point on the parent: one that failed before its run existed shows nowhere else."""
+        if job_return.status != JobStatus.FAILED or not self.parent_run_id:
+            return
+        try:
+            _ = job_return.return_value  # re-raises the job's exception
+            reason = "failed"
+        except Exception as exc:
+            reason = " ".join(credentials.redact(str(exc) or type(exc).__name__).split())[:500]
+        tracking.client(self.uri).set_tag(
+            self.parent_run_id, f"{FAILED_TAG_PREFIX}{config.hydra.job.num}", reason
+        )
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         self.close()
 
     def close(self) -> None:
-        """End the parent run FAILED if any child did not finish; print the sweep's summary."""
+        """End the parent run and print the sweep's summary; spool the parent if tracking is away."""
         if self.parent_run_id is None:
             return
-        client = tracking.client(self.uri)
-        parent = client.get_run(self.parent_run_id)
-        children = client.search_runs(
-            [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{self.parent_run_id}'"
-        )
-        statuses = [c.info.status for c in children]
-        if "KILLED" in statuses:
-            status = "KILLED"
-        elif statuses and all(s == "FINISHED" for s in statuses):
-            status = "FINISHED"
-        else:
-            status = "FAILED"
-        client.set_terminated(self.parent_run_id, status)
-        self.parent_run_id = None
-        console.summary_table(
-            [
-                {
-                    "name": c.info.run_name,
-                    "status": c.info.status,
-                    "throughput": c.data.metrics.get("throughput"),
-                    "unit": c.data.tags.get("unit", ""),
-                    "step_time_ms": c.data.metrics.get("step_time_ms"),
-                    "error": c.data.tags.get("error", "").splitlines()[0] if c.data.tags.get("error") else "",
-                }
-                for c in sorted(children, key=lambda c: c.info.start_time)
-            ]
-        )
+        run_id, self.parent_run_id = self.parent_run_id, None
+        interrupted = signals.received() is not None
+        try:
+            rows = finish_parent(tracking.client(self.uri), run_id, interrupted, self.sweep_dir)
+        except Exception as exc:
+            folder = spool.write_parent(self.sweep_dir / spool.SPOOL_DIR, self.uri, run_id, interrupted)
+            console.warning(
+                f"tracking unreachable ({credentials.redact(str(exc)).splitlines()[0][:300]}): the sweep's "
+                f"parent run is kept in {folder}; `python -m src.sync` ends it later"
+            )
+            return
+        console.summary_table(rows)
+
+
+def parent_status(child_statuses: list[str], failed_points: int, interrupted: bool) -> str:
+    if interrupted or "KILLED" in child_statuses:
+        return "KILLED"
+    if failed_points or any(s != "FINISHED" for s in child_statuses):
+        return "FAILED"
+    return "FINISHED"
+
+
+def finish_parent(client, run_id: str, interrupted: bool, sweep_dir: Path | None = None) -> list[dict]:
+    """End a sweep's parent run from what its children say; returns the summary rows.
+
+    A child still RUNNING now has lost its job process (killed hard): it is ended too, unless its
+    result is waiting in the sweep's spool for `src.sync`.
+    """
+    parent = client.get_run(run_id)
+    children = client.search_runs(
+        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run_id}'"
+    )
+    spooled = {spool.load(f).run_id for f in spool.pending([sweep_dir])[0]} if sweep_dir else set()
+    statuses = {c.info.run_id: c.info.status for c in children}
+    for child in children:
+        if child.info.status == "RUNNING" and child.info.run_id not in spooled:
+            statuses[child.info.run_id] = "KILLED" if interrupted else "FAILED"
+            client.set_tag(child.info.run_id, "error", "its job process ended without closing the run")
+            client.set_terminated(child.info.run_id, statuses[child.info.run_id])
+    tags = parent.data.tags
+    failed = [k for k in tags if k.startswith(FAILED_TAG_PREFIX)]
+    client.set_terminated(run_id, parent_status(list(statuses.values()), len(failed), interrupted))
+    skipped = [client.get_run(v) for k, v in tags.items() if k.startswith(resume.SKIPPED_TAG_PREFIX)]
+    rows = [_row(c, statuses[c.info.run_id], c.data.tags.get("error", "")) for c in children]
+    rows += [_row(s, "SKIPPED", f"done earlier in run {s.info.run_id}") for s in skipped]
+    return sorted(rows, key=lambda r: r.pop("start"))
+
+
+def _row(run, status: str, note: str) -> dict:
+    return {
+        "name": run.info.run_name,
+        "status": status,
+        "throughput": run.data.metrics.get("throughput"),
+        "unit": run.data.tags.get("unit", ""),
+        "step_time_ms": run.data.metrics.get("step_time_ms"),
+        "error": note.splitlines()[0] if note else "",
+        "start": run.info.start_time,
+    }

@@ -269,7 +269,7 @@ class Watch:
             except Exception as exc:
                 self._stack.close()
                 self.sampler = None
-                console.notice(f"telemetry not started: {exc}")
+                console.warning(f"telemetry not started: {exc}")
         return self
 
     def _sources(self) -> dict[str, Callable[[int], tuple]]:
@@ -289,12 +289,12 @@ class Watch:
         self.sampler.stop()
         self._stack.close()
         if self.sampler.error:
-            console.notice(f"telemetry stopped early: {self.sampler.error}")
+            console.warning(f"telemetry stopped early: {self.sampler.error}")
         try:
             self.run.log_series(series_points(self.sampler.rows))
             self.run.log_files({"telemetry.csv": to_csv(self.sampler.rows)})
         except Exception as exc:
-            console.notice(f"telemetry not logged: {exc}")
+            console.warning(f"telemetry not logged: {exc}")
         return False  # the block's own exception, if any, goes on
 
     def summary(self, outcome: dict) -> dict:
@@ -306,5 +306,5 @@ class Watch:
             items = metrics["items_per_step"] * metrics["measured_steps"]
             return summarize(self.sampler.rows, outcome["window"], items, outcome["world_size"])
         except Exception as exc:
-            console.notice(f"telemetry not summarised: {exc}")
+            console.warning(f"telemetry not summarised: {exc}")
             return {}

@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import json
-import tempfile
+import os
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from src import console, credentials, spool
+from src.config import ConfigError
+
 PARENT_RUN_FILE = "parent_run.json"  # in a sweep's folder: how jobs find their parent run
+# Fail fast per HTTP request (MLflow's default retries for minutes): the job keeps its result on
+# disk and retries delivery itself. A user's own settings win.
+HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
+START_ATTEMPTS, START_BACKOFF_S = 3, 1.0
+
+
+class TrackingUnavailable(ConfigError):
+    """The tracking store cannot be reached before a job starts: nothing is run."""
 
 
 def prepare_store(uri: str) -> None:
@@ -21,6 +38,8 @@ def prepare_store(uri: str) -> None:
 def client(uri: str):
     from mlflow.tracking import MlflowClient
 
+    for key, value in HTTP_DEFAULTS.items():
+        os.environ.setdefault(key, value)
     prepare_store(uri)
     return MlflowClient(tracking_uri=uri)
 
@@ -32,13 +51,13 @@ def ensure_experiment(uri: str, name: str) -> str:
     sqlite database fail, so parallel jobs must find it ready.
     """
     mlflow_client = client(uri)
-    experiment = mlflow_client.get_experiment_by_name(name)
+    experiment = at_start(lambda: mlflow_client.get_experiment_by_name(name), uri)
     if experiment is not None:
         return experiment.experiment_id
     artifact_location = None
     if uri.startswith("sqlite:///"):
         artifact_location = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").as_uri()
-    return mlflow_client.create_experiment(name, artifact_location=artifact_location)
+    return at_start(lambda: mlflow_client.create_experiment(name, artifact_location=artifact_location), uri)
 
 
 def flatten(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
@@ -54,22 +73,76 @@ def flatten(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
 
 
 class JobRun:
-    """One job's MLflow run: opened before training, ended FINISHED, FAILED or KILLED."""
+    """One job's MLflow run: opened before training, ended FINISHED, FAILED or KILLED.
 
-    def __init__(self, uri: str, experiment_id: str, name: str, tags: dict, parent_run_id: str | None):
+    Everything logged is also kept in a RunRecord. If the server stops answering during the job,
+    logging carries on into the record only; at the end the record is written to the job's spool
+    folder and delivered with retries, and what is still undelivered waits for `python -m src.sync`.
+    Every string passes through credentials.redact on its way in.
+    """
+
+    def __init__(
+        self,
+        tracking_cfg,
+        experiment_id: str,
+        name: str,
+        tags: dict,
+        parent_run_id: str | None = None,
+        spool_dir: Path | None = None,
+    ):
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-        self.client = client(uri)
+        self.client = client(tracking_cfg.uri)
         self.experiment_id = experiment_id
+        self.spool_dir, self.retries, self.backoff_s = spool_dir, tracking_cfg.retries, tracking_cfg.backoff_s
+        self.record = spool.RunRecord(
+            uri=tracking_cfg.uri,
+            experiment=tracking_cfg.experiment,
+            run_name=name,
+            key=uuid.uuid4().hex,
+            start_time=_now_ms(),
+            parent_run_id=parent_run_id,
+        )
+        tags = {**_clean(tags), spool.KEY_TAG: self.record.key}
         if parent_run_id:
-            tags = {**tags, MLFLOW_PARENT_RUN_ID: parent_run_id}
-        run = self.client.create_run(experiment_id, run_name=name, tags={k: str(v) for k, v in tags.items()})
-        self.run_id = run.info.run_id
+            tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
+        self.record.tags.update(tags)
+        run = at_start(
+            lambda: self.client.create_run(
+                experiment_id, start_time=self.record.start_time, run_name=name, tags=tags
+            ),
+            tracking_cfg.uri,
+        )
+        self.run_id = self.record.run_id = run.info.run_id
+        self.online = True
+
+    def _send(self, action) -> None:
+        """Send now while the server answers; after the first failure, only keep the record.
+
+        Without a spool folder (one-off commands such as compare) a failed call raises instead.
+        """
+        if self.spool_dir is None:
+            action()
+            return
+        if not self.online:
+            return
+        try:
+            action()
+        except Exception as exc:
+            self.online = False
+            console.warning(
+                f"tracking unreachable ({_first_line(exc)}): the run goes on; its result is kept in "
+                f"{self.spool_dir} until the server takes it"
+            )
 
     def log_params(self, params: dict) -> None:
         from mlflow.entities import Param
 
-        self.client.log_batch(self.run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()])
+        params = {k: v[:6000] for k, v in _clean(params).items()}
+        self.record.params.update(params)
+        self._send(
+            lambda: spool.log_batch(self.client, self.run_id, params=[Param(*p) for p in params.items()])
+        )
 
     def log_metrics(self, metrics: dict, step: int = 0) -> None:
         now = _now_ms()
@@ -79,9 +152,9 @@ class JobRun:
         """(key, value, timestamp ms, step) points, sent in batches rather than one call each."""
         from mlflow.entities import Metric
 
-        items = [Metric(k, float(v), stamp, step) for k, v, stamp, step in points]
-        for i in range(0, len(items), 1000):  # MLflow takes at most 1000 metrics per batch
-            self.client.log_batch(self.run_id, metrics=items[i : i + 1000])
+        items = [(k, float(v), stamp, step) for k, v, stamp, step in points]
+        self.record.metrics += items
+        self._send(lambda: spool.log_batch(self.client, self.run_id, metrics=[Metric(*m) for m in items]))
 
     def single_gpu_baseline(self, tags: dict, params: dict) -> tuple[str, float] | None:
         """(run id, throughput) of the latest FINISHED 1-GPU run of this job's setup, if any.
@@ -93,12 +166,18 @@ class JobRun:
         filters = [f"tags.{k} = '{tags[k]}'" for k in keys]
         filters += ["tags.gpu_count = '1'", "attributes.status = 'FINISHED'"]
         filters += [f"params.`{k}` = '{v}'" for k, v in params.items()]
-        runs = self.client.search_runs(
-            [self.experiment_id],
-            filter_string=" and ".join(filters),
-            order_by=["attributes.start_time DESC"],
-            max_results=1,
-        )
+        if not self.online:
+            return None  # an optional figure: not worth waiting for a server that went away
+        try:
+            runs = self.client.search_runs(
+                [self.experiment_id],
+                filter_string=" and ".join(filters),
+                order_by=["attributes.start_time DESC"],
+                max_results=1,
+            )
+        except Exception as exc:
+            console.warning(f"no single-GPU baseline for the scaling figures: {_first_line(exc)}")
+            return None
         if not runs or "throughput" not in runs[0].data.metrics:
             return None
         return runs[0].info.run_id, runs[0].data.metrics["throughput"]
@@ -106,30 +185,77 @@ class JobRun:
     def set_tags(self, tags: dict) -> None:
         from mlflow.entities import RunTag
 
-        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        tags = _clean(tags)
+        self.record.tags.update(tags)
+        self._send(lambda: spool.log_batch(self.client, self.run_id, tags=[RunTag(*t) for t in tags.items()]))
 
     def log_text(self, text: str, name: str) -> None:
-        self.client.log_text(self.run_id, text, name)
+        text = credentials.redact(text)
+        self.record.texts[name] = text
+        self._send(lambda: self.client.log_text(self.run_id, text, name))
 
     def log_dict(self, data: Any, name: str) -> None:
         self.log_text(json.dumps(data, indent=2, default=str), name)
 
     def log_file(self, path: Path) -> None:
-        self.client.log_artifact(self.run_id, str(path))
+        self.record.files.append(str(path))
+        self._send(lambda: self.client.log_artifact(self.run_id, str(path)))
 
     def log_files(self, files: dict[str, str]) -> None:
-        with tempfile.TemporaryDirectory() as tmp:
-            for name, text in files.items():
-                (Path(tmp) / name).write_text(text)
-            self.client.log_artifacts(self.run_id, tmp)
+        for name, text in files.items():
+            self.log_text(text, name)
 
     def end(self, status: str) -> None:
-        self.client.set_terminated(self.run_id, status)
+        """End the run; if the server is away, spool the whole record and retry with backoff."""
+        self.record.status, self.record.end_time = status, _now_ms()
+        self._send(lambda: self.client.set_terminated(self.run_id, status, end_time=self.record.end_time))
+        if self.online:
+            return
+        folder = spool.write(self.record, self.spool_dir)  # first: nothing measured is lost
+        try:
+            retry(lambda: spool.deliver(self.client, folder), self.retries, self.backoff_s)
+        except Exception as exc:
+            console.warning(
+                f"tracking still unreachable ({_first_line(exc)}): run {self.record.run_name} is kept in "
+                f"{folder}; `python -m src.sync` uploads it later"
+            )
+            return
+        spool.remove(folder)
+        console.note(f"tracking is back: run {self.record.run_name} delivered")
+
+
+def retry(action, attempts: int, backoff_s: float):
+    """Call `action` up to `attempts` times, sleeping backoff_s, 2 x backoff_s, ... in between."""
+    for attempt in range(attempts):
+        try:
+            return action()
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(backoff_s * 2**attempt)
+
+
+def at_start(action, uri: str):
+    """A call made before any work: retried briefly (sqlite locks), then a clear error."""
+    try:
+        return retry(action, START_ATTEMPTS, START_BACKOFF_S)
+    except Exception as exc:
+        raise TrackingUnavailable(
+            f"tracking.uri={uri!r}: the tracking store cannot be reached ({_first_line(exc)}); "
+            f"nothing was run"
+        ) from None
+
+
+def _clean(values: dict) -> dict[str, str]:
+    return {k: credentials.redact(str(v)) for k, v in values.items()}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = credentials.redact(str(exc) or type(exc).__name__)
+    return text.strip().splitlines()[0][:200] if text.strip() else type(exc).__name__
 
 
 def _now_ms() -> int:
-    import time
-
     return int(time.time() * 1000)
 
 

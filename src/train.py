@@ -8,8 +8,9 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
+from src import credentials, signals
 from src.config import ConfigError, finalize, override_keys, register_configs
 
 register_configs()
@@ -17,8 +18,10 @@ register_configs()
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float:
+    signals.install()  # again here: a parallel launcher runs jobs in processes of its own
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    _keep_credentials_out(cfg, hydra_cfg)
     try:
         # Bad input and missing hardware stop here, before any run is opened or rank started.
         cfg = finalize(cfg, override_keys(list(hydra_cfg.overrides.task)))
@@ -27,11 +30,24 @@ def main(cfg: DictConfig) -> float:
         parent = tracking.read_parent_run(Path(hydra_cfg.sweep.dir)) if multirun else None
         return job.run_job(cfg, Path(hydra_cfg.runtime.output_dir), parent)
     except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {credentials.redact(str(exc))}", file=sys.stderr)
         if multirun:
             raise  # this point fails; Hydra goes on with the rest of the sweep
         raise SystemExit(2) from None
 
 
+def _keep_credentials_out(cfg: DictConfig, hydra_cfg) -> None:
+    """Move user:password from tracking.uri into MLflow's variables and mask it in Hydra's copies."""
+    with open_dict(cfg):
+        cfg.tracking.uri = credentials.adopt_uri_credentials(cfg.tracking.uri)
+    output = Path(hydra_cfg.runtime.output_dir)
+    saved = list((output / hydra_cfg.output_subdir).glob("*.yaml")) if hydra_cfg.output_subdir else []
+    credentials.scrub_files([*saved, Path(hydra_cfg.sweep.dir) / "multirun.yaml"])
+
+
 if __name__ == "__main__":
-    main()
+    signals.install()  # before the sweep's parent run opens
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: runs are closed by now; say so to the shell
+        sys.exit(signals.exit_code())

@@ -6,6 +6,7 @@ MLflow: it returns its numbers as a plain dict and the job process combines the 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -87,7 +88,25 @@ def _agree_to_stop(stop: bool, world: int, device: torch.device) -> bool:
     return bool(flag.item())
 
 
+class OutOfMemory(RuntimeError):
+    """The rank ran out of device memory; the message names the batch size that did not fit."""
+
+
+def _explain_oom(train):
+    """An OOM anywhere in a rank becomes the one line a sweep summary shows."""
+
+    @functools.wraps(train)
+    def wrapper(cfg: dict, *args):
+        try:
+            return train(cfg, *args)
+        except torch.OutOfMemoryError as exc:
+            raise OutOfMemory(f"out of memory at batch {cfg['model']['batch_size']} per GPU") from exc
+
+    return wrapper
+
+
 @record
+@_explain_oom
 def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
     """Entry point of each rank. `cfg` is the finalised config as a plain dict.
 

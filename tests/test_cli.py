@@ -52,18 +52,21 @@ def test_two_cpu_ranks_report_global_throughput(tmp_path, tracking_uri):
 
 
 def test_failing_job_is_recorded_and_the_sweep_goes_on(tmp_path, tracking_uri):
-    # n_head=5 does not divide d_model=64: the second job fails inside its rank
+    # the test builder's "broken" model raises inside its rank at the first step
+    builder = "model.builder=tests.workloads:by_name"
     proc = run_cli(
-        ["-m", "gpu=cpu", "model=gpt2", "benchmark=smoke", "model.n_head=4,5"], tmp_path, tracking_uri
+        ["-m", "gpu=cpu", "model=resnet50", builder, "benchmark=smoke", "model.name=tiny,broken"],
+        tmp_path,
+        tracking_uri,
     )
     assert proc.returncode != 0
     runs = read_runs(tracking_uri)
     (parent,) = [r for r in runs if r.data.tags.get("sweep") == "true"]
-    by_head = {r.data.params["model.n_head"]: r for r in _children(runs)}
-    assert by_head["4"].info.status == "FINISHED"
-    failed = by_head["5"]
+    by_name = {r.data.tags["model"]: r for r in _children(runs)}
+    assert by_name["tiny"].info.status == "FINISHED"
+    failed = by_name["broken"]
     assert failed.info.status == "FAILED"
-    assert "rank 0 failed" in failed.data.tags["error"] and "divisible" in failed.data.tags["error"]
+    assert "rank 0 failed" in failed.data.tags["error"] and "broken on purpose" in failed.data.tags["error"]
     assert "throughput" not in failed.data.metrics
     assert parent.info.status == "FAILED"
     assert not [r for r in runs if r.info.status == "RUNNING"]

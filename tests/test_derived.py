@@ -6,6 +6,7 @@ import pytest
 from conftest import compose_cfg
 
 from src import tracking
+from src.config import TrackingConfig
 from src.results import efficiency, mfu
 
 
@@ -42,7 +43,7 @@ def test_scaling_baseline_is_the_latest_finished_single_gpu_run_of_the_same_setu
 
     def job(throughput: float, status: str = "FINISHED", batch: int = 256, **changes) -> str:
         tags = {**setup, "gpu_count": 1, **changes}
-        run = tracking.JobRun(tracking_uri, experiment, "r", tags, None)
+        run = tracking.JobRun(TrackingConfig(uri=tracking_uri), experiment, "r", tags, None)
         run.log_params({"model.batch_size": batch})
         run.log_metrics({"throughput": throughput})
         run.end(status)
@@ -55,7 +56,9 @@ def test_scaling_baseline_is_the_latest_finished_single_gpu_run_of_the_same_setu
     job(900.0, gpu_count=2)
     job(950.0, batch=128)
     job(990.0, gpu="rtx3090")
-    current = tracking.JobRun(tracking_uri, experiment, "now", {**setup, "gpu_count": 2}, None)
+    current = tracking.JobRun(
+        TrackingConfig(uri=tracking_uri), experiment, "now", {**setup, "gpu_count": 2}, None
+    )
     batch = {"model.batch_size": 256}
     assert current.single_gpu_baseline({**setup, "gpu_count": 2}, batch) == (wanted, 600.0)
     assert current.single_gpu_baseline({**setup, "model": "gpt2"}, batch) is None

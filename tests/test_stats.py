@@ -26,6 +26,7 @@ def _rank(rank, times, items=32):
         "rank": rank,
         "step_times_s": times,
         "items_per_step": items,
+        "batch_size": 8,
         "loss_first": 7.0,
         "loss_last": 6.0,
         "first_step_done": 105.0 + rank,
@@ -46,6 +47,7 @@ def test_combine_ranks_uses_the_slowest_rank_per_step_and_all_items():
     assert m["throughput"] == pytest.approx(64 / 0.25)
     assert m["throughput_per_gpu"] == pytest.approx(32 / 0.25)
     assert m["peak_memory_gb"] == 11.0
+    assert m["batch_size"] == 8  # per GPU, logged as it ran
     assert m["time_to_first_step_s"] == pytest.approx(6.0)
     assert out["window"] == (110.0, 121.0)
     assert m["achieved_tflops_per_gpu"] == pytest.approx(1e9 * 64 / 0.25 / 2 / 1e12)

@@ -158,9 +158,7 @@ def _log_report_run(cfg: DictConfig, files: list[Path], found: list[anomalies.An
         "anomaly_kinds": ",".join(kinds) or "none",
         "mlflow.note.content": text[:50000],  # the report as the run's description in the UI
     }
-    run = tracking.JobRun(
-        cfg.tracking.uri, experiment_id, f"compare vs {cfg.baseline}", tags, parent_run_id=None
-    )
+    run = tracking.JobRun(cfg.tracking, experiment_id, f"compare vs {cfg.baseline}", tags)
     try:
         run.log_params(tracking.flatten(OmegaConf.to_container(cfg, resolve=True)))
         for path in files:

@@ -1,0 +1,36 @@
+"""Resume: a job whose config already has a FINISHED run in the experiment is not run again.
+
+Each run carries the tag `config_hash`: a hash of its finalised config (after the smoke sizes,
+the batch-size rule and, for gpu=auto, the profile of the GPU found), with the tracking keys and
+`benchmark.rerun` left out because they do not change what is measured. Re-running a sweep after
+a crash therefore runs only the points that have no FINISHED run; `benchmark.rerun=true` runs a
+point anyway.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from omegaconf import DictConfig, OmegaConf
+
+HASH_TAG = "config_hash"
+SKIPPED_TAG_PREFIX = "skipped."  # on a sweep's parent run: skipped.<config_hash> = the finished run's id
+
+
+def config_hash(cfg: DictConfig) -> str:
+    data = OmegaConf.to_container(cfg, resolve=True)
+    data.pop("tracking", None)
+    data["benchmark"].pop("rerun", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def finished_run(client, experiment_id: str, digest: str):
+    """The latest FINISHED run with this config hash, or None."""
+    runs = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.{HASH_TAG} = '{digest}' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
+    return runs[0] if runs else None

@@ -1,0 +1,79 @@
+"""Upload the results that jobs kept on disk while the tracking server was away.
+
+    python -m src.sync                     # every spool folder under multirun/
+    python -m src.sync multirun/2026-05-01 --uri http://mlflow.internal:5000
+
+Each job's run is completed (or created, if it never was) without duplicates, then each sweep's
+parent run is ended from its children's statuses. A delivered spool folder is removed, so running
+sync again finds nothing. Exit code 1 while something is still undelivered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from src import console, credentials, spool, tracking
+from src.config import PROJECT_ROOT
+from src.sweep import finish_parent
+
+
+def sync(roots: list[Path], uri: str | None = None) -> int:
+    """Deliver every spool folder under `roots`; returns how many are left undelivered."""
+    runs, parents = spool.pending(roots)
+    if not runs and not parents:
+        console.note(f"nothing to deliver under {', '.join(map(str, roots))}")
+        return 0
+    left = 0
+    for folder in runs:  # children first: a parent's status is read from its children
+        record = spool.load(folder)
+        left += not _deliver(
+            folder, uri or record.uri, record.run_name, lambda c, f=folder: spool.deliver(c, f)
+        )
+    for folder in parents:
+        sweep_dir = folder.parent
+        if spool.pending([sweep_dir])[0]:
+            console.warning(f"the parent run of {sweep_dir} waits until its jobs are delivered")
+            left += 1
+            continue
+        data = json.loads((folder / spool.PARENT_FILE).read_text())
+
+        def end_parent(client, data=data, sweep_dir=sweep_dir):
+            finish_parent(client, data["run_id"], data["interrupted"], sweep_dir)
+            return data["run_id"]
+
+        left += not _deliver(folder, uri or data["uri"], f"the parent run of {sweep_dir}", end_parent)
+    return left
+
+
+def _deliver(folder: Path, uri: str, what: str, action) -> bool:
+    try:
+        run_id = action(tracking.client(uri))
+    except Exception as exc:
+        reason = credentials.redact(str(exc) or type(exc).__name__).strip().splitlines()[0][:300]
+        console.warning(f"{what}: not delivered ({reason}); kept in {folder}")
+        return False
+    spool.remove(folder)
+    console.note(f"delivered {what} -> run {run_id}")
+    return True
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m src.sync", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "folders",
+        nargs="*",
+        type=Path,
+        default=[PROJECT_ROOT / "multirun"],
+        help="where to look (default: multirun/)",
+    )
+    parser.add_argument("--uri", help="tracking URI to deliver to (default: the one each job used)")
+    args = parser.parse_args(argv)
+    uri = credentials.adopt_uri_credentials(args.uri) if args.uri else None
+    sys.exit(1 if sync(args.folders, uri) else 0)
+
+
+if __name__ == "__main__":
+    main()

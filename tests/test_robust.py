@@ -1,0 +1,511 @@
+"""A sweep that survives: failures inside a job, hung and killed ranks, interruption, resume,
+tracking outages, parallel jobs, bad input and credentials.
+
+Every scenario runs the real CLI on tiny CPU jobs (tests/workloads.py supplies models that run
+out of memory, diverge, hang or wait for a gate); the outage scenario uses a real `mlflow server`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import compose_cfg, read_runs
+from mlflow.tracking import MlflowClient
+
+from src.config import PROJECT_ROOT, ConfigError, finalize, override_keys
+
+TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model.builder=tests.workloads:by_name"]
+USER, URI_PASSWORD = "alice", "uri-pw-5x9k2"
+ENV_SECRETS = {"MLFLOW_TRACKING_TOKEN": "token-7f3q1m", "MLFLOW_TRACKING_PASSWORD": "env-pw-4r8w6"}
+
+
+# --- helpers ---
+
+
+class Cli:
+    """`python -m src.train ...` in a session of its own, as a terminal would start it."""
+
+    def __init__(
+        self, args: list[str], tmp: Path, uri: str, env: dict | None = None, module: str = "src.train"
+    ):
+        extra = [f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/multirun", f"hydra.run.dir={tmp}/run"]
+        self.log = tmp / f"cli-{time.monotonic_ns()}.log"
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", module, *args, *(extra if module == "src.train" else [])],
+                cwd=PROJECT_ROOT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **(env or {})},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.tree = ProcessTree(self.proc.pid)
+
+    def wait(self, timeout: float = 240) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            self.tree.stop()
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text()
+
+
+class ProcessTree:
+    """Records every process started under `root` while it runs, to show that none outlives it."""
+
+    def __init__(self, root: int):
+        self.root, self.seen = root, {}  # pid -> start time (tells a reused pid apart)
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.1):
+            table = _proc_table()
+            children: dict[int, list[int]] = {}
+            for pid, (ppid, _, _) in table.items():
+                children.setdefault(ppid, []).append(pid)
+            stack = list(children.get(self.root, []))
+            while stack:
+                pid = stack.pop()
+                self.seen.setdefault(pid, table[pid][1])
+                stack += children.get(pid, [])
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def alive(self) -> list[int]:
+        table = _proc_table()
+        return [pid for pid, start in self.seen.items() if pid in table and table[pid][1] == start]
+
+
+def _proc_table() -> dict[int, tuple[int, int, str]]:
+    """pid -> (parent pid, start time, state) for live processes (zombies count as gone)."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                table[int(entry)] = (int(fields[1]), int(fields[19]), fields[0])
+    return table
+
+
+def wait_for(path: Path, cli: Cli, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert cli.proc.poll() is None, f"the CLI ended before {path.name} appeared:\n{cli.output[-3000:]}"
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.1)
+
+
+def runs_by_name(uri: str) -> dict[str, list]:
+    grouped: dict[str, list] = {}
+    for run in read_runs(uri):
+        grouped.setdefault(run.info.run_name, []).append(run)
+    return grouped
+
+
+def parent_run(uri: str):
+    (parent,) = [r for r in read_runs(uri) if r.data.tags.get("sweep") == "true"]
+    return parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MlflowServer:
+    """A real tracking server: sqlite backend, artifacts served, 127.0.0.1, one worker."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.port, self.proc = folder, free_port(), None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mlflow",
+                "server",
+                "--backend-store-uri",
+                f"sqlite:///{self.folder}/server.db",
+                "--artifacts-destination",
+                str(self.folder / "server-artifacts"),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                "1",
+            ],  # fmt: skip
+            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.folder / "server.log", "a"),  # noqa: SIM115 (closed with the process)
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                assert self.proc.poll() is None and time.monotonic() < deadline, "mlflow server did not start"
+                time.sleep(0.25)
+
+    def stop(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        self.proc.wait(30)
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+# --- failures inside a job; a bad point; resume ---
+
+
+@pytest.fixture(scope="module")
+def fault_sweep(tmp_path_factory):
+    """One sweep: a good point, one that runs out of memory, one that diverges, one invalid."""
+    tmp = tmp_path_factory.mktemp("faults")
+    uri = f"sqlite:///{tmp}/mlflow.db"
+    cli = Cli(["-m", *TINY, "model.name=tiny,oom,diverge,''"], tmp, uri)
+    return cli.wait(), cli.output, uri, tmp
+
+
+def test_out_of_memory_fails_the_run_with_the_batch_size(fault_sweep):
+    _, _, uri, _ = fault_sweep
+    (run,) = runs_by_name(uri)["cpux1-oom-fp32"]
+    assert run.info.status == "FAILED"
+    assert "out of memory at batch 2 per GPU" in run.data.tags["error"].splitlines()[0]
+    assert "throughput" not in run.data.metrics
+
+
+def test_diverged_run_is_tagged_failed_and_reports_no_throughput(fault_sweep):
+    _, _, uri, _ = fault_sweep
+    (run,) = runs_by_name(uri)["cpux1-diverge-fp32"]
+    assert run.info.status == "FAILED"
+    assert run.data.tags["diverged"] == "true"
+    assert not {"throughput", "throughput_per_gpu", "step_time_ms"} & set(run.data.metrics)
+
+
+def test_bad_points_fail_alone_and_the_sweep_reports_them(fault_sweep):
+    rc, output, uri, _ = fault_sweep
+    (good,) = runs_by_name(uri)["cpux1-tiny-fp32"]
+    assert good.info.status == "FINISHED" and good.data.metrics["throughput"] > 0
+    assert "model.name='': must be a non-empty name" in output
+    assert len(read_runs(uri)) == 4  # three jobs and the parent: the invalid point opened no run
+    parent = parent_run(uri)
+    assert parent.info.status == "FAILED"
+    assert {"failed_job.1", "failed_job.2", "failed_job.3"} <= set(parent.data.tags)
+    assert rc != 0
+
+
+def test_second_sweep_skips_what_the_first_finished(fault_sweep):
+    _, _, uri, tmp = fault_sweep
+    again = tmp / "again"
+    again.mkdir()
+    cli = Cli(["-m", *TINY, "model.name=tiny"], again, uri)
+    assert cli.wait() == 0, cli.output[-3000:]
+    assert "skip cpux1-tiny-fp32: already FINISHED" in cli.output
+    assert len(runs_by_name(uri)["cpux1-tiny-fp32"]) == 1  # nothing ran
+    latest = max(
+        (r for r in read_runs(uri) if r.data.tags.get("sweep") == "true"), key=lambda r: r.info.start_time
+    )
+    assert latest.info.status == "FINISHED"
+    assert [k for k in latest.data.tags if k.startswith("skipped.")]
+
+
+def test_rerun_true_runs_a_point_that_has_a_finished_run(fault_sweep, tmp_path, monkeypatch):
+    from src import job, tracking
+
+    _, _, uri, _ = fault_sweep
+    (finished,) = runs_by_name(uri)["cpux1-tiny-fp32"]
+
+    class Opened(Exception):
+        """Stands in for opening the run: how far the job got is all that matters here."""
+
+    def open_run(*args, **kwargs):
+        raise Opened
+
+    monkeypatch.setattr(tracking, "JobRun", open_run)
+    for rerun, expected in (("false", "skip"), ("true", "run")):
+        overrides = [*TINY, "model.name=tiny", f"tracking.uri={uri}", f"benchmark.rerun={rerun}"]
+        cfg = finalize(compose_cfg(overrides), override_keys(overrides))
+        try:
+            outcome = ("skip", job.run_job(cfg, tmp_path))
+        except Opened:
+            outcome = ("run", None)
+        assert outcome[0] == expected
+        if expected == "skip":
+            assert outcome[1] == finished.data.metrics["throughput"]  # the recorded figure
+
+
+# --- a rank that dies or hangs ---
+
+
+def test_killed_rank_fails_the_job_quickly_and_leaves_no_process(tmp_path, tracking_uri):
+    pids = tmp_path / "pids"
+    cli = Cli(
+        [*TINY, "model.name=hang", "gpu.count=2"], tmp_path, tracking_uri, {"GPUBENCH_TEST_PIDS": str(pids)}
+    )
+    wait_for(pids / "rank1.pid", cli)
+    wait_for(pids / "rank0.pid", cli)
+    os.kill(int((pids / "rank1.pid").read_text()), signal.SIGKILL)
+    killed = time.monotonic()
+    assert cli.wait() != 0
+    assert time.monotonic() - killed < 60  # far below benchmark.timeout_s (900 s)
+    (run,) = read_runs(tracking_uri)
+    assert run.info.status == "FAILED"
+    assert "rank 1 failed" in run.data.tags["error"] and "SIGKILL" in run.data.tags["error"]
+    assert len(cli.tree.seen) >= 3 and cli.tree.alive() == []  # agent and both ranks were seen, none is left
+
+
+def test_hung_rank_times_out_and_leaves_no_process(tmp_path, tracking_uri):
+    args = [*TINY, "model.name=hang", "benchmark.time_limit_s=1", "benchmark.timeout_s=20"]
+    cli = Cli(args, tmp_path, tracking_uri, {"GPUBENCH_TEST_PIDS": str(tmp_path / "pids")})
+    wait_for(tmp_path / "run" / "ranks" / "launch.json", cli)  # written just before the agent starts
+    launched = time.monotonic()
+    assert cli.wait() != 0
+    assert time.monotonic() - launched < 20 + 5 + 20  # timeout + grace + closing the run on a busy host
+    (run,) = read_runs(tracking_uri)
+    assert run.info.status == "FAILED"
+    assert run.data.tags["error"].startswith("timed out after 20 s (benchmark.timeout_s)")
+    assert cli.tree.seen and cli.tree.alive() == []
+
+
+# --- interruption ---
+
+
+def test_interrupted_sweep_stops_and_leaves_nothing_running(tmp_path, tracking_uri):
+    pids = tmp_path / "pids"
+    cli = Cli(
+        ["-m", *TINY, "model.name=hang,tiny"], tmp_path, tracking_uri, {"GPUBENCH_TEST_PIDS": str(pids)}
+    )
+    wait_for(pids / "rank0.pid", cli)
+    os.killpg(cli.proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its foreground process group
+    assert cli.wait(120) == 130
+    runs = runs_by_name(tracking_uri)
+    assert "cpux1-tiny-fp32" not in runs  # the sweep stopped: the next point never started
+    (hang,) = runs["cpux1-hang-fp32"]
+    assert hang.info.status == "KILLED"
+    assert hang.data.tags["error"] == "interrupted by SIGINT"
+    assert parent_run(tracking_uri).info.status == "KILLED"
+    assert cli.tree.alive() == []
+
+
+def test_sigterm_is_handled_like_ctrl_c_and_repeats_wait_for_the_cleanup():
+    """SIGTERM takes the same path as SIGINT above; by default it would end Python on the spot."""
+    code = textwrap.dedent(
+        """
+        import os, signal, sys, time
+        from src import signals
+        signals.install()
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+        except KeyboardInterrupt:
+            os.kill(os.getpid(), signal.SIGINT)  # during the cleanup: noted, not raised
+            time.sleep(0.5)
+            print("cleaned up")
+            sys.exit(signals.exit_code())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 143  # 128 + SIGTERM, as shells report it
+    assert "cleaned up" in done.stdout
+    assert "SIGINT: already stopping" in done.stderr
+
+
+# --- parallel jobs into one sqlite store ---
+
+
+@pytest.mark.slow
+def test_four_parallel_jobs_into_one_sqlite_store_all_arrive(tmp_path, tracking_uri):
+    args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=4", *TINY, "model.name=tiny"]
+    cli = Cli([*args, "benchmark.seed=0,1,2,3"], tmp_path, tracking_uri)
+    assert cli.wait() == 0, cli.output[-3000:]
+    children = [r for r in read_runs(tracking_uri) if r.data.tags.get("sweep") != "true"]
+    assert sorted(r.data.params["benchmark.seed"] for r in children) == ["0", "1", "2", "3"]
+    assert all(r.info.status == "FINISHED" and r.data.metrics["throughput"] > 0 for r in children)
+    assert parent_run(tracking_uri).info.status == "FINISHED"
+    assert not list(tmp_path.rglob("spool"))
+
+
+# --- tracking outages and credentials ---
+
+
+def test_unreachable_tracking_server_stops_a_sweep_before_any_job(tmp_path):
+    uri = f"http://127.0.0.1:{free_port()}"
+    cli = Cli(["-m", *TINY, "model.name=tiny,oom"], tmp_path, uri, {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"})
+    assert cli.wait(120) == 2
+    assert f"tracking.uri='{uri}': the tracking store cannot be reached" in cli.output
+    assert not (tmp_path / "multirun" / "0").exists()  # no job folder: nothing was run
+
+
+@pytest.fixture(scope="module")
+def outage(tmp_path_factory):
+    """A sweep whose server stops while its job trains, then `src.sync` once it is back.
+
+    Credentials are in the environment and in the URI throughout.
+    """
+    tmp = tmp_path_factory.mktemp("outage")
+    server = MlflowServer(tmp)
+    server.start()
+    try:
+        gate = tmp / "gate"
+        uri = f"http://{USER}:{URI_PASSWORD}@127.0.0.1:{server.port}"
+        # no HTTP retries inside MLflow: the outage is certain, the job's own retries still run
+        env = {**ENV_SECRETS, "GPUBENCH_TEST_GATE": str(gate), "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"}
+        args = ["-m", *TINY, "model.name=gated", "tracking.retries=2", "tracking.backoff_s=0.5"]
+        sweep = Cli(args, tmp, uri, env)
+        wait_for(gate.with_suffix(".started"), sweep)  # the job has opened its run and is building
+        server.stop()
+        gate.touch()
+        sweep_rc = sweep.wait()
+        spooled = {str(p.relative_to(tmp)): p.read_text() for p in tmp.rglob("spool/**/*") if p.is_file()}
+        server.start()
+        syncs = []
+        for _ in range(2):
+            sync = Cli([str(tmp / "multirun")], tmp, uri, env, module="src.sync")
+            syncs.append((sync.wait(), sync.output))
+        runs = read_runs(server.uri)
+        yield {
+            "tmp": tmp,
+            "uri": server.uri,
+            "sweep": (sweep_rc, sweep.output),
+            "spooled": spooled,
+            "syncs": syncs,
+            "runs": runs,
+        }
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_result_measured_during_an_outage_is_synced_later_without_duplicates(outage):
+    rc, output = outage["sweep"]
+    assert rc == 0, output[-3000:]
+    assert "tracking still unreachable" in output
+    spooled = outage["spooled"]
+    assert {"multirun/0/spool/run.json", "multirun/spool/parent.json"} <= set(spooled)
+    assert "multirun/0/spool/artifacts/step_times.csv" in spooled
+    (first_rc, first), (second_rc, second) = outage["syncs"]
+    assert first_rc == 0 and "delivered cpux1-gated-fp32" in first, first
+    assert second_rc == 0 and "nothing to deliver" in second
+    (gated,) = [r for r in outage["runs"] if r.data.tags.get("sweep") != "true"]  # one run, not two
+    assert gated.info.run_name == "cpux1-gated-fp32" and gated.info.status == "FINISHED"
+    assert gated.data.metrics["throughput"] > 0 and gated.data.params["model.name"] == "gated"
+    artifacts = {a.path for a in MlflowClient(outage["uri"]).list_artifacts(gated.info.run_id)}
+    assert {"config.yaml", "environment.json", "step_times.csv"} <= artifacts
+    assert parent_run(outage["uri"]).info.status == "FINISHED"
+    assert not list(outage["tmp"].rglob("spool"))
+
+
+@pytest.mark.slow
+def test_credentials_reach_no_param_tag_artifact_log_or_file(outage):
+    runs = outage["runs"]
+    gated = next(r for r in runs if r.info.run_name == "cpux1-gated-fp32")
+    assert gated.data.params["tracking.uri"] == outage["uri"]  # logged, without user:password
+    secrets = [URI_PASSWORD, *ENV_SECRETS.values()]
+    outputs = [outage["sweep"][1], *(text for _, text in outage["syncs"]), *outage["spooled"].values()]
+    for run in runs:
+        outputs += [*run.data.params.values(), *run.data.tags.values()]
+    for text in outputs:
+        assert not any(s in text for s in secrets)
+    for path in outage["tmp"].rglob("*"):  # the server's store and artifacts, Hydra's folders, spools
+        if path.is_file():
+            data = path.read_bytes()
+            assert not any(s.encode() in data for s in secrets), path
+
+
+# --- bad input ---
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["model.batch_size=0"], "model.batch_size=0: must be a positive integer"),
+        (["gpu.count=0"], "gpu.count=0: must be a positive integer"),
+        (["gpu.count=4096"], "gpu.count=4096: must be at most"),
+        (
+            ["model=gpt2", "model.d_model=30", "model.n_head=4"],
+            "model.n_head=4: must be a divisor of model.d_model (30)",
+        ),
+        (["benchmark.warmup_steps=-1"], "benchmark.warmup_steps=-1: must be an integer >= 0"),
+        (["benchmark.timeout_s=30"], "benchmark.timeout_s=30.0: must be more seconds than"),
+        (["precision=amp"], "precision='amp': must be one of fp32, bf16 on gpu=cpu"),
+        (
+            ["gpu=h200", "gpu.precisions=[fp32,amp]", "precision=bf16"],
+            "precision='bf16': must be one of fp32, amp",
+        ),
+        (["model.builder=src.models.vision:nope"], "model.builder='src.models.vision:nope': must be"),
+        (["launcher.node_rank=1"], "launcher.node_rank=1: must be an integer from 0 to"),
+        (["tracking.uri=mlflow.db"], "tracking.uri='mlflow.db': no scheme"),
+        (["tracking.uri=sqlite:///relative.db"], "an sqlite store needs an absolute path"),
+        (["tracking.uri=http://:5000"], "tracking.uri='http://:5000': no host"),
+        (
+            ["tracking.uri=sqlite:////etc/hostname/mlflow.db"],
+            "/etc/hostname is not a folder this user can write",
+        ),
+        (["tracking.retries=0"], "tracking.retries=0: must be a positive integer"),
+    ],
+)
+def test_bad_value_is_named_with_what_is_allowed(overrides, message):
+    cfg = compose_cfg(["gpu=cpu", "model=resnet50", *overrides])
+    with pytest.raises(ConfigError, match="invalid config") as error:
+        finalize(cfg, set())
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize("group, option", [("model", "resnet50"), ("gpu", "cpu")])
+def test_unknown_group_option_lists_the_options(group, option):
+    with pytest.raises(Exception, match=rf"Available options in '{group}':[\s\S]*\b{option}\b"):
+        compose_cfg([f"{group}=nope"])
+
+
+def test_single_bad_run_exits_2_before_touching_the_store(tmp_path, tracking_uri):
+    cli = Cli(["gpu=cpu", "model.batch_size=-3"], tmp_path, tracking_uri)
+    assert cli.wait(60) == 2
+    assert "model.batch_size=-3: must be a positive integer" in cli.output
+    assert not (tmp_path / "mlruns").exists()  # no store, no half run
+
+
+def test_spool_delivery_completes_one_run_however_often_it_is_sent(tmp_path, tracking_uri):
+    from src import spool, tracking
+
+    client = tracking.client(tracking_uri)
+    record = spool.RunRecord(
+        uri=tracking_uri, experiment="gpubench", run_name="cpux1-tiny-fp32", key="k-1", start_time=1_000
+    )
+    record.tags, record.params = {"model": "tiny", spool.KEY_TAG: "k-1"}, {"model.name": "tiny"}
+    record.metrics = [("throughput", 12.5, 2_000, 0)]
+    record.texts = {"step_times.csv": "step,step_time_ms\n0,1.0\n"}
+    record.status, record.end_time = "FINISHED", 3_000
+    folder = spool.write(record, tmp_path / "spool")
+    # its run id never came back (say the reply to create_run was lost): found again by its key
+    first, second = spool.deliver(client, folder), spool.deliver(client, folder)
+    (run,) = read_runs(tracking_uri)
+    assert first == second == run.info.run_id
+    assert run.info.status == "FINISHED" and run.info.end_time == 3_000
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "throughput")] == [12.5]
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["step_times.csv"]
