@@ -11,7 +11,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_suite(args: list[str], store: Path, check: bool = True) -> float:
-    """Run `python -m src.train ARGS` into the MLflow store at `store`; returns its wall time."""
+    """Run `python -m src.train ARGS` into the MLflow store at `store`; returns its wall time.
+
+    Always with benchmark.rerun=true: a repeat must measure again, not resume the earlier run."""
     started = time.perf_counter()
     subprocess.run(
         [
