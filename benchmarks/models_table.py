@@ -161,6 +161,7 @@ def main() -> None:
         f"tracking.uri={args.uri}",
         f"tracking.experiment={args.experiment}",
         f"benchmark.time_limit_s={args.time_limit}",
+        "benchmark.rerun=true",  # a table measures anew, it does not resume earlier runs
         *args.override,
     ]
     started_ms = int(time.time() * 1000)

@@ -16,7 +16,10 @@ def test_a_host_without_nvml_gets_one_notice_and_cpu_figures(tmp_path, tracking_
     (tmp_path / "hidden" / "pynvml.py").write_text("raise ImportError('hidden by the test')\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "hidden"))
 
-    result = run_cli(["gpu=auto", "model=gpt2", "benchmark=smoke"], tmp_path, tracking_uri)
+    # 10 ms samples: a smoke run's measured window is a fraction of a second
+    result = run_cli(
+        ["gpu=auto", "model=gpt2", "benchmark=smoke", "telemetry.interval_ms=10"], tmp_path, tracking_uri
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert output.count("NVML is not available (hidden by the test)") == 1
