@@ -171,7 +171,12 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
             first_loss = last_loss
             if first_step_done is None:
                 first_step_done = time.time()  # no warm-up: the first measured step is the first
-        if n < bench["min_steps"] or (n % bench["check_every"] and n < bench["max_steps"]):
+        # One rank may also stop on the host clock (no device sync), so slow steps cannot overrun
+        # the time limit before min_steps; several ranks check only at step counts they share,
+        # since each check is a collective.
+        over_time = world == 1 and n >= 2 and time.time() - window_start >= bench["time_limit_s"]
+        at_check = n >= bench["min_steps"] and (n % bench["check_every"] == 0 or n >= bench["max_steps"])
+        if not (at_check or over_time):
             continue
         times = clock.read()
         elapsed = sum(times)
@@ -179,7 +184,12 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
         progress.update(
             phase="measuring", step=n, items_per_s=workload.items_per_step * world * n / elapsed, ci=ci
         )
-        done = n >= bench["max_steps"] or elapsed >= bench["time_limit_s"] or ci <= bench["target_ci"]
+        done = (
+            over_time
+            or n >= bench["max_steps"]
+            or elapsed >= bench["time_limit_s"]
+            or ci <= bench["target_ci"]
+        )
         if _agree_to_stop(done, world, device):
             break
     _sync(device)

@@ -91,3 +91,19 @@ def test_unknown_option_lists_the_options(tmp_path, tracking_uri):
     proc = run_cli(["model=nope"], tmp_path, tracking_uri, timeout=60)
     assert proc.returncode != 0
     assert "model/nope" in proc.stderr and "resnet50" in proc.stderr
+
+
+def test_time_limit_stops_a_job_before_min_steps(tmp_path, tracking_uri):
+    args = [
+        "gpu=cpu",
+        "model=gpt2",
+        "benchmark=smoke",
+        "benchmark.min_steps=100000",
+        "benchmark.max_steps=100000",
+    ]
+    proc = run_cli([*args, "benchmark.time_limit_s=2"], tmp_path, tracking_uri)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (run,) = read_runs(tracking_uri)
+    steps = run.data.metrics["measured_steps"]
+    assert 2 <= steps < 100000
+    assert run.data.metrics["measured_window_s"] < 30  # the limit, not the step count, ended it
