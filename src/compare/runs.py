@@ -22,8 +22,9 @@ class CompareError(ValueError):
 
 
 @dataclass(frozen=True)
-class RunRecord:
-    run_id: str
+class Workpoint:
+    """What a throughput figure is of: the fields that runs are grouped and compared by."""
+
     gpu: str
     gpu_count: int
     model: str
@@ -31,6 +32,15 @@ class RunRecord:
     precision: str
     source: str
     unit: str
+
+    @property
+    def point(self) -> tuple:
+        return (self.gpu, self.gpu_count, self.model, self.precision, self.source)
+
+
+@dataclass(frozen=True)
+class RunRecord(Workpoint):
+    run_id: str
     throughput: float
     tf32_math: bool  # matmuls ran (or were published) with TF32 tensor-core math
     per_watt: float | None
@@ -39,20 +49,9 @@ class RunRecord:
     settings: tuple  # values of SETTING_TAGS
     anomaly_tag: str | None  # the `anomaly` tag an earlier compare left
 
-    @property
-    def point(self) -> tuple:
-        return (self.gpu, self.gpu_count, self.model, self.precision, self.source)
 
-
-@dataclass
-class Measurement:
-    gpu: str
-    gpu_count: int
-    model: str
-    category: str
-    precision: str
-    source: str
-    unit: str
+@dataclass(frozen=True)
+class Measurement(Workpoint):
     throughput: float  # median of the runs
     throughput_min: float
     throughput_max: float
@@ -66,10 +65,6 @@ class Measurement:
     @property
     def n_runs(self) -> int:
         return len(self.runs)
-
-    @property
-    def point(self) -> tuple:
-        return (self.gpu, self.gpu_count, self.model, self.precision, self.source)
 
     @property
     def label(self) -> str:
