@@ -27,7 +27,7 @@ def build(model_name: str, batch: int, channels_last: bool):
         if channels_last:
             model = model.to(memory_format=torch.channels_last)
             x = x.contiguous(memory_format=torch.channels_last)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4, fused=True)
         return model, opt, (lambda: F.cross_entropy(model(x), y)), batch, "images/s"
     if model_name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel

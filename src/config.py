@@ -216,11 +216,15 @@ class ImportConfig:
     tracking: TrackingConfig = MISSING
 
 
-def register_configs() -> None:
-    cs = ConfigStore.instance()
-    cs.store(name="config_schema", node=Config)  # types every group: a wrong key fails at compose
-    cs.store(name="compare_schema", node=CompareConfig)
-    cs.store(name="import_schema", node=ImportConfig)
+SCHEMAS = {"config_schema": Config, "compare_schema": CompareConfig, "import_schema": ImportConfig}
+
+
+def register_configs(*schemas: str) -> None:
+    """Store the schemas an entry point composes (all when none is named). Only those: Hydra
+    deep-copies the whole store for every config group it lists (`--help` lists them all), so each
+    extra schema costs start-up time."""
+    for name in schemas or SCHEMAS:
+        ConfigStore.instance().store(name=name, node=SCHEMAS[name])  # a wrong key fails at compose
     if not OmegaConf.has_resolver("project_root"):
         OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
 

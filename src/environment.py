@@ -39,21 +39,12 @@ def cpu_model() -> str:
 
 
 def software_versions() -> dict:
-    """Versions read without initialising CUDA in this process."""
-    import torch
-
-    versions = {
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda or "none",
-        "cudnn": str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else "none",
-    }
-    try:
-        versions["nccl"] = ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else "none"
-    except Exception:  # NCCL library absent in a CPU build
-        versions["nccl"] = "none"
-    # From the installed metadata: importing torchvision or transformers costs seconds per job.
+    """Package versions from the installed metadata: importing torch here would cost the job
+    process seconds per job; the CUDA, cuDNN and NCCL that ran come from a rank
+    (`runtime_versions`)."""
+    versions = {"python": sys.version.split()[0]}
     distributions = {
+        "torch": "torch",
         "torchvision": "torchvision",
         "transformers": "transformers",
         "mlflow": "mlflow",
@@ -64,6 +55,21 @@ def software_versions() -> dict:
             versions[package] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             versions[package] = "none"
+    return versions
+
+
+def runtime_versions() -> dict:
+    """The CUDA, cuDNN and NCCL builds torch runs with, read in a rank (which has torch loaded)."""
+    import torch
+
+    versions = {
+        "cuda": torch.version.cuda or "none",
+        "cudnn": str(torch.backends.cudnn.version()) if torch.backends.cudnn.is_available() else "none",
+    }
+    try:
+        versions["nccl"] = ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else "none"
+    except Exception:  # NCCL library absent in a CPU build
+        versions["nccl"] = "none"
     return versions
 
 

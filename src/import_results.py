@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.config import ConfigError, register_configs, tracking_errors
 
-register_configs()
+register_configs("import_schema")
 
 PRECISIONS = {"fp32": "fp32", "amp": "fp16"}  # ours -> the published table's name for it
 MEASURED_SOURCE = "measured"  # what compare calls runs without a source tag

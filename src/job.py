@@ -84,15 +84,14 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         from src import environment, telemetry
 
         env = environment.capture(selection.devices)
-        run.set_tags(
-            {f"{k}_version": v for k, v in env["versions"].items()} | {"driver_version": env["driver"]}
-        )
+        _log_environment(run, env)
         run.log_params(tracking.flatten(cfg))
         run.log_files({"config.yaml": OmegaConf.to_yaml(cfg, resolve=True)})
-        run.log_dict(env, "environment.json")
 
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
             outcome = _launch(cfg, selection, job_dir, name, job_started)
+        env["versions"] |= outcome["runtime_versions"]  # what the ranks ran with: CUDA, cuDNN, NCCL
+        _log_environment(run, env)
         if not outcome["all_finite"]:  # its figures are not a result: none is logged
             run.set_tags({"diverged": "true"})
             raise Diverged("training diverged: non-finite loss in the measured window")
@@ -127,6 +126,11 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         run.end("FAILED")
         console.failure_line(name, reason.splitlines()[0] if reason else "")
         raise
+
+
+def _log_environment(run: tracking.JobRun, env: dict) -> None:
+    run.set_tags({f"{k}_version": v for k, v in env["versions"].items()} | {"driver_version": env["driver"]})
+    run.log_dict(env, "environment.json")
 
 
 class Diverged(RuntimeError):

@@ -44,6 +44,7 @@ def combine_ranks(ranks: list[dict], job_started: float) -> dict:
         "all_finite": all(r["all_finite"] for r in ranks),
         "precision_math": ranks[0]["precision_math"],
         "device_name": ranks[0]["device_name"],
+        "runtime_versions": ranks[0]["runtime_versions"],
         "world_size": world,
     }
 

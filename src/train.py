@@ -13,7 +13,7 @@ from omegaconf import DictConfig, open_dict
 from src import credentials, signals
 from src.config import ConfigError, finalize, override_keys, register_configs
 
-register_configs()
+register_configs("config_schema")
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")

@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from src.environment import runtime_versions
 from src.models import build_workload
 from src.precision import PrecisionContext
 from src.stats import relative_ci_halfwidth
@@ -211,6 +212,7 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
         "batch_size": batch_size,
         "precision_math": precision.describe(),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "runtime_versions": runtime_versions(),
         "peak_memory_gb": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
     }
     reports = [result]

@@ -37,6 +37,7 @@ def _rank(rank, times, items=32):
         "all_finite": True,
         "precision_math": {},
         "device_name": "x",
+        "runtime_versions": {"cuda": "none"},
     }
 
 

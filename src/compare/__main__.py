@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from src.config import ConfigError, register_configs
 
-register_configs()
+register_configs("compare_schema")
 
 
 @hydra.main(config_path="../../conf", config_name="compare", version_base="1.3")
