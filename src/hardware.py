@@ -2,10 +2,14 @@
 
 The job process never initialises CUDA: it reads NVML and hands the ranks their devices through
 CUDA_VISIBLE_DEVICES, ordered by PCI bus id so that NVML's and CUDA's numbering agree.
+
+NVML sees every GPU of the host, so a CUDA_VISIBLE_DEVICES that the process started with (a
+scheduler's allocation, or a user sharing a host) limits the choice to the GPUs it names.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +20,8 @@ from src import nvml
 from src.config import PROJECT_ROOT, ConfigError
 
 GPU_PROFILES = PROJECT_ROOT / "conf" / "gpu"
+# Read once, before any job of this process sets the variable for its own ranks.
+INHERITED_VISIBLE_DEVICES = os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,26 @@ def list_devices() -> list[Device]:
                     memory_gb=lib.nvmlDeviceGetMemoryInfo(handle).total / 1e9,
                 )
             )
-    return sorted(devices, key=lambda d: d.pci_bus_id.lower())
+    return allowed(sorted(devices, key=lambda d: d.pci_bus_id.lower()), INHERITED_VISIBLE_DEVICES)
+
+
+def allowed(devices: list[Device], visible: str | None) -> list[Device]:
+    """The bus-ordered devices that a CUDA_VISIBLE_DEVICES value names, in its order: UUIDs
+    (or a unique prefix, as CUDA accepts) or indices in bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID,
+    as schedulers assume). Unset: all. CUDA ignores the entries from the first one it cannot
+    resolve on; so does this."""
+    if visible is None:
+        return devices
+    chosen = []
+    for entry in (e.strip() for e in visible.split(",")):
+        if entry.isdigit():
+            found = [devices[int(entry)]] if int(entry) < len(devices) else []
+        else:
+            found = [d for d in devices if entry and d.uuid.startswith(entry)]
+        if len(found) != 1 or found[0] in chosen:
+            break
+        chosen.append(found[0])
+    return chosen
 
 
 def matches(profile, device_name: str) -> bool:
@@ -79,9 +104,11 @@ def known_profiles(directory: Path = GPU_PROFILES) -> dict:
 
 
 def host_summary(devices: list[Device]) -> str:
-    if not devices:
-        return "no GPU that NVML can see"
-    return ", ".join(f"{n} x {name}" for name, n in Counter(d.name for d in devices).items())
+    summary = ", ".join(f"{n} x {name}" for name, n in Counter(d.name for d in devices).items())
+    summary = summary or "no GPU that NVML can see"
+    if INHERITED_VISIBLE_DEVICES is not None:
+        summary += f" (limited by CUDA_VISIBLE_DEVICES={INHERITED_VISIBLE_DEVICES})"
+    return summary
 
 
 def select(gpu_cfg, devices: list[Device], profiles: dict | None = None) -> Selection:

@@ -16,6 +16,12 @@ from src.job import adopt_profile
 CUDA_PROFILES = sorted(hardware.known_profiles())
 
 
+@pytest.fixture(autouse=True)
+def all_gpus_visible(monkeypatch):
+    """Whatever CUDA_VISIBLE_DEVICES the test process started with, the fake hosts show all."""
+    monkeypatch.setattr(hardware, "INHERITED_VISIBLE_DEVICES", None)
+
+
 def test_devices_are_listed_in_pci_bus_order_with_their_uuids(monkeypatch):
     install(monkeypatch, FakeNvml(mixed_host()))
     devices = hardware.list_devices()
@@ -24,6 +30,35 @@ def test_devices_are_listed_in_pci_bus_order_with_their_uuids(monkeypatch):
         ("NVIDIA GeForce RTX 3090", 0, "GPU-3090"),
     ]
     assert devices[1].memory_gb == pytest.approx(24.0)
+
+
+@pytest.mark.parametrize(
+    "visible, expected",
+    [
+        (None, ["GPU-a6000", "GPU-3090"]),
+        ("1", ["GPU-3090"]),  # an index counts in bus order
+        ("GPU-3090,GPU-a6000", ["GPU-3090", "GPU-a6000"]),  # in the order named
+        ("GPU-30", ["GPU-3090"]),  # a unique UUID prefix, as CUDA takes it
+        ("0,7,1", ["GPU-a6000"]),  # CUDA ignores everything from the first unknown entry on
+        ("GPU-,1", []),  # an ambiguous prefix is unknown too
+        ("", []),
+    ],
+)
+def test_an_inherited_cuda_visible_devices_limits_the_choice(monkeypatch, visible, expected):
+    install(monkeypatch, FakeNvml(mixed_host()))
+    monkeypatch.setattr(hardware, "INHERITED_VISIBLE_DEVICES", visible)
+    assert [d.uuid for d in hardware.list_devices()] == expected
+
+
+def test_a_card_hidden_by_cuda_visible_devices_is_named_in_the_error(monkeypatch):
+    install(monkeypatch, FakeNvml(mixed_host()))
+    monkeypatch.setattr(hardware, "INHERITED_VISIBLE_DEVICES", "1")
+    with pytest.raises(ConfigError) as info:
+        hardware.select(compose_cfg(["gpu=a6000"]).gpu, hardware.list_devices())
+    assert str(info.value) == (
+        "gpu=a6000 needs 1 x RTX A6000; this host has 1 x NVIDIA GeForce RTX 3090"
+        " (limited by CUDA_VISIBLE_DEVICES=1)"
+    )
 
 
 def test_no_nvml_means_no_devices(monkeypatch):
