@@ -1,8 +1,15 @@
-"""Model builders. Each is `builder(cfg: dict, batch_size: int, device) -> Workload`."""
+"""Model builders. Each is `builder(cfg: dict, batch_size: int, device) -> Workload`.
+
+This package imports nothing heavy: the job process validates builder names without torch.
+"""
+
+from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from src.models.base import Workload
+if TYPE_CHECKING:
+    from src.models.base import Workload
 
 
 def build_workload(model_cfg: dict, batch_size: int, device) -> Workload:
@@ -11,4 +18,4 @@ def build_workload(model_cfg: dict, batch_size: int, device) -> Workload:
     return builder(model_cfg, batch_size, device)
 
 
-__all__ = ["Workload", "build_workload"]
+__all__ = ["build_workload"]
