@@ -28,6 +28,8 @@ def build(model_name: str, batch: int, channels_last: bool):
             model = model.to(memory_format=torch.channels_last)
             x = x.contiguous(memory_format=torch.channels_last)
         opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4, fused=True)
+        for p in model.parameters():  # fused SGD leaves lazy buffers unset if GradScaler skips step 1
+            opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
         return model, opt, (lambda: F.cross_entropy(model(x), y)), batch, "images/s"
     if model_name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel

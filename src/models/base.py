@@ -26,10 +26,24 @@ class Workload:
         # scaler's inf check on the device: an unfused step makes GradScaler wait for the host.
         fused = all(p.is_cuda for p in params) or None
         if self.optimizer == "sgd":
-            return torch.optim.SGD(params, lr=self.lr or 0.01, momentum=0.9, weight_decay=1e-4, fused=fused)
+            return momentum_sgd(params, lr=self.lr or 0.01, fused=fused)
         if self.optimizer == "adamw":
             return torch.optim.AdamW(params, lr=self.lr or 1e-4, weight_decay=0.01, fused=fused)
         raise ValueError(f"optimizer={self.optimizer!r}: must be sgd or adamw")
+
+
+def momentum_sgd(params: list[nn.Parameter], lr: float, fused: bool | None) -> torch.optim.SGD:
+    """SGD with momentum 0.9 and weight decay 1e-4, its momentum buffers created up front as zeros.
+
+    torch's fused SGD creates them uninitialised on its first step and fills them in its kernel,
+    which GradScaler skips when that step overflows (usual at fp16's initial scale): the garbage
+    then reaches the weights as NaN (seen with torch 2.11 on an H200). From zero, the first step
+    is the same as from a lazily created buffer: 0.9 * 0 + grad.
+    """
+    optimizer = torch.optim.SGD(params, lr=lr, momentum=0.9, weight_decay=1e-4, fused=fused)
+    for p in params:
+        optimizer.state[p]["momentum_buffer"] = torch.zeros_like(p)
+    return optimizer
 
 
 def count_training_flops(model: nn.Module, loss_fn, batch) -> float:
