@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from src.config import finalize
 from src.models import build_workload
-from src.models.detection import synthetic_targets
+from src.models.detection import MAX_OBJECTS, padded_synthetic_targets, synthetic_targets
 from tests.conftest import compose_cfg
 
 MODELS = ["resnet50", "ssd300", "maskrcnn", "vit_b16", "gpt2", "llama", "bert_large", "txl_base", "txl_large"]
@@ -64,6 +64,8 @@ def test_detection_batch_is_valid_for_the_model(name):
     torch.manual_seed(1)
     workload = build_workload({**cfg, "flops_per_item": 1.0}, 3, torch.device("cpu"))
     images, targets = workload.batch
+    if name == "ssd300":
+        targets = real_objects(targets)
     assert len(images) == len(targets) == 3
     for image, target in zip(images, targets, strict=True):
         height, width = image.shape[-2:]
@@ -80,6 +82,19 @@ def test_detection_batch_is_valid_for_the_model(name):
         assert images[0].shape[-2:] == (cfg["image_size"], round(cfg["image_size"] * 4 / 3))
 
 
+def real_objects(padded: dict) -> list[dict]:
+    """Per image, the objects of SSD's padded targets, having checked the padding: MAX_OBJECTS
+    slots, 1..MAX_OBJECTS real objects first, then label 0 and a zero box in every slot after."""
+    boxes, labels = padded["boxes"], padded["labels"]
+    assert labels.shape[1] == MAX_OBJECTS and boxes.shape == (*labels.shape, 4)
+    objects = []
+    for image_boxes, image_labels in zip(boxes, labels, strict=True):
+        count = int((image_labels > 0).sum())
+        assert count >= 1 and (image_labels[count:] == 0).all() and (image_boxes[count:] == 0).all()
+        objects.append({"boxes": image_boxes[:count], "labels": image_labels[:count]})
+    return objects
+
+
 def assert_masks_fill_their_boxes(masks: torch.Tensor, boxes: torch.Tensor) -> None:
     for mask, box in zip(masks, boxes, strict=True):
         ys, xs = torch.nonzero(mask, as_tuple=True)
@@ -90,11 +105,17 @@ def assert_masks_fill_their_boxes(masks: torch.Tensor, boxes: torch.Tensor) -> N
 
 def test_synthetic_targets_stay_inside_small_and_oblong_images():
     torch.manual_seed(2)
-    for target in synthetic_targets(20, height=7, width=40, num_classes=3, device="cpu", masks=True):
+    listed = synthetic_targets(20, height=7, width=40, num_classes=3, device="cpu", masks=True)
+    padded = real_objects(padded_synthetic_targets(20, height=7, width=40, num_classes=3, device="cpu"))
+    for target in listed + padded:
         boxes = target["boxes"]
         assert (boxes >= 0).all() and (boxes[:, 2] <= 40).all() and (boxes[:, 3] <= 7).all()
         assert (boxes[:, 2:] > boxes[:, :2]).all()
-        assert_masks_fill_their_boxes(target["masks"], boxes)
+    for target in listed:
+        assert_masks_fill_their_boxes(target["masks"], target["boxes"])
+    # 1..MAX_OBJECTS objects per image, the whole range drawn over 40 images
+    counts = {len(target["boxes"]) for target in listed + padded}
+    assert min(counts) >= 1 and max(counts) <= MAX_OBJECTS and len(counts) > MAX_OBJECTS // 2
 
 
 def test_channels_last_reaches_vision_models():
@@ -127,3 +148,4 @@ def test_ssd300_has_the_reference_feature_maps_and_8732_default_boxes():
     assert sides == [38, 19, 10, 5, 3, 1]
     assert [f.shape[1] for f in features] == [1024, 512, 512, 256, 256, 256]
     assert sum(s * s * n for s, n in zip(sides, per_cell, strict=True)) == 8732
+    assert model.default_boxes.shape == (8732, 4)  # computed once for the fixed 300 px input
