@@ -1,6 +1,6 @@
 """Fault drills: a real job loses a rank, hangs, or is interrupted, and must end cleanly and in time.
 
-    python benchmarks/fault_drill.py [--drills kill stop interrupt] [--store DIR] [--sweep KEY=A,B] OVERRIDES
+    python benchmarks/fault_drill.py [--store DIR] [--sweep KEY=A,B] OVERRIDES [--drills kill stop interrupt]
     python benchmarks/fault_drill.py gpu=h200 gpu.count=2 model=resnet50 precision=amp \\
         benchmark.time_limit_s=20 benchmark.timeout_s=40 --sweep precision=amp,bf16
 
@@ -109,6 +109,7 @@ def progress(folder: Path) -> dict:
 
 
 def wait_until_measuring(folder: Path, job: subprocess.Popen, wait_s: float) -> str:
+    """Wait for rank 0's first report from the measured window; says where the job got to."""
     deadline = time.monotonic() + wait_s
     while job.poll() is None and time.monotonic() < deadline:
         if progress(folder).get("phase") == "measuring":
@@ -228,7 +229,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--drills", nargs="+", choices=list(DRILLS), default=list(DRILLS))
+    parser.add_argument(  # after the overrides: it takes every word up to the next option
+        "--drills", nargs="+", choices=list(DRILLS), default=list(DRILLS)
+    )
     parser.add_argument("--store", type=Path, help="keep each drill's store and logs under DIR/<drill>")
     parser.add_argument(
         "--sweep", default="benchmark.seed=0,1", help="the two-point sweep the interrupt drill runs (KEY=A,B)"
