@@ -10,24 +10,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_suite(args: list[str], store: Path, check: bool = True) -> float:
-    """Run `python -m src.train ARGS` into the MLflow store at `store`; returns its wall time.
+def suite_command(args: list[str], store: Path) -> list[str]:
+    """`python -m src.train ARGS` writing its runs and Hydra folders under `store`; run it from ROOT.
 
     Always with benchmark.rerun=true: a repeat must measure again, not resume the earlier run."""
+    return [
+        sys.executable,
+        "-m",
+        "src.train",
+        *args,
+        "benchmark.rerun=true",
+        f"tracking.uri={tracking_uri(store)}",
+        f"hydra.run.dir={store}/run",
+        f"hydra.sweep.dir={store}/sweep-{time.time_ns()}",
+    ]
+
+
+def run_suite(args: list[str], store: Path, check: bool = True) -> float:
+    """Run `python -m src.train ARGS` into the MLflow store at `store`; returns its wall time."""
     started = time.perf_counter()
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "src.train",
-            *args,
-            f"tracking.uri={tracking_uri(store)}",
-            f"hydra.run.dir={store}/run",
-            f"hydra.sweep.dir={store}/sweep-{time.time_ns()}",
-        ],
-        cwd=ROOT,
-        check=check,
-    )
+    subprocess.run(suite_command(args, store), cwd=ROOT, check=check)
     return time.perf_counter() - started
 
 
@@ -35,15 +37,19 @@ def tracking_uri(store: Path) -> str:
     return f"sqlite:///{store}/mlflow.db"
 
 
-def job_runs(store: Path, newest_first: bool = True):
-    """All job runs (sweep parents left out) in the store."""
+def store_runs(store: Path, newest_first: bool = True):
+    """All runs in the store, sweep parents included, whatever their experiment."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri(store))
-    exp = client.get_experiment_by_name("gpubench")
+    experiments = [e.experiment_id for e in client.search_experiments()]
     order = "DESC" if newest_first else "ASC"
-    runs = client.search_runs([exp.experiment_id], order_by=[f"attributes.start_time {order}"])
-    return [r for r in runs if r.data.tags.get("sweep") != "true"]
+    return client.search_runs(experiments, order_by=[f"attributes.start_time {order}"])
+
+
+def job_runs(store: Path, newest_first: bool = True):
+    """All job runs (sweep parents left out) in the store."""
+    return [r for r in store_runs(store, newest_first) if r.data.tags.get("sweep") != "true"]
 
 
 def latest_throughput(store: Path) -> float:

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from conftest import compose_cfg, read_runs
 from mlflow.tracking import MlflowClient
 
+from benchmarks.process_tree import ProcessTree, rank_processes
 from src.config import PROJECT_ROOT, ConfigError, finalize, override_keys
 
 TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model.builder=tests.workloads:by_name"]
@@ -59,50 +59,6 @@ class Cli:
     @property
     def output(self) -> str:
         return self.log.read_text()
-
-
-class ProcessTree:
-    """Records every process started under `root` while it runs, to show that none outlives it."""
-
-    def __init__(self, root: int):
-        self.root, self.seen = root, {}  # pid -> start time (tells a reused pid apart)
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        while not self._done.wait(0.1):
-            table = _proc_table()
-            children: dict[int, list[int]] = {}
-            for pid, (ppid, _, _) in table.items():
-                children.setdefault(ppid, []).append(pid)
-            stack = list(children.get(self.root, []))
-            while stack:
-                pid = stack.pop()
-                self.seen.setdefault(pid, table[pid][1])
-                stack += children.get(pid, [])
-
-    def stop(self) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def alive(self) -> list[int]:
-        table = _proc_table()
-        return [pid for pid, start in self.seen.items() if pid in table and table[pid][1] == start]
-
-
-def _proc_table() -> dict[int, tuple[int, int, str]]:
-    """pid -> (parent pid, start time, state) for live processes (zombies count as gone)."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                table[int(entry)] = (int(fields[1]), int(fields[19]), fields[0])
-    return table
 
 
 def wait_for(path: Path, cli: Cli, timeout: float = 180) -> None:
@@ -268,7 +224,9 @@ def test_killed_rank_fails_the_job_quickly_and_leaves_no_process(tmp_path, track
     )
     wait_for(pids / "rank1.pid", cli)
     wait_for(pids / "rank0.pid", cli)
-    os.kill(int((pids / "rank1.pid").read_text()), signal.SIGKILL)
+    rank_pids = {rank: int((pids / f"rank{rank}.pid").read_text()) for rank in (0, 1)}
+    assert rank_processes(cli.proc.pid) == rank_pids  # how benchmarks/fault_drill.py finds them
+    os.kill(rank_pids[1], signal.SIGKILL)
     killed = time.monotonic()
     assert cli.wait() != 0
     assert time.monotonic() - killed < 60  # far below benchmark.timeout_s (900 s)
