@@ -183,9 +183,17 @@ def _elastic_launch(spec: dict) -> list[dict]:
     try:
         per_rank = elastic_launch(config, train_rank)(spec["rank_cfg"], spec["progress_path"])
     except ChildFailedError as exc:
-        rank, failure = exc.get_first_failure()
+        rank, failure = _root_failure(exc.failures)
         raise RankFailure(_describe_failure(rank, failure, log_dir)) from None
     return [report for reports in per_rank.values() for report in reports]
+
+
+def _root_failure(failures: dict) -> tuple[int, object]:
+    """The rank whose failure explains the others: one killed by a signal (its peers then fail on a
+    reset connection, and their error files carry earlier timestamps than the agent's record of
+    the death), else the earliest."""
+    killed = {rank: f for rank, f in failures.items() if f.exitcode is not None and f.exitcode < 0}
+    return min((killed or failures).items(), key=lambda item: item[1].timestamp)
 
 
 def _describe_failure(rank: int, failure, log_dir: Path) -> str:

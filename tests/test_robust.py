@@ -464,3 +464,15 @@ def test_spool_delivery_completes_one_run_however_often_it_is_sent(tmp_path, tra
     assert run.info.status == "FINISHED" and run.info.end_time == 3_000
     assert [m.value for m in client.get_metric_history(run.info.run_id, "throughput")] == [12.5]
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["step_times.csv"]
+
+
+def test_the_rank_killed_by_a_signal_is_named_not_the_peer_that_lost_it():
+    from types import SimpleNamespace
+
+    from src.launch import _root_failure
+
+    peer = SimpleNamespace(exitcode=1, timestamp=100)  # "connection reset by peer", logged first
+    killed = SimpleNamespace(exitcode=-9, timestamp=105)
+    assert _root_failure({0: peer, 1: killed}) == (1, killed)
+    first = SimpleNamespace(exitcode=1, timestamp=99)
+    assert _root_failure({0: peer, 2: first}) == (2, first)  # no signal: the earliest error
