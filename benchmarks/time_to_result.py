@@ -25,6 +25,8 @@ def main() -> None:
             print(
                 f"{run.info.run_name:<28}{run.info.status:<10}{m.get('throughput', float('nan')):>14,.1f} "
                 f"{run.data.tags.get('unit', ''):<10}steps {int(m.get('measured_steps', 0)):>4}  "
+                f"ranks up {m.get('time_to_rank_start_s', float('nan')):5.1f} s, "
+                f"first step {m.get('time_to_first_step_s', float('nan')):6.1f} s  "
                 f"wall {(run.info.end_time - run.info.start_time) / 1e3:6.1f} s"
             )
     print(f"time to result: {seconds:.1f} s for {len(runs)} job(s): {' '.join(args)}")

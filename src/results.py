@@ -26,6 +26,8 @@ def combine_ranks(ranks: list[dict], job_started: float) -> dict:
         "batch_size": ranks[0]["batch_size"],  # per GPU: the one model.batch_size=auto chose, if so
         "loss_first": ranks[0]["loss_first"],
         "loss_last": ranks[0]["loss_last"],
+        # where start-up goes: launching the ranks, then building the model and its first step
+        "time_to_rank_start_s": max(r["rank_started"] for r in ranks) - job_started,
         "time_to_first_step_s": max(r["first_step_done"] for r in ranks) - job_started,
         "measured_window_s": max(r["window_end"] for r in ranks) - min(r["window_start"] for r in ranks),
     }

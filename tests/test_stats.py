@@ -29,6 +29,7 @@ def _rank(rank, times, items=32):
         "batch_size": 8,
         "loss_first": 7.0,
         "loss_last": 6.0,
+        "rank_started": 102.0 + rank,
         "first_step_done": 105.0 + rank,
         "window_start": 110.0 + rank,
         "window_end": 120.0 + rank,
@@ -49,6 +50,6 @@ def test_combine_ranks_uses_the_slowest_rank_per_step_and_all_items():
     assert m["throughput_per_gpu"] == pytest.approx(32 / 0.25)
     assert m["peak_memory_gb"] == 11.0
     assert m["batch_size"] == 8  # per GPU, logged as it ran
-    assert m["time_to_first_step_s"] == pytest.approx(6.0)
+    assert (m["time_to_rank_start_s"], m["time_to_first_step_s"]) == pytest.approx((3.0, 6.0))
     assert out["window"] == (110.0, 121.0)
     assert m["achieved_tflops_per_gpu"] == pytest.approx(1e9 * 64 / 0.25 / 2 / 1e12)
