@@ -6,8 +6,8 @@
     python benchmarks/models_table.py --override model.batch_size=auto   # the largest batches
 
 Runs `python -m src.train -m ...` sweeps: every model at amp and bf16, plus tf32 for resnet50,
-ssd300 (both have a published Lambda TF32 figure) and the Transformer-XLs, plus resnet50 amp compiled; vision models with channels_last. Then prints
-model, precision, batch, throughput, peak memory, achieved TFLOP/s and MFU of the runs it made,
+ssd300 (both have a published Lambda TF32 figure) and the Transformer-XLs, plus resnet50 amp
+compiled; vision models with channels_last. Then prints model, precision, batch, throughput, peak memory, achieved TFLOP/s and MFU of the runs it made,
 and for ResNet-50 and SSD the ratio to Lambda's published H200 figures (target: >= 1.3x).
 """
 
