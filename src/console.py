@@ -67,7 +67,7 @@ def result_line(name: str, metrics: dict, unit: str) -> None:
 
 
 def failure_line(name: str, reason: str) -> None:
-    console.print(f"[red]FAILED[/] {name}: {reason}")
+    console.print(f"[red]FAILED[/] {name}: {escape(reason)}")  # free text: "[/path:545]" is no markup
 
 
 def summary_table(rows: list[dict]) -> None:
@@ -83,7 +83,7 @@ def summary_table(rows: list[dict]) -> None:
             f"{throughput:,.1f}" if throughput is not None else "-",
             row.get("unit", ""),
             f"{step:.1f}" if step is not None else "-",
-            row.get("error", "")[:80],
+            escape(row.get("error", "")[:80]),
         )
     console.print(table)
 
