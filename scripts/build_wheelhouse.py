@@ -2,6 +2,7 @@
 """Build a folder of wheels that installs this project on a GPU node without internet access.
 
     python scripts/build_wheelhouse.py                      # cp312, manylinux x86_64, into .whl/
+    python scripts/build_wheelhouse.py --extras dev         # and pytest, for the GPU tests there
     python scripts/build_wheelhouse.py --dest /tmp/whl --python-version 3.11 \\
         --exclude-file my-image-packages.txt --exclude pandas scipy
 
@@ -59,9 +60,18 @@ def read_exclude_file(path: Path) -> set[str]:
     return excluded
 
 
-def project_requirements(pyproject: Path = PROJECT_ROOT / "pyproject.toml") -> list[str]:
+def project_requirements(
+    extras: list[str] = (), pyproject: Path = PROJECT_ROOT / "pyproject.toml"
+) -> list[str]:
+    """The project's dependencies, plus those of the named optional extras (`dev`: pytest, for
+    `python -m pytest -m gpu` on the node)."""
     with pyproject.open("rb") as f:
-        return list(tomllib.load(f)["project"]["dependencies"])
+        project = tomllib.load(f)["project"]
+    optional = project.get("optional-dependencies", {})
+    unknown = [e for e in extras if e not in optional]
+    if unknown:
+        raise SystemExit(f"--extras {' '.join(unknown)}: must be among {', '.join(sorted(optional))}")
+    return list(project["dependencies"]) + [spec for e in extras for spec in optional[e]]
 
 
 def wanted(requirements: list[str], excluded: set[str]) -> list[str]:
@@ -112,7 +122,7 @@ def build(args: argparse.Namespace) -> list[Path]:
     if canonical(ANTLR[0]) not in excluded:
         pip("wheel", "--no-deps", "--wheel-dir", str(dest), f"{ANTLR[0]}=={ANTLR[1]}")
 
-    requirements = wanted(project_requirements(), excluded)
+    requirements = wanted(project_requirements(args.extras), excluded)
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         constraints = [x for c in args.constraint for x in ("-c", str(c))]
@@ -149,6 +159,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="packages the target image already has (default: the GPU image's list beside this script)",
     )
     parser.add_argument("--exclude", nargs="*", default=[], metavar="NAME", help="more packages to leave out")
+    parser.add_argument(
+        "--extras",
+        nargs="*",
+        default=[],
+        metavar="EXTRA",
+        help="optional dependency sets too, e.g. dev (pytest)",
+    )
     parser.add_argument(
         "-c", "--constraint", action="append", default=[], type=Path, help="pip constraints file (e.g. pins)"
     )

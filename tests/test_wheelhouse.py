@@ -114,3 +114,12 @@ def test_bad_target_is_named(bad, key, capsys):
     with pytest.raises(SystemExit):
         wh.parse_args(bad)
     assert key in capsys.readouterr().err
+
+
+def test_extras_add_their_requirements_and_an_unknown_one_is_named():
+    base = wh.project_requirements()
+    with_dev = wh.project_requirements(["dev"])
+    assert with_dev[: len(base)] == base
+    assert "pytest" in {wh.requirement_name(r) for r in with_dev[len(base) :]}
+    with pytest.raises(SystemExit, match="--extras gpu: must be among dev"):
+        wh.project_requirements(["gpu"])
