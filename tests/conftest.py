@@ -22,6 +22,17 @@ def compose_cfg(overrides: list[str] | None = None):
 
 
 @pytest.fixture
+def one_thread():
+    """One intra-op thread: on a shared 2-core host, two spinning threads run slower than one."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
 def tracking_uri(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path}/mlruns/mlflow.db"
 

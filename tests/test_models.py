@@ -18,13 +18,7 @@ MODELS = ["resnet50", "ssd300", "maskrcnn", "vit_b16", "gpt2", "llama", "bert_la
 UNITS = {"vision": {"images/s"}, "language": {"tokens/s", "sequences/s"}}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One intra-op thread: on a shared 2-core host, two spinning threads run slower than one."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def smoke_model_cfg(name: str, *overrides: str) -> dict:

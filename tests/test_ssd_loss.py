@@ -25,12 +25,7 @@ NUM_CLASSES = 5
 COUNTS = [0, 1, 3, 6, 4]  # objects per image in 6 slots: an empty image, a full one, padding between
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class TwoMaps(nn.Module):
