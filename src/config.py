@@ -110,6 +110,9 @@ class ModelConfig:
     div_val: int | None = None  # adaptive input: each rarer cluster's width is divided by this
     dropout: float | None = None
     dropatt: float | None = None  # dropout on attention probabilities
+    # False where the model's tensor shapes change from step to step (Mask R-CNN's mask head sees a
+    # different count of positive regions each time): cuDNN autotuning would re-tune every step.
+    static_shapes: bool = True
 
 
 @dataclass
@@ -134,6 +137,7 @@ class BenchmarkConfig:
     seed: int = 0
     compile: bool = False  # torch.compile the model
     channels_last: bool | None = None  # NHWC memory format; null: on for vision models, off otherwise
+    cudnn_benchmark: bool | None = None  # cuDNN autotuning; null: on unless model.static_shapes is false
     timeout_s: float = 900.0  # a job (or a hung collective) past this is failed
     rerun: bool = False  # run a point even if its config already has a FINISHED run (see src/resume.py)
 
@@ -256,6 +260,10 @@ def finalize(cfg: DictConfig, cli_keys: set[str]) -> DictConfig:
         # NHWC is what tuned vision training uses on tensor cores (about 2x ResNet-50 amp on an H200)
         if cfg.benchmark.channels_last is None:
             cfg.benchmark.channels_last = cfg.model.category == "vision"
+        # Autotuning picks each convolution's fastest algorithm once per shape: a gain where shapes
+        # repeat, a new search every step where they do not.
+        if cfg.benchmark.cudnn_benchmark is None:
+            cfg.benchmark.cudnn_benchmark = cfg.model.static_shapes
         # gpu=auto: the batch follows the profile of the device found, so it is set once found
         if cfg.model.batch_size is None and cfg.gpu.device != "auto":
             cfg.model.batch_size = default_batch_size(cfg)

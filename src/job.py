@@ -76,6 +76,7 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         "benchmark": cfg.benchmark.name,
         "compile": cfg.benchmark.compile,
         "channels_last": cfg.benchmark.channels_last,
+        "cudnn_benchmark": cfg.benchmark.cudnn_benchmark,
         "host": socket.gethostname(),
         resume.HASH_TAG: digest,
     }

@@ -159,10 +159,10 @@ class JobRun:
     def single_gpu_baseline(self, tags: dict, params: dict) -> tuple[str, float] | None:
         """(run id, throughput) of the latest FINISHED 1-GPU run of this job's setup, if any.
 
-        Same gpu, model, precision, benchmark, compile and channels_last tags and the same `params`
+        Same gpu, model, precision, benchmark, compile, channels_last and cudnn_benchmark tags and the same `params`
         (the per-GPU batch: scaling is judged at equal work per GPU).
         """
-        keys = ("gpu", "model", "precision", "benchmark", "compile", "channels_last")
+        keys = ("gpu", "model", "precision", "benchmark", "compile", "channels_last", "cudnn_benchmark")
         filters = [f"tags.{k} = '{tags[k]}'" for k in keys]
         filters += ["tags.gpu_count = '1'", "attributes.status = 'FINISHED'"]
         filters += [f"params.`{k}` = '{v}'" for k, v in params.items()]

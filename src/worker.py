@@ -89,6 +89,42 @@ def _agree_to_stop(stop: bool, world: int, device: torch.device) -> bool:
     return bool(flag.item())
 
 
+class TrainingStep:
+    """One rank's model, optimizer and precision, as one callable training step.
+
+    Everything a rank sets up before its first step: cuDNN autotuning, the batch size (searched
+    here for `auto`), the workload, DDP across ranks, torch.compile and the optimizer.
+    """
+
+    def __init__(self, cfg: dict, device: torch.device, world: int):
+        model_cfg = {**cfg["model"], "channels_last": cfg["benchmark"].get("channels_last", False)}
+        if device.type == "cuda":
+            torch.backends.cudnn.benchmark = cfg["benchmark"]["cudnn_benchmark"]
+        self.precision = PrecisionContext(cfg["precision"], device)
+        self.batch_size = model_cfg["batch_size"]
+        if self.batch_size == "auto":  # searched in the rank's own process, before anything is timed
+            from src.autobatch import find_batch_size
+
+            self.batch_size = find_batch_size(model_cfg, self.precision, device, world)
+        self.workload = build_workload(model_cfg, self.batch_size, device)
+        model = self.workload.model
+        model.train()
+        if world > 1:
+            model = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[device.index] if device.type == "cuda" else None
+            )
+        if cfg["benchmark"].get("compile"):
+            model = torch.compile(model)
+        self.model = model
+        self.optimizer = self.workload.make_optimizer()
+
+    def __call__(self) -> torch.Tensor:
+        with self.precision.autocast():
+            loss = self.workload.loss_fn(self.model, self.workload.batch)
+        self.precision.backward_and_step(loss, self.optimizer)
+        return loss.detach()
+
+
 class OutOfMemory(RuntimeError):
     """The rank ran out of device memory; the message names the batch size that did not fit."""
 
@@ -114,40 +150,16 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
     Returns the reports of all ranks of the job on each node's first rank, [] on the others.
     """
     started = time.time()
-    bench, model_cfg = cfg["benchmark"], dict(cfg["model"])
-    model_cfg["channels_last"] = bench.get("channels_last", False)
+    bench = cfg["benchmark"]
     rank, local_rank, world, device = _setup_distributed(cfg["runtime"]["device"], bench["timeout_s"])
     torch.manual_seed(bench["seed"] + rank)
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True
     if device.type == "cpu" and cfg["runtime"].get("cpu_threads"):
         torch.set_num_threads(cfg["runtime"]["cpu_threads"])
 
-    precision = PrecisionContext(cfg["precision"], device)
-    batch_size = model_cfg["batch_size"]
-    if batch_size == "auto":  # searched here, in the rank's own process, before anything is timed
-        from src.autobatch import find_batch_size
-
-        batch_size = find_batch_size(model_cfg, precision, device, world)
-    workload = build_workload(model_cfg, batch_size, device)
-    model = workload.model
-    model.train()
-    if world > 1:
-        model = torch.nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None
-        )
-    if bench.get("compile"):
-        model = torch.compile(model)
-    optimizer = workload.make_optimizer()
+    step = TrainingStep(cfg, device, world)
+    workload, batch_size = step.workload, step.batch_size
     progress = Progress(progress_path, enabled=local_rank == 0)  # one writer per node's job process
-
     all_finite = torch.ones((), dtype=torch.bool, device=device)
-
-    def step() -> torch.Tensor:
-        with precision.autocast():
-            loss = workload.loss_fn(model, workload.batch)
-        precision.backward_and_step(loss, optimizer)
-        return loss.detach()
 
     first_step_done = None
     for i in range(bench["warmup_steps"]):
@@ -210,7 +222,7 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
         "loss_last": float(last_loss),
         "all_finite": bool(all_finite),
         "batch_size": batch_size,
-        "precision_math": precision.describe(),
+        "precision_math": step.precision.describe(),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "runtime_versions": runtime_versions(),
         "peak_memory_gb": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,

@@ -34,6 +34,7 @@ def test_sweep_logs_parent_and_tagged_children(tmp_path, tracking_uri):
         assert tags["category"] == {"resnet50": "vision", "gpt2": "language"}[tags["model"]]
         assert tags["precision"] in ("fp32", "bf16") and tags["host"] and tags["torch_version"]
         assert tags["cudnn_version"] and tags["nccl_version"]  # reported by the rank, not the job
+        assert tags["cudnn_benchmark"] == "True"
         assert tags["math_autocast_dtype"] == {"fp32": "none", "bf16": "bfloat16"}[tags["precision"]]
         assert run.data.params["model.name"] == tags["model"]
         assert metrics["throughput"] > 0 and metrics["measured_steps"] == 2

@@ -74,3 +74,17 @@ def test_cli_smoke_run_of_transformer_xl(tmp_path: Path, tracking_uri):
     assert metrics["batch_size"] == 2
     assert metrics["items_per_step"] == 2 * 32  # batch x target tokens per segment (smoke tgt_len 32)
     assert metrics["throughput"] > 0 and metrics["flops_per_item"] > 0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["model=resnet50"], True),
+        (["model=maskrcnn"], False),  # its mask head changes shape every step: no autotuning
+        (["model=maskrcnn", "benchmark.cudnn_benchmark=true"], True),
+        (["model=ssd300", "benchmark.cudnn_benchmark=false"], False),
+    ],
+)
+def test_cudnn_autotuning_follows_the_model_unless_set(overrides, expected):
+    cfg = finalize(compose_cfg(["gpu=h200", *overrides]), set())
+    assert cfg.benchmark.cudnn_benchmark is expected

@@ -134,7 +134,7 @@ def _notes(rows: list[analysis.RelativeRow], measurements: list[Measurement], ba
     mixed = [m.label for m in measurements if m.mixed_settings]
     if mixed:
         notes.append(
-            "Repeats that differ in benchmark, compile or channels_last were pooled for: "
+            "Repeats that differ in benchmark, compile, channels_last or cudnn_benchmark were pooled for: "
             + "; ".join(mixed)
             + ". Narrow them with filter_string, e.g. \"tags.compile = 'False'\"."
         )

@@ -14,7 +14,7 @@ from src import hardware
 
 MEASURED = "measured"
 REQUIRED_TAGS = ("gpu", "gpu_count", "model", "precision")
-SETTING_TAGS = ("benchmark", "compile", "channels_last")  # repeats should agree on these
+SETTING_TAGS = ("benchmark", "compile", "channels_last", "cudnn_benchmark")  # repeats should agree on these
 
 
 class CompareError(ValueError):

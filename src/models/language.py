@@ -55,6 +55,9 @@ def gpt2(cfg: dict, batch_size: int, device) -> Workload:
         n_embd=cfg["d_model"],
         n_layer=cfg["n_layer"],
         n_head=cfg["n_head"],
+        resid_pdrop=cfg["dropout"],
+        embd_pdrop=cfg["dropout"],
+        attn_pdrop=cfg["dropatt"],
         attn_implementation="sdpa",
     )
     model = GPT2LMHeadModel(config).to(device)
