@@ -59,6 +59,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="timed steps after warm-up")
     parser.add_argument("--profile-steps", type=int, default=3, help="profiled steps (0: no kernel table)")
     parser.add_argument("--top", type=int, default=25, help="kernels listed")
+    parser.add_argument(
+        "--sdpa",
+        choices=["flash", "mem_efficient", "cudnn", "math"],
+        help="allow only this attention backend",
+    )
+    parser.add_argument(
+        "--cudnn-limit",
+        type=int,
+        help="algorithms cuDNN autotuning tries per convolution (torch's default 10)",
+    )
     parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m src.train")
     args = parser.parse_args()
 
@@ -66,6 +76,11 @@ def main() -> None:
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     torch.manual_seed(cfg["benchmark"]["seed"])
+    if args.sdpa:
+        for backend in ("flash", "mem_efficient", "cudnn", "math"):
+            getattr(torch.backends.cuda, f"enable_{backend}_sdp")(backend == args.sdpa)
+    if args.cudnn_limit is not None:
+        torch.backends.cudnn.benchmark_limit = args.cudnn_limit
     started = time.perf_counter()
     step = TrainingStep(cfg, device, world=1)
     torch.cuda.synchronize()
@@ -81,7 +96,7 @@ def main() -> None:
     throughput = workload.items_per_step / step_s
     peak = cfg["gpu"]["peak_tflops"].get(cfg["precision"]["peak_key"])
     tflops = throughput * (workload.flops_per_item or 0) / 1e12
-    print(" ".join(args.overrides))
+    print(" ".join(sys.argv[1:]))
     print(
         f"set-up {built - started:.1f} s, first step {first - built:.1f} s, "
         f"cudnn.benchmark {torch.backends.cudnn.benchmark}, batch {step.batch_size}"

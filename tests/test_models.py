@@ -143,3 +143,22 @@ def test_ssd300_has_the_reference_feature_maps_and_8732_default_boxes():
     assert [f.shape[1] for f in features] == [1024, 512, 512, 256, 256, 256]
     assert sum(s * s * n for s, n in zip(sides, per_cell, strict=True)) == 8732
     assert model.default_boxes.shape == (8732, 4)  # computed once for the fixed 300 px input
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "bert_large"])
+def test_unmasked_attention_matches_transformers_masked_attention(name):
+    """The models run attention without a mask tensor (SDPA's own causality): the loss must be the
+    one transformers' eager attention gives with its explicit mask (causal for the decoders)."""
+    cfg = smoke_model_cfg(name)
+    torch.manual_seed(0)
+    workload = build_workload(cfg, cfg["batch_size"], torch.device("cpu"))
+    model = workload.model.eval()  # no dropout: the two passes must see the same function
+    hf_model = model.mlm if name == "bert_large" else model
+    assert hf_model.config._attn_implementation == "sdpa_unmasked"
+    with torch.no_grad():
+        for p in model.parameters():  # weights large enough that attention is far from uniform
+            p.normal_(0.0, 0.2)
+        unmasked = workload.loss_fn(model, workload.batch)
+        hf_model.set_attn_implementation("eager")
+        masked = workload.loss_fn(model, workload.batch)
+    torch.testing.assert_close(unmasked, masked, rtol=1e-5, atol=1e-5)
