@@ -39,6 +39,7 @@ def test_scaling_baseline_is_the_latest_finished_single_gpu_run_of_the_same_setu
         "benchmark": "default",
         "compile": False,
         "channels_last": False,
+        "cudnn_benchmark": True,
     }
 
     def job(throughput: float, status: str = "FINISHED", batch: int = 256, **changes) -> str:
@@ -56,6 +57,7 @@ def test_scaling_baseline_is_the_latest_finished_single_gpu_run_of_the_same_setu
     job(900.0, gpu_count=2)
     job(950.0, batch=128)
     job(990.0, gpu="rtx3090")
+    job(995.0, cudnn_benchmark=False)
     current = tracking.JobRun(
         TrackingConfig(uri=tracking_uri), experiment, "now", {**setup, "gpu_count": 2}, None
     )
