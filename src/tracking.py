@@ -14,6 +14,10 @@ from omegaconf import DictConfig, OmegaConf
 from src import console, credentials, spool
 from src.config import ConfigError
 
+# Tags that say how a job ran, beyond what it ran (gpu, model, precision): a scaling baseline must
+# match them, and compare flags repeats that differ in them.
+SETTING_TAGS = ("benchmark", "compile", "channels_last", "cudnn_benchmark")
+
 PARENT_RUN_FILE = "parent_run.json"  # in a sweep's folder: how jobs find their parent run
 # Fail fast per HTTP request (MLflow's default retries for minutes): the job keeps its result on
 # disk and retries delivery itself. A user's own settings win.
@@ -159,10 +163,10 @@ class JobRun:
     def single_gpu_baseline(self, tags: dict, params: dict) -> tuple[str, float] | None:
         """(run id, throughput) of the latest FINISHED 1-GPU run of this job's setup, if any.
 
-        Same gpu, model, precision, benchmark, compile, channels_last and cudnn_benchmark tags and the same `params`
-        (the per-GPU batch: scaling is judged at equal work per GPU).
+        Same gpu, model and precision, the same SETTING_TAGS and the same `params` (the per-GPU
+        batch: scaling is judged at equal work per GPU).
         """
-        keys = ("gpu", "model", "precision", "benchmark", "compile", "channels_last", "cudnn_benchmark")
+        keys = ("gpu", "model", "precision", *SETTING_TAGS)
         filters = [f"tags.{k} = '{tags[k]}'" for k in keys]
         filters += ["tags.gpu_count = '1'", "attributes.status = 'FINISHED'"]
         filters += [f"params.`{k}` = '{v}'" for k, v in params.items()]

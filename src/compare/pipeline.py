@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 from src.compare import analysis, anomalies, charts, report
 from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
 from src.config import PRECISIONS, ConfigError, tracking_errors
+from src.tracking import SETTING_TAGS
 
 REPORT_TAG = "report"
 
@@ -134,7 +135,7 @@ def _notes(rows: list[analysis.RelativeRow], measurements: list[Measurement], ba
     mixed = [m.label for m in measurements if m.mixed_settings]
     if mixed:
         notes.append(
-            "Repeats that differ in benchmark, compile, channels_last or cudnn_benchmark were pooled for: "
+            f"Repeats that differ in {' or '.join(SETTING_TAGS)} were pooled for: "
             + "; ".join(mixed)
             + ". Narrow them with filter_string, e.g. \"tags.compile = 'False'\"."
         )

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from src import hardware
+from src.tracking import SETTING_TAGS
 
 MEASURED = "measured"
 REQUIRED_TAGS = ("gpu", "gpu_count", "model", "precision")
-SETTING_TAGS = ("benchmark", "compile", "channels_last", "cudnn_benchmark")  # repeats should agree on these
 
 
 class CompareError(ValueError):

@@ -38,8 +38,9 @@ def unmasked_sdpa() -> str:
     The synthetic batches have no padding, so the only mask a model needs is causality, which
     SDPA applies itself (`is_causal`, from each attention module) with its flash kernels. Under
     torch.compile, transformers (5.x with torch < 2.14) otherwise materialises a (batch, 1, seq, seq)
-    mask, which keeps SDPA off those kernels: GPT-2 compiled spent 36 ms of a 176 ms step in
-    masked attention on an H200 (benchmarks/profile_step.py). Returns the implementation's name.
+    mask, which keeps SDPA off those kernels: GPT-2 compiled spent 51.7 ms of a 175.7 ms step in
+    masked attention on an H200, 22.2 ms of 148.7 ms without the mask (benchmarks/profile_step.py).
+    Returns the implementation's name.
     """
     from transformers import AttentionInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
