@@ -139,10 +139,11 @@ class MlflowServer:
 
 @pytest.fixture(scope="module")
 def fault_sweep(tmp_path_factory):
-    """One sweep: a good point, one that runs out of memory, one that diverges, one invalid."""
+    """One sweep: a good point, one that runs out of memory, one that diverges, one whose model
+    raises in its rank, one invalid."""
     tmp = tmp_path_factory.mktemp("faults")
     uri = f"sqlite:///{tmp}/mlflow.db"
-    cli = Cli(["-m", *TINY, "model.name=tiny,oom,diverge,''"], tmp, uri)
+    cli = Cli(["-m", *TINY, "model.name=tiny,oom,diverge,broken,''"], tmp, uri)
     return cli.wait(), cli.output, uri, tmp
 
 
@@ -162,15 +163,24 @@ def test_diverged_run_is_tagged_failed_and_reports_no_throughput(fault_sweep):
     assert not {"throughput", "throughput_per_gpu", "step_time_ms"} & set(run.data.metrics)
 
 
+def test_a_rank_that_raises_fails_its_run_with_the_reason(fault_sweep):
+    _, _, uri, _ = fault_sweep
+    (run,) = runs_by_name(uri)["cpux1-broken-fp32"]
+    assert run.info.status == "FAILED"
+    assert "rank 0 failed" in run.data.tags["error"] and "broken on purpose" in run.data.tags["error"]
+    assert "throughput" not in run.data.metrics
+
+
 def test_bad_points_fail_alone_and_the_sweep_reports_them(fault_sweep):
     rc, output, uri, _ = fault_sweep
     (good,) = runs_by_name(uri)["cpux1-tiny-fp32"]
     assert good.info.status == "FINISHED" and good.data.metrics["throughput"] > 0
     assert "model.name='': must be a non-empty name" in output
-    assert len(read_runs(uri)) == 4  # three jobs and the parent: the invalid point opened no run
+    assert len(read_runs(uri)) == 5  # four jobs and the parent: the invalid point opened no run
+    assert not [r for r in read_runs(uri) if r.info.status == "RUNNING"]
     parent = parent_run(uri)
     assert parent.info.status == "FAILED"
-    assert {"failed_job.1", "failed_job.2", "failed_job.3"} <= set(parent.data.tags)
+    assert {"failed_job.1", "failed_job.2", "failed_job.3", "failed_job.4"} <= set(parent.data.tags)
     assert rc != 0
 
 
