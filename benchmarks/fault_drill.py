@@ -87,7 +87,7 @@ def timeout_s(overrides: list[str]) -> float:
     """benchmark.timeout_s as the job will compose it."""
     from hydra import compose, initialize_config_dir
 
-    from src.config import register_configs
+    from src.config.schema import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):

@@ -1,4 +1,4 @@
-"""Where a job's GPU time goes: one rank's own set-up (src.worker.TrainingStep) for a config given
+"""Where a job's GPU time goes: one rank's own set-up (src.rank.worker.TrainingStep) for a config given
 as on the suite's command line, in this process on one GPU. Prints the set-up time, the first
 step's time (cuDNN autotuning and torch.compile land there), the steady step time and MFU after
 warm-up, then the kernels that take the most GPU time over a few profiled steps.
@@ -19,8 +19,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 sys.path.insert(0, str(ROOT))  # the suite's own modules, as its ranks import them
-from src.config import finalize, override_keys, register_configs  # noqa: E402
-from src.worker import TrainingStep  # noqa: E402
+from src.config.finalise import finalize, override_keys  # noqa: E402
+from src.config.schema import register_configs  # noqa: E402
+from src.rank.worker import TrainingStep  # noqa: E402
 
 
 def rank_config(overrides: list[str]) -> dict:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file from anywhere
 
-from src.config import PROJECT_ROOT, register_configs  # noqa: E402
+from src.config.schema import register_configs  # noqa: E402
+from src.paths import PROJECT_ROOT  # noqa: E402
 
 
 def default_uri() -> str:
@@ -64,9 +65,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweep", help="only the children of this sweep (parent run id)")
     args = parser.parse_args(argv)
 
-    from src import tracking
+    from src.tracking import store
 
-    client = tracking.client(args.uri or default_uri())
+    client = store.client(args.uri or default_uri())
     experiment = client.get_experiment_by_name(args.experiment)
     if experiment is None:
         raise SystemExit(f"--experiment={args.experiment}: no such experiment in {client.tracking_uri}")

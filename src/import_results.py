@@ -14,7 +14,9 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from src.config import ConfigError, register_configs, tracking_errors
+from src.config.schema import register_configs
+from src.config.tracking_uri import tracking_errors
+from src.errors import ConfigError, TrackingUnavailable, exit_with_error
 
 register_configs("import_schema")
 
@@ -76,15 +78,16 @@ def import_key(source: str, precision: str, system: str, task: str) -> str:
 
 
 def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
-    from src import published, tracking
-    from src.job import run_name
+    from src.compare import published
+    from src.run.job import run_name
+    from src.tracking import job_run, store
 
     table = published.read_table(
         path, OmegaConf.to_container(cfg.tasks), OmegaConf.to_container(cfg.gpu_profiles)
     )
     uri, source, precision = cfg.tracking.uri, cfg.source, cfg.precision.name
-    experiment_id = tracking.ensure_experiment(uri, cfg.tracking.experiment)
-    existing = _existing_keys(tracking.client(uri), experiment_id, source)
+    experiment_id = store.ensure_experiment(uri, cfg.tracking.experiment)
+    existing = _existing_keys(store.client(uri), experiment_id, source)
     created = already_there = 0
     for result in table.results:
         key = import_key(source, precision, result.system, result.task)
@@ -109,7 +112,7 @@ def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
             **MATH_TAGS[precision],
         }
         name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
-        run = tracking.JobRun(cfg.tracking, experiment_id, name, tags)
+        run = job_run.JobRun(cfg.tracking, experiment_id, name, tags)
         # Per-GPU spec figures under the param names measured runs get from their gpu profile.
         run.log_params(
             {
@@ -150,15 +153,14 @@ def file_argument_as_override(argv: list[str]) -> list[str]:
 
 @hydra.main(config_path="../conf", config_name="import_results", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    from src.compare.published import TableError
     from src.console import console
-    from src.published import TableError
 
     try:
         path = validate_import(cfg)
         summary = import_table(cfg, path)
-    except (ConfigError, TableError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+    except (ConfigError, TrackingUnavailable, TableError) as exc:
+        exit_with_error(exc)
     console.print(
         f"imported {summary.created} run(s) from {path.name} as source={cfg.source} "
         f"precision={cfg.precision.name} into {cfg.tracking.experiment!r} at {cfg.tracking.uri}; "

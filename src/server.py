@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from src.config import PROJECT_ROOT
+from src.paths import PROJECT_ROOT
 
 SERVER_DIR = PROJECT_ROOT / "mlruns" / "server"  # apart from the embedded store: its own runs
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

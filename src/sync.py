@@ -15,9 +15,11 @@ import json
 import sys
 from pathlib import Path
 
-from src import console, credentials, spool, tracking
-from src.config import PROJECT_ROOT
-from src.sweep import finish_parent
+from src import console, credentials
+from src.errors import first_line
+from src.paths import PROJECT_ROOT
+from src.run.sweep import finish_parent
+from src.tracking import spool, store
 
 
 def sync(roots: list[Path], uri: str | None = None) -> int:
@@ -50,10 +52,9 @@ def sync(roots: list[Path], uri: str | None = None) -> int:
 
 def _deliver(folder: Path, uri: str, what: str, action) -> bool:
     try:
-        run_id = action(tracking.client(uri))
+        run_id = action(store.client(uri))
     except Exception as exc:
-        reason = credentials.redact(str(exc) or type(exc).__name__).strip().splitlines()[0][:300]
-        console.warning(f"{what}: not delivered ({reason}); kept in {folder}")
+        console.warning(f"{what}: not delivered ({first_line(exc)}); kept in {folder}")
         return False
     spool.remove(folder)
     console.note(f"delivered {what} -> run {run_id}")

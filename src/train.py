@@ -10,8 +10,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
-from src import credentials, signals
-from src.config import ConfigError, finalize, override_keys, register_configs
+from src import credentials
+from src.config.finalise import finalize, override_keys
+from src.config.schema import register_configs
+from src.errors import ConfigError, TrackingUnavailable, exit_with_error
+from src.run import signals
 
 register_configs("config_schema")
 
@@ -25,15 +28,16 @@ def main(cfg: DictConfig) -> float:
     try:
         # Bad input and missing hardware stop here, before any run is opened or rank started.
         cfg = finalize(cfg, override_keys(list(hydra_cfg.overrides.task)))
-        from src import job, tracking
+        from src.run import job
+        from src.tracking import store
 
-        parent = tracking.read_parent_run(Path(hydra_cfg.sweep.dir)) if multirun else None
+        parent = store.read_parent_run(Path(hydra_cfg.sweep.dir)) if multirun else None
         return job.run_job(cfg, Path(hydra_cfg.runtime.output_dir), parent)
-    except ConfigError as exc:
-        print(f"error: {credentials.redact(str(exc))}", file=sys.stderr)
+    except (ConfigError, TrackingUnavailable) as exc:
         if multirun:
+            print(f"error: {credentials.redact(str(exc))}", file=sys.stderr)
             raise  # this point fails; Hydra goes on with the rest of the sweep
-        raise SystemExit(2) from None
+        exit_with_error(exc)
 
 
 def _keep_credentials_out(cfg: DictConfig, hydra_cfg) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from src.config import PROJECT_ROOT, register_configs
+from src.config.schema import register_configs
+from src.paths import PROJECT_ROOT
 
 CONF_DIR = str(PROJECT_ROOT / "conf")
 

@@ -175,7 +175,7 @@ class FakeNvml:
 
 def install(monkeypatch, fake: FakeNvml) -> FakeNvml:
     """Make `import pynvml` return the fake, and let the no-NVML notice show again."""
-    from src import nvml
+    from src.hardware import nvml
 
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     monkeypatch.setattr(nvml, "_notice_shown", False)

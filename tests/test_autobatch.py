@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from src import autobatch
-from src.config import ConfigError, finalize
+from src.config.finalise import finalize
+from src.errors import ConfigError
 from src.models.base import Workload
-from src.precision import PrecisionContext
+from src.rank import autobatch
+from src.rank.precision import PrecisionContext
 from tests.conftest import compose_cfg
 
 

@@ -10,7 +10,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from src.compare.runs import CompareError
-from src.config import ConfigError, register_configs
+from src.config.schema import register_configs
+from src.errors import ConfigError
 from tests.conftest import CONF_DIR, run_cli
 
 EXPERIMENT = "gpubench"

@@ -5,7 +5,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from src.config import PROJECT_ROOT, ConfigError, finalize, override_keys
+from src.config.finalise import finalize, override_keys
+from src.errors import ConfigError
+from src.paths import PROJECT_ROOT
 from tests.conftest import compose_cfg
 
 GROUPS = {

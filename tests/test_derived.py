@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import compose_cfg
 
-from src import tracking
-from src.config import TrackingConfig
-from src.results import efficiency, mfu
+from src.config.schema import TrackingConfig
+from src.run.results import efficiency, mfu
+from src.tracking import job_run, store
 
 
 def test_figures_from_known_inputs():
@@ -31,7 +31,7 @@ def test_figures_without_their_inputs_are_left_out():
 
 
 def test_scaling_baseline_is_the_latest_finished_single_gpu_run_of_the_same_setup(tracking_uri):
-    experiment = tracking.ensure_experiment(tracking_uri, "gpubench")
+    experiment = store.ensure_experiment(tracking_uri, "gpubench")
     setup = {
         "gpu": "a6000",
         "model": "resnet50",
@@ -44,7 +44,7 @@ def test_scaling_baseline_is_the_latest_finished_single_gpu_run_of_the_same_setu
 
     def job(throughput: float, status: str = "FINISHED", batch: int = 256, **changes) -> str:
         tags = {**setup, "gpu_count": 1, **changes}
-        run = tracking.JobRun(TrackingConfig(uri=tracking_uri), experiment, "r", tags, None)
+        run = job_run.JobRun(TrackingConfig(uri=tracking_uri), experiment, "r", tags, None)
         run.log_params({"model.batch_size": batch})
         run.log_metrics({"throughput": throughput})
         run.end(status)
@@ -58,7 +58,7 @@ def test_scaling_baseline_is_the_latest_finished_single_gpu_run_of_the_same_setu
     job(950.0, batch=128)
     job(990.0, gpu="rtx3090")
     job(995.0, cudnn_benchmark=False)
-    current = tracking.JobRun(
+    current = job_run.JobRun(
         TrackingConfig(uri=tracking_uri), experiment, "now", {**setup, "gpu_count": 2}, None
     )
     batch = {"model.batch_size": 256}

@@ -7,7 +7,7 @@ import json
 import pytest
 from fake_nvml import FakeGpu, FakeNvml, install, mixed_host
 
-from src import environment, hardware
+from src.hardware import devices, environment
 
 SWITCH, GPU = 2, 0
 
@@ -29,7 +29,7 @@ def test_gpu_details_and_direct_nvlinks(monkeypatch):
     a.nvlinks = {0: (b.bus_id, GPU), 1: (b.bus_id, GPU)}
     b.nvlinks = {0: (a.bus_id, GPU), 1: (a.bus_id, GPU)}
     install(monkeypatch, FakeNvml([a, b]))
-    env = environment.capture(hardware.list_devices())
+    env = environment.capture(devices.list_devices())
     assert (env["driver"], env["cuda_driver"]) == ("550.54.15", "12.4")
     first = env["devices"][0]
     assert first["uuid"] == "GPU-a"
@@ -44,7 +44,7 @@ def test_nvswitch_topology(monkeypatch):
     a.nvlinks = {i: ("00000000:c0:00.0", SWITCH) for i in range(18)}
     b.nvlinks = {i: ("00000000:c1:00.0", SWITCH) for i in range(18)}
     install(monkeypatch, FakeNvml([a, b]))
-    env = environment.capture(hardware.list_devices())
+    env = environment.capture(devices.list_devices())
     assert len(env["devices"][0]["nvlinks"]) == 18
     assert env["topology"]["gpu0-gpu1"]["nvlink"] == "through NVSwitch"
 
@@ -55,7 +55,7 @@ def test_a_card_lacking_queries_still_gives_the_rest(monkeypatch):
         monkeypatch,
         FakeNvml(mixed_host(), missing={"nvmlSystemGetCudaDriverVersion_v2"}, unsupported=unsupported),
     )
-    env = environment.capture(hardware.list_devices())
+    env = environment.capture(devices.list_devices())
     assert env["cuda_driver"] == "12.4"  # from the older function
     assert [g["ecc_enabled"] for g in env["devices"]] == [None, None]
     assert [g["nvlinks"] for g in env["devices"]] == [[], []]

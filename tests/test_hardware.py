@@ -9,27 +9,28 @@ from conftest import CONF_DIR, compose_cfg
 from fake_nvml import FakeGpu, FakeNvml, install, mixed_host
 from omegaconf import OmegaConf
 
-from src import hardware
-from src.config import ConfigError, finalize
-from src.job import adopt_profile
+from src.config.finalise import finalize
+from src.errors import ConfigError
+from src.hardware import devices
+from src.run.job import adopt_profile
 
-CUDA_PROFILES = sorted(hardware.known_profiles())
+CUDA_PROFILES = sorted(devices.known_profiles())
 
 
 @pytest.fixture(autouse=True)
 def all_gpus_visible(monkeypatch):
     """Whatever CUDA_VISIBLE_DEVICES the test process started with, the fake hosts show all."""
-    monkeypatch.setattr(hardware, "INHERITED_VISIBLE_DEVICES", None)
+    monkeypatch.setattr(devices, "INHERITED_VISIBLE_DEVICES", None)
 
 
 def test_devices_are_listed_in_pci_bus_order_with_their_uuids(monkeypatch):
     install(monkeypatch, FakeNvml(mixed_host()))
-    devices = hardware.list_devices()
-    assert [(d.name, d.index, d.uuid) for d in devices] == [
+    found = devices.list_devices()
+    assert [(d.name, d.index, d.uuid) for d in found] == [
         ("NVIDIA RTX A6000", 1, "GPU-a6000"),
         ("NVIDIA GeForce RTX 3090", 0, "GPU-3090"),
     ]
-    assert devices[1].memory_gb == pytest.approx(24.0)
+    assert found[1].memory_gb == pytest.approx(24.0)
 
 
 @pytest.mark.parametrize(
@@ -46,15 +47,15 @@ def test_devices_are_listed_in_pci_bus_order_with_their_uuids(monkeypatch):
 )
 def test_an_inherited_cuda_visible_devices_limits_the_choice(monkeypatch, visible, expected):
     install(monkeypatch, FakeNvml(mixed_host()))
-    monkeypatch.setattr(hardware, "INHERITED_VISIBLE_DEVICES", visible)
-    assert [d.uuid for d in hardware.list_devices()] == expected
+    monkeypatch.setattr(devices, "INHERITED_VISIBLE_DEVICES", visible)
+    assert [d.uuid for d in devices.list_devices()] == expected
 
 
 def test_a_card_hidden_by_cuda_visible_devices_is_named_in_the_error(monkeypatch):
     install(monkeypatch, FakeNvml(mixed_host()))
-    monkeypatch.setattr(hardware, "INHERITED_VISIBLE_DEVICES", "1")
+    monkeypatch.setattr(devices, "INHERITED_VISIBLE_DEVICES", "1")
     with pytest.raises(ConfigError) as info:
-        hardware.select(compose_cfg(["gpu=a6000"]).gpu, hardware.list_devices())
+        devices.select(compose_cfg(["gpu=a6000"]).gpu, devices.list_devices())
     assert str(info.value) == (
         "gpu=a6000 needs 1 x RTX A6000; this host has 1 x NVIDIA GeForce RTX 3090"
         " (limited by CUDA_VISIBLE_DEVICES=1)"
@@ -63,39 +64,39 @@ def test_a_card_hidden_by_cuda_visible_devices_is_named_in_the_error(monkeypatch
 
 def test_no_nvml_means_no_devices(monkeypatch):
     install(monkeypatch, FakeNvml([], init_error=12))
-    assert hardware.list_devices() == []
+    assert devices.list_devices() == []
 
 
 @pytest.mark.parametrize("profile, uuid", [("a6000", "GPU-a6000"), ("rtx3090", "GPU-3090")])
 def test_each_profile_gets_only_its_own_card_on_a_mixed_host(monkeypatch, profile, uuid):
     install(monkeypatch, FakeNvml(mixed_host()))
-    selection = hardware.select(compose_cfg([f"gpu={profile}"]).gpu, hardware.list_devices())
+    selection = devices.select(compose_cfg([f"gpu={profile}"]).gpu, devices.list_devices())
     assert selection.profile == profile
     assert selection.device_kind == "cuda"
     assert selection.cuda_visible_devices == uuid
 
 
 def test_a_card_the_host_lacks_stops_the_job_naming_want_and_have():
-    h200_host = [hardware.Device(0, "NVIDIA H200", "00000000:18:00.0", "GPU-h200", 141.0)]
+    h200_host = [devices.Device(0, "NVIDIA H200", "00000000:18:00.0", "GPU-h200", 141.0)]
     with pytest.raises(ConfigError) as info:
-        hardware.select(compose_cfg(["gpu=a6000"]).gpu, h200_host)
+        devices.select(compose_cfg(["gpu=a6000"]).gpu, h200_host)
     assert str(info.value) == "gpu=a6000 needs 1 x RTX A6000; this host has 1 x NVIDIA H200"
 
 
 def test_too_few_cards_and_no_gpu_at_all_are_named(monkeypatch):
     install(monkeypatch, FakeNvml(mixed_host()))
     with pytest.raises(ConfigError) as info:
-        hardware.select(compose_cfg(["gpu=a6000", "gpu.count=2"]).gpu, hardware.list_devices())
+        devices.select(compose_cfg(["gpu=a6000", "gpu.count=2"]).gpu, devices.list_devices())
     assert str(info.value) == (
         "gpu=a6000 needs 2 x RTX A6000; this host has 1 x NVIDIA RTX A6000, 1 x NVIDIA GeForce RTX 3090"
     )
     with pytest.raises(ConfigError, match="gpu=h200 needs 1 x H200; this host has no GPU that NVML can see"):
-        hardware.select(compose_cfg(["gpu=h200"]).gpu, [])
+        devices.select(compose_cfg(["gpu=h200"]).gpu, [])
 
 
 def test_auto_takes_the_first_card_and_tags_its_profile(monkeypatch):
     install(monkeypatch, FakeNvml(mixed_host()))
-    selection = hardware.select(compose_cfg(["gpu=auto"]).gpu, hardware.list_devices())
+    selection = devices.select(compose_cfg(["gpu=auto"]).gpu, devices.list_devices())
     assert (selection.profile, selection.gpu_name) == ("a6000", "NVIDIA RTX A6000")
     assert selection.cuda_visible_devices == "GPU-a6000"
 
@@ -103,23 +104,23 @@ def test_auto_takes_the_first_card_and_tags_its_profile(monkeypatch):
 def test_auto_never_mixes_models_in_one_job(monkeypatch):
     install(monkeypatch, FakeNvml(mixed_host()))
     with pytest.raises(ConfigError) as info:
-        hardware.select(compose_cfg(["gpu=auto", "gpu.count=2"]).gpu, hardware.list_devices())
+        devices.select(compose_cfg(["gpu=auto", "gpu.count=2"]).gpu, devices.list_devices())
     assert str(info.value).startswith("gpu=auto gpu.count=2 needs 2 x NVIDIA RTX A6000")
 
 
 def test_auto_on_a_card_without_profile_uses_its_name_and_on_no_gpu_the_cpu(monkeypatch):
     install(monkeypatch, FakeNvml([FakeGpu("NVIDIA L40S", "00000000:18:00.0", "GPU-l40s")] * 2))
-    selection = hardware.select(compose_cfg(["gpu=auto", "gpu.count=2"]).gpu, hardware.list_devices())
+    selection = devices.select(compose_cfg(["gpu=auto", "gpu.count=2"]).gpu, devices.list_devices())
     assert (selection.profile, selection.gpu_name, len(selection.devices)) == ("l40s", "NVIDIA L40S", 2)
-    assert hardware.select(compose_cfg(["gpu=auto"]).gpu, []).device_kind == "cpu"
+    assert devices.select(compose_cfg(["gpu=auto"]).gpu, []).device_kind == "cpu"
 
 
 def test_auto_runs_with_the_found_profiles_spec_sheet(monkeypatch):
     install(monkeypatch, FakeNvml(mixed_host()))
     cfg = finalize(compose_cfg(["model=gpt2"]), set())
-    found = adopt_profile(cfg, hardware.select(cfg.gpu, hardware.list_devices()))
+    found = adopt_profile(cfg, devices.select(cfg.gpu, devices.list_devices()))
     assert (found.gpu.name, found.gpu.device, found.gpu.peak_tflops.fp32) == ("a6000", "cuda", 38.7)
-    assert adopt_profile(cfg, hardware.select(cfg.gpu, [])).gpu.precisions == ["fp32", "bf16"]  # cpu's
+    assert adopt_profile(cfg, devices.select(cfg.gpu, [])).gpu.precisions == ["fp32", "bf16"]  # cpu's
 
 
 # NVML device names -> the one profile that must claim it (None: no profile may)
@@ -142,7 +143,7 @@ NVML_NAMES = {
 
 @pytest.mark.parametrize("name, expected", NVML_NAMES.items())
 def test_each_device_name_matches_at_most_its_own_profile(name, expected):
-    claimed = [p for p, data in hardware.known_profiles().items() if hardware.matches(data, name)]
+    claimed = [p for p, data in devices.known_profiles().items() if devices.matches(data, name)]
     assert claimed == ([expected] if expected else [])
 
 

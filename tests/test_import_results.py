@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from src.config import ConfigError, register_configs
+from src.config.schema import register_configs
+from src.errors import ConfigError
 from tests.conftest import CONF_DIR, read_runs, run_cli
 
 # Cells from shared/reference/lambda-v1-pytorch-train-throughput-fp32.csv (Lambda Labs,
@@ -36,7 +37,7 @@ def import_cfg(*overrides: str):
 
 
 def test_table_maps_tasks_and_gpus_and_skips_cells_not_run(table):
-    from src.published import read_table
+    from src.compare.published import read_table
 
     cfg = import_cfg("precision=fp32", "source=lambda", f"file={table}")
     parsed = read_table(table, cfg.tasks, cfg.gpu_profiles)
@@ -52,7 +53,7 @@ def test_table_maps_tasks_and_gpus_and_skips_cells_not_run(table):
 
 
 def test_a_table_in_another_format_is_refused(tmp_path):
-    from src.published import TableError, read_table
+    from src.compare.published import TableError, read_table
 
     path = tmp_path / "other.csv"
     path.write_text("gpu,count,resnet50\nRTX 3090,1,513\n")

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from src.config import PRECISIONS, PROJECT_ROOT, ConfigError, finalize
+from src.config.finalise import finalize
+from src.config.schema import PRECISIONS
+from src.errors import ConfigError
+from src.paths import PROJECT_ROOT
 from tests.conftest import compose_cfg, read_runs, run_cli
 
 MODEL_NAMES = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "model").glob("*.yaml"))

@@ -9,7 +9,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from src.config import finalize
+from src.config.finalise import finalize
 from src.models import build_workload
 from src.models.detection import MAX_OBJECTS, padded_synthetic_targets, synthetic_targets
 from tests.conftest import compose_cfg

@@ -10,7 +10,9 @@ import sys
 import pytest
 from conftest import compose_cfg, read_runs
 
-from src.config import PROJECT_ROOT, ConfigError, finalize
+from src.config.finalise import finalize
+from src.errors import ConfigError
+from src.paths import PROJECT_ROOT
 
 SCHEDULER_VARS = ("SLURM_NODEID", "NODE_RANK", "GROUP_RANK", "PET_RDZV_ENDPOINT")
 

@@ -21,7 +21,9 @@ from conftest import compose_cfg, read_runs
 from mlflow.tracking import MlflowClient
 
 from benchmarks.process_tree import ProcessTree, rank_processes
-from src.config import PROJECT_ROOT, ConfigError, finalize, override_keys
+from src.config.finalise import finalize, override_keys
+from src.errors import ConfigError
+from src.paths import PROJECT_ROOT
 
 TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model.builder=tests.workloads:by_name"]
 USER, URI_PASSWORD = "alice", "uri-pw-5x9k2"
@@ -200,7 +202,8 @@ def test_second_sweep_skips_what_the_first_finished(fault_sweep):
 
 
 def test_rerun_true_runs_a_point_that_has_a_finished_run(fault_sweep, tmp_path, monkeypatch):
-    from src import job, tracking
+    from src.run import job
+    from src.tracking import job_run
 
     _, _, uri, _ = fault_sweep
     (finished,) = runs_by_name(uri)["cpux1-tiny-fp32"]
@@ -211,7 +214,7 @@ def test_rerun_true_runs_a_point_that_has_a_finished_run(fault_sweep, tmp_path, 
     def open_run(*args, **kwargs):
         raise Opened
 
-    monkeypatch.setattr(tracking, "JobRun", open_run)
+    monkeypatch.setattr(job_run, "JobRun", open_run)
     for rerun, expected in (("false", "skip"), ("true", "run")):
         overrides = [*TINY, "model.name=tiny", f"tracking.uri={uri}", f"benchmark.rerun={rerun}"]
         cfg = finalize(compose_cfg(overrides), override_keys(overrides))
@@ -284,7 +287,7 @@ def test_sigterm_is_handled_like_ctrl_c_and_repeats_wait_for_the_cleanup():
     code = textwrap.dedent(
         """
         import os, signal, sys, time
-        from src import signals
+        from src.run import signals
         signals.install()
         try:
             os.kill(os.getpid(), signal.SIGTERM)
@@ -456,9 +459,9 @@ def test_single_bad_run_exits_2_before_touching_the_store(tmp_path, tracking_uri
 
 
 def test_spool_delivery_completes_one_run_however_often_it_is_sent(tmp_path, tracking_uri):
-    from src import spool, tracking
+    from src.tracking import spool, store
 
-    client = tracking.client(tracking_uri)
+    client = store.client(tracking_uri)
     record = spool.RunRecord(
         uri=tracking_uri, experiment="gpubench", run_name="cpux1-tiny-fp32", key="k-1", start_time=1_000
     )
@@ -479,7 +482,7 @@ def test_spool_delivery_completes_one_run_however_often_it_is_sent(tmp_path, tra
 def test_the_rank_killed_by_a_signal_is_named_not_the_peer_that_lost_it():
     from types import SimpleNamespace
 
-    from src.launch import _root_failure
+    from src.rank.agent import _root_failure
 
     peer = SimpleNamespace(exitcode=1, timestamp=100)  # "connection reset by peer", logged first
     killed = SimpleNamespace(exitcode=-9, timestamp=105)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from src.config import PROJECT_ROOT
+from src.paths import PROJECT_ROOT
 
 _spec = importlib.util.spec_from_file_location("scaling", PROJECT_ROOT / "benchmarks" / "scaling.py")
 scaling = importlib.util.module_from_spec(_spec)

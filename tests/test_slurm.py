@@ -10,7 +10,7 @@ from conftest import CONF_DIR, compose_cfg, read_runs, run_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from src.config import register_configs
+from src.config.schema import register_configs
 
 
 def slurm_request(overrides: list[str]) -> dict:

@@ -3,7 +3,7 @@ import statistics
 
 import pytest
 
-from src.results import combine_ranks
+from src.run.results import combine_ranks
 from src.stats import percentile, relative_ci_halfwidth, summarize_step_times
 
 

@@ -10,8 +10,10 @@ import pytest
 from conftest import compose_cfg
 from fake_nvml import FakeNvml, install, mixed_host
 
-from src import hardware, nvml, telemetry
-from src.config import PROJECT_ROOT, ConfigError, finalize
+from src.config.finalise import finalize
+from src.errors import ConfigError
+from src.hardware import devices, nvml, telemetry
+from src.paths import PROJECT_ROOT
 
 GPU = telemetry.GPU_FIELDS
 
@@ -117,7 +119,7 @@ def test_sampler_survives_missing_and_unsupported_functions(monkeypatch):
     )
     fake.gpus[1].reasons = 0x04  # the A6000: NVML index 1, first on the bus
     run = RecordingRun()
-    watch = watch_for(0.2, hardware.list_devices(), run)
+    watch = watch_for(0.2, devices.list_devices(), run)
     rows = watch.sampler.rows
     assert set(rows) == {"host", "gpu0", "gpu1"}
     assert len(rows["gpu0"]) >= 3
@@ -142,7 +144,7 @@ def test_sampler_survives_missing_and_unsupported_functions(monkeypatch):
 def test_watch_logs_series_in_batches_and_a_csv(monkeypatch):
     install(monkeypatch, FakeNvml(mixed_host()))
     run = RecordingRun()
-    watch = watch_for(0.15, hardware.list_devices(), run)
+    watch = watch_for(0.15, devices.list_devices(), run)
     assert len(run.series) == 1  # one hand-over; JobRun splits it into 1000-point batches
     keys = {key for key, *_ in run.series[0]}
     assert {"telemetry/gpu0/power_w", "telemetry/gpu1/sm_clock_mhz", "telemetry/host/cpu_util_pct"} <= keys
@@ -164,7 +166,7 @@ def test_watch_logs_series_in_batches_and_a_csv(monkeypatch):
 
 def test_telemetry_faults_never_fail_the_job(monkeypatch, capsys):
     install(monkeypatch, FakeNvml(mixed_host()))
-    watch_for(0.05, hardware.list_devices(), RecordingRun(fail=True))
+    watch_for(0.05, devices.list_devices(), RecordingRun(fail=True))
     assert "telemetry not logged: store is gone" in capsys.readouterr().out
 
     def broken(tick):
@@ -180,11 +182,11 @@ def test_telemetry_faults_never_fail_the_job(monkeypatch, capsys):
 
 def test_without_nvml_one_notice_and_host_figures_only(monkeypatch, capsys):
     install(monkeypatch, FakeNvml(mixed_host()))
-    devices = hardware.list_devices()
+    found = devices.list_devices()
     install(monkeypatch, FakeNvml([], init_error=12))  # the driver went away
     run = RecordingRun()
-    watch = watch_for(0.05, devices, run)
-    watch_for(0.05, devices, run)
+    watch = watch_for(0.05, found, run)
+    watch_for(0.05, found, run)
     assert set(watch.sampler.rows) == {"host"}
     assert capsys.readouterr().out.count("NVML is not available") == 1
 

@@ -7,7 +7,7 @@ import io
 
 from conftest import read_runs, run_cli
 
-from src.telemetry import SERIES_POINTS
+from src.hardware.telemetry import SERIES_POINTS
 
 
 def test_a_host_without_nvml_gets_one_notice_and_cpu_figures(tmp_path, tracking_uri, monkeypatch):

@@ -10,17 +10,17 @@ from types import SimpleNamespace
 
 import pytest
 
-from src import environment, hardware, telemetry
+from src.hardware import devices, environment, telemetry
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
 def device():
-    devices = hardware.list_devices()
-    if not devices:
+    found = devices.list_devices()
+    if not found:
         pytest.skip("no GPU that NVML can see")
-    return devices[0]
+    return found[0]
 
 
 class Discard:

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 from conftest import read_runs
 
-from src.config import PROJECT_ROOT
+from src.paths import PROJECT_ROOT
 from src.server import main
 
 

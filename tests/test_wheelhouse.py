@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from src.config import PROJECT_ROOT
+from src.paths import PROJECT_ROOT
 
 _spec = importlib.util.spec_from_file_location(
     "build_wheelhouse", PROJECT_ROOT / "scripts" / "build_wheelhouse.py"

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from src.config import ConfigError, register_configs
+from src.config.schema import register_configs
+from src.errors import ConfigError, TrackingUnavailable, exit_with_error
 
 register_configs("compare_schema")
 
@@ -22,9 +22,8 @@ def main(cfg: DictConfig) -> None:
 
     try:
         result = run_compare(cfg, Path(HydraConfig.get().runtime.output_dir))
-    except (ConfigError, CompareError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+    except (ConfigError, TrackingUnavailable, CompareError) as exc:
+        exit_with_error(exc)
     console.print(
         f"{len(result.anomalies)} anomal{'y' if len(result.anomalies) == 1 else 'ies'} flagged; "
         f"report in {result.out} and in MLflow run {result.report_run_id} (tags.report = 'true')",

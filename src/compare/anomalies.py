@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from src.compare.analysis import RelativeRow
 from src.compare.runs import Measurement, positive_number, spec_sheet
-from src.config import PROJECT_ROOT
+from src.paths import PROJECT_ROOT
 
 SCALING_ABOVE_100 = "scaling_above_100"
 SLOWER_THAN_1GPU = "slower_than_1gpu"
@@ -107,13 +107,13 @@ def tag_runs(uri: str, measurements: list[Measurement], anomalies: list[Anomaly]
 
     Returns how many runs carry the tag now.
     """
-    from src import tracking
+    from src.tracking import store
 
     flagged: dict[str, list[str]] = {}
     for anomaly in anomalies:
         for run in anomaly.measurement.runs:
             flagged.setdefault(run.run_id, []).append(f"{anomaly.kind}: {anomaly.detail}")
-    mlflow_client = tracking.client(uri)
+    mlflow_client = store.client(uri)
     for m in measurements:
         for run in m.runs:
             if run.run_id in flagged:

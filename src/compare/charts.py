@@ -9,7 +9,7 @@ from pathlib import Path
 
 from src.compare.analysis import GROUP_TITLES, SummaryRow, precision_group
 from src.compare.runs import Measurement
-from src.hardware import slug
+from src.hardware.devices import slug
 
 PANEL_GROUPS = ("fp32", "mixed")  # fp32 and mixed precision side by side, as in the study
 BAR_HEIGHT_IN = 0.22

@@ -10,8 +10,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.compare import analysis, anomalies, charts, report
 from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
-from src.config import PRECISIONS, ConfigError, tracking_errors
-from src.tracking import SETTING_TAGS
+from src.config.schema import PRECISIONS
+from src.config.tracking_uri import tracking_errors
+from src.errors import ConfigError
+from src.tracking.store import SETTING_TAGS
 
 REPORT_TAG = "report"
 
@@ -148,9 +150,9 @@ def _notes(rows: list[analysis.RelativeRow], measurements: list[Measurement], ba
 
 
 def _log_report_run(cfg: DictConfig, files: list[Path], found: list[anomalies.Anomaly], text: str) -> str:
-    from src import tracking
+    from src.tracking import job_run, store
 
-    experiment_id = tracking.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
+    experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
     kinds = sorted({a.kind for a in found})
     tags = {
         REPORT_TAG: "true",
@@ -159,9 +161,9 @@ def _log_report_run(cfg: DictConfig, files: list[Path], found: list[anomalies.An
         "anomaly_kinds": ",".join(kinds) or "none",
         "mlflow.note.content": text[:50000],  # the report as the run's description in the UI
     }
-    run = tracking.JobRun(cfg.tracking, experiment_id, f"compare vs {cfg.baseline}", tags)
+    run = job_run.JobRun(cfg.tracking, experiment_id, f"compare vs {cfg.baseline}", tags)
     try:
-        run.log_params(tracking.flatten(OmegaConf.to_container(cfg, resolve=True)))
+        run.log_params(job_run.flatten(OmegaConf.to_container(cfg, resolve=True)))
         for path in files:
             run.log_file(path)
     except BaseException:

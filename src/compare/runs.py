@@ -10,8 +10,8 @@ import statistics
 from dataclasses import dataclass, field
 from functools import cache
 
-from src import hardware
-from src.tracking import SETTING_TAGS
+from src.hardware import devices
+from src.tracking.store import SETTING_TAGS
 
 MEASURED = "measured"
 REQUIRED_TAGS = ("gpu", "gpu_count", "model", "precision")
@@ -75,9 +75,9 @@ def search_finished(uri: str, experiment: str, filter_string: str = "") -> list:
     """Every FINISHED run of the experiment (all pages); the extra filter is MLflow's syntax."""
     from mlflow.exceptions import MlflowException
 
-    from src import tracking
+    from src.tracking import store
 
-    mlflow_client = tracking.client(uri)
+    mlflow_client = store.client(uri)
     found = mlflow_client.get_experiment_by_name(experiment)
     if found is None:
         raise CompareError(
@@ -193,7 +193,7 @@ def _sort_key(point: tuple) -> tuple:
 @cache
 def spec_sheet(gpu: str) -> dict:
     """The gpu profile's spec sheet; {} for imported GPUs without a profile."""
-    return hardware.load_profile(gpu) or {}
+    return devices.load_profile(gpu) or {}
 
 
 def positive_number(value) -> float | None:

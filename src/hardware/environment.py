@@ -9,7 +9,7 @@ import socket
 import sys
 from importlib import metadata
 
-from src import nvml
+from src.hardware import nvml
 
 # Only these environment variables are recorded: never the whole environment (credentials).
 ENV_ALLOWLIST = (

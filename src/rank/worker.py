@@ -17,9 +17,9 @@ import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from src.environment import runtime_versions
+from src.hardware.environment import runtime_versions
 from src.models import build_workload
-from src.precision import PrecisionContext
+from src.rank.precision import PrecisionContext
 from src.stats import relative_ci_halfwidth
 
 
@@ -103,7 +103,7 @@ class TrainingStep:
         self.precision = PrecisionContext(cfg["precision"], device)
         self.batch_size = model_cfg["batch_size"]
         if self.batch_size == "auto":  # searched in the rank's own process, before anything is timed
-            from src.autobatch import find_batch_size
+            from src.rank.autobatch import find_batch_size
 
             self.batch_size = find_batch_size(model_cfg, self.precision, device, world)
         self.workload = build_workload(model_cfg, self.batch_size, device)

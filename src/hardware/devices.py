@@ -16,8 +16,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from src import nvml
-from src.config import PROJECT_ROOT, ConfigError
+from src.errors import ConfigError
+from src.hardware import nvml
+from src.paths import PROJECT_ROOT
 
 GPU_PROFILES = PROJECT_ROOT / "conf" / "gpu"
 # Read once, before any job of this process sets the variable for its own ranks.

@@ -14,20 +14,25 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from src import console, credentials, hardware, resume, signals, spool, tracking
-from src.config import ConfigError, default_batch_size, validate
+from src import console, credentials
+from src.config.finalise import default_batch_size
+from src.config.validate import validate
+from src.errors import ConfigError
+from src.hardware import devices
+from src.run import resume, signals
+from src.tracking import job_run, spool, store
 
 
 def run_name(profile: str, count: int, model: str, precision: str) -> str:
     return f"{profile}x{count}-{model}-{precision}"
 
 
-def adopt_profile(cfg: DictConfig, selection: hardware.Selection) -> DictConfig:
+def adopt_profile(cfg: DictConfig, selection: devices.Selection) -> DictConfig:
     """For gpu=auto, take the spec sheet of the profile the detected device matched."""
     if cfg.gpu.device != "auto":
         return cfg
     cfg = cfg.copy()
-    profile = hardware.load_profile(selection.profile) or {"name": selection.profile}
+    profile = devices.load_profile(selection.profile) or {"name": selection.profile}
     with open_dict(cfg):
         count = cfg.gpu.count
         cfg.gpu = OmegaConf.merge(cfg.gpu, profile)
@@ -45,8 +50,8 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
     On a multi-node job only node 0 opens the run; the other nodes train and return None.
     """
     job_started = time.time()
-    devices = hardware.list_devices() if cfg.gpu.device != "cpu" else []
-    selection = hardware.select(cfg.gpu, devices)
+    found = devices.list_devices() if cfg.gpu.device != "cpu" else []
+    selection = devices.select(cfg.gpu, found)
     cfg = adopt_profile(cfg, selection)
     nnodes = cfg.launcher.nnodes
     count = cfg.gpu.count * nnodes
@@ -58,10 +63,10 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         )
         return None
 
-    experiment_id = tracking.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
+    experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
     digest = resume.config_hash(cfg)
     if not cfg.benchmark.rerun:
-        done = resume.finished_run(tracking.client(cfg.tracking.uri), experiment_id, digest)
+        done = resume.finished_run(store.client(cfg.tracking.uri), experiment_id, digest)
         if done is not None:
             return _skip(cfg, name, done, digest, parent_run_id)
     tags = {
@@ -80,13 +85,13 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         "host": socket.gethostname(),
         resume.HASH_TAG: digest,
     }
-    run = tracking.JobRun(cfg.tracking, experiment_id, name, tags, parent_run_id, job_dir / spool.SPOOL_DIR)
+    run = job_run.JobRun(cfg.tracking, experiment_id, name, tags, parent_run_id, job_dir / spool.SPOOL_DIR)
     try:
-        from src import environment, telemetry
+        from src.hardware import environment, telemetry
 
         env = environment.capture(selection.devices)
         _log_environment(run, env)
-        run.log_params(tracking.flatten(cfg))
+        run.log_params(job_run.flatten(cfg))
         run.log_files({"config.yaml": OmegaConf.to_yaml(cfg, resolve=True)})
 
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
@@ -99,7 +104,7 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         metrics = outcome["metrics"]
         run.log_params({"batch_size": metrics["batch_size"]})  # the per-GPU batch that ran
         peak = cfg.gpu.peak_tflops.get(cfg.precision.peak_key) if cfg.gpu.peak_tflops else None
-        from src.results import efficiency, mfu
+        from src.run.results import efficiency, mfu
 
         metrics["mfu"] = mfu(metrics.get("achieved_tflops_per_gpu"), peak)
         metrics |= watch.summary(outcome)
@@ -129,7 +134,7 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         raise
 
 
-def _log_environment(run: tracking.JobRun, env: dict) -> None:
+def _log_environment(run: job_run.JobRun, env: dict) -> None:
     run.set_tags({f"{k}_version": v for k, v in env["versions"].items()} | {"driver_version": env["driver"]})
     run.log_dict(env, "environment.json")
 
@@ -143,17 +148,17 @@ def _skip(cfg: DictConfig, name: str, done, digest: str, parent_run_id: str | No
     throughput = done.data.metrics.get("throughput")
     console.skip_line(name, done.info.run_id, throughput, cfg.model.unit)
     if parent_run_id:
-        tracking.client(cfg.tracking.uri).set_tag(
+        store.client(cfg.tracking.uri).set_tag(
             parent_run_id, f"{resume.SKIPPED_TAG_PREFIX}{digest}", done.info.run_id
         )
     return throughput
 
 
 def _launch(
-    cfg: DictConfig, selection: hardware.Selection, job_dir: Path, name: str, job_started: float
+    cfg: DictConfig, selection: devices.Selection, job_dir: Path, name: str, job_started: float
 ) -> dict:
-    from src.launch import launch_ranks, rendezvous_id
-    from src.results import combine_ranks
+    from src.run.launch import launch_ranks, rendezvous_id
+    from src.run.results import combine_ranks
 
     rank_cfg = OmegaConf.to_container(cfg, resolve=True)
     rank_cfg["runtime"] = {"device": selection.device_kind}

@@ -1,9 +1,8 @@
-"""MLflow access: the store, the experiment, and writing one job's run. Only job processes call this."""
+"""One job's MLflow run, written as the job goes and kept whole in a record for the spool."""
 
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from pathlib import Path
@@ -11,57 +10,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import console, credentials, spool
-from src.config import ConfigError
-
-# Tags that say how a job ran, beyond what it ran (gpu, model, precision): a scaling baseline must
-# match them, and compare flags repeats that differ in them.
-SETTING_TAGS = ("benchmark", "compile", "channels_last", "cudnn_benchmark")
-
-PARENT_RUN_FILE = "parent_run.json"  # in a sweep's folder: how jobs find their parent run
-# Fail fast per HTTP request (MLflow's default retries for minutes): the job keeps its result on
-# disk and retries delivery itself. A user's own settings win.
-HTTP_DEFAULTS = {
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
-    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
-}
-START_ATTEMPTS, START_BACKOFF_S = 3, 1.0
-
-
-class TrackingUnavailable(ConfigError):
-    """The tracking store cannot be reached before a job starts: nothing is run."""
-
-
-def prepare_store(uri: str) -> None:
-    """Create the sqlite folder; the database itself is made by the first client call."""
-    if uri.startswith("sqlite:///"):
-        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-
-
-def client(uri: str):
-    from mlflow.tracking import MlflowClient
-
-    for key, value in HTTP_DEFAULTS.items():
-        os.environ.setdefault(key, value)
-    prepare_store(uri)
-    return MlflowClient(tracking_uri=uri)
-
-
-def ensure_experiment(uri: str, name: str) -> str:
-    """The experiment's id, created on first use with artifacts beside an sqlite store.
-
-    Called once before any job of a sweep starts: concurrent first-time migrations of a fresh
-    sqlite database fail, so parallel jobs must find it ready.
-    """
-    mlflow_client = client(uri)
-    experiment = at_start(lambda: mlflow_client.get_experiment_by_name(name), uri)
-    if experiment is not None:
-        return experiment.experiment_id
-    artifact_location = None
-    if uri.startswith("sqlite:///"):
-        artifact_location = (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").as_uri()
-    return at_start(lambda: mlflow_client.create_experiment(name, artifact_location=artifact_location), uri)
+from src import console, credentials
+from src.errors import first_line
+from src.tracking import spool
+from src.tracking.store import SETTING_TAGS, at_start, client, retry
 
 
 def flatten(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
@@ -135,7 +87,7 @@ class JobRun:
         except Exception as exc:
             self.online = False
             console.warning(
-                f"tracking unreachable ({_first_line(exc)}): the run goes on; its result is kept in "
+                f"tracking unreachable ({first_line(exc)}): the run goes on; its result is kept in "
                 f"{self.spool_dir} until the server takes it"
             )
 
@@ -180,7 +132,7 @@ class JobRun:
                 max_results=1,
             )
         except Exception as exc:
-            console.warning(f"no single-GPU baseline for the scaling figures: {_first_line(exc)}")
+            console.warning(f"no single-GPU baseline for the scaling figures: {first_line(exc)}")
             return None
         if not runs or "throughput" not in runs[0].data.metrics:
             return None
@@ -220,7 +172,7 @@ class JobRun:
             retry(lambda: spool.deliver(self.client, folder), self.retries, self.backoff_s)
         except Exception as exc:
             console.warning(
-                f"tracking still unreachable ({_first_line(exc)}): run {self.record.run_name} is kept in "
+                f"tracking still unreachable ({first_line(exc)}): run {self.record.run_name} is kept in "
                 f"{folder}; `python -m src.sync` uploads it later"
             )
             return
@@ -228,43 +180,9 @@ class JobRun:
         console.note(f"tracking is back: run {self.record.run_name} delivered")
 
 
-def retry(action, attempts: int, backoff_s: float):
-    """Call `action` up to `attempts` times, sleeping backoff_s, 2 x backoff_s, ... in between."""
-    for attempt in range(attempts):
-        try:
-            return action()
-        except Exception:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(backoff_s * 2**attempt)
-
-
-def at_start(action, uri: str):
-    """A call made before any work: retried briefly (sqlite locks), then a clear error."""
-    try:
-        return retry(action, START_ATTEMPTS, START_BACKOFF_S)
-    except Exception as exc:
-        raise TrackingUnavailable(
-            f"tracking.uri={uri!r}: the tracking store cannot be reached ({_first_line(exc)}); "
-            f"nothing was run"
-        ) from None
-
-
 def _clean(values: dict) -> dict[str, str]:
     return {k: credentials.redact(str(v)) for k, v in values.items()}
 
 
-def _first_line(exc: BaseException) -> str:
-    text = credentials.redact(str(exc) or type(exc).__name__)
-    return text.strip().splitlines()[0][:200] if text.strip() else type(exc).__name__
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def read_parent_run(sweep_dir: Path) -> str | None:
-    path = sweep_dir / PARENT_RUN_FILE
-    if path.exists():
-        return json.loads(path.read_text())["run_id"]
-    return None

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from src.hardware import slug
+from src.hardware.devices import slug
 
 SYSTEM_COLUMNS = ("name_gpu", "num_gpu", "watt", "price")
 OTHER_CATEGORY = "other"

@@ -17,7 +17,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from src import console, nvml
+from src import console
+from src.hardware import nvml
 
 GPU_FIELDS = (
     "gpu_util_pct",

@@ -1,7 +1,7 @@
 """A multirun's parent MLflow run: opened before the first job, always closed.
 
 Hydra skips `on_multirun_end` when a job raised, so the parent is also closed at interpreter exit
-(after Ctrl-C or SIGTERM too: src.signals turns them into exceptions). If the tracking server is
+(after Ctrl-C or SIGTERM too: src.run.signals turns them into exceptions). If the tracking server is
 away at that moment, the parent waits in the sweep's spool folder and `python -m src.sync` ends it
 once its children have arrived.
 """
@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import atexit
 import json
-import sys
 from pathlib import Path
 
 from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from src import console, credentials, resume, signals, spool, tracking
-from src.config import ConfigError, tracking_errors
+from src import console, credentials
+from src.config.tracking_uri import tracking_errors
+from src.errors import ConfigError, TrackingUnavailable, exit_with_error, first_line
+from src.run import resume, signals
+from src.tracking import spool, store
 
 FAILED_TAG_PREFIX = "failed_job."  # on the parent: failed_job.<num> = why that point failed
 
@@ -42,21 +44,20 @@ class SweepRunCallback(Callback):
             errors = tracking_errors(config.tracking)
             if errors:
                 raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
-            experiment_id = tracking.ensure_experiment(self.uri, config.tracking.experiment)
-            run = tracking.at_start(
-                lambda: tracking.client(self.uri).create_run(
+            experiment_id = store.ensure_experiment(self.uri, config.tracking.experiment)
+            run = store.at_start(
+                lambda: store.client(self.uri).create_run(
                     experiment_id,
                     run_name=f"sweep {self.sweep_dir.parent.name} {self.sweep_dir.name}",
                     tags={"sweep": "true", "overrides": overrides, "sweep_dir": str(self.sweep_dir)},
                 ),
                 self.uri,
             )
-        except ConfigError as exc:
-            print(f"error: {credentials.redact(str(exc))}", file=sys.stderr)
-            raise SystemExit(2) from None
+        except (ConfigError, TrackingUnavailable) as exc:
+            exit_with_error(exc)
         self.parent_run_id = run.info.run_id
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
-        (self.sweep_dir / tracking.PARENT_RUN_FILE).write_text(
+        (self.sweep_dir / store.PARENT_RUN_FILE).write_text(
             json.dumps({"run_id": self.parent_run_id, "uri": self.uri})
         )
         atexit.register(self.close)
@@ -70,7 +71,7 @@ class SweepRunCallback(Callback):
             reason = "failed"
         except Exception as exc:
             reason = " ".join(credentials.redact(str(exc) or type(exc).__name__).split())[:500]
-        tracking.client(self.uri).set_tag(
+        store.client(self.uri).set_tag(
             self.parent_run_id, f"{FAILED_TAG_PREFIX}{config.hydra.job.num}", reason
         )
 
@@ -84,11 +85,11 @@ class SweepRunCallback(Callback):
         run_id, self.parent_run_id = self.parent_run_id, None
         interrupted = signals.received() is not None
         try:
-            rows = finish_parent(tracking.client(self.uri), run_id, interrupted, self.sweep_dir)
+            rows = finish_parent(store.client(self.uri), run_id, interrupted, self.sweep_dir)
         except Exception as exc:
             folder = spool.write_parent(self.sweep_dir / spool.SPOOL_DIR, self.uri, run_id, interrupted)
             console.warning(
-                f"tracking unreachable ({credentials.redact(str(exc)).splitlines()[0][:300]}): the sweep's "
+                f"tracking unreachable ({first_line(exc)}): the sweep's "
                 f"parent run is kept in {folder}; `python -m src.sync` ends it later"
             )
             return

@@ -1,0 +1,221 @@
+"""The structured-config schema: Hydra types every group against these dataclasses, so a misspelt key
+or a wrong type fails at composition."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, OmegaConf
+
+from src.paths import PROJECT_ROOT
+
+PRECISIONS = ("fp32", "tf32", "amp", "bf16")
+CATEGORIES = ("vision", "language")
+AUTO_BATCH = "auto"  # model.batch_size=auto: the largest batch that trains, found by src.rank.autobatch
+RESNETS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")  # model.backbone choices
+SIZE_KEYS = (
+    "image_size",
+    "num_classes",
+    "patch_size",
+    "min_image_size",
+    "rois_per_image",
+    "min_size",
+    "max_size",
+    "seq_len",
+    "n_layer",
+    "d_model",
+    "n_head",
+    "vocab_size",
+    "d_head",
+    "d_inner",
+    "n_kv_head",
+    "div_val",
+)
+
+
+@dataclass
+class SlurmRequest:
+    """How `hydra/launcher=slurm` asks Slurm for this profile's GPUs (per node)."""
+
+    # Slurm sites name their GPU types their own way: override per site, e.g. gpu:rtx_a6000:${gpu.count}
+    gres: str | None = "gpu:${gpu.name}:${gpu.count}"
+    constraint: str | None = None  # a node feature, for sites that select GPU types that way
+
+
+@dataclass
+class GpuConfig:
+    name: str = MISSING
+    device: str = "cuda"  # cuda | cpu | auto (whatever the host has)
+    match: list[str] = field(default_factory=list)  # substrings of the NVML device name (any one)
+    exclude: list[str] = field(default_factory=list)  # substrings that rule a name out (e.g. "Ti")
+    count: int = 1
+    precisions: list[str] = field(default_factory=lambda: list(PRECISIONS))
+    memory_gb: float | None = None
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+    memory_bandwidth_gbs: float | None = None
+    tdp_w: float | None = None
+    price_usd: float | None = None
+    interconnect: str | None = None
+    # model name -> precision -> per-GPU batch size, for cards whose memory needs another size
+    batch_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
+    slurm: SlurmRequest = field(default_factory=SlurmRequest)
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING
+    builder: str = MISSING  # "module:function" returning a Workload
+    category: str = MISSING
+    unit: str = MISSING
+    items_per_sample: int = 1
+    flops_per_item: float | None = None
+    batch_size: Any = None  # per GPU; None: the default for the precision; "auto": largest that fits
+    batch_sizes: dict[str, int] = field(default_factory=dict)  # precision -> default batch
+    smoke: dict[str, Any] = field(default_factory=dict)  # the tiny size for benchmark=smoke
+    # vision sizes
+    image_size: int | None = None
+    num_classes: int | None = None
+    patch_size: int | None = None  # ViT: image_size must be a multiple of it
+    min_image_size: int | None = None  # the smallest image_size the architecture takes
+    rois_per_image: int | None = None  # detection: regions sampled per image for the box head
+    backbone: str | None = None  # detection: the torchvision ResNet under the detector
+    min_size: int | None = None  # detection resize rule: shorter side scaled to min_size...
+    max_size: int | None = None  # ...unless the longer side would pass max_size
+    # language sizes
+    seq_len: int | None = None
+    n_layer: int | None = None
+    d_model: int | None = None
+    n_head: int | None = None
+    vocab_size: int | None = None
+    d_head: int | None = None  # width of one attention head where not d_model / n_head (TXL)
+    d_inner: int | None = None  # feed-forward width
+    n_kv_head: int | None = None  # key/value heads (grouped-query attention)
+    mem_len: int | None = None  # Transformer-XL: hidden states kept from earlier segments
+    cutoffs: list[int] | None = None  # adaptive input/softmax: first id of each rarer cluster
+    div_val: int | None = None  # adaptive input: each rarer cluster's width is divided by this
+    dropout: float | None = None
+    dropatt: float | None = None  # dropout on attention probabilities
+    # False where the model's tensor shapes change from step to step (Mask R-CNN's mask head sees a
+    # different count of positive regions each time): cuDNN autotuning would re-tune every step.
+    static_shapes: bool = True
+
+
+@dataclass
+class PrecisionConfig:
+    name: str = MISSING
+    autocast_dtype: str | None = None  # float16 | bfloat16 | None
+    grad_scaling: bool = False
+    allow_tf32: bool = False
+    peak_key: str = MISSING  # which gpu.peak_tflops figure this math runs at
+
+
+@dataclass
+class BenchmarkConfig:
+    name: str = "default"
+    warmup_steps: int = 10
+    min_steps: int = 20
+    max_steps: int = 500
+    time_limit_s: float = 60.0
+    target_ci: float = 0.01  # 95% CI half-width of the mean step time, relative
+    check_every: int = 10  # steps between stopping-rule checks (each one syncs the device)
+    smoke: bool = False
+    seed: int = 0
+    compile: bool = False  # torch.compile the model
+    channels_last: bool | None = None  # NHWC memory format; null: on for vision models, off otherwise
+    cudnn_benchmark: bool | None = None  # cuDNN autotuning; null: on unless model.static_shapes is false
+    timeout_s: float = 900.0  # a job (or a hung collective) past this is failed
+    rerun: bool = False  # run a point even if its config already has a FINISHED run (see src/resume.py)
+
+
+@dataclass
+class TrackingConfig:
+    uri: str = MISSING
+    experiment: str = "gpubench"
+    retries: int = 4  # attempts to deliver a job's result at its end before it waits in the spool
+    backoff_s: float = 2.0  # first wait between attempts; doubles each time
+
+
+@dataclass
+class TelemetryConfig:
+    enabled: bool = True
+    interval_ms: int = 100  # one NVML sample of every chosen GPU per interval
+    pcie_interval_ms: int = 1000  # NVML's PCIe throughput read blocks ~20 ms: take it less often; 0: never
+
+
+@dataclass
+class LauncherConfig:
+    nnodes: int = 1
+    node_rank: int = 0  # this machine's node; node 0's job process logs the run
+    rdzv_endpoint: str = "localhost:0"  # host:port of the c10d rendezvous; port 0: a free port (one node)
+    start_timeout_s: int = 120
+    time_limit_min: int = 60  # a scheduler's wall-clock limit for one job (Slurm's --time)
+
+
+@dataclass
+class Config:
+    gpu: GpuConfig = MISSING
+    model: ModelConfig = MISSING
+    precision: PrecisionConfig = MISSING
+    benchmark: BenchmarkConfig = MISSING
+    tracking: TrackingConfig = MISSING
+    telemetry: TelemetryConfig = MISSING
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+
+
+@dataclass
+class AnomalyConfig:
+    scaling_tolerance: float = 0.02  # scaling efficiency above 1 + this is flagged (timing noise)
+    spec_tolerance: float = 0.25  # a ratio beyond the spec-sheet range by more than this is flagged
+
+
+@dataclass
+class CompareConfig:
+    """`python -m src.compare`: relative throughput against a baseline gpu, from MLflow runs."""
+
+    baseline: str = "rtx3090"
+    baseline_source: str | None = None  # null: the row's own source when the baseline has it
+    out: str = MISSING
+    # filters; empty = all
+    gpus: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    precisions: list[str] = field(default_factory=list)
+    gpu_counts: list[int] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    filter_string: str = ""  # extra MLflow search filter, e.g. "tags.compile = 'False'"
+    tag_runs: bool = True  # tag anomalous runs with `anomaly`
+    anomalies: AnomalyConfig = field(default_factory=AnomalyConfig)
+    tracking: TrackingConfig = MISSING
+
+
+@dataclass
+class PublishedTask:
+    model: str = MISSING
+    category: str = MISSING
+    unit: str = MISSING
+
+
+@dataclass
+class ImportConfig:
+    """`python -m src.import_results FILE`: published results as FINISHED MLflow runs."""
+
+    file: str = MISSING
+    precision: PrecisionConfig = MISSING  # the precision group: `precision=amp` picks conf/precision/amp
+    source: str = MISSING
+    tasks: dict[str, PublishedTask] = field(default_factory=dict)  # published column -> model
+    gpu_profiles: dict[str, str] = field(default_factory=dict)  # published GPU name -> profile
+    tracking: TrackingConfig = MISSING
+
+
+SCHEMAS = {"config_schema": Config, "compare_schema": CompareConfig, "import_schema": ImportConfig}
+
+
+def register_configs(*schemas: str) -> None:
+    """Store the schemas an entry point composes (all when none is named). Only those: Hydra
+    deep-copies the whole store for every config group it lists (`--help` lists them all), so each
+    extra schema costs start-up time."""
+    for name in schemas or SCHEMAS:
+        ConfigStore.instance().store(name=name, node=SCHEMAS[name])  # a wrong key fails at compose
+    if not OmegaConf.has_resolver("project_root"):
+        OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))

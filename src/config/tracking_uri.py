@@ -1,0 +1,65 @@
+"""Checks of the tracking keys, shared by every entry point (a sweep checks them before its parent run)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from omegaconf import DictConfig
+
+from src.config.checks import Errors, positive_int
+from src.credentials import redact
+
+URI_FORMS = (
+    "must be sqlite:////absolute/path/mlflow.db, file:///absolute/path, http(s)://host[:port][/path], "
+    "databricks, or postgresql|mysql|mssql://host/database"
+)
+
+
+def tracking_errors(t: DictConfig) -> list[str]:
+    """Problems with the tracking keys, shared by every entry point (a sweep checks them before its parent run)."""
+    errors = Errors()
+    problem = _uri_problem(t.uri)
+    if problem:
+        errors.append(f"tracking.uri={redact(t.uri)!r}: {problem}")
+    errors.need(bool(t.experiment), "tracking.experiment", t.experiment, "a non-empty name")
+    errors.need(positive_int(t.retries), "tracking.retries", t.retries, "a positive integer")
+    errors.need(t.backoff_s >= 0, "tracking.backoff_s", t.backoff_s, ">= 0 seconds")
+    return errors
+
+
+def _uri_problem(uri: str) -> str | None:
+    parts = urlsplit(uri)
+    scheme = parts.scheme.split("+")[0]  # postgresql+psycopg2://...
+    if scheme == "sqlite":
+        path = uri.removeprefix("sqlite:///")
+        if path == uri or not Path(path).is_absolute():
+            return f"an sqlite store needs an absolute path (four slashes); {URI_FORMS}"
+        return _unwritable(Path(path))
+    if scheme == "file":
+        if not parts.path.startswith("/"):
+            return f"a file store needs an absolute path; {URI_FORMS}"
+        return _unwritable(Path(parts.path))
+    if scheme in ("http", "https", "postgresql", "mysql", "mssql"):
+        try:
+            return (
+                None if parts.hostname and (parts.port is None or parts.port > 0) else f"no host; {URI_FORMS}"
+            )
+        except ValueError:
+            return "the port must be a number from 1 to 65535"
+    if uri == "databricks" or scheme in ("databricks", "databricks-uc"):
+        return None
+    return f"{'unknown scheme ' + repr(parts.scheme) if parts.scheme else 'no scheme'}; {URI_FORMS}"
+
+
+def _unwritable(path: Path) -> str | None:
+    """Why `path` (a file to create or update) cannot be written, or None."""
+    if path.exists():
+        return None if path.is_file() and os.access(path, os.W_OK) else f"{path} cannot be written"
+    folder = path.parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        return f"{folder} is not a folder this user can write into"
+    return None

@@ -1,0 +1,1 @@
+"""The machine: NVML, device selection by gpu profile, environment capture, telemetry sampling."""

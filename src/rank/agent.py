@@ -1,0 +1,108 @@
+"""The elastic agent: started by src.run.launch in a session of its own, it runs torch's elastic
+launch (torchrun's engine) for one job and writes the ranks' reports, or the failure, to the
+outcome file the job process reads.
+
+    python -m src.rank.agent SPEC.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from src.errors import RankFailure
+
+# Multicast over NVLink (NVLS) can take the shared host's GPUs out of service: keep it off.
+SAFE_NCCL_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+# A failed or timed-out NCCL collective aborts its communicator and ends the rank, so the agent
+# sees a dead rank instead of one blocked forever.
+FAIL_FAST_ENV = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+
+
+def _die_with_job(job_pid: int) -> None:
+    """Ask Linux to SIGTERM the agent when the job process dies, even by SIGKILL."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != job_pid:  # the job died before the request took effect
+        sys.exit(1)
+
+
+def _elastic_launch(spec: dict) -> list[dict]:
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    from src.rank.worker import train_rank
+
+    for key, value in {**SAFE_NCCL_ENV, **FAIL_FAST_ENV}.items():
+        os.environ.setdefault(key, value)
+    # A forked rank would inherit the agent's SIGTERM handler, which Python runs only between
+    # bytecodes: restore the default, so a rank stuck in C code stops at once, as a spawned one does.
+    os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    launcher, log_dir = spec["launcher"], Path(spec["log_dir"])
+    config = LaunchConfig(
+        min_nodes=launcher["nnodes"],
+        max_nodes=launcher["nnodes"],
+        nproc_per_node=spec["nproc"],
+        run_id=spec["run_id"],
+        rdzv_backend="c10d",  # c10d numbers the ranks itself; node_rank only says which node logs
+        rdzv_endpoint=launcher["rdzv_endpoint"],
+        # node 0 hosts the rendezvous store at the endpoint, which names one of its addresses
+        rdzv_configs={"timeout": launcher["start_timeout_s"], "is_host": launcher["node_rank"] == 0},
+        max_restarts=0,  # a benchmark step that failed once is a result, not something to retry
+        monitor_interval=0.5,
+        # torchrun's default for GPUs; CPU ranks fork from this process, which has torch imported
+        # already (no CUDA state to inherit), and start seconds sooner
+        start_method="spawn" if spec["rank_cfg"]["runtime"]["device"] == "cuda" else "fork",
+        logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL, tee=Std.NONE),
+    )
+    try:
+        per_rank = elastic_launch(config, train_rank)(spec["rank_cfg"], spec["progress_path"])
+    except ChildFailedError as exc:
+        rank, failure = _root_failure(exc.failures)
+        raise RankFailure(_describe_failure(rank, failure, log_dir)) from None
+    return [report for reports in per_rank.values() for report in reports]
+
+
+def _root_failure(failures: dict) -> tuple[int, object]:
+    """The rank whose failure explains the others: one killed by a signal (its peers then fail on a
+    reset connection, and their error files carry earlier timestamps than the agent's record of
+    the death), else the earliest."""
+    killed = {rank: f for rank, f in failures.items() if f.exitcode is not None and f.exitcode < 0}
+    return min((killed or failures).items(), key=lambda item: item[1].timestamp)
+
+
+def _describe_failure(rank: int, failure, log_dir: Path) -> str:
+    message = failure.message
+    if isinstance(message, dict):  # the error file written by @record: message plus traceback
+        callstack = message.get("extraInfo", {}).get("py_callstack", "")
+        message = f"{message.get('message', '')}\n{callstack}"
+    if not message or message.startswith("To enable traceback"):
+        message = f"exit code {failure.exitcode} ({failure.signal_name()})"
+    return f"rank {rank} failed: {message.strip()}\n(rank logs under {log_dir})"
+
+
+def main(spec_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    _die_with_job(spec["job_pid"])
+    try:
+        outcome = {"ranks": _elastic_launch(spec)}
+    except RankFailure as exc:
+        outcome = {"error": str(exc)}
+    tmp = Path(spec["outcome_path"] + ".tmp")
+    tmp.write_text(json.dumps(outcome))
+    os.replace(tmp, spec["outcome_path"])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,123 @@
+"""The process boundary is the architecture: layers import downwards only, and the job process
+never loads torch (it lives in src/rank/, started as processes, and inside the model builders)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from src.paths import PROJECT_ROOT
+
+SRC = PROJECT_ROOT / "src"
+ENTRY_POINTS = {"src.train", "src.import_results", "src.sync", "src.server", "src.compare.__main__"}
+LEAVES = {"src.console", "src.errors", "src.paths", "src.credentials", "src.stats"}
+# package -> layer; a module may import its own package, leaves and lower layers, nothing above
+LAYERS = {"config": 1, "models": 1, "hardware": 2, "tracking": 2, "rank": 3, "run": 3, "compare": 3}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every src module a file imports, at module level or inside functions."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("src"):
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                found.add(
+                    candidate
+                    if (SRC.parent / (candidate.replace(".", "/") + ".py")).exists()
+                    or (SRC.parent / candidate.replace(".", "/")).is_dir()
+                    else node.module
+                )
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("src")}
+    return found
+
+
+def layer(module: str) -> tuple[int, str]:
+    if module in ENTRY_POINTS:
+        return 4, "entry"
+    if module in LEAVES or module == "src":
+        return 0, "leaf"
+    package = module.split(".")[1]
+    return LAYERS[package], package
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in SRC.rglob("*.py")}
+
+
+def test_layers_import_downwards_only():
+    wrong = []
+    for module, imported in import_graph().items():
+        level, package = layer(module)
+        for target in imported:
+            target_level, target_package = layer(target)
+            if target_package == package and package != "entry":
+                continue
+            if target_package == "rank" and package != "rank" or target_level >= level:
+                wrong.append(f"{module} -> {target}")
+    assert not wrong, "imports against the layering:\n" + "\n".join(sorted(wrong))
+
+
+def test_import_graph_has_no_cycles():
+    graph = import_graph()
+    state: dict[str, int] = {}
+
+    def visit(module: str, trail: list[str]) -> None:
+        state[module] = 1
+        for target in graph.get(module, ()):
+            if state.get(target) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*trail, module, target]))
+            if target in graph and not state.get(target):
+                visit(target, [*trail, module])
+        state[module] = 2
+
+    for module in graph:
+        if not state.get(module):
+            visit(module, [])
+
+
+def test_no_module_over_400_lines():
+    long = {
+        str(p.relative_to(PROJECT_ROOT)): n
+        for p in SRC.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 400
+    }
+    assert not long
+
+
+JOB_WITHOUT_TORCH = """
+import atexit, runpy, sys
+atexit.register(lambda: print("torch loaded in the job process:", "torch" in sys.modules))
+sys.argv = ["src.train", *sys.argv[1:]]
+runpy.run_module("src.train", run_name="__main__")
+"""
+
+
+def test_a_whole_job_runs_without_torch_in_the_job_process(tmp_path, tracking_uri):
+    """A real CPU job, end to end: its ranks train with torch, its own process never imports it."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            JOB_WITHOUT_TORCH,
+            "gpu=cpu",
+            "benchmark=smoke",
+            f"tracking.uri={tracking_uri}",
+            f"hydra.run.dir={tmp_path}/run",
+        ],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "done cpux1-resnet50-fp32" in done.stdout
+    assert "torch loaded in the job process: False" in done.stdout
