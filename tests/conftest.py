@@ -16,6 +16,13 @@ from src.paths import PROJECT_ROOT
 CONF_DIR = str(PROJECT_ROOT / "conf")
 
 
+def pytest_configure(config):
+    """Hermetic tests: MLflow users often export MLFLOW_TRACKING_URI (a team's server) or a token;
+    neither may reach the configs composed here or the CLI runs started from here."""
+    for key in [k for k in os.environ if k.startswith("MLFLOW_")]:
+        del os.environ[key]
+
+
 def compose_cfg(overrides: list[str] | None = None):
     register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
