@@ -58,11 +58,18 @@ class JobProgress:
                 self._progress.update(self._task, total=None, status=status)
 
 
-def result_line(name: str, metrics: dict, unit: str) -> None:
+def result_line(name: str, metrics: dict, unit: str, stop_reason: str = "ci", target_ci: float = 0.0) -> None:
+    """The job's figure; one that stopped (max_steps, time_limit) before target_ci says so."""
+    missed = (
+        f"; [yellow]stopped at {stop_reason} before target_ci: CI +/-{metrics['step_time_ci95_rel']:.1%} "
+        f"> {target_ci:.1%}[/]"
+        if stop_reason != "ci"
+        else ""
+    )
     console.print(
         f"[green]done[/] {name}: [bold]{metrics['throughput']:,.1f} {unit}[/] "
         f"(step {metrics['step_time_ms']:.1f} ms median, p10-p90 {metrics['step_time_p10_ms']:.1f}-"
-        f"{metrics['step_time_p90_ms']:.1f} ms, {metrics['measured_steps']} steps)"
+        f"{metrics['step_time_p90_ms']:.1f} ms, {metrics['measured_steps']} steps{missed})"
     )
 
 

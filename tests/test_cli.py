@@ -35,6 +35,7 @@ def test_sweep_logs_parent_and_tagged_children(tmp_path, tracking_uri):
         assert tags["precision"] in ("fp32", "bf16") and tags["host"] and tags["torch_version"]
         assert tags["cudnn_version"] and tags["nccl_version"]  # reported by the rank, not the job
         assert tags["cudnn_benchmark"] == "True"
+        assert tags["stop_reason"] in ("ci", "max_steps")  # smoke: 2 steps, target_ci 0.5
         assert tags["math_autocast_dtype"] == {"fp32": "none", "bf16": "bfloat16"}[tags["precision"]]
         assert run.data.params["model.name"] == tags["model"]
         assert metrics["throughput"] > 0 and metrics["measured_steps"] == 2
@@ -49,6 +50,7 @@ def test_two_cpu_ranks_report_global_throughput(tmp_path, tracking_uri):
     (run,) = read_runs(tracking_uri)
     m = run.data.metrics
     assert run.info.run_name == "cpux2-gpt2-fp32" and run.data.tags["gpu_count"] == "2"
+    assert run.data.tags["stop_reason"] in ("ci", "max_steps")  # both ranks agreed on one reason
     assert m["items_per_step"] == 2 * 2 * 32  # two ranks x smoke batch 2 x seq_len 32
     assert m["throughput"] == pytest.approx(2 * m["throughput_per_gpu"])
 
@@ -82,9 +84,12 @@ def test_time_limit_stops_a_job_before_min_steps(tmp_path, tracking_uri):
         "benchmark.min_steps=100000",
         "benchmark.max_steps=100000",
     ]
-    proc = run_cli([*args, "benchmark.time_limit_s=2"], tmp_path, tracking_uri)
+    proc = run_cli([*args, "benchmark.time_limit_s=2", "benchmark.target_ci=1e-9"], tmp_path, tracking_uri)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = read_runs(tracking_uri)
     steps = run.data.metrics["measured_steps"]
     assert 2 <= steps < 100000
     assert run.data.metrics["measured_window_s"] < 30  # the limit, not the step count, ended it
+    # a figure that missed its stopping rule says so, in the run and on its result line
+    assert run.data.tags["stop_reason"] == "time_limit"
+    assert "stopped at time_limit before target_ci: CI +/-" in " ".join(proc.stdout.split())

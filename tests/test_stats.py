@@ -36,6 +36,7 @@ def _rank(rank, times, items=32):
         "peak_memory_gb": 10.0 + rank,
         "flops_per_item": 1e9,
         "all_finite": True,
+        "stop_reason": "ci",
         "precision_math": {},
         "device_name": "x",
         "runtime_versions": {"cuda": "none"},

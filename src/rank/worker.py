@@ -80,13 +80,26 @@ def _setup_distributed(device_kind: str, timeout_s: float) -> tuple[int, int, in
     return rank, local_rank, world, device
 
 
-def _agree_to_stop(stop: bool, world: int, device: torch.device) -> bool:
-    """Every rank must stop at the same step, or DDP's next all-reduce hangs."""
-    if world == 1:
-        return stop
-    flag = torch.tensor([1.0 if stop else 0.0], device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-    return bool(flag.item())
+STOP_REASONS = ("ci", "max_steps", "time_limit")  # where ranks differ, the later one is the job's
+
+
+def _stop_reason(ci: float, n: int, elapsed: float, over_time: bool, bench: dict) -> str | None:
+    """Why this rank would stop now: its CI met target_ci, else its time or step budget ran out."""
+    if ci <= bench["target_ci"]:
+        return "ci"
+    if over_time or elapsed >= bench["time_limit_s"]:
+        return "time_limit"
+    return "max_steps" if n >= bench["max_steps"] else None
+
+
+def _agree_to_stop(reason: str | None, world: int, device: torch.device) -> str | None:
+    """Every rank must stop at the same step, or DDP's next all-reduce hangs; all take one reason."""
+    code = STOP_REASONS.index(reason) + 1 if reason else 0
+    if world > 1:
+        flag = torch.tensor([float(code)], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        code = int(flag.item())
+    return STOP_REASONS[code - 1] if code else None
 
 
 class TrainingStep:
@@ -197,13 +210,8 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
         progress.update(
             phase="measuring", step=n, items_per_s=workload.items_per_step * world * n / elapsed, ci=ci
         )
-        done = (
-            over_time
-            or n >= bench["max_steps"]
-            or elapsed >= bench["time_limit_s"]
-            or ci <= bench["target_ci"]
-        )
-        if _agree_to_stop(done, world, device):
+        stop_reason = _agree_to_stop(_stop_reason(ci, n, elapsed, over_time, bench), world, device)
+        if stop_reason:
             break
     _sync(device)
     window_end = time.time()
@@ -221,6 +229,7 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
         "loss_first": float(first_loss),
         "loss_last": float(last_loss),
         "all_finite": bool(all_finite),
+        "stop_reason": stop_reason,
         "batch_size": batch_size,
         "precision_math": step.precision.describe(),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",

@@ -115,11 +115,12 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         metrics |= efficiency(metrics, cfg.gpu, count, baseline[1] if baseline else None)
         run.log_metrics(metrics)
         run.set_tags(
-            {"unit": cfg.model.unit, **{f"math_{k}": v for k, v in outcome["precision_math"].items()}}
+            {"unit": cfg.model.unit, "stop_reason": outcome["stop_reason"]}
+            | {f"math_{k}": v for k, v in outcome["precision_math"].items()}
         )
         run.log_files({"step_times.csv": _step_times_csv(outcome["step_times_s"])})
         run.end("FINISHED")
-        console.result_line(name, metrics, cfg.model.unit)
+        console.result_line(name, metrics, cfg.model.unit, outcome["stop_reason"], cfg.benchmark.target_ci)
         return metrics["throughput"]
     except KeyboardInterrupt:
         stop = signals.received()

@@ -44,6 +44,7 @@ def combine_ranks(ranks: list[dict], job_started: float) -> dict:
         "step_times_s": step_times,
         "window": (min(r["window_start"] for r in ranks), max(r["window_end"] for r in ranks)),
         "all_finite": all(r["all_finite"] for r in ranks),
+        "stop_reason": ranks[0]["stop_reason"],  # the ranks agreed on it: ci, max_steps or time_limit
         "precision_math": ranks[0]["precision_math"],
         "device_name": ranks[0]["device_name"],
         "runtime_versions": ranks[0]["runtime_versions"],
