@@ -93,3 +93,12 @@ def test_time_limit_stops_a_job_before_min_steps(tmp_path, tracking_uri):
     # a figure that missed its stopping rule says so, in the run and on its result line
     assert run.data.tags["stop_reason"] == "time_limit"
     assert "stopped at time_limit before target_ci: CI +/-" in " ".join(proc.stdout.split())
+
+
+def test_help_says_what_the_tool_is_and_shows_the_study(tmp_path, tracking_uri):
+    proc = run_cli(["--help"], tmp_path, tracking_uri, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("gpubench: GPU training throughput")
+    assert "python -m src.train -m gpu=a6000,rtx3090 precision=fp32,amp" in proc.stdout
+    assert "model: bert_large, gpt2, llama" in proc.stdout  # Hydra's group listing stays
+    assert "powered by Hydra" not in proc.stdout
