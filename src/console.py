@@ -110,3 +110,8 @@ def skip_line(name: str, run_id: str, throughput: float | None, unit: str) -> No
         f"[cyan]skip[/] {name}: already FINISHED as run {run_id} ({figure}); "
         f"benchmark.rerun=true runs it again"
     )
+
+
+def unavailable_line(name: str, shortfall: str) -> None:
+    """One unwrapped line per point this host cannot run, grep-able in a piped log."""
+    console.print(f"[cyan]skipped[/] {name}: {escape(shortfall)}", soft_wrap=True)

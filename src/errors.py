@@ -17,6 +17,14 @@ class ConfigError(ValueError):
     """A config value that cannot run; the message names key, value and what is allowed."""
 
 
+class DeviceUnavailable(ConfigError):
+    """The host lacks the GPUs a gpu profile asks for. A single run stops; a sweep skips the point."""
+
+    def __init__(self, profile: str, needs: str, host: str):
+        self.shortfall = f"needs {needs}; this host has {host}"
+        super().__init__(f"gpu={profile} {self.shortfall}")
+
+
 class TrackingUnavailable(RuntimeError):
     """The tracking store cannot be reached before a job starts: nothing is run."""
 

@@ -13,7 +13,7 @@ from omegaconf import DictConfig, open_dict
 from src import credentials
 from src.config.finalise import finalize, override_keys
 from src.config.schema import register_configs
-from src.errors import ConfigError, TrackingUnavailable, exit_with_error
+from src.errors import ConfigError, DeviceUnavailable, TrackingUnavailable, exit_with_error
 from src.run import signals
 
 register_configs("config_schema")
@@ -32,7 +32,13 @@ def main(cfg: DictConfig) -> float:
         from src.tracking import store
 
         parent = store.read_parent_run(Path(hydra_cfg.sweep.dir)) if multirun else None
-        return job.run_job(cfg, Path(hydra_cfg.runtime.output_dir), parent)
+        try:
+            return job.run_job(cfg, Path(hydra_cfg.runtime.output_dir), parent)
+        except DeviceUnavailable as exc:
+            if not multirun:
+                raise
+            # another host runs this point (two workstations, one server): not a failure here
+            return job.skip_unavailable(cfg, exc, parent, hydra_cfg.job.num)
     except (ConfigError, TrackingUnavailable) as exc:
         if multirun:
             print(f"error: {credentials.redact(str(exc))}", file=sys.stderr)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from src.errors import ConfigError
+from src.errors import DeviceUnavailable
 from src.hardware import nvml
 from src.paths import PROJECT_ROOT
 
@@ -122,9 +122,7 @@ def select(gpu_cfg, devices: list[Device], profiles: dict | None = None) -> Sele
     fitting = [d for d in devices if matches(gpu_cfg, d.name)]
     if len(fitting) < count:
         wanted = " or ".join(gpu_cfg.match) or gpu_cfg.name
-        raise ConfigError(
-            f"gpu={gpu_cfg.name} needs {count} x {wanted}; this host has {host_summary(devices)}"
-        )
+        raise DeviceUnavailable(gpu_cfg.name, f"{count} x {wanted}", host_summary(devices))
     chosen = fitting[:count]
     return Selection(profile=gpu_cfg.name, device_kind="cuda", devices=chosen, gpu_name=chosen[0].name)
 
@@ -136,9 +134,8 @@ def _select_auto(count: int, devices: list[Device], profiles: dict) -> Selection
     name = devices[0].name
     chosen = [d for d in devices if d.name == name][:count]
     if len(chosen) < count:
-        raise ConfigError(
-            f"gpu=auto gpu.count={count} needs {count} x {name} (one model per job); "
-            f"this host has {host_summary(devices)}"
+        raise DeviceUnavailable(
+            f"auto gpu.count={count}", f"{count} x {name} (one model per job)", host_summary(devices)
         )
     profile = next((p for p, data in profiles.items() if matches(data, name)), slug(name))
     return Selection(profile=profile, device_kind="cuda", devices=chosen, gpu_name=name)

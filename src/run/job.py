@@ -17,10 +17,12 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from src import console, credentials
 from src.config.finalise import default_batch_size
 from src.config.validate import validate
-from src.errors import ConfigError
+from src.errors import ConfigError, DeviceUnavailable
 from src.hardware import devices
 from src.run import resume, signals
 from src.tracking import job_run, spool, store
+
+UNAVAILABLE_TAG_PREFIX = "unavailable."  # on a sweep's parent: unavailable.<num> = "<name>: needs ..."
 
 
 def run_name(profile: str, count: int, model: str, precision: str) -> str:
@@ -153,6 +155,16 @@ def _skip(cfg: DictConfig, name: str, done, digest: str, parent_run_id: str | No
             parent_run_id, f"{resume.SKIPPED_TAG_PREFIX}{digest}", done.info.run_id
         )
     return throughput
+
+
+def skip_unavailable(cfg: DictConfig, exc: DeviceUnavailable, parent_run_id: str | None, num: int) -> None:
+    """A sweep's point whose GPUs this host lacks: one line, and a note on the parent (no run)."""
+    name = run_name(cfg.gpu.name, cfg.gpu.count * cfg.launcher.nnodes, cfg.model.name, cfg.precision.name)
+    console.unavailable_line(name, exc.shortfall)
+    if parent_run_id:
+        store.client(cfg.tracking.uri).set_tag(
+            parent_run_id, f"{UNAVAILABLE_TAG_PREFIX}{num}", f"{name}: {exc.shortfall}"
+        )
 
 
 def _launch(

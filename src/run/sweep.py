@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import sys
 from pathlib import Path
 
 from hydra.core.utils import JobStatus
@@ -18,8 +19,9 @@ from omegaconf import DictConfig
 
 from src import console, credentials
 from src.config.tracking_uri import tracking_errors
-from src.errors import ConfigError, TrackingUnavailable, exit_with_error, first_line
+from src.errors import USAGE_ERROR, ConfigError, TrackingUnavailable, exit_with_error, first_line
 from src.run import resume, signals
+from src.run.job import UNAVAILABLE_TAG_PREFIX
 from src.tracking import spool, store
 
 FAILED_TAG_PREFIX = "failed_job."  # on the parent: failed_job.<num> = why that point failed
@@ -76,12 +78,20 @@ class SweepRunCallback(Callback):
         )
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        self.close()
+        rows = self.close()
+        if rows and all(row.get("unavailable") for row in rows):
+            # the same command on a host with none of its GPUs: say so in the exit status
+            print(
+                "error: no point of this sweep can run on this host (see the skipped lines)", file=sys.stderr
+            )
+            raise SystemExit(USAGE_ERROR)
 
-    def close(self) -> None:
-        """End the parent run and print the sweep's summary; spool the parent if tracking is away."""
+    def close(self) -> list[dict] | None:
+        """End the parent run and print the sweep's summary; spool the parent if tracking is away.
+
+        Returns the summary rows (None when there was no parent to end or it was spooled)."""
         if self.parent_run_id is None:
-            return
+            return None
         run_id, self.parent_run_id = self.parent_run_id, None
         interrupted = signals.received() is not None
         try:
@@ -92,14 +102,16 @@ class SweepRunCallback(Callback):
                 f"tracking unreachable ({first_line(exc)}): the sweep's "
                 f"parent run is kept in {folder}; `python -m src.sync` ends it later"
             )
-            return
+            return None
         console.summary_table(rows)
+        return rows
 
 
-def parent_status(child_statuses: list[str], failed_points: int, interrupted: bool) -> str:
+def parent_status(child_statuses: list[str], failed_points: int, interrupted: bool, ran: bool = True) -> str:
+    """`ran`: some point ran here or was done earlier (not every point skipped for want of GPUs)."""
     if interrupted or "KILLED" in child_statuses:
         return "KILLED"
-    if failed_points or any(s != "FINISHED" for s in child_statuses):
+    if failed_points or not ran or any(s != "FINISHED" for s in child_statuses):
         return "FAILED"
     return "FINISHED"
 
@@ -123,11 +135,27 @@ def finish_parent(client, run_id: str, interrupted: bool, sweep_dir: Path | None
             client.set_terminated(child.info.run_id, statuses[child.info.run_id])
     tags = parent.data.tags
     failed = [k for k in tags if k.startswith(FAILED_TAG_PREFIX)]
-    client.set_terminated(run_id, parent_status(list(statuses.values()), len(failed), interrupted))
     skipped = [client.get_run(v) for k, v in tags.items() if k.startswith(resume.SKIPPED_TAG_PREFIX)]
+    unavailable = _unavailable_rows(tags)
+    ran = bool(children or skipped or failed or not unavailable)
+    client.set_terminated(run_id, parent_status(list(statuses.values()), len(failed), interrupted, ran))
     rows = [_row(c, statuses[c.info.run_id], c.data.tags.get("error", "")) for c in children]
     rows += [_row(s, "SKIPPED", f"done earlier in run {s.info.run_id}") for s in skipped]
-    return sorted(rows, key=lambda r: r.pop("start"))
+    return sorted(rows, key=lambda r: r.pop("start")) + unavailable
+
+
+def _unavailable_rows(parent_tags: dict) -> list[dict]:
+    """The points this host lacked the GPUs for, in sweep order."""
+    notes = {
+        int(k.removeprefix(UNAVAILABLE_TAG_PREFIX)): v
+        for k, v in parent_tags.items()
+        if k.startswith(UNAVAILABLE_TAG_PREFIX)
+    }
+    rows = []
+    for num in sorted(notes):
+        name, _, shortfall = notes[num].partition(": ")
+        rows.append({"name": name, "status": "SKIPPED", "error": shortfall, "unavailable": True})
+    return rows
 
 
 def _row(run, status: str, note: str) -> dict:

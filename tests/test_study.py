@@ -1,0 +1,91 @@
+"""The A6000-vs-3090 study from one command: the default sweep, and GPUs this host lacks skipped.
+
+The CLI tests run on a pretend host (tests/fake_host.py): NVML shows an H200, so the
+`gpu=a6000` and `gpu=rtx3090` points cannot run here, while `gpu=cpu` points train for real.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import CONF_DIR, compose_cfg, read_runs
+from fake_host import gpus_env
+from hydra import compose, initialize_config_dir
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from src.config.schema import register_configs
+from src.errors import USAGE_ERROR
+from src.paths import PROJECT_ROOT
+
+STUDY_MODELS = ["ssd300", "resnet50", "maskrcnn", "txl_base", "txl_large"]
+H200 = dict(name="NVIDIA H200", bus_id="00000000:17:00.0", uuid="GPU-h200", memory_total=141e9)
+TINY = ["benchmark=smoke", "precision=fp32", "model=resnet50", "model.builder=tests.workloads:by_name"]
+
+
+def sweep_points(args: list[str]) -> list[dict[str, str]]:
+    """The jobs `python -m src.train -m ARGS` launches: the root config's sweeper params, then the
+    command line, expanded by Hydra's own basic sweeper."""
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose(config_name="config", return_hydra_config=True)
+    params = [f"{key}={value}" for key, value in cfg.hydra.sweeper.params.items()]
+    overrides = OverridesParser.create().parse_overrides(params + args)
+    [jobs] = BasicSweeper.split_arguments(overrides, None)
+    return [dict(o.split("=", 1) for o in job) for job in jobs]
+
+
+def test_a_multirun_without_model_is_the_five_model_study():
+    points = sweep_points(["gpu=a6000,rtx3090", "precision=fp32,amp"])
+    assert len(points) == 5 * 2 * 2
+    assert sorted({p["model"] for p in points}) == sorted(STUDY_MODELS)
+    assert compose_cfg().model.name == "resnet50"  # a single run stays one ResNet-50 job
+
+
+def test_model_on_the_command_line_wins_over_the_study():
+    assert [p["model"] for p in sweep_points(["model=gpt2", "precision=fp32,amp"])] == ["gpt2", "gpt2"]
+
+
+def fake_host_cli(args: list[str], tmp: Path, uri: str, gpus: list[dict]) -> subprocess.CompletedProcess:
+    extra = [f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/multirun", f"hydra.run.dir={tmp}/run"]
+    return subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "tests" / "fake_host.py"), *args, *extra],
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **gpus_env(*gpus)},
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+
+
+def test_points_for_gpus_the_host_lacks_are_skipped_in_one_line_and_the_rest_run(tmp_path, tracking_uri):
+    result = fake_host_cli(["-m", "gpu=a6000,cpu", *TINY, "model.name=tiny"], tmp_path, tracking_uri, [H200])
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    skipped = [line for line in output.splitlines() if line.startswith("skipped ")]
+    assert skipped == ["skipped a6000x1-tiny-fp32: needs 1 x RTX A6000; this host has 1 x NVIDIA H200"]
+    assert "Traceback" not in output and "HYDRA_FULL_ERROR" not in output
+
+    runs = read_runs(tracking_uri)
+    [parent] = [r for r in runs if r.data.tags.get("sweep") == "true"]
+    children = [r for r in runs if r.data.tags.get("sweep") != "true"]
+    assert [(r.info.run_name, r.info.status) for r in children] == [("cpux1-tiny-fp32", "FINISHED")]
+    assert parent.info.status == "FINISHED"
+    [row] = [line for line in result.stdout.splitlines() if "a6000x1-tiny-fp32" in line and "│" in line]
+    assert "SKIPPED" in row and "needs 1 x RTX A6000" in row  # the summary table lists it
+
+
+def test_a_sweep_that_cannot_run_anything_here_exits_non_zero_without_failed_runs(tmp_path, tracking_uri):
+    args = ["-m", "gpu=a6000,rtx3090", *TINY, "model.name=tiny"]
+    result = fake_host_cli(args, tmp_path, tracking_uri, [H200])
+    output = result.stdout + result.stderr
+    assert result.returncode == USAGE_ERROR, output[-3000:]
+    assert len([line for line in output.splitlines() if line.startswith("skipped ")]) == 2
+    assert "error: no point of this sweep can run on this host" in result.stderr
+    assert "Traceback" not in output and "HYDRA_FULL_ERROR" not in output
+    runs = read_runs(tracking_uri)
+    assert [r.data.tags.get("sweep") for r in runs] == ["true"]  # the parent alone: no FAILED child
+    assert runs[0].info.status == "FAILED"
