@@ -10,11 +10,16 @@ Then copy the folder and a checkout of the project to the node and run, from the
 
     python3 -m pip install --no-index --find-links .whl gpubench
 
-What goes in: the project's dependencies and their whole dependency closure, resolved by pip for
-the target interpreter and platform (wheels only), minus every package the target image already
-has (the exclude file, one name a line, and --exclude); plus a wheel built here from antlr4-python3-runtime's
-sdist (omegaconf needs it and PyPI has no wheel of it) and the project's own wheel.
-Needs Python >= 3.11 and a reachable package index on the machine that builds it.
+What goes in: the project's dependencies and their dependency closure, resolved by pip for the
+target interpreter and platform (wheels only), minus what the target image already satisfies;
+plus a wheel built here from antlr4-python3-runtime's sdist (omegaconf needs it and PyPI has no
+wheel of it) and the project's own wheel. A package of the image (the exclude file) is left out
+only when its version there satisfies every requirement on it, walking down from the project's
+requirements: `name==version` lines (`python3 -m pip list --format=freeze` taken on the image)
+give the version; a bare name satisfies only requirements that ask for no version. --exclude
+leaves a package out whatever its version. A package the image's copy satisfies brings its own
+dependencies, so theirs are not asked for.
+Needs Python >= 3.11, `packaging`, and a reachable package index on the machine that builds it.
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 import tomllib  # Python >= 3.11 builds the wheelhouse
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_EXCLUDE_FILE = Path(__file__).resolve().parent / "gpu-image-packages.txt"
@@ -47,17 +55,23 @@ def requirement_name(spec: str) -> str:
     return canonical(match.group(1))
 
 
-def read_exclude_file(path: Path) -> set[str]:
-    """Canonical names, one a line (`pip list --format=freeze` output too); `#` starts a comment."""
-    excluded = set()
+ANY_VERSION = "*"  # --exclude: left out whatever the requirements say
+
+
+def read_exclude_file(path: Path) -> dict[str, str | None]:
+    """Canonical name -> the image's version (None when the line names no version): one name a
+    line, or `pip list --format=freeze` output (`name==version`); `#` starts a comment."""
+    image = {}
     for number, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if line:
             try:
-                excluded.add(requirement_name(line))
+                name = requirement_name(line)
             except ValueError:
                 raise SystemExit(f"{path}:{number}: {raw!r}: expected a package name") from None
-    return excluded
+            pinned = re.fullmatch(r"[^=<>!~@ ]+\s*===?\s*(\S+)", line)
+            image[name] = pinned.group(1) if pinned else None
+    return image
 
 
 def project_requirements(
@@ -74,19 +88,74 @@ def project_requirements(
     return list(project["dependencies"]) + [spec for e in extras for spec in optional[e]]
 
 
-def wanted(requirements: list[str], excluded: set[str]) -> list[str]:
-    """The top-level requirements the image does not already satisfy."""
-    return [spec for spec in requirements if requirement_name(spec) not in excluded]
+def target_environment(python_version: str, arch: str) -> dict[str, str]:
+    """What requirement markers (`; python_version < "3.13"`) are evaluated against: the target."""
+    env = default_environment()
+    env.update(
+        python_version=python_version,
+        python_full_version=f"{python_version}.0",
+        implementation_name="cpython",
+        platform_python_implementation="CPython",
+        sys_platform="linux",
+        platform_system="Linux",
+        os_name="posix",
+        platform_machine=arch,
+    )
+    return env
 
 
-def resolved_packages(report: dict) -> list[tuple[str, str]]:
-    """(name, version) of everything a `pip install --report` resolution would install."""
-    return [(item["metadata"]["name"], item["metadata"]["version"]) for item in report["install"]]
+def satisfies(image_version: str | None, requirements: list[Requirement]) -> bool:
+    """Whether the image's copy meets every requirement on it (a bare name: only those with no version)."""
+    if image_version == ANY_VERSION:
+        return True
+    if image_version is None:
+        return all(not r.specifier for r in requirements)
+    return all(r.specifier.contains(image_version, prereleases=True) for r in requirements)
 
 
-def prune(resolved: list[tuple[str, str]], excluded: set[str]) -> list[tuple[str, str]]:
-    """Drop what the image already has."""
-    return [(name, version) for name, version in resolved if canonical(name) not in excluded]
+def needed(
+    resolved: dict[str, tuple[str, list[str]]], top_level: list[str], image: dict[str, str | None], env: dict
+) -> tuple[list[tuple[str, str]], dict[str, list[Requirement]]]:
+    """The resolved packages the wheelhouse must hold, and every requirement found on each package.
+
+    `resolved`: canonical name -> (version, requires_dist) from pip's resolution of the project.
+    Walks down from the project's requirements; a package whose image copy satisfies every
+    requirement on it so far is not entered. A later requirement it fails (certifi>=2026.10.19
+    from databricks-sdk against an older certifi) brings it in after all."""
+    on: dict[str, list[Requirement]] = {}
+    expanded: dict[str, set[str]] = {}  # kept package -> extras whose dependencies are queued
+    queue = [Requirement(spec) for spec in top_level]
+    while queue:
+        req = queue.pop()
+        name = canonical(req.name)
+        if req.marker is not None and not req.marker.evaluate(env | {"extra": ""}):
+            continue
+        on.setdefault(name, []).append(req)
+        if name not in expanded and name in image and satisfies(image[name], on[name]):
+            continue  # the image's copy, with its own dependencies
+        extras = {""} | {canonical(e) for e in req.extras}
+        new = extras - expanded.setdefault(name, set())
+        expanded[name] |= new
+        if name not in resolved:
+            raise SystemExit(f"{req}: needed, but pip's resolution for the target has no {name}")
+        for spec in resolved[name][1] if new else []:
+            dep = Requirement(spec)
+            if dep.marker is None or any(dep.marker.evaluate(env | {"extra": e}) for e in new):
+                dep.marker = None
+                queue.append(dep)
+    return [(name, resolved[name][0]) for name in expanded], on
+
+
+def resolved_packages(report: dict) -> dict[str, tuple[str, list[str]]]:
+    """Canonical name -> (version, requires_dist) of everything a `pip install --report` resolution
+    would install."""
+    return {
+        canonical(item["metadata"]["name"]): (
+            item["metadata"]["version"],
+            item["metadata"].get("requires_dist", []),
+        )
+        for item in report["install"]
+    }
 
 
 def wheel_identity(path: Path) -> tuple[str, str]:
@@ -114,24 +183,36 @@ def pip(*args: str) -> None:
 def build(args: argparse.Namespace) -> list[Path]:
     dest = args.dest.resolve()
     dest.mkdir(parents=True, exist_ok=True)
-    excluded = read_exclude_file(args.exclude_file) if args.exclude_file else set()
-    excluded |= {canonical(name) for name in args.exclude}
+    image = read_exclude_file(args.exclude_file) if args.exclude_file else {}
+    image |= {canonical(name): ANY_VERSION for name in args.exclude}
     target = target_args(args.python_version, args.arch, args.glibc)
 
     pip("wheel", "--no-deps", "--wheel-dir", str(dest), str(PROJECT_ROOT))
-    if canonical(ANTLR[0]) not in excluded:
-        pip("wheel", "--no-deps", "--wheel-dir", str(dest), f"{ANTLR[0]}=={ANTLR[1]}")
-
-    requirements = wanted(project_requirements(args.extras), excluded)
+    requirements = project_requirements(args.extras)
     with tempfile.TemporaryDirectory() as tmp:
+        built = Path(tmp) / "built"  # antlr4's wheel, made here: the resolution needs it in sight
+        pip("wheel", "--no-deps", "--wheel-dir", str(built), f"{ANTLR[0]}=={ANTLR[1]}")
         report = Path(tmp) / "report.json"
         constraints = [x for c in args.constraint for x in ("-c", str(c))]
         # A dry run reads package metadata only: nothing is installed, nothing big downloaded.
         pip(
             "install", "--dry-run", "--ignore-installed", "--quiet", "--target", str(Path(tmp) / "t"),
-            "--report", str(report), "--find-links", str(dest), *target, *constraints, *requirements,
+            "--report", str(report), "--find-links", str(built), *target, *constraints, *requirements,
         )  # fmt: skip
-        kept = prune(resolved_packages(json.loads(report.read_text())), excluded)
+        resolved = resolved_packages(json.loads(report.read_text()))
+        kept, on = needed(resolved, requirements, image, target_environment(args.python_version, args.arch))
+        for wheel in built.glob("*.whl"):
+            if wheel_identity(wheel)[0] in dict(kept):
+                shutil.copy2(wheel, dest)
+    for name, version in kept:
+        if name in image:  # the image has it, at a version some requirement refuses
+            refused = ", ".join(sorted({str(r) for r in on[name] if not satisfies(image[name], [r])}))
+            has = (
+                f"the image's {image[name]} does not"
+                if image[name]
+                else "the image's unlisted version may not"
+            )
+            print(f"ships {name} {version}: {has} meet {refused}")
 
     present = {wheel_identity(p) for p in dest.glob("*.whl")}
     missing = [f"{name}=={version}" for name, version in kept if (canonical(name), version) not in present]
