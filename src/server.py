@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from src import credentials
 from src.paths import PROJECT_ROOT
 
 SERVER_DIR = PROJECT_ROOT / "mlruns" / "server"  # apart from the embedded store: its own runs
@@ -32,7 +33,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--backend-store-uri",
         default=f"sqlite:///{SERVER_DIR / 'mlflow.db'}",
         help="SQL database of runs: sqlite:///abs/path.db (default: mlruns/server/mlflow.db) or "
-        "postgresql://USER:PASSWORD@DBHOST:5432/DB (needs psycopg2 on the server)",
+        "postgresql://USER:PASSWORD@DBHOST:5432/DB (pip install -e '.[server]' brings its driver)",
     )
     parser.add_argument(
         "--artifacts-destination",
@@ -44,7 +45,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not 0 < args.port < 65536:
         parser.error(f"--port={args.port}: must be a port number from 1 to 65535")
+    problem = store_problem(args.backend_store_uri)
+    if problem:
+        parser.error(f"--backend-store-uri={credentials.redact(args.backend_store_uri)}: {problem}")
     return args
+
+
+def store_problem(uri: str) -> str | None:
+    """Why the server could not open this database URI here (bad form, no driver), else None.
+
+    Checked before MLflow starts: its own failure is a long traceback from inside a worker.
+    """
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        make_url(uri).get_dialect().import_dbapi()
+    except (ArgumentError, NoSuchModuleError):
+        return "not a database URI (sqlite:///abs/path.db or postgresql://USER:PASSWORD@HOST:PORT/DB)"
+    except ImportError as exc:
+        return f"its database driver is missing ({exc}); PostgreSQL's comes with pip install -e '.[server]'"
+    return None
 
 
 def server_command(args: argparse.Namespace) -> list[str]:
@@ -80,9 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     url_host = f"[{args.host}]" if ":" in args.host else args.host
     if args.host in ("0.0.0.0", "::"):
         url_host = "<this machine's address>"
-    print(
-        f"MLflow tracking server: runs in {args.backend_store_uri}, artifacts in {args.artifacts_destination}"
-    )
+    store = credentials.redact(args.backend_store_uri)  # the console may be a shared log
+    print(f"MLflow tracking server: runs in {store}, artifacts in {args.artifacts_destination}")
     print(f"On every machine: export MLFLOW_TRACKING_URI=http://{url_host}:{args.port}")
     if args.host not in LOOPBACK:
         print(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from benchmarks import services
 from src.config.schema import register_configs
 from src.paths import PROJECT_ROOT
 
@@ -69,3 +71,42 @@ def read_runs(tracking_uri: str, experiment: str = "gpubench"):
     client = MlflowClient(tracking_uri=tracking_uri)
     exp = client.get_experiment_by_name(experiment)
     return [] if exp is None else client.search_runs([exp.experiment_id])
+
+
+def missing_service(reason: str) -> None:
+    """A slow test whose service is not here: it fails in CI (which must run it), skips elsewhere."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (CI runs every slow test: .ci/run installs what they need)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def postgres_uri():
+    """A fresh PostgreSQL database on 127.0.0.1 (postgresql://...), dropped with its cluster after."""
+    try:
+        with services.local_postgres() as uri:
+            yield uri
+    except services.ServiceMissing as exc:
+        missing_service(str(exc))
+
+
+@pytest.fixture
+def start_server(tmp_path):
+    """start_server(backend_store_uri=None, workers=1) -> a running services.TrackingServer.
+
+    `python -m src.server` on a free loopback port with its store (sqlite unless named) and
+    artifacts under tmp_path/server; stopped with its workers after the test.
+    """
+    with contextlib.ExitStack() as stack:
+
+        def start(backend_store_uri: str | None = None, workers: int = 1) -> services.TrackingServer:
+            server = services.TrackingServer(tmp_path / "server", backend_store_uri, workers)
+            return stack.enter_context(server)
+
+        yield start
+
+
+@pytest.fixture
+def server(start_server) -> str:
+    """The URL of a tracking server on an sqlite store."""
+    return start_server().url
