@@ -19,7 +19,10 @@ def test_a_sweep_on_a_postgresql_server_is_read_back_by_compare(postgres_uri, st
     table = tmp_path / "published.csv"
     table.write_text("name_gpu,num_gpu,watt,price,resnet50\nRTX 3090,1.0,350.0,1499.0,100.0\n")
     imported = run_cli(
-        [f"file={table}", "precision=fp32", "source=lambda"], tmp_path, server.url, module="src.import_results"
+        [f"file={table}", "precision=fp32", "source=lambda"],
+        tmp_path,
+        server.url,
+        module="src.import_results",
     )
     assert imported.returncode == 0, imported.stderr[-3000:]
 

@@ -47,7 +47,28 @@ def test_server_warns_when_bound_beyond_loopback(monkeypatch, tmp_path, capsys):
     argv = started[0]
     assert argv[argv.index("--host") + 1] == "0.0.0.0"
     assert argv[argv.index("--backend-store-uri") + 1] == store  # passed on as given
-    assert "warning: bound to 0.0.0.0" in capsys.readouterr().err
+    printed = capsys.readouterr()
+    assert "warning: bound to 0.0.0.0" in printed.err
+    assert "runs in postgresql://***@db.example:5432/mlflow" in printed.out  # the console may be a log
+    assert "secret" not in printed.out + printed.err
+
+
+@pytest.mark.parametrize(
+    ("store", "says"),
+    [
+        ("postgresql://bench:secret@db/mlflow", "its database driver is missing"),
+        ("nosuchdb://bench:secret@db/mlflow", "not a database URI"),
+    ],
+)
+def test_server_refuses_a_store_it_cannot_open_before_starting(monkeypatch, capsys, store, says):
+    started = []
+    monkeypatch.setattr(os, "execv", lambda path, argv: started.append(argv))
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # a server installed without the [server] extra
+    with pytest.raises(SystemExit):
+        main(["--backend-store-uri", store])
+    err = capsys.readouterr().err
+    assert f"--backend-store-uri={store.replace('bench:secret', '***')}: {says}" in err
+    assert "secret" not in err and not started
 
 
 def test_server_rejects_a_bad_port(capsys):
