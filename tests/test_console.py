@@ -28,3 +28,19 @@ def test_a_failure_line_prints_its_reason_verbatim(printed):
 def test_the_summary_table_prints_the_error_verbatim(printed):
     console.summary_table([{"name": "cpux2-gpt2-fp32", "status": "FAILED", "error": REASON}])
     assert REASON in printed.getvalue()
+
+
+METRICS = {"throughput": 1234.5, "step_time_ms": 2.0, "step_time_p10_ms": 1.9, "step_time_p90_ms": 2.2}
+
+
+def test_a_figure_that_stopped_before_target_ci_says_why(printed):
+    metrics = {**METRICS, "measured_steps": 40, "step_time_ci95_rel": 0.05}
+    console.result_line("cpux1-gpt2-fp32", metrics, "tokens/s", "time_limit", 0.01)
+    assert "stopped at time_limit before target_ci: CI +/-5.0% > 1.0%" in printed.getvalue()
+
+
+def test_a_figure_that_met_target_ci_prints_no_warning(printed):
+    metrics = {**METRICS, "measured_steps": 20, "step_time_ci95_rel": 0.004}
+    console.result_line("cpux1-gpt2-fp32", metrics, "tokens/s", "ci", 0.01)
+    assert "done cpux1-gpt2-fp32: 1,234.5 tokens/s" in printed.getvalue()
+    assert "stopped" not in printed.getvalue()

@@ -1,11 +1,12 @@
-"""The process boundary is the architecture: layers import downwards only, and the job process
-never loads torch (it lives in src/rank/, started as processes, and inside the model builders)."""
+"""The process boundary is the architecture: layers import downwards only, no cycles, small modules.
+
+That the job process never loads torch (it lives in src/rank/, started as processes, and inside the
+model builders) is checked on a real sweep: tests/test_cli.py::test_the_job_process_never_imports_torch.
+"""
 
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 from src.paths import PROJECT_ROOT
@@ -91,33 +92,3 @@ def test_no_module_over_400_lines():
         if (n := len(p.read_text().splitlines())) > 400
     }
     assert not long
-
-
-JOB_WITHOUT_TORCH = """
-import atexit, runpy, sys
-atexit.register(lambda: print("torch loaded in the job process:", "torch" in sys.modules))
-sys.argv = ["src.train", *sys.argv[1:]]
-runpy.run_module("src.train", run_name="__main__")
-"""
-
-
-def test_a_whole_job_runs_without_torch_in_the_job_process(tmp_path, tracking_uri):
-    """A real CPU job, end to end: its ranks train with torch, its own process never imports it."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            JOB_WITHOUT_TORCH,
-            "gpu=cpu",
-            "benchmark=smoke",
-            f"tracking.uri={tracking_uri}",
-            f"hydra.run.dir={tmp_path}/run",
-        ],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "done cpux1-resnet50-fp32" in done.stdout
-    assert "torch loaded in the job process: False" in done.stdout

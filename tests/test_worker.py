@@ -1,0 +1,109 @@
+"""One rank's timed loop, in-process: one rank, no process group (src/rank/worker.py).
+
+The stopping rule, the report a rank hands its job, and the failures a rank turns into reasons.
+The same loop under real processes and ranks is covered end to end in test_cli.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from src.config.finalise import finalize, override_keys
+from src.rank import worker
+from src.rank.worker import OutOfMemory, train_rank
+from tests.conftest import compose_cfg
+
+TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model.builder=tests.workloads:by_name"]
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def rank_cfg(*overrides: str) -> dict:
+    """What the job hands each rank: the finalised config as a dict, plus the runtime it found."""
+    args = [*TINY, *overrides]
+    cfg = OmegaConf.to_container(finalize(compose_cfg(args), override_keys(args)), resolve=True)
+    return cfg | {"runtime": {"device": "cpu", "cpu_threads": 1}}
+
+
+@pytest.fixture
+def ci(monkeypatch):
+    """Fix the confidence interval the loop sees: step times on a shared host are noise."""
+
+    def set_ci(value: float) -> None:
+        monkeypatch.setattr(worker, "relative_ci_halfwidth", lambda times: value)
+
+    return set_ci
+
+
+def test_time_limit_stops_a_window_before_min_steps(ci):
+    ci(0.9)
+    (report,) = train_rank(
+        rank_cfg(
+            "model.name=tiny",
+            "benchmark.min_steps=100000",
+            "benchmark.max_steps=100000",
+            "benchmark.time_limit_s=0.3",
+        )
+    )
+    assert report["stop_reason"] == "time_limit"
+    assert 2 <= len(report["step_times_s"]) < 100000
+    assert 0.3 <= report["window_end"] - report["window_start"] < 5
+
+
+def test_max_steps_ends_a_window_whose_ci_never_meets_the_target(ci):
+    ci(0.9)
+    (report,) = train_rank(
+        rank_cfg(
+            "model.name=tiny",
+            "benchmark.min_steps=3",
+            "benchmark.max_steps=7",
+            "benchmark.check_every=100",
+        )
+    )
+    assert report["stop_reason"] == "max_steps"
+    assert len(report["step_times_s"]) == 7
+
+
+def test_target_ci_stops_at_the_first_check_once_min_steps_are_measured(ci):
+    ci(0.001)
+    (report,) = train_rank(
+        rank_cfg(
+            "model.name=tiny",
+            "benchmark.warmup_steps=3",
+            "benchmark.min_steps=4",
+            "benchmark.max_steps=100",
+            "benchmark.check_every=2",
+            "benchmark.target_ci=0.01",
+        )
+    )
+    assert report["stop_reason"] == "ci"
+    assert len(report["step_times_s"]) == 4  # warm-up steps are not in the window
+    assert report["rank_started"] <= report["first_step_done"] <= report["window_start"]
+
+
+def test_report_carries_what_the_job_combines():
+    (report,) = train_rank(rank_cfg("model.name=tiny", "model.batch_size=3", "precision=bf16"))
+    assert report["rank"] == 0 and report["world_size"] == 1
+    assert report["batch_size"] == 3 and report["items_per_step"] == 3
+    assert report["all_finite"] and report["loss_first"] > 0 and report["loss_last"] > 0
+    assert report["precision_math"]["autocast_dtype"] == "bfloat16"
+    assert report["device_name"] == "cpu" and report["peak_memory_gb"] is None
+    assert report["runtime_versions"]["cuda"] == (torch.version.cuda or "none")
+
+
+def test_fp32_runs_without_autocast():
+    (report,) = train_rank(rank_cfg("model.name=tiny", "precision=fp32"))
+    assert report["precision_math"]["autocast_dtype"] == "none"
+    assert report["precision_math"]["grad_scaling"] is False
+
+
+def test_a_non_finite_loss_is_reported_not_hidden():
+    (report,) = train_rank(rank_cfg("model.name=diverge"))
+    assert report["all_finite"] is False
+
+
+def test_out_of_memory_names_the_batch_that_did_not_fit():
+    with pytest.raises(OutOfMemory, match="out of memory at batch 2 per GPU"):
+        train_rank(rank_cfg("model.name=oom"))
