@@ -2,29 +2,41 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 
 import pytest
 from conftest import CONF_DIR, compose_cfg, read_runs, run_cli
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from hydra.core.plugins import Plugins
 
+from hydra_plugins.gpubench_slurm import launcher as slurm_launcher
 from src.config.schema import register_configs
 
 
-def slurm_request(overrides: list[str]) -> dict:
-    """The resolved `hydra.launcher` block that submitit turns into #SBATCH lines."""
+def point_config(overrides: list[str]):
+    """A sweep point's config with its `hydra` node, as the launcher composes it (in one sweep folder:
+    the launcher composes every point with the sweep's own timestamp)."""
     register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("config", overrides=["hydra/launcher=slurm", *overrides], return_hydra_config=True)
-    keys = ("_target_", "gres", "constraint", "nodes", "tasks_per_node", "timeout_min", "setup")
-    return {k: OmegaConf.to_container(cfg.hydra.launcher, resolve=True)[k] for k in keys}
+        overrides = ["hydra/launcher=slurm", "hydra.sweep.dir=/sweep", *overrides]
+        return compose("config", overrides=overrides, return_hydra_config=True)
+
+
+def slurm_request(overrides: list[str]) -> dict:
+    """What submitit turns into #SBATCH lines for the point."""
+    return slurm_launcher.slurm_request(point_config(overrides))
+
+
+def test_slurm_launcher_is_a_plugin_hydra_can_instantiate():
+    """Hydra builds launchers only from classes it found under `hydra_plugins`."""
+    target = point_config([]).hydra.launcher._target_
+    assert Plugins.instance().class_name_to_class[target] is slurm_launcher.SlurmShapesLauncher
 
 
 def test_slurm_array_asks_for_the_profiles_gpus_nodes_and_time():
     request = slurm_request(["gpu=a6000", "gpu.count=8", "launcher.nnodes=2", "launcher.time_limit_min=30"])
-    assert request["_target_"].endswith("SlurmLauncher")
     assert request["gres"] == "gpu:a6000:8"
     assert request["nodes"] == 2
     assert request["tasks_per_node"] == 1  # one job process per node; it starts the node's ranks
@@ -72,6 +84,49 @@ def test_allocation_setup_gives_every_node_node_0s_rendezvous(tmp_path, monkeypa
     monkeypatch.setenv("SLURM_NODEID", "1")
     launcher = compose_cfg(["gpu=h200", "launcher.nnodes=2"]).launcher
     assert (launcher.rdzv_endpoint, launcher.node_rank) == ("gpu-node07:23456", 1)
+
+
+def sweep_points(axes: dict[str, list[str]]) -> list[list[str]]:
+    """The points of `key=a,b ...` in Hydra's basic sweeper order (the cartesian product)."""
+    return [
+        [f"{k}={v}" for k, v in zip(axes, values, strict=True)]
+        for values in itertools.product(*axes.values())
+    ]
+
+
+def test_sweep_points_are_grouped_into_one_array_per_resource_shape():
+    points = sweep_points(
+        {
+            "gpu": ["a6000", "rtx3090"],
+            "gpu.count": ["1", "8"],
+            "precision": ["fp32", "amp"],
+            "model": ["resnet50"],
+        }
+    )
+    groups = slurm_launcher.group_by_shape([slurm_request(p) for p in points])
+    assert len(groups) == 4
+    shapes = {request["gres"]: [points[i][:3] for i in members] for request, members in groups}
+    # precision and model do not change what Slurm is asked for: each array holds both precisions
+    assert shapes == {
+        f"gpu:{gpu}:{n}": [[f"gpu={gpu}", f"gpu.count={n}", f"precision={p}"] for p in ("fp32", "amp")]
+        for gpu in ("a6000", "rtx3090")
+        for n in ("1", "8")
+    }
+
+
+@pytest.mark.parametrize(
+    "axis",
+    [
+        "launcher.nnodes=1,2",
+        "launcher.time_limit_min=30,90",
+        "gpu.slurm.constraint=a6000,a6000_nvlink",  # same gres, different node feature
+    ],
+)
+def test_nodes_time_and_constraint_are_part_of_the_shape(axis):
+    key, values = axis.split("=")
+    points = sweep_points({"gpu": ["a6000"], key: values.split(",")})
+    groups = slurm_launcher.group_by_shape([slurm_request(p) for p in points])
+    assert [members for _, members in groups] == [[0], [1]]
 
 
 @pytest.mark.slow  # real job processes end to end

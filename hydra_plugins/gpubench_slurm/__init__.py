@@ -1,0 +1,1 @@
+"""gpubench's Hydra launcher plugin: `hydra/launcher=slurm` (see launcher.py)."""

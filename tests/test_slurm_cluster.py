@@ -1,0 +1,235 @@
+"""A real one-node Slurm (munge + slurmctld + slurmd) runs a two-profile sweep from one command.
+
+The node declares two GPUs of each of two types, each GPU bound to a character device that exists
+everywhere (/dev/null...), so CPU jobs can ask for `gpu:a6000:1` or `gpu:rtx3090:1` and Slurm
+schedules them as it would GPU jobs. Two GPUs and four CPUs (declared, not counted) let all four
+points run at once: on one node, a pending job of one array would otherwise hold the other back. The cluster is private to the test: its own munge socket, its
+own ports, its own state folders, reached through SLURM_CONF.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import read_runs, run_cli
+
+pytestmark = pytest.mark.slow
+
+# Slurm 22.05 keeps a GPU only when it has a device file of its own
+GRES_FILES = {"a6000": ("/dev/null", "/dev/zero"), "rtx3090": ("/dev/full", "/dev/urandom")}
+
+
+def _need(program: str) -> str:
+    path = shutil.which(program) or shutil.which(program, path="/usr/sbin:/sbin")
+    if path is None:
+        message = f"{program} not found: install Debian packages slurm-wlm and munge"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_configs(folder: Path, host: str) -> Path:
+    gres = ",".join(f"gpu:{kind}:{len(files)}" for kind, files in GRES_FILES.items())
+    (folder / "slurm.conf").write_text(
+        f"""ClusterName=gpubenchtest
+SlurmctldHost={host}
+SlurmUser=root
+SlurmdUser=root
+SlurmctldPort={_free_port()}
+SlurmdPort={_free_port()}
+AuthType=auth/munge
+AuthInfo=socket={folder}/munge.sock
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
+StateSaveLocation={folder}/state
+SlurmdSpoolDir={folder}/spool
+SlurmctldPidFile={folder}/slurmctld.pid
+SlurmdPidFile={folder}/slurmd.pid
+SlurmctldLogFile={folder}/slurmctld.log
+SlurmdLogFile={folder}/slurmd.log
+SlurmdParameters=config_overrides
+GresTypes=gpu
+NodeName={host} CPUs=4 RealMemory=4000 Gres={gres}
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+    )
+    (folder / "gres.conf").write_text(
+        "".join(
+            f"NodeName={host} Name=gpu Type={kind} File={file}\n"
+            for kind, files in GRES_FILES.items()
+            for file in files
+        )
+    )
+    return folder / "slurm.conf"
+
+
+def _stop(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # slurmd can hang on SIGTERM
+        process.kill()
+        process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    """The environment (SLURM_CONF) of a running one-node cluster with 2 x a6000 and 2 x rtx3090."""
+    munged, slurmctld, slurmd = _need("munged"), _need("slurmctld"), _need("slurmd")
+    folder = tmp_path_factory.mktemp("slurm")
+    for sub in ("state", "spool"):
+        (folder / sub).mkdir()
+    key = folder / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    conf = _write_configs(folder, socket.gethostname().split(".")[0])
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    # --force: munged refuses root without it; it forks and writes its pid file
+    munge_files = {
+        "socket": "munge.sock",
+        "pid-file": "munged.pid",
+        "log-file": "munged.log",
+        "seed-file": "munged.seed",
+    }
+    options = [f"--{option}={folder / name}" for option, name in munge_files.items()]
+    subprocess.run([munged, "--force", f"--key-file={key}", *options], check=True, timeout=30)
+    daemons = []
+    for daemon in (slurmctld, slurmd):
+        with open(folder / f"{Path(daemon).name}.out", "w") as out:
+            daemons.append(subprocess.Popen([daemon, "-D", "-f", str(conf)], env=env, stdout=out, stderr=out))
+    try:
+        _wait_idle(env, folder)
+        yield env
+    finally:
+        subprocess.run(["scancel", "--user", "root"], env=env, timeout=10, check=False)
+        for process in reversed(daemons):
+            _stop(process)
+        os.kill(int((folder / "munged.pid").read_text()), signal.SIGTERM)
+
+
+def _wait_idle(env: dict, folder: Path, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    state = ""
+    while time.monotonic() < deadline:
+        try:  # bounded: with the controller down, Slurm's clients block
+            state = _slurm(["sinfo", "-h", "-o", "%t"], env, timeout=5)
+        except (subprocess.TimeoutExpired, subprocess.CalledProcessError):
+            state = ""
+        if state.strip() == "idle":
+            return
+        time.sleep(0.5)
+    logs = "".join(
+        (folder / f).read_text()[-1500:] for f in ("slurmctld.log", "slurmd.log") if (folder / f).exists()
+    )
+    pytest.fail(f"the one-node Slurm did not come up (node state {state.strip()!r}):\n{logs}")
+
+
+def _slurm(command: list[str], env: dict, timeout: float = 10) -> str:
+    return subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=timeout, check=True
+    ).stdout
+
+
+def _write_profiles(conf_dir: Path) -> None:
+    """Two CPU profiles that ask Slurm for different GPU types: two resource shapes."""
+    (conf_dir / "gpu").mkdir(parents=True)
+    for kind in GRES_FILES:
+        (conf_dir / "gpu" / f"cpu_{kind}.yaml").write_text(
+            f"name: cpu_{kind}\ndevice: cpu\nmatch: []\ncount: 1\nprecisions: [fp32, bf16]\n"
+            f"batch_sizes: {{gpt2: {{default: 2}}}}\nslurm: {{gres: 'gpu:{kind}:1'}}\n"
+        )
+
+
+def test_two_profile_sweep_is_two_arrays_under_one_parent_run(
+    slurm_cluster, tmp_path, tracking_uri, monkeypatch
+):
+    for key, value in slurm_cluster.items():
+        monkeypatch.setenv(key, value)  # run_cli passes this process's environment on
+    conf_dir = tmp_path / "site_conf"
+    _write_profiles(conf_dir)
+    result = run_cli(
+        [
+            "-m",
+            "hydra/launcher=slurm",
+            f"hydra.searchpath=[file://{conf_dir}]",
+            "hydra.launcher.partition=debug",
+            "hydra.launcher.cpus_per_task=1",
+            "gpu=cpu_a6000,cpu_rtx3090",
+            "model=gpt2",
+            "benchmark=smoke",
+            "precision=fp32,bf16",
+        ],
+        tmp_path,
+        tracking_uri,
+        timeout=550,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+
+    # Slurm's own account of what ran (finished jobs stay listed for MinJobAge, 300 s)
+    jobs = {}  # job id -> (array job id, gres asked for, state)
+    for row in _slurm(["squeue", "-h", "-t", "all", "-o", "%A|%F|%b|%T"], slurm_cluster).splitlines():
+        job_id, array_id, gres, state = row.split("|")
+        jobs[job_id] = (array_id, gres, state)
+    arrays: dict[str, list[str]] = {}
+    for array_id, gres, _ in jobs.values():
+        arrays.setdefault(gres, []).append(array_id)
+    # one array per shape, each holding its shape's two points
+    assert {gres: (len(set(ids)), len(ids)) for gres, ids in arrays.items()} == {
+        f"gres:gpu:{kind}:1": (1, 2) for kind in GRES_FILES
+    }, jobs
+    assert all(state == "COMPLETED" for _, _, state in jobs.values()), jobs
+
+    runs = read_runs(tracking_uri)
+    parents = [r for r in runs if r.data.tags.get("sweep") == "true"]
+    children = [r for r in runs if r.data.tags.get("sweep") != "true"]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    points = sorted((r.data.tags["gpu"], r.data.tags["precision"]) for r in children)
+    assert points == [(f"cpu_{k}", p) for k in GRES_FILES for p in ("bf16", "fp32")]
+    for run in children:
+        assert run.info.status == "FINISHED"
+        assert run.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
+        # each point ran as a task of the array that asked for its profile's GPU type
+        environment = Path(run.info.artifact_uri.removeprefix("file://"), "environment.json")
+        env = json.loads(environment.read_text())["env"]
+        _, gres, _ = jobs[env["SLURM_JOB_ID"]]
+        assert gres == f"gres:gpu:{run.data.tags['gpu'].removeprefix('cpu_')}:1"
+
+
+def test_array_that_sbatch_refuses_fails_its_points_with_sbatchs_reason(
+    slurm_cluster, tmp_path, tracking_uri, monkeypatch
+):
+    for key, value in slurm_cluster.items():
+        monkeypatch.setenv(key, value)
+    result = run_cli(
+        ["-m", "hydra/launcher=slurm", "hydra.launcher.partition=nosuch", "gpu=cpu", "precision=fp32,bf16"],
+        tmp_path,
+        tracking_uri,
+        timeout=200,
+    )
+    assert result.returncode != 0
+    assert "Invalid partition name specified" in result.stderr + result.stdout
+
+    (parent,) = read_runs(tracking_uri)  # no job ran
+    assert parent.info.status == "FAILED"
+    reasons = {k: v for k, v in parent.data.tags.items() if k.startswith("failed_job.")}
+    assert sorted(reasons) == ["failed_job.0", "failed_job.1"]
+    assert all("Invalid partition name specified" in v for v in reasons.values()), reasons
