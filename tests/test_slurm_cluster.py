@@ -220,7 +220,14 @@ def test_array_that_sbatch_refuses_fails_its_points_with_sbatchs_reason(
     for key, value in slurm_cluster.items():
         monkeypatch.setenv(key, value)
     result = run_cli(
-        ["-m", "hydra/launcher=slurm", "hydra.launcher.partition=nosuch", "gpu=cpu", "precision=fp32,bf16"],
+        [
+            "-m",
+            "hydra/launcher=slurm",
+            "hydra.launcher.partition=nosuch",
+            "gpu=cpu",
+            "model=gpt2",
+            "precision=fp32,bf16",
+        ],
         tmp_path,
         tracking_uri,
         timeout=200,
