@@ -12,7 +12,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.plugins import Plugins
 
 from hydra_plugins.gpubench_slurm import launcher as slurm_launcher
+from src.config.finalise import finalize, override_keys
 from src.config.schema import register_configs
+from src.errors import ConfigError
+from src.run import resume
 
 
 def point_config(overrides: list[str]):
@@ -36,7 +39,7 @@ def test_slurm_launcher_is_a_plugin_hydra_can_instantiate():
 
 
 def test_slurm_array_asks_for_the_profiles_gpus_nodes_and_time():
-    request = slurm_request(["gpu=a6000", "gpu.count=8", "launcher.nnodes=2", "launcher.time_limit_min=30"])
+    request = slurm_request(["gpu=a6000", "gpu.count=8", "launcher.nnodes=2", "gpu.slurm.time_limit_min=30"])
     assert request["gres"] == "gpu:a6000:8"
     assert request["nodes"] == 2
     assert request["tasks_per_node"] == 1  # one job process per node; it starts the node's ranks
@@ -57,6 +60,22 @@ def test_slurm_array_asks_for_the_profiles_gpus_nodes_and_time():
 def test_each_profile_says_how_to_ask_for_its_gpus(overrides, gres, constraint):
     request = slurm_request(overrides)
     assert (request["gres"], request["constraint"]) == (gres, constraint)
+
+
+def test_time_limit_is_checked_before_the_job_starts():
+    overrides = ["gpu=cpu", "gpu.slurm.time_limit_min=0"]
+    with pytest.raises(ConfigError, match=r"gpu\.slurm\.time_limit_min=0: must be a positive integer"):
+        finalize(compose_cfg(overrides), override_keys(overrides))
+
+
+def test_a_longer_time_limit_measures_the_same_point():
+    """Resubmitting timed-out points with more time skips the points that already finished."""
+    assert resume.config_hash(compose_cfg(["gpu=cpu"])) == resume.config_hash(
+        compose_cfg(["gpu=cpu", "gpu.slurm.time_limit_min=240"])
+    )
+    assert resume.config_hash(compose_cfg(["gpu=cpu"])) != resume.config_hash(
+        compose_cfg(["gpu=cpu", "precision=bf16"])
+    )
 
 
 def test_allocation_setup_gives_every_node_node_0s_rendezvous(tmp_path, monkeypatch):
@@ -118,7 +137,7 @@ def test_sweep_points_are_grouped_into_one_array_per_resource_shape():
     "axis",
     [
         "launcher.nnodes=1,2",
-        "launcher.time_limit_min=30,90",
+        "gpu.slurm.time_limit_min=30,90",
         "gpu.slurm.constraint=a6000,a6000_nvlink",  # same gres, different node feature
     ],
 )

@@ -37,11 +37,12 @@ SIZE_KEYS = (
 
 @dataclass
 class SlurmRequest:
-    """How `hydra/launcher=slurm` asks Slurm for this profile's GPUs (per node)."""
+    """What `hydra/launcher=slurm` asks Slurm for, for one job of this profile (GPUs per node)."""
 
     # Slurm sites name their GPU types their own way: override per site, e.g. gpu:rtx_a6000:${gpu.count}
     gres: str | None = "gpu:${gpu.name}:${gpu.count}"
     constraint: str | None = None  # a node feature, for sites that select GPU types that way
+    time_limit_min: int = 60  # the job's wall-clock limit (Slurm's --time)
 
 
 @dataclass
@@ -150,7 +151,6 @@ class LauncherConfig:
     node_rank: int = 0  # this machine's node; node 0's job process logs the run
     rdzv_endpoint: str = "localhost:0"  # host:port of the c10d rendezvous; port 0: a free port (one node)
     start_timeout_s: int = 120
-    time_limit_min: int = 60  # a scheduler's wall-clock limit for one job (Slurm's --time)
 
 
 @dataclass

@@ -33,6 +33,8 @@ def _check_gpu(g: DictConfig, precision: str, errors: Errors) -> None:
     errors.need(bool(g.name), "gpu.name", g.name, "a non-empty profile name")
     errors.need(g.device in ("cuda", "cpu", "auto"), "gpu.device", g.device, "one of cuda, cpu, auto")
     errors.need(positive_int(g.count), "gpu.count", g.count, "a positive integer")
+    limit = g.slurm.time_limit_min
+    errors.need(positive_int(limit), "gpu.slurm.time_limit_min", limit, "a positive integer (minutes)")
     if g.device == "cpu" and positive_int(g.count):
         cores = os.cpu_count() or 1
         errors.need(g.count <= cores, "gpu.count", g.count, f"at most {cores} (the CPU cores of this host)")
@@ -263,9 +265,6 @@ def _check_launcher(la: DictConfig, errors: Errors) -> None:
         "launcher.start_timeout_s",
         la.start_timeout_s,
         "a positive integer",
-    )
-    errors.need(
-        positive_int(la.time_limit_min), "launcher.time_limit_min", la.time_limit_min, "a positive integer"
     )
 
 

@@ -21,6 +21,7 @@ SKIPPED_TAG_PREFIX = "skipped."  # on a sweep's parent run: skipped.<config_hash
 def config_hash(cfg: DictConfig) -> str:
     data = OmegaConf.to_container(cfg, resolve=True)
     data.pop("tracking", None)
+    data["gpu"].pop("slurm", None)  # how Slurm was asked (a longer time limit) measures the same point
     data["benchmark"].pop("rerun", None)
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
