@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import read_runs, run_cli
+from conftest import missing_service, read_runs, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -30,10 +30,7 @@ GRES_FILES = {"a6000": ("/dev/null", "/dev/zero"), "rtx3090": ("/dev/full", "/de
 def _need(program: str) -> str:
     path = shutil.which(program) or shutil.which(program, path="/usr/sbin:/sbin")
     if path is None:
-        message = f"{program} not found: install Debian packages slurm-wlm and munge"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        missing_service(f"{program} not found: install the Debian packages slurm-wlm and munge")
     return path
 
 
