@@ -104,6 +104,11 @@ def note(message: str) -> None:
     console.print(escape(message))
 
 
+def link_line(message: str) -> None:
+    """A line holding an address or command: never broken, so it stays whole for copying."""
+    console.print(escape(message), soft_wrap=True)
+
+
 def skip_line(name: str, run_id: str, throughput: float | None, unit: str) -> None:
     figure = f"{throughput:,.1f} {unit}" if throughput is not None else "no throughput"
     console.print(

@@ -18,7 +18,8 @@ register_configs("compare_schema")
 def main(cfg: DictConfig) -> None:
     from src.compare.pipeline import run_compare
     from src.compare.runs import CompareError
-    from src.console import console
+    from src.console import console, link_line
+    from src.tracking import ui
 
     try:
         result = run_compare(cfg, Path(HydraConfig.get().runtime.output_dir))
@@ -29,6 +30,7 @@ def main(cfg: DictConfig) -> None:
         f"report in {result.out} and in MLflow run {result.report_run_id} (tags.report = 'true')",
         soft_wrap=True,
     )
+    link_line(ui.how_to_open(cfg.tracking.uri, result.experiment_ids[0]))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 Lambda's A6000 vs 3090 article: per model, throughput over the baseline's at the same GPU count and
 precision; per category, the arithmetic mean of those ratios. The geometric mean is given too: it
-does not let one model's large ratio outweigh another's small one.
+does not let one model's large ratio outweigh another's small one. A category mean averages only
+the models that every gpu of its (category, precision group, GPU count) has, so means set side by
+side are over the same models.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ class SummaryRow:
     source: str
     relative_mean: float
     relative_geomean: float
-    models: tuple[str, ...]
+    models: tuple[str, ...]  # the models averaged: those every gpu of the group has
+    left_out: tuple[str, ...]  # this gpu's models that some other gpu of the group lacks
     baselines: str  # which baseline measurements the ratios used, e.g. "fp32 [lambda]"
 
     @property
@@ -52,10 +55,12 @@ class SummaryRow:
 def find_baseline(
     measurement: Measurement, baselines: list[Measurement], baseline_source: str | None
 ) -> Measurement | None:
-    """The baseline's measurement of the same model and GPU count.
+    """The baseline's measurement of the same model, sizes, settings and GPU count.
 
-    Same precision group always; then preferred: the row's own source (or `baseline_source`
-    when set), then the same precision.
+    Same precision group always; the per-GPU batch may differ (gpu profiles size it by memory, as
+    Lambda did) and a published figure, which logs no sizes, stands for its model as published.
+    Preferred: the row's own source (or `baseline_source` when set), the same precision, the same
+    batch.
     """
     group = precision_group(measurement.precision)
     candidates = [
@@ -65,12 +70,24 @@ def find_baseline(
         and b.gpu_count == measurement.gpu_count
         and precision_group(b.precision) == group
         and (baseline_source is None or b.source == baseline_source)
+        and same_workload(b.config, measurement.config)
     ]
     return min(
         candidates,
-        key=lambda b: (b.source != measurement.source, b.precision != measurement.precision, b.source),
+        key=lambda b: (
+            b.source != measurement.source,
+            b.precision != measurement.precision,
+            b.config != measurement.config,
+            b.source,
+        ),
         default=None,
     )
+
+
+def same_workload(one: tuple, other: tuple) -> bool:
+    """The keys both configs have agree, the per-GPU batch aside."""
+    a, b = dict(one), dict(other)
+    return all(a[k] == b[k] for k in a.keys() & b.keys() if k != "batch_size")
 
 
 def relative_table(
@@ -80,28 +97,45 @@ def relative_table(
     return [RelativeRow(m, find_baseline(m, baselines, baseline_source)) for m in measurements]
 
 
-def summarize(rows: list[RelativeRow]) -> list[SummaryRow]:
-    """Per (category, precision, gpu count, gpu, source): mean and geomean of the model ratios."""
-    groups: dict[tuple, list[RelativeRow]] = {}
+def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
+    """Per (category, precision, gpu count, gpu, source): mean and geomean of the model ratios,
+    over the models every gpu of its (category, precision group, gpu count) has.
+
+    Also returns the series that share no model with the rest of their group (no mean for them).
+    """
+    groups: dict[tuple, dict[tuple, dict[str, RelativeRow]]] = {}
     for row in rows:
         if row.relative is not None:
             m = row.measurement
-            groups.setdefault((m.category, m.precision, m.gpu_count, m.gpu, m.source), []).append(row)
-    summary = []
-    for key in sorted(groups):
-        members = groups[key]
-        ratios = [r.relative for r in members]
-        baselines = sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})
-        summary.append(
-            SummaryRow(
-                *key,
-                relative_mean=statistics.fmean(ratios),
-                relative_geomean=math.exp(statistics.fmean(math.log(r) for r in ratios)),
-                models=tuple(sorted(r.measurement.model for r in members)),
-                baselines=", ".join(baselines),
+            group = groups.setdefault((m.category, precision_group(m.precision), m.gpu_count), {})
+            group.setdefault((m.precision, m.gpu, m.source), {})[m.workload] = row
+    summary, nothing_common = [], []
+    for (category, _, count), series in groups.items():
+        common = set.intersection(*(set(models) for models in series.values()))
+        for (precision, gpu, source), models in series.items():
+            members = [row for workload, row in models.items() if workload in common]
+            if not members:
+                nothing_common.append(f"{category} {precision} x{count} {gpu} [{source}]")
+                continue
+            ratios = [r.relative for r in members]
+            summary.append(
+                SummaryRow(
+                    category,
+                    precision,
+                    count,
+                    gpu,
+                    source,
+                    relative_mean=statistics.fmean(ratios),
+                    relative_geomean=math.exp(statistics.fmean(math.log(r) for r in ratios)),
+                    models=tuple(sorted(common)),
+                    left_out=tuple(sorted(set(models) - common)),
+                    baselines=", ".join(
+                        sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})
+                    ),
+                )
             )
-        )
-    return summary
+    summary.sort(key=lambda s: (s.category, s.precision, s.gpu_count, s.gpu, s.source))
+    return summary, sorted(nothing_common)
 
 
 def check_comparable(measurements: list[Measurement], rows: list[RelativeRow], baseline: str) -> None:
@@ -128,4 +162,4 @@ def check_comparable(measurements: list[Measurement], rows: list[RelativeRow], b
 
 
 def _point(m: Measurement) -> str:
-    return f"{m.model} x{m.gpu_count} {m.precision}"
+    return f"{m.workload} x{m.gpu_count} {m.precision}"

@@ -5,7 +5,8 @@
 - a multi-GPU run slower than its 1-GPU run;
 - a ratio to the baseline outside what the spec sheets allow: a training step is bound by compute
   or by memory bandwidth, so its speed-up lies between the two spec ratios (peak TFLOP/s for the
-  math that ran, and GB/s), give or take `spec_tolerance`.
+  math that ran, and GB/s), give or take `spec_tolerance`;
+- a figure whose runs stopped (max_steps, time limit) before their step times met target_ci.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from src.paths import PROJECT_ROOT
 SCALING_ABOVE_100 = "scaling_above_100"
 SLOWER_THAN_1GPU = "slower_than_1gpu"
 OUTSIDE_SPEC = "outside_spec"
+CI_NOT_MET = "ci_not_met"
 ANOMALY_TAG = "anomaly"
 
 
@@ -34,10 +36,10 @@ class Anomaly:
 
 def scaling_efficiency(measurements: list[Measurement]) -> dict[tuple, float]:
     """Point -> throughput over gpu_count x the 1-GPU throughput of the same workload and source."""
-    singles = {(m.gpu, m.model, m.precision, m.source): m for m in measurements if m.gpu_count == 1}
+    singles = {(m.gpu, m.model, m.precision, m.source, m.config): m for m in measurements if m.gpu_count == 1}
     efficiency = {}
     for m in measurements:
-        one = singles.get((m.gpu, m.model, m.precision, m.source))
+        one = singles.get((m.gpu, m.model, m.precision, m.source, m.config))
         if one is not None and m.gpu_count > 1:
             efficiency[m.point] = m.throughput / (m.gpu_count * one.throughput)
     return efficiency
@@ -56,6 +58,17 @@ def scaling_anomalies(measurements: list[Measurement], tolerance: float) -> list
             found.append(Anomaly(SLOWER_THAN_1GPU, m, f"slower than its 1-GPU run: {figures}"))
         elif ratio > 1 + tolerance:
             found.append(Anomaly(SCALING_ABOVE_100, m, f"scaling efficiency {ratio:.0%}: {figures}"))
+    return found
+
+
+def stopping_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
+    """Points with a run that stopped before its confidence interval met target_ci."""
+    found = []
+    for m in measurements:
+        missed = [r.ci_missed for r in m.runs if r.ci_missed]
+        if missed:
+            detail = f"{len(missed)} of {m.n_runs} run(s) stopped early; {missed[0]}"
+            found.append(Anomaly(CI_NOT_MET, m, detail))
     return found
 
 

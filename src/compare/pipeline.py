@@ -13,7 +13,6 @@ from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, 
 from src.config.schema import PRECISIONS
 from src.config.tracking_uri import tracking_errors
 from src.errors import ConfigError
-from src.tracking.store import SETTING_TAGS
 
 REPORT_TAG = "report"
 
@@ -27,6 +26,7 @@ class CompareResult:
     anomalies: list[anomalies.Anomaly]
     files: list[Path]
     report_run_id: str
+    experiment_ids: list[str]  # the experiments read: measured first, then published
 
 
 def validate_compare(cfg: DictConfig) -> None:
@@ -52,14 +52,19 @@ def validate_compare(cfg: DictConfig) -> None:
 
 def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     validate_compare(cfg)
-    runs = search_finished(cfg.tracking.uri, cfg.tracking.experiment, cfg.filter_string)
+    experiments = [cfg.tracking.experiment] + (
+        [cfg.tracking.published_experiment] if cfg.tracking.published_experiment else []
+    )
+    runs, experiment_ids = search_finished(cfg.tracking.uri, experiments, cfg.filter_string)
     records = [r for r in map(to_record, runs) if r is not None]
-    measurements = aggregate(select(records, cfg))
+    kept = select(records, cfg)
+    measurements = aggregate(kept)
     rows = analysis.relative_table(measurements, cfg.baseline, cfg.baseline_source)
     analysis.check_comparable(measurements, rows, cfg.baseline)
-    summary = analysis.summarize(rows)
+    summary, nothing_common = analysis.summarize(rows)
     efficiency = anomalies.scaling_efficiency(measurements)
-    found = anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
+    found = anomalies.stopping_anomalies(measurements)
+    found += anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
     found += anomalies.spec_anomalies(rows, cfg.anomalies.spec_tolerance)
 
     out.mkdir(parents=True, exist_ok=True)
@@ -71,16 +76,15 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         report.write_csv(out / report.SUMMARY_CSV, report.SUMMARY_COLUMNS, summary_table),
         report.write_csv(out / report.ANOMALIES_CSV, report.ANOMALY_COLUMNS, anomaly_table),
     ]
-    pictures = [charts.relative_by_category(summary, cfg.baseline, out / "relative_by_category.png")]
-    pictures += charts.throughput_per_model(measurements, out)
-    pictures += charts.efficiency_per_model(measurements, out)
+    pictures = charts.draw_all(rows, summary, measurements, cfg.baseline, out)
+    smoke_left_out = sum(1 for r in records if r.smoke) if not cfg.include_smoke else 0
     text = report.markdown(
         f"Training throughput relative to {cfg.baseline}",
-        _facts(cfg, len(runs), len(records), measurements),
+        _facts(cfg, experiments, len(runs), len(records), measurements, smoke_left_out),
         summary_table,
         relative,
         anomaly_table,
-        _notes(rows, measurements, cfg.baseline),
+        _notes(rows, measurements, cfg.baseline, nothing_common),
         pictures,
     )
     (out / report.REPORT_MD).write_text(text)
@@ -90,33 +94,57 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         anomalies.tag_runs(cfg.tracking.uri, measurements, found)
     run_id = _log_report_run(cfg, files, found, text)
     report.print_summary(summary, cfg.baseline)
-    return CompareResult(out, measurements, rows, summary, found, files, run_id)
+    return CompareResult(out, measurements, rows, summary, found, files, run_id, experiment_ids)
 
 
-def _facts(cfg: DictConfig, n_finished: int, n_benchmark: int, measurements: list[Measurement]) -> list[str]:
+def _facts(
+    cfg: DictConfig,
+    experiments: list[str],
+    n_finished: int,
+    n_benchmark: int,
+    measurements: list[Measurement],
+    smoke_left_out: int,
+) -> list[str]:
     filters = {k: list(cfg[k]) for k in ("gpus", "models", "precisions", "gpu_counts", "sources") if cfg[k]}
     if cfg.filter_string:
         filters["filter_string"] = cfg.filter_string
     used = sum(m.n_runs for m in measurements)
+    smoke = (
+        f"; {smoke_left_out:,} benchmark=smoke run(s) left out (include_smoke=true counts them)"
+        if smoke_left_out
+        else ""
+    )
     return [
         f"Baseline: `{cfg.baseline}`"
         + (f" from source `{cfg.baseline_source}`" if cfg.baseline_source else " (same source first)"),
-        f"Runs: experiment `{cfg.tracking.experiment}` at `{cfg.tracking.uri}`; {n_finished} FINISHED, "
-        f"{n_benchmark} with a throughput, {used} kept by the filters, as {len(measurements)} points "
-        "(median of repeats; n_runs says how many)",
+        f"Runs: experiments {', '.join(f'`{e}`' for e in experiments)} at `{cfg.tracking.uri}`; "
+        f"{n_finished:,} FINISHED, {n_benchmark:,} with a throughput, {used:,} kept by the filters, as "
+        f"{len(measurements):,} points (median of repeats of one measured configuration; n_runs says "
+        f"how many){smoke}",
         f"Filters: {filters or 'none'}",
         f"Written {datetime.datetime.now().isoformat(timespec='seconds')}",
     ]
 
 
-def _notes(rows: list[analysis.RelativeRow], measurements: list[Measurement], baseline: str) -> list[str]:
+def _notes(
+    rows: list[analysis.RelativeRow],
+    measurements: list[Measurement],
+    baseline: str,
+    nothing_common: list[str],
+) -> list[str]:
     notes = [
         "Precision groups: fp32 and tf32 are charted together as fp32, amp and bf16 as mixed "
         "precision; every table keeps the precision each run used. A ratio takes the baseline at the "
         "same precision when it has one, else at another of the same group (see baseline_precision).",
         "Category means are the arithmetic mean of the per-model ratios, as in Lambda's RTX A6000 vs "
-        "RTX 3090 article; the geometric mean is given beside it.",
+        "RTX 3090 article, over the models that every gpu of the (category, precision group, GPU count) "
+        "has (`models`; `left_out` names the others); the geometric mean is given beside it.",
     ]
+    if nothing_common:
+        notes.append(
+            "No category mean for (no model in common with the other gpus of the group): "
+            + "; ".join(nothing_common)
+        )
     crossed = sorted(
         {
             f"{r.measurement.source} vs {r.baseline.source}"
@@ -134,12 +162,11 @@ def _notes(rows: list[analysis.RelativeRow], measurements: list[Measurement], ba
             "(published 'fp32' is the container default); this project's fp32 is strict IEEE fp32 "
             "and its tf32 is the like-for-like precision."
         )
-    mixed = [m.label for m in measurements if m.mixed_settings]
-    if mixed:
+    variants = sorted({m.workload for m in measurements if m.variant})
+    if variants:
         notes.append(
-            f"Repeats that differ in {' or '.join(SETTING_TAGS)} were pooled for: "
-            + "; ".join(mixed)
-            + ". Narrow them with filter_string, e.g. \"tags.compile = 'False'\"."
+            "Runs of one model that differ in what is measured are separate points, named by what "
+            f"differs: {'; '.join(variants)}. A ratio takes the baseline with the same sizes and settings."
         )
     if any(m.source != MEASURED for m in measurements):
         notes.append(

@@ -14,14 +14,14 @@ ANOMALIES_CSV = "anomalies.csv"
 REPORT_MD = "report.md"
 
 RELATIVE_COLUMNS = (
-    "model", "category", "precision", "precision_group", "gpu_count", "gpu", "source", "throughput",
+    "model", "variant", "category", "precision", "precision_group", "gpu_count", "gpu", "source", "throughput",
     "unit", "relative", "n_runs", "throughput_min", "throughput_max", "baseline_gpu",
     "baseline_precision", "baseline_source", "baseline_throughput", "scaling_efficiency",
     "per_watt", "per_watt_basis", "per_kusd", "anomalies", "run_ids",
 )  # fmt: skip
 SUMMARY_COLUMNS = (
     "category", "precision", "precision_group", "gpu_count", "gpu", "source", "relative_mean",
-    "relative_geomean", "n_models", "models", "baselines",
+    "relative_geomean", "n_models", "models", "models_left_out", "baselines",
 )  # fmt: skip
 ANOMALY_COLUMNS = ("kind", "model", "precision", "gpu_count", "gpu", "source", "detail", "run_ids")
 
@@ -36,6 +36,7 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, anomalies: list[
         records.append(
             {
                 "model": m.model,
+                "variant": m.variant,
                 "category": m.category,
                 "precision": m.precision,
                 "precision_group": precision_group(m.precision),
@@ -76,6 +77,7 @@ def summary_records(summary: list[SummaryRow]) -> list[dict]:
             "relative_geomean": s.relative_geomean,
             "n_models": s.n_models,
             "models": " ".join(s.models),
+            "models_left_out": " ".join(s.left_out),
             "baselines": s.baselines,
         }
         for s in summary
@@ -86,7 +88,7 @@ def anomaly_records(anomalies: list[Anomaly]) -> list[dict]:
     return [
         {
             "kind": a.kind,
-            "model": a.measurement.model,
+            "model": a.measurement.workload,
             "precision": a.measurement.precision,
             "gpu_count": a.measurement.gpu_count,
             "gpu": a.measurement.gpu,
@@ -124,9 +126,9 @@ def markdown(
 ) -> str:
     lines = [f"# {title}", "", *[f"- {fact}" for fact in facts], "", "## Category means", ""]
     lines += _table(summary, ("category", "precision", "gpu_count", "gpu", "source", "relative_mean",
-                              "relative_geomean", "n_models", "baselines"))  # fmt: skip
+                              "relative_geomean", "models", "models_left_out", "baselines"))  # fmt: skip
     lines += ["", "## Per model", ""]
-    lines += _table(relative, ("model", "category", "precision", "gpu_count", "gpu", "source", "throughput",
+    lines += _table(relative, ("model", "variant", "precision", "gpu_count", "gpu", "source", "throughput",
                                "unit", "n_runs", "relative", "baseline_precision", "baseline_source",
                                "scaling_efficiency", "anomalies"))  # fmt: skip
     lines += ["", f"## Anomalies ({len(anomalies)})", ""]
@@ -137,44 +139,66 @@ def markdown(
     return "\n".join(lines)
 
 
+PERCENT_COLUMNS = {"scaling_efficiency"}
+
+
 def _table(records: list[dict], columns: tuple[str, ...]) -> list[str]:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for record in records:
-        lines.append("| " + " | ".join(_md_value(record[c]) for c in columns) + " |")
+        lines.append("| " + " | ".join(_md_value(c, record[c]) for c in columns) + " |")
     return lines
 
 
-def _md_value(value) -> str:
-    if value is None:
+def _md_value(column: str, value) -> str:
+    if value is None or value == "":
         return ""
+    if column in PERCENT_COLUMNS:
+        return f"{value:.0%}"
     if isinstance(value, float):
-        return f"{value:.3f}" if value < 100 else f"{value:,.1f}"
+        return number(value)
     return str(value).replace("|", "/")
 
 
+def number(value: float) -> str:
+    """A figure for people: 14,495 and 513, three significant figures below 100 (85.0, 1.30, 0.347):
+    ratios get three significant figures, and nothing reads like thousands."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:#.3g}"
+
+
 def print_summary(summary: list[SummaryRow], baseline: str) -> None:
+    """The category means in an 80-column terminal or a piped log: gpu names whole, short headers;
+    summary.csv keeps every column."""
+    from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     from src.console import console
 
-    table = Table(title=f"Throughput relative to {baseline}: mean over the models of each category")
-    for column in ("category", "precision", "GPUs", "gpu", "source", "mean", "geomean", "models"):
-        table.add_column(
-            column, justify="left" if column in ("category", "precision", "gpu", "source") else "right"
-        )
-    for s in summary:
+    table = Table(
+        title=f"Throughput relative to {baseline}, mean over the models every gpu has",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+    )
+    names = [s.gpu + ("" if s.source == "measured" else f" [{s.source}]") for s in summary]
+    table.add_column("category", overflow="fold")
+    table.add_column("prec")
+    table.add_column("GPUs", justify="right")
+    table.add_column("gpu [source]", no_wrap=True, min_width=max(map(len, names), default=3))
+    table.add_column("mean", justify="right", no_wrap=True)
+    table.add_column("geo", justify="right", no_wrap=True)
+    table.add_column("models", overflow="fold")
+    for s, name in zip(summary, names, strict=True):
         table.add_row(
             s.category,
             s.precision,
             str(s.gpu_count),
-            s.gpu,
-            s.source,
-            _ratio(s.relative_mean),
-            _ratio(s.relative_geomean),
+            escape(name),
+            _console_ratio(s.relative_mean),
+            _console_ratio(s.relative_geomean),
             str(s.n_models),
         )
     console.print(table)
 
 
-def _ratio(value: float) -> str:
+def _console_ratio(value: float) -> str:
     return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"  # a CPU against a GPU needs digits

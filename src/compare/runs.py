@@ -1,7 +1,10 @@
 """Read FINISHED runs back from MLflow and reduce repeats to one measurement per point.
 
-A point is (gpu, gpu_count, model, precision, source); its throughput is the median of its runs.
-Runs without a `source` tag are this project's own: source "measured".
+A point is (gpu, gpu_count, model, precision, source, measured configuration); its throughput is
+the median of its runs. The measured configuration is every logged param that changes what is
+measured (model sizes, the batch that ran, compile, channels_last, cudnn_benchmark, smoke), so
+runs that differ in it are separate points, never pooled as repeats. Runs without a `source` tag
+are this project's own: source "measured".
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from src.hardware import devices
-from src.tracking.store import SETTING_TAGS
 
 MEASURED = "measured"
 REQUIRED_TAGS = ("gpu", "gpu_count", "model", "precision")
@@ -32,10 +34,11 @@ class Workpoint:
     precision: str
     source: str
     unit: str
+    config: tuple  # the measured configuration: sorted (key, value) pairs, see measured_config
 
     @property
     def point(self) -> tuple:
-        return (self.gpu, self.gpu_count, self.model, self.precision, self.source)
+        return (self.gpu, self.gpu_count, self.model, self.precision, self.source, self.config)
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,8 @@ class RunRecord(Workpoint):
     per_watt: float | None
     per_watt_basis: str | None  # "measured" power, or the spec sheet's "tdp"
     per_kusd: float | None  # items/s per 1,000 USD of GPUs
-    settings: tuple  # values of SETTING_TAGS
+    smoke: bool  # a benchmark=smoke dry run
+    ci_missed: str | None  # how the run missed its target_ci ("max_steps: CI 27% > 1%"), else None
     anomaly_tag: str | None  # the `anomaly` tag an earlier compare left
 
 
@@ -60,43 +64,91 @@ class Measurement(Workpoint):
     per_watt_basis: str | None
     per_kusd: float | None
     runs: list[RunRecord] = field(repr=False)
-    mixed_settings: bool = False
+    variant: str = ""  # what sets this point apart from others of its model, e.g. "d_model=128"
 
     @property
     def n_runs(self) -> int:
         return len(self.runs)
 
     @property
+    def workload(self) -> str:
+        """The model as compared: its name and, where runs of it differ, what differs."""
+        return f"{self.model} [{self.variant}]" if self.variant else self.model
+
+    @property
     def label(self) -> str:
-        return f"{self.gpu} x{self.gpu_count} {self.model} {self.precision} [{self.source}]"
+        return f"{self.gpu} x{self.gpu_count} {self.workload} {self.precision} [{self.source}]"
 
 
-def search_finished(uri: str, experiment: str, filter_string: str = "") -> list:
-    """Every FINISHED run of the experiment (all pages); the extra filter is MLflow's syntax."""
+def search_finished(uri: str, experiments: list[str], filter_string: str = "") -> tuple[list, list[str]]:
+    """Every FINISHED run of the named experiments that exist (all pages), and their ids; the extra
+    filter is MLflow's syntax."""
     from mlflow.exceptions import MlflowException
 
     from src.tracking import store
 
     mlflow_client = store.client(uri)
-    found = mlflow_client.get_experiment_by_name(experiment)
-    if found is None:
+    found = [e for e in map(mlflow_client.get_experiment_by_name, dict.fromkeys(experiments)) if e]
+    if not found:
         raise CompareError(
-            f"tracking.experiment={experiment!r}: no such experiment at {uri}; "
+            f"tracking.experiment={experiments[0]!r}: no such experiment at {uri} (nor "
+            f"{', '.join(map(repr, experiments[1:])) or 'another'}); "
             "run a benchmark or import published results first"
         )
+    ids = [e.experiment_id for e in found]
     query = "attributes.status = 'FINISHED'" + (f" and {filter_string}" if filter_string else "")
     runs, token = [], None
     while True:
         try:
-            page = mlflow_client.search_runs(
-                [found.experiment_id], filter_string=query, max_results=1000, page_token=token
-            )
+            page = mlflow_client.search_runs(ids, filter_string=query, max_results=1000, page_token=token)
         except MlflowException as exc:
             raise CompareError(f"filter_string={filter_string!r}: MLflow rejects it: {exc.message}") from None
         runs.extend(page)
         token = page.token
         if not token:
-            return runs
+            return runs, ids
+
+
+# Logged params that describe the model rather than size it, or the defaults the batch came from.
+NOT_MEASURED = {"model.name", "model.builder", "model.category", "model.unit", "model.flops_per_item",
+                "model.batch_size"}  # fmt: skip
+NOT_MEASURED_PREFIXES = ("model.batch_sizes.", "model.smoke.")
+MEASURED_SETTINGS = (
+    "benchmark.compile",
+    "benchmark.channels_last",
+    "benchmark.cudnn_benchmark",
+    "benchmark.smoke",
+)
+
+
+def measured_config(params: dict) -> tuple:
+    """What changes the measured figure: model sizes, the per-GPU batch that ran, the settings.
+
+    Tracking, telemetry, launcher, resume and stopping-rule keys are left out: they change how a
+    figure is taken or stored, not what it measures. Imported runs log none of these: ().
+    """
+    config = {
+        key: value
+        for key, value in params.items()
+        if key.startswith("model.") and key not in NOT_MEASURED and not key.startswith(NOT_MEASURED_PREFIXES)
+    }
+    config |= {key: params[key] for key in MEASURED_SETTINGS if key in params}
+    batch = params.get("batch_size", params.get("model.batch_size"))  # the batch that ran (auto included)
+    if batch is not None:
+        config["batch_size"] = batch
+    return tuple(sorted((key, value) for key, value in config.items() if value != "None"))
+
+
+def ci_missed(tags: dict, metrics: dict, params: dict) -> str | None:
+    """How a run stopped short of its target_ci: its `stop_reason` tag, else (runs logged before
+    the tag existed) its CI metric against the target param. None when it met it or cannot tell."""
+    ci, target = metrics.get("step_time_ci95_rel"), positive_number(params.get("benchmark.target_ci"))
+    reason = tags.get("stop_reason")
+    if reason == "ci" or ci is None or target is None:
+        return None
+    if reason is None and ci <= target:
+        return None
+    return f"{reason or 'stopped'} before target_ci: CI +/-{ci:.1%} > {target:.1%}"
 
 
 def to_record(run) -> RunRecord | None:
@@ -123,18 +175,21 @@ def to_record(run) -> RunRecord | None:
         precision=tags["precision"],
         source=tags.get("source", MEASURED),
         unit=tags.get("unit", "items/s"),
+        config=measured_config(params),
         throughput=throughput,
         tf32_math=tags.get("math_matmul_tf32") == "True",
         per_watt=per_watt,
         per_watt_basis=basis,
         per_kusd=throughput / (price * count / 1000) if price else None,
-        settings=tuple(tags.get(key) for key in SETTING_TAGS),
+        smoke=params.get("benchmark.smoke") == "True" or tags.get("benchmark") == "smoke",
+        ci_missed=ci_missed(tags, metrics, params),
         anomaly_tag=tags.get("anomaly"),
     )
 
 
 def select(records: list[RunRecord], cfg) -> list[RunRecord]:
-    """The records the config's filters keep (an empty filter keeps everything)."""
+    """The records the config's filters keep (an empty filter keeps everything); smoke runs only
+    with include_smoke."""
     keep = []
     for record in records:
         checks = (
@@ -145,7 +200,8 @@ def select(records: list[RunRecord], cfg) -> list[RunRecord]:
             (cfg.sources, record.source),
         )
         if all(not allowed or value in allowed for allowed, value in checks):
-            keep.append(record)
+            if cfg.include_smoke or not record.smoke:
+                keep.append(record)
     return keep
 
 
@@ -154,6 +210,7 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
     groups: dict[tuple, list[RunRecord]] = {}
     for record in records:
         groups.setdefault(record.point, []).append(record)
+    differing = differing_keys(list(groups))
     measurements = []
     for point in sorted(groups, key=_sort_key):
         runs = groups[point]
@@ -162,6 +219,7 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
         watts = [r.per_watt for r in runs if r.per_watt is not None]
         prices = [r.per_kusd for r in runs if r.per_kusd is not None]
         bases = sorted({r.per_watt_basis for r in runs if r.per_watt_basis})
+        shown = differing.get(first.model, ())
         measurements.append(
             Measurement(
                 gpu=first.gpu,
@@ -171,6 +229,7 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
                 precision=first.precision,
                 source=first.source,
                 unit=first.unit,
+                config=first.config,
                 throughput=statistics.median(throughputs),
                 throughput_min=min(throughputs),
                 throughput_max=max(throughputs),
@@ -179,15 +238,35 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
                 per_watt_basis="+".join(bases) or None,
                 per_kusd=statistics.median(prices) if prices else None,
                 runs=runs,
-                mixed_settings=len({r.settings for r in runs}) > 1,
+                variant=", ".join(f"{_short(k)}={v}" for k, v in first.config if k in shown),
             )
         )
     return measurements
 
 
+def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:
+    """Per model: the config keys in which points that would otherwise be one point differ.
+
+    A batch that differs only between gpus (profiles size it by memory) is not listed; d_model 64
+    and 128 on one gpu are, and then on every point of that model.
+    """
+    groups: dict[tuple, list[dict]] = {}
+    for gpu, count, model, precision, source, config in points:
+        groups.setdefault((gpu, count, model, precision, source), []).append(dict(config))
+    differing: dict[str, set[str]] = {}
+    for (_, _, model, _, _), configs in groups.items():
+        keys = set().union(*configs)
+        differing.setdefault(model, set()).update(k for k in keys if len({c.get(k) for c in configs}) > 1)
+    return {model: tuple(sorted(keys)) for model, keys in differing.items()}
+
+
+def _short(key: str) -> str:
+    return key.split(".", 1)[1] if key.startswith(("model.", "benchmark.")) else key
+
+
 def _sort_key(point: tuple) -> tuple:
-    gpu, count, model, precision, source = point
-    return (model, precision, count, gpu, source)
+    gpu, count, model, precision, source, config = point
+    return (model, config, precision, count, gpu, source)
 
 
 @cache

@@ -134,6 +134,7 @@ class BenchmarkConfig:
 class TrackingConfig:
     uri: str = MISSING
     experiment: str = "gpubench"
+    published_experiment: str = "gpubench-published"  # imported results; src.compare reads both
     retries: int = 4  # attempts to deliver a job's result at its end before it waits in the spool
     backoff_s: float = 2.0  # first wait between attempts; doubles each time
 
@@ -184,6 +185,7 @@ class CompareConfig:
     gpu_counts: list[int] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     filter_string: str = ""  # extra MLflow search filter, e.g. "tags.compile = 'False'"
+    include_smoke: bool = False  # benchmark=smoke dry runs are left out unless asked for
     tag_runs: bool = True  # tag anomalous runs with `anomaly`
     anomalies: AnomalyConfig = field(default_factory=AnomalyConfig)
     tracking: TrackingConfig = MISSING

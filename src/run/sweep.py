@@ -22,7 +22,7 @@ from src.config.tracking_uri import tracking_errors
 from src.errors import USAGE_ERROR, ConfigError, TrackingUnavailable, exit_with_error, first_line
 from src.run import resume, signals
 from src.run.job import UNAVAILABLE_TAG_PREFIX
-from src.tracking import spool, store
+from src.tracking import spool, store, ui
 
 FAILED_TAG_PREFIX = "failed_job."  # on the parent: failed_job.<num> = why that point failed
 
@@ -32,6 +32,7 @@ class SweepRunCallback(Callback):
         self.uri: str | None = None
         self.parent_run_id: str | None = None
         self.sweep_dir: Path | None = None
+        self.experiment_id: str | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         """Open the parent run, or stop the sweep before any job with a clear error.
@@ -57,7 +58,7 @@ class SweepRunCallback(Callback):
             )
         except (ConfigError, TrackingUnavailable) as exc:
             exit_with_error(exc)
-        self.parent_run_id = run.info.run_id
+        self.parent_run_id, self.experiment_id = run.info.run_id, experiment_id
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         (self.sweep_dir / store.PARENT_RUN_FILE).write_text(
             json.dumps({"run_id": self.parent_run_id, "uri": self.uri})
@@ -104,6 +105,7 @@ class SweepRunCallback(Callback):
             )
             return None
         console.summary_table(rows)
+        console.link_line(ui.how_to_open(self.uri, self.experiment_id))
         return rows
 
 
