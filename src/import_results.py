@@ -1,8 +1,10 @@
 """Entry point: `python -m src.import_results FILE precision=fp32|amp source=NAME` puts published
 results into MLflow as FINISHED runs with the tags and metrics of measured runs, plus `source`.
 
-Each run carries an `import_key` tag (source, precision, published row, task): importing the same
-file again finds the key and creates nothing twice.
+Runs go to `tracking.published_experiment` (default `gpubench-published`), apart from measured
+runs; `src.compare` reads both. Each run carries an `import_key` tag, the published row's whole
+identity (source, precision, system, GPU count, task): importing the same file again finds the key
+and creates nothing twice.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class ImportSummary:
     created: int
     already_there: int
     not_run: int
+    experiment_id: str
 
 
 def validate_import(cfg: DictConfig) -> Path:
@@ -64,6 +67,8 @@ def validate_import(cfg: DictConfig) -> Path:
             f"precision={cfg.precision.name}: must be one of {', '.join(PRECISIONS)} "
             "(the published fp16 tables are amp)"
         )
+    if not cfg.tracking.published_experiment:
+        errors.append("tracking.published_experiment='': must name the experiment published results go to")
     if not cfg.source or not all(c.isalnum() or c in "_-." for c in cfg.source):
         errors.append(f"source={cfg.source!r}: must be a name of letters, digits, '_', '-' or '.'")
     elif cfg.source == MEASURED_SOURCE:
@@ -73,8 +78,9 @@ def validate_import(cfg: DictConfig) -> Path:
     return path
 
 
-def import_key(source: str, precision: str, system: str, task: str) -> str:
-    return f"{source}|{precision}|{system}|{task}"
+def import_key(source: str, precision: str, system: str, gpu_count: int, task: str) -> str:
+    """A published figure's identity: one table may list a system at several GPU counts."""
+    return f"{source}|{precision}|{system}|{gpu_count}|{task}"
 
 
 def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
@@ -86,11 +92,11 @@ def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
         path, OmegaConf.to_container(cfg.tasks), OmegaConf.to_container(cfg.gpu_profiles)
     )
     uri, source, precision = cfg.tracking.uri, cfg.source, cfg.precision.name
-    experiment_id = store.ensure_experiment(uri, cfg.tracking.experiment)
+    experiment_id = store.ensure_experiment(uri, cfg.tracking.published_experiment)
     existing = _existing_keys(store.client(uri), experiment_id, source)
     created = already_there = 0
     for result in table.results:
-        key = import_key(source, precision, result.system, result.task)
+        key = import_key(source, precision, result.system, result.gpu_count, result.task)
         if key in existing:
             already_there += 1
             continue
@@ -128,7 +134,7 @@ def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
         )
         run.end("FINISHED")
         created += 1
-    return ImportSummary(created, already_there, table.not_run)
+    return ImportSummary(created, already_there, table.not_run, experiment_id)
 
 
 def _existing_keys(mlflow_client, experiment_id: str, source: str) -> set[str]:
@@ -154,7 +160,9 @@ def file_argument_as_override(argv: list[str]) -> list[str]:
 @hydra.main(config_path="../conf", config_name="import_results", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     from src.compare.published import TableError
-    from src.console import console
+    from src.console import console, link_line
+    from src.credentials import redact
+    from src.tracking import ui
 
     try:
         path = validate_import(cfg)
@@ -163,10 +171,12 @@ def main(cfg: DictConfig) -> None:
         exit_with_error(exc)
     console.print(
         f"imported {summary.created} run(s) from {path.name} as source={cfg.source} "
-        f"precision={cfg.precision.name} into {cfg.tracking.experiment!r} at {cfg.tracking.uri}; "
-        f"{summary.already_there} already there, {summary.not_run} cell(s) not run (0 or less)",
+        f"precision={cfg.precision.name} into {cfg.tracking.published_experiment!r} at "
+        f"{redact(cfg.tracking.uri)}; {summary.already_there} already there, {summary.not_run} cell(s) "
+        "not run (0 or less)",
         soft_wrap=True,
     )
+    link_line(ui.how_to_open(cfg.tracking.uri, summary.experiment_id))
 
 
 if __name__ == "__main__":

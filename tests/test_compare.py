@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from mlflow.entities import Param
 
 from src.compare.runs import CompareError
 from src.config.schema import register_configs
@@ -321,3 +322,84 @@ def test_a_ratio_beyond_the_spec_sheets_is_flagged(monkeypatch):
     found = anomalies.spec_anomalies(relative_table(measurements, "base"), tolerance=0.25)
     assert sorted((a.measurement.gpu, a.measurement.model) for a in found) == [("fast", "a"), ("fast", "b")]
     assert "spec range 0.85-1.12x" in found[0].detail
+
+
+def make_measured_run(client, experiment_id, gpu, model, throughput, params, tags=None, metrics=None):
+    """A run as a measured job logs it: tags, the flattened config as params, its metrics."""
+    category = "vision" if model == "resnet50" else "language"
+    run_id = make_run(client, experiment_id, gpu, 1, model, category, "fp32", throughput, tags or {})
+    client.log_batch(run_id, params=[Param(k, str(v)) for k, v in params.items()])
+    for key, value in (metrics or {}).items():
+        client.log_metric(run_id, key, value)
+    return run_id
+
+
+@pytest.fixture(scope="module")
+def variants_store(tmp_path_factory) -> str:
+    """gpt2 at d_model 64 and 128 on two gpus, a smoke run, and a resnet50 that missed target_ci."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path_factory.mktemp('variants')}/mlflow.db"
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.create_experiment(EXPERIMENT)
+    full = {"benchmark.smoke": False, "benchmark.compile": False, "model.seq_len": 1024, "batch_size": 8}
+    runs = [
+        ("cpu", "gpt2", 100.0, {"model.d_model": 64}),
+        (
+            "cpu",
+            "gpt2",
+            110.0,
+            {"model.d_model": 64, "telemetry.interval_ms": 50, "benchmark.target_ci": 0.02},
+        ),
+        ("cpu", "gpt2", 50.0, {"model.d_model": 128}),
+        ("a6000", "gpt2", 600.0, {"model.d_model": 64, "batch_size": 16}),  # the profile's larger batch
+        ("a6000", "gpt2", 300.0, {"model.d_model": 128, "batch_size": 16}),
+        ("cpu", "gpt2", 5000.0, {"model.d_model": 64, "benchmark.smoke": True, "model.seq_len": 32}),
+    ]
+    for gpu, model, throughput, params in runs:
+        make_measured_run(client, experiment_id, gpu, model, throughput, full | params)
+    resnet = full | {"model.image_size": 224, "benchmark.target_ci": 0.01}
+    make_measured_run(client, experiment_id, "cpu", "resnet50", 20.0, resnet, {"stop_reason": "ci"})
+    missed = {"stop_reason": "max_steps"}
+    ci = {"step_time_ci95_rel": 0.27}
+    make_measured_run(client, experiment_id, "a6000", "resnet50", 900.0, resnet, missed, ci)
+    return uri
+
+
+def test_runs_that_differ_in_what_is_measured_are_separate_points(variants_store, tmp_path):
+    result = run(variants_store, tmp_path, "baseline=cpu")
+    rel = read_csv(result.out / "relative_throughput.csv")
+    gpt2 = {(r["gpu"], r["variant"]): r for r in rel if r["model"] == "gpt2"}
+    assert set(gpt2) == {(gpu, f"d_model={d}") for gpu in ("cpu", "a6000") for d in (64, 128)}
+    small = gpt2[("cpu", "d_model=64")]  # telemetry and target_ci do not split repeats
+    assert (float(small["throughput"]), small["n_runs"]) == (105.0, "2")
+    assert (float(gpt2[("cpu", "d_model=128")]["throughput"]), gpt2[("cpu", "d_model=128")]["n_runs"]) == (
+        50.0,
+        "1",
+    )
+    # each variant is divided by the baseline's same variant; the per-GPU batch may differ
+    assert float(gpt2[("a6000", "d_model=64")]["relative"]) == pytest.approx(600 / 105)
+    assert float(gpt2[("a6000", "d_model=128")]["relative"]) == pytest.approx(300 / 50)
+    assert "5000" not in (result.out / "relative_throughput.csv").read_text()  # smoke left out
+    assert "gpt2 [d_model=128]" in (result.out / "report.md").read_text()
+    summary = read_csv(result.out / "summary.csv")
+    language = row(summary, category="language", gpu="a6000")
+    assert language["models"] == "gpt2 [d_model=128] gpt2 [d_model=64]"
+    assert float(language["relative_mean"]) == pytest.approx((600 / 105 + 300 / 50) / 2)
+
+
+def test_smoke_runs_count_only_when_asked_for(variants_store, tmp_path):
+    result = run(variants_store, tmp_path, "baseline=cpu", "include_smoke=true", "models=[gpt2]")
+    smoke = [m for m in result.measurements if m.throughput == 5000.0]
+    assert len(smoke) == 1 and smoke[0].workload == "gpt2 [smoke=True, d_model=64, seq_len=32]"
+    assert smoke[0].n_runs == 1  # never pooled with the full-size d_model=64 runs
+
+
+def test_a_figure_that_missed_its_stopping_rule_is_flagged(variants_store, tmp_path):
+    result = run(variants_store, tmp_path, "baseline=cpu", "models=[resnet50]")
+    (flagged,) = [a for a in result.anomalies if a.kind == "ci_not_met"]
+    assert flagged.measurement.gpu == "a6000"
+    assert "max_steps before target_ci: CI +/-27.0% > 1.0%" in flagged.detail
+    rel = read_csv(result.out / "relative_throughput.csv")
+    assert row(rel, gpu="a6000", model="resnet50")["anomalies"] == "ci_not_met"
+    assert row(rel, gpu="cpu", model="resnet50")["anomalies"] == ""

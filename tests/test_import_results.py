@@ -11,7 +11,7 @@ from src.config.schema import register_configs
 from src.errors import ConfigError
 from tests.conftest import CONF_DIR, read_runs, run_cli
 
-# Cells from shared/reference/lambda-v1-pytorch-train-throughput-fp32.csv (Lambda Labs,
+# Cells from reference/lambda/pytorch-train-throughput-fp32.csv (Lambda Labs,
 # lambdal/deeplearning-benchmark), with a made-up task column and a failed (-1) and a not-run (0) cell.
 TABLE = """\
 name_gpu,num_gpu,watt,price,ssd,resnet50,transformerxlbase,mytask
@@ -21,6 +21,7 @@ RTX A6000,1.0,300.0,4437.5,153.0,514.0,14495.0,7.0
 LambdaCloud 4xV100 16GB,4.0,1200.0,39750.0,403.0,1422.0,27493.0,0.0
 """
 POSITIVE_CELLS = 13
+PUBLISHED = "gpubench-published"
 
 
 @pytest.fixture
@@ -81,7 +82,8 @@ def test_import_into_mlflow_and_back_without_duplicates(table, tmp_path, trackin
     first = run_cli(args, tmp_path, tracking_uri, module="src.import_results")
     assert first.returncode == 0, first.stderr
     assert f"imported {POSITIVE_CELLS} run(s)" in first.stdout and "3 cell(s) not run" in first.stdout
-    runs = read_runs(tracking_uri)
+    assert read_runs(tracking_uri) == []  # the measured experiment stays the user's own
+    runs = read_runs(tracking_uri, PUBLISHED)
     assert len(runs) == POSITIVE_CELLS and {r.info.status for r in runs} == {"FINISHED"}
     a6000 = next(
         r
@@ -108,7 +110,7 @@ def test_import_into_mlflow_and_back_without_duplicates(table, tmp_path, trackin
 
     again = import_table(import_cfg(*args[1:], f"file={table}", f"tracking.uri={tracking_uri}"), table)
     assert (again.created, again.already_there) == (0, POSITIVE_CELLS)
-    assert len(read_runs(tracking_uri)) == POSITIVE_CELLS
+    assert len(read_runs(tracking_uri, PUBLISHED)) == POSITIVE_CELLS
 
     # and back: compare reads them like measured runs
     from src.compare.pipeline import run_compare
@@ -128,3 +130,64 @@ def test_import_into_mlflow_and_back_without_duplicates(table, tmp_path, trackin
     vision = next(s for s in result.summary if s.gpu == "a6000" and s.category == "vision")
     assert vision.relative_mean == pytest.approx((153 / 144 + 514 / 513) / 2)
     assert (vision.source, vision.n_models) == ("lambda", 2)
+
+
+def test_one_system_at_several_gpu_counts_imports_every_row(tmp_path, tracking_uri):
+    """Lambda's A6000-vs-3090 article lists `RTX 3090` at num_gpu 1 and 8 under one name."""
+    from src.import_results import import_table
+
+    path = tmp_path / "article.csv"
+    path.write_text(
+        "name_gpu,num_gpu,watt,price,resnet50,ssd\n"
+        "RTX 3090,1,350,2750,513,144\n"
+        "RTX 3090,8,2800,22000,3842,1041\n"
+    )
+    cfg = import_cfg("precision=fp32", "source=lambda", f"file={path}", f"tracking.uri={tracking_uri}")
+    assert (import_table(cfg, path).created, import_table(cfg, path).created) == (4, 0)
+    runs = read_runs(tracking_uri, PUBLISHED)
+    points = {(r.data.tags["gpu_count"], r.data.tags["model"]): r.data.metrics["throughput"] for r in runs}
+    assert points == {
+        ("1", "resnet50"): 513,
+        ("1", "ssd300"): 144,
+        ("8", "resnet50"): 3842,
+        ("8", "ssd300"): 1041,
+    }
+
+
+HEADER = "name_gpu,num_gpu,watt,price,resnet50,ssd\n"
+
+
+@pytest.mark.parametrize(
+    "rows,message",
+    [
+        ("RTX 3090,1,350,2750,nan,144\n", ":2: resnet50='nan': must be a finite number"),
+        ("RTX 3090,1,350,2750,513,inf\n", ":2: ssd='inf': must be a finite number"),
+        ("RTX 3090,1,350,2750,1e400,144\n", ":2: resnet50='1e400': must be a finite number"),
+        ("RTX 3090,1,inf,2750,513,144\n", ":2: watt='inf': must be a finite number"),
+        (
+            "RTX 3090,1,350,2750,513,144\nRTX A6000,1,300,4437,514,153\nRTX 3090,1,350,2750,520,144\n",
+            ":4: resnet50='520' for 'RTX 3090' x1 conflicts with 513 on line 2",
+        ),
+        ("RTX 3090,1,350,2750,513\n", ":2: 5 cells, the header has 6 (missing ssd)"),
+        ("RTX 3090,1,350,2750,513,144,99\n", ":2: 7 cells, the header has 6 (extra ['99'])"),
+    ],
+)
+def test_a_table_with_bad_cells_is_refused_with_file_line_and_cell(tmp_path, rows, message):
+    from src.compare.published import TableError, read_table
+
+    path = tmp_path / "bad.csv"
+    path.write_text(HEADER + rows)
+    with pytest.raises(TableError) as error:
+        read_table(path, {}, {})
+    assert str(error.value).startswith(str(path)) and message in str(error.value)
+
+
+def test_the_same_row_published_twice_imports_once_and_a_binary_file_is_refused(tmp_path):
+    from src.compare.published import TableError, read_table
+
+    path = tmp_path / "twice.csv"
+    path.write_text(HEADER + "RTX 3090,1,350,2750,513,144\n" * 2)
+    assert len(read_table(path, {}, {}).results) == 2
+    path.write_bytes(HEADER.encode() + b"RTX 3090,1,350,2750,513,144\n\x89PNG\r\n\x1a\n\x00\xff")
+    with pytest.raises(TableError, match=r"twice.csv:3: byte 0x89 is not UTF-8 text"):
+        read_table(path, {}, {})

@@ -8,6 +8,7 @@ number means the task was not run or failed there.
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,46 +51,99 @@ def gpu_name(system: str) -> str:
 
 
 def read_table(path: Path, tasks: dict, gpu_profiles: dict) -> PublishedTable:
-    """Every positive cell of the table; `tasks` maps a column to {model, category, unit}."""
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        header = reader.fieldnames or []
-        missing = [c for c in SYSTEM_COLUMNS if c not in header]
-        if missing:
-            raise TableError(
-                f"{path}: missing column(s) {', '.join(missing)}; the published format starts with "
-                f"{','.join(SYSTEM_COLUMNS)} and has one column per task"
+    """Every positive cell of the table; `tasks` maps a column to {model, category, unit}.
+
+    Refused with file:line and the cell: text that is not UTF-8, a row with more or fewer cells
+    than the header, a cell that is not a finite number, and one system, GPU count and task
+    published twice with different figures (the same figure twice imports once).
+    """
+    lines = _text_lines(path)
+    reader = csv.DictReader(lines)
+    header = _read_header(reader, path)
+    task_columns = [c for c in header if c not in SYSTEM_COLUMNS]
+    results: dict[tuple, tuple[int, PublishedResult]] = {}
+    not_run = 0
+    for row in _rows(reader, path, len(header)):
+        line = reader.line_num
+        system = row["name_gpu"].strip()
+        count = _number(row, "num_gpu", path, line)
+        if count is None or count < 1 or count != int(count):
+            raise TableError(f"{path}:{line}: num_gpu={row['num_gpu']!r}: must be a whole number >= 1")
+        name = gpu_name(system)
+        for task in task_columns:
+            value = _number(row, task, path, line)
+            if value is None or value <= 0:
+                not_run += 1
+                continue
+            mapping = tasks.get(task) or {"model": task, "category": OTHER_CATEGORY, "unit": OTHER_UNIT}
+            result = PublishedResult(
+                system=system,
+                gpu=gpu_profiles.get(name) or slug(name),
+                gpu_name=name,
+                gpu_count=int(count),
+                task=task,
+                model=mapping["model"],
+                category=mapping["category"],
+                unit=mapping["unit"],
+                throughput=value,
+                watt=_positive(_number(row, "watt", path, line)),
+                price_usd=_positive(_number(row, "price", path, line)),
             )
-        task_columns = [c for c in header if c not in SYSTEM_COLUMNS]
-        results, not_run = [], 0
-        for line, row in enumerate(reader, start=2):
-            system = row["name_gpu"].strip()
-            count = _number(row, "num_gpu", path, line)
-            if count is None or count < 1 or count != int(count):
-                raise TableError(f"{path}:{line}: num_gpu={row['num_gpu']!r}: must be a whole number >= 1")
-            name = gpu_name(system)
-            for task in task_columns:
-                value = _number(row, task, path, line)
-                if value is None or value <= 0:
-                    not_run += 1
-                    continue
-                mapping = tasks.get(task) or {"model": task, "category": OTHER_CATEGORY, "unit": OTHER_UNIT}
-                results.append(
-                    PublishedResult(
-                        system=system,
-                        gpu=gpu_profiles.get(name) or slug(name),
-                        gpu_name=name,
-                        gpu_count=int(count),
-                        task=task,
-                        model=mapping["model"],
-                        category=mapping["category"],
-                        unit=mapping["unit"],
-                        throughput=value,
-                        watt=_positive(_number(row, "watt", path, line)),
-                        price_usd=_positive(_number(row, "price", path, line)),
-                    )
+            identity = (system, int(count), task)
+            if identity in results and results[identity][1].throughput != value:
+                first_line, first = results[identity]
+                raise TableError(
+                    f"{path}:{line}: {task}={row[task].strip()!r} for {system!r} x{int(count)} conflicts with "
+                    f"{first.throughput:g} on line {first_line}: one published row, two figures"
                 )
-    return PublishedTable(results, not_run)
+            results.setdefault(identity, (line, result))
+    return PublishedTable([result for _, result in results.values()], not_run)
+
+
+def _text_lines(path: Path) -> list[str]:
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise TableError(
+            f"{path}:{line}: byte {data[exc.start]:#04x} is not UTF-8 text; a published table is a CSV file"
+        ) from None
+    if "\0" in text:
+        line = text[: text.index("\0")].count("\n") + 1
+        raise TableError(f"{path}:{line}: a NUL byte; a published table is a CSV text file")
+    return text.splitlines(keepends=True)
+
+
+def _read_header(reader: csv.DictReader, path: Path) -> list[str]:
+    header = [c.strip() for c in reader.fieldnames or []]
+    reader.fieldnames = header
+    missing = [c for c in SYSTEM_COLUMNS if c not in header]
+    if missing:
+        raise TableError(
+            f"{path}:1: missing column(s) {', '.join(missing)}; the published format starts with "
+            f"{','.join(SYSTEM_COLUMNS)} and has one column per task"
+        )
+    return header
+
+
+def _rows(reader: csv.DictReader, path: Path, width: int):
+    """The rows, each with exactly one cell per column."""
+    try:
+        for row in reader:
+            cells = len(row) - 1 + len(row[None]) if None in row else sum(v is not None for v in row.values())
+            if cells != width:
+                raise TableError(
+                    f"{path}:{reader.line_num}: {cells} cells, the header has {width} "
+                    f"({'extra ' + repr(row[None]) if None in row else 'missing ' + _missing(row)})"
+                )
+            yield row
+    except csv.Error as exc:
+        raise TableError(f"{path}:{reader.line_num}: not a CSV row: {exc}") from None
+
+
+def _missing(row: dict) -> str:
+    return ", ".join(column for column, value in row.items() if value is None)
 
 
 def _number(row: dict, column: str, path: Path, line: int) -> float | None:
@@ -97,9 +151,12 @@ def _number(row: dict, column: str, path: Path, line: int) -> float | None:
     if not text:
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise TableError(f"{path}:{line}: {column}={text!r}: must be a number") from None
+    if not math.isfinite(value):
+        raise TableError(f"{path}:{line}: {column}={text!r}: must be a finite number")
+    return value
 
 
 def _positive(value: float | None) -> float | None:
