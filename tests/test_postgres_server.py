@@ -27,7 +27,9 @@ def test_a_sweep_on_a_postgresql_server_is_read_back_by_compare(postgres_uri, st
     assert imported.returncode == 0, imported.stderr[-3000:]
 
     out = tmp_path / "compare"
-    compare = run_cli(["baseline=rtx3090", f"out={out}"], tmp_path, server.url, module="src.compare")
+    compare = run_cli(
+        ["baseline=rtx3090", f"out={out}", "include_smoke=true"], tmp_path, server.url, module="src.compare"
+    )
     assert compare.returncode == 0, compare.stdout[-2000:] + compare.stderr[-3000:]
 
     jobs = {r.info.run_name: r for r in read_runs(server.url) if r.data.tags.get("gpu") == "cpu"}
