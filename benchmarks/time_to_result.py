@@ -1,35 +1,94 @@
 """Time to result: wall time from the command to the logged result, process start and warm-up
-included, for one job or a whole sweep (arguments as on the suite's command line).
+included, for one job or a whole sweep (arguments as on the suite's command line), with each
+job's phases (its `phase_*_s` metrics, src/run/phases.py).
 
-    python benchmarks/time_to_result.py model=resnet50 precision=amp              # target <= 45 s
-    python benchmarks/time_to_result.py -m model=ssd300,resnet50,maskrcnn,txl_base,txl_large precision=fp32,amp
-                                                                                   # target <= 600 s
+    python benchmarks/time_to_result.py gpu=h200 model=resnet50 precision=amp          # target <= 20 s
+    python benchmarks/time_to_result.py -m gpu=h200 model=ssd300,resnet50,maskrcnn,txl_base,txl_large precision=tf32,amp
+                                                                                         # target <= 240 s
+    python benchmarks/time_to_result.py -m gpu=cpu benchmark=smoke model=resnet50,txl_base precision=fp32,bf16
+                                       # CPU: per job <= 2 x one `import torch`, measured in the same run
+
+With gpu=cpu it also times `python -c "import torch"` (twice before the command, twice after: the
+machine's load moves) and prints a job's cost as a multiple of it.
 """
 
 from __future__ import annotations
 
+import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from common import job_runs, run_suite
 
+# phase -> column heading (src/run/phases.py PHASES, in order)
+COLUMNS = {
+    "config": "cfg",
+    "run_open": "open",
+    "agent_up": "agent",
+    "ranks_up": "ranks",
+    "model_build": "build",
+    "first_step": "1st",
+    "warmup": "warm",
+    "measure": "meas",
+    "rank_exit": "exit",
+    "logging": "log",
+}
+
+
+def import_torch_s() -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch"], check=True)
+    return time.perf_counter() - started
+
+
+def short_name(run) -> str:
+    tags = run.data.tags
+    return f"{tags.get('model', '?')}-{tags.get('precision', '?')}"[:15]
+
+
+def print_phases(runs) -> float:
+    """One row per job: its phases in seconds and their sum; returns the sum over all jobs."""
+    print(f"{'job':<15}" + "".join(f"{h:>6}" for h in COLUMNS.values()) + f"{'sum':>7}")
+    total = 0.0
+    for run in runs:
+        m = run.data.metrics
+        phases = [m.get(f"phase_{p}_s") for p in COLUMNS]
+        known = sum(p for p in phases if p is not None)
+        total += known
+        cells = "".join(f"{p:6.1f}" if p is not None else f"{'-':>6}" for p in phases)
+        print(f"{short_name(run):<15}{cells}{known:7.1f}")
+    return total
+
 
 def main() -> None:
     args = sys.argv[1:]
+    cpu = "gpu=cpu" in args
+    imports = [import_torch_s(), import_torch_s()] if cpu else []
     with tempfile.TemporaryDirectory() as store:
         seconds = run_suite(args, Path(store), check=False)
         runs = job_runs(Path(store), newest_first=False)
+        print()
         for run in runs:
             m = run.data.metrics
             print(
-                f"{run.info.run_name:<28}{run.info.status:<10}{m.get('throughput', float('nan')):>14,.1f} "
-                f"{run.data.tags.get('unit', ''):<10}steps {int(m.get('measured_steps', 0)):>4}  "
-                f"ranks up {m.get('time_to_rank_start_s', float('nan')):5.1f} s, "
-                f"first step {m.get('time_to_first_step_s', float('nan')):6.1f} s  "
-                f"wall {(run.info.end_time - run.info.start_time) / 1e3:6.1f} s"
+                f"{run.info.run_name:<30}{run.info.status:<9}{m.get('throughput', float('nan')):>12,.1f} "
+                f"{run.data.tags.get('unit', ''):<9}steps {int(m.get('measured_steps', 0)):>4}"
             )
-    print(f"time to result: {seconds:.1f} s for {len(runs)} job(s): {' '.join(args)}")
+        print()
+        phased = print_phases(runs)
+    print(f"\ntime to result: {seconds:.1f} s for {len(runs)} job(s): {' '.join(args)}")
+    print(f"  in the jobs' phases: {phased:.1f} s; final writes, exits, sweep summary: {seconds - phased:.1f} s")
+    if cpu and runs:
+        imports += [import_torch_s(), import_torch_s()]
+        torch_s = statistics.median(imports)
+        per_job = seconds / len(runs)
+        print(
+            f"  one `import torch`: {torch_s:.2f} s (median of {', '.join(f'{t:.2f}' for t in imports)})\n"
+            f"  per job: {per_job:.1f} s = {per_job / torch_s:.2f} x one `import torch` (target <= 2)"
+        )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ import statistics
 
 import pytest
 
+from src.run.phases import phase_metrics
 from src.run.results import combine_ranks
 from src.stats import percentile, relative_ci_halfwidth, summarize_step_times
 
@@ -29,7 +30,9 @@ def _rank(rank, times, items=32):
         "batch_size": 8,
         "loss_first": 7.0,
         "loss_last": 6.0,
+        "agent_ready": 101.0,
         "rank_started": 102.0 + rank,
+        "built": 103.0 + rank,
         "first_step_done": 105.0 + rank,
         "window_start": 110.0 + rank,
         "window_end": 120.0 + rank,
@@ -54,3 +57,24 @@ def test_combine_ranks_uses_the_slowest_rank_per_step_and_all_items():
     assert (m["time_to_rank_start_s"], m["time_to_first_step_s"]) == pytest.approx((3.0, 6.0))
     assert out["window"] == (110.0, 121.0)
     assert m["achieved_tflops_per_gpu"] == pytest.approx(1e9 * 64 / 0.25 / 2 / 1e12)
+
+
+def test_phases_run_from_mark_to_mark_with_the_slowest_rank():
+    out = combine_ranks([_rank(1, [0.2, 0.1]), _rank(0, [0.1, 0.3])], job_started=100.0)
+    marks = out["marks"] | {"job_entry": 98.0, "launch": 100.5, "outcome": 125.0, "logged": 126.0}
+    phases = phase_metrics(90.0, marks)
+    assert phases == pytest.approx(
+        {
+            "phase_config_s": 8.0,
+            "phase_run_open_s": 2.5,
+            "phase_agent_up_s": 0.5,
+            "phase_ranks_up_s": 2.0,  # until the later rank (1) started
+            "phase_model_build_s": 1.0,
+            "phase_first_step_s": 2.0,
+            "phase_warmup_s": 4.0,  # the window opens with the first rank (0) measuring
+            "phase_measure_s": 11.0,
+            "phase_rank_exit_s": 4.0,
+            "phase_logging_s": 1.0,
+        }
+    )
+    assert sum(phases.values()) == pytest.approx(126.0 - 90.0)  # nothing counted twice or left out

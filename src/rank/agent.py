@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 from src.errors import RankFailure
@@ -66,12 +67,13 @@ def _elastic_launch(spec: dict) -> list[dict]:
         start_method="spawn" if spec["rank_cfg"]["runtime"]["device"] == "cuda" else "fork",
         logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL, tee=Std.NONE),
     )
+    ready = time.time()  # the phase "agent up" ends here: imports done, spec in hand
     try:
         per_rank = elastic_launch(config, train_rank)(spec["rank_cfg"], spec["progress_path"])
     except ChildFailedError as exc:
         rank, failure = _root_failure(exc.failures)
         raise RankFailure(_describe_failure(rank, failure, log_dir)) from None
-    return [report for reports in per_rank.values() for report in reports]
+    return [report | {"agent_ready": ready} for reports in per_rank.values() for report in reports]
 
 
 def _root_failure(failures: dict) -> tuple[int, object]:

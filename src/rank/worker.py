@@ -170,6 +170,7 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
         torch.set_num_threads(cfg["runtime"]["cpu_threads"])
 
     step = TrainingStep(cfg, device, world)
+    built = time.time()
     workload, batch_size = step.workload, step.batch_size
     progress = Progress(progress_path, enabled=local_rank == 0)  # one writer per node's job process
     all_finite = torch.ones((), dtype=torch.bool, device=device)
@@ -225,6 +226,7 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
         "window_start": window_start,
         "window_end": window_end,
         "rank_started": started,
+        "built": built,
         "first_step_done": first_step_done,
         "loss_first": float(first_loss),
         "loss_last": float(last_loss),

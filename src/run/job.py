@@ -19,7 +19,7 @@ from src.config.finalise import default_batch_size
 from src.config.validate import validate
 from src.errors import ConfigError, DeviceUnavailable
 from src.hardware import devices
-from src.run import resume, signals
+from src.run import phases, resume, signals
 from src.tracking import job_run, spool, store
 
 UNAVAILABLE_TAG_PREFIX = "unavailable."  # on a sweep's parent: unavailable.<num> = "<name>: needs ..."
@@ -52,6 +52,15 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
     On a multi-node job only node 0 opens the run; the other nodes train and return None.
     """
     job_started = time.time()
+    try:
+        return _run_job(cfg, job_dir, parent_run_id, phases.job_start_mark(), job_started)
+    finally:
+        phases.job_ended()
+
+
+def _run_job(
+    cfg: DictConfig, job_dir: Path, parent_run_id: str | None, phases_start: float, job_started: float
+) -> float | None:
     found = devices.list_devices() if cfg.gpu.device != "cpu" else []
     selection = devices.select(cfg.gpu, found)
     cfg = adopt_profile(cfg, selection)
@@ -115,6 +124,8 @@ def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) ->
         if baseline:
             run.set_tags({"scaling_baseline_run": baseline[0]})
         metrics |= efficiency(metrics, cfg.gpu, count, baseline[1] if baseline else None)
+        marks = outcome["marks"] | {"job_entry": job_started, "logged": time.time()}
+        metrics |= phases.phase_metrics(phases_start, marks)
         run.log_metrics(metrics)
         run.set_tags(
             {"unit": cfg.model.unit, "stop_reason": outcome["stop_reason"]}
@@ -184,11 +195,14 @@ def _launch(
     # one file per node: the nodes of a Slurm job share the job's folder
     progress_file = job_dir / f"progress.node{cfg.launcher.node_rank}.json"
     run_id = rendezvous_id(name, cfg.launcher.nnodes)
+    launched = time.time()
     with console.JobProgress(name, progress_file, cfg.model.unit):
         reports = launch_ranks(
             rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks", progress_file, run_id
         )
-    return combine_ranks(reports, job_started)
+    outcome = combine_ranks(reports, job_started)
+    outcome["marks"] |= {"launch": launched, "outcome": time.time()}
+    return outcome
 
 
 def _step_times_csv(step_times_s: list[float]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 
+from src.run.phases import rank_marks
 from src.stats import summarize_step_times
 
 
@@ -43,6 +44,7 @@ def combine_ranks(ranks: list[dict], job_started: float) -> dict:
         "metrics": metrics,
         "step_times_s": step_times,
         "window": (min(r["window_start"] for r in ranks), max(r["window_end"] for r in ranks)),
+        "marks": rank_marks(ranks),
         "all_finite": all(r["all_finite"] for r in ranks),
         "stop_reason": ranks[0]["stop_reason"],  # the ranks agreed on it: ci, max_steps or time_limit
         "precision_math": ranks[0]["precision_math"],
