@@ -33,7 +33,7 @@ def main(cfg: DictConfig) -> float:
 
         parent = store.read_parent_run(Path(hydra_cfg.sweep.dir)) if multirun else None
         try:
-            return job.run_job(cfg, Path(hydra_cfg.runtime.output_dir), parent)
+            return job.run_job(cfg, Path(hydra_cfg.runtime.output_dir), parent, sweep=multirun)
         except DeviceUnavailable as exc:
             if not multirun:
                 raise

@@ -2,11 +2,16 @@
 launch (torchrun's engine) for one job and writes the ranks' reports, or the failure, to the
 outcome file the job process reads.
 
-    python -m src.rank.agent SPEC.json
+    python -m src.rank.agent JOB_PID [BUILDER]   (then on stdin one line: {"spec": SPEC.json, "env": {...}})
+
+It is started ahead of its job (src.run.launch.prestart_agent): it imports torch and the rank's
+code first, then waits for the job's spec, and starts the ranks by fork, so they begin with all of
+that loaded. Each job still gets an agent and ranks of its own; an agent serves one job.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -22,6 +27,8 @@ SAFE_NCCL_ENV = {
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
 }
+# What every rank imports, loaded once in the agent before its job arrives
+PRELOAD = ("torch", "torch.distributed.launcher.api", "src.rank.worker")
 # A failed or timed-out NCCL collective aborts its communicator and ends the rank, so the agent
 # sees a dead rank instead of one blocked forever.
 FAIL_FAST_ENV = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
@@ -39,6 +46,7 @@ def _die_with_job(job_pid: int) -> None:
 
 
 def _elastic_launch(spec: dict) -> list[dict]:
+    import torch
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -61,10 +69,10 @@ def _elastic_launch(spec: dict) -> list[dict]:
         # node 0 hosts the rendezvous store at the endpoint, which names one of its addresses
         rdzv_configs={"timeout": launcher["start_timeout_s"], "is_host": launcher["node_rank"] == 0},
         max_restarts=0,  # a benchmark step that failed once is a result, not something to retry
-        monitor_interval=0.5,
-        # torchrun's default for GPUs; CPU ranks fork from this process, which has torch imported
-        # already (no CUDA state to inherit), and start seconds sooner
-        start_method="spawn" if spec["rank_cfg"]["runtime"]["device"] == "cuda" else "fork",
+        monitor_interval=0.1,  # how soon the agent sees its ranks end (or fail)
+        # Forked ranks start with torch and the model's code loaded, seconds sooner than spawned
+        # ones (torchrun's default for GPUs). Safe for CUDA as long as the agent never touched it.
+        start_method="spawn" if torch.cuda.is_initialized() else "fork",
         logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL, tee=Std.NONE),
     )
     ready = time.time()  # the phase "agent up" ends here: imports done, spec in hand
@@ -94,17 +102,64 @@ def _describe_failure(rank: int, failure, log_dir: Path) -> str:
     return f"rank {rank} failed: {message.strip()}\n(rank logs under {log_dir})"
 
 
-def main(spec_path: str) -> None:
-    spec = json.loads(Path(spec_path).read_text())
-    _die_with_job(spec["job_pid"])
+def _keep_cuda_untouched() -> None:
+    """torch.cuda.is_available() then asks NVML instead of initialising CUDA (a library may call
+    it on import): the ranks forked from the agent could not use a CUDA the agent had initialised."""
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+
+
+def _preload(model_builder: str | None = None) -> None:
+    """Import what the ranks run (torch, the elastic launcher, the rank's code, the model's module)
+    into the agent, so forked ranks start with it loaded instead of importing it again."""
+    for module in PRELOAD:
+        importlib.import_module(module)
+    if model_builder:
+        try:
+            importlib.import_module(model_builder.partition(":")[0])
+        except Exception:  # the rank imports it again and fails with the reason, as the job's failure
+            pass
+
+
+def _log_to(path: Path) -> None:
+    """From here on the agent and its ranks write to the job's launcher.log, after what the agent
+    printed while it waited (into the early log, a temp file the job opened as its stdout)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with open(path, "ab") as log:
+        os.lseek(1, 0, os.SEEK_SET)
+        while chunk := os.read(1, 1 << 16):
+            log.write(chunk)
+        log.flush()
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+
+
+def main(job_pid: int, model_builder: str | None = None) -> None:
+    _die_with_job(job_pid)
+    _keep_cuda_untouched()
+    _preload(model_builder)  # while the job process opens its run, or logs the job before
+    request = sys.stdin.readline()
+    if not request:  # the job process ended without a job for this agent
+        return
+    job = json.loads(request)
+    os.environ.clear()
+    os.environ.update(job["env"])  # the job process's environment at launch, e.g. its GPUs
+    _keep_cuda_untouched()
+    spec = json.loads(Path(job["spec"]).read_text())
+    _log_to(Path(spec["log_dir"]) / "launcher.log")
     try:
+        _preload(spec["rank_cfg"]["model"]["builder"])
         outcome = {"ranks": _elastic_launch(spec)}
     except RankFailure as exc:
         outcome = {"error": str(exc)}
     tmp = Path(spec["outcome_path"] + ".tmp")
     tmp.write_text(json.dumps(outcome))
     os.replace(tmp, spec["outcome_path"])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The ranks have ended: skip the interpreter's teardown of torch, which the job would wait for
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)

@@ -19,7 +19,7 @@ from src.config.finalise import default_batch_size
 from src.config.validate import validate
 from src.errors import ConfigError, DeviceUnavailable
 from src.hardware import devices
-from src.run import phases, resume, signals
+from src.run import launch, phases, resume, signals
 from src.tracking import job_run, spool, store
 
 UNAVAILABLE_TAG_PREFIX = "unavailable."  # on a sweep's parent: unavailable.<num> = "<name>: needs ..."
@@ -46,20 +46,29 @@ def adopt_profile(cfg: DictConfig, selection: devices.Selection) -> DictConfig:
     return cfg
 
 
-def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) -> float | None:
+def run_job(
+    cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None, sweep: bool = False
+) -> float | None:
     """Run one benchmark job; returns its throughput. Raises after recording a failure.
 
-    On a multi-node job only node 0 opens the run; the other nodes train and return None.
+    On a multi-node job only node 0 opens the run; the other nodes train and return None. In a
+    sweep, the next job's agent starts as soon as this job's ranks have ended.
     """
     job_started = time.time()
+    launch.prestart_agent(cfg.model.builder)  # its imports overlap opening the run
     try:
-        return _run_job(cfg, job_dir, parent_run_id, phases.job_start_mark(), job_started)
+        return _run_job(cfg, job_dir, parent_run_id, phases.job_start_mark(), job_started, sweep)
     finally:
         phases.job_ended()
 
 
 def _run_job(
-    cfg: DictConfig, job_dir: Path, parent_run_id: str | None, phases_start: float, job_started: float
+    cfg: DictConfig,
+    job_dir: Path,
+    parent_run_id: str | None,
+    phases_start: float,
+    job_started: float,
+    sweep: bool,
 ) -> float | None:
     found = devices.list_devices() if cfg.gpu.device != "cpu" else []
     selection = devices.select(cfg.gpu, found)
@@ -107,6 +116,8 @@ def _run_job(
 
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
             outcome = _launch(cfg, selection, job_dir, name, job_started)
+        if sweep:
+            launch.prestart_agent(cfg.model.builder)  # the ranks have ended: nothing measures now
         env["versions"] |= outcome["runtime_versions"]  # what the ranks ran with: CUDA, cuDNN, NCCL
         _log_environment(run, env)
         if not outcome["all_finite"]:  # its figures are not a result: none is logged
@@ -181,7 +192,6 @@ def skip_unavailable(cfg: DictConfig, exc: DeviceUnavailable, parent_run_id: str
 def _launch(
     cfg: DictConfig, selection: devices.Selection, job_dir: Path, name: str, job_started: float
 ) -> dict:
-    from src.run.launch import launch_ranks, rendezvous_id
     from src.run.results import combine_ranks
 
     rank_cfg = OmegaConf.to_container(cfg, resolve=True)
@@ -194,10 +204,10 @@ def _launch(
     job_dir.mkdir(parents=True, exist_ok=True)
     # one file per node: the nodes of a Slurm job share the job's folder
     progress_file = job_dir / f"progress.node{cfg.launcher.node_rank}.json"
-    run_id = rendezvous_id(name, cfg.launcher.nnodes)
+    run_id = launch.rendezvous_id(name, cfg.launcher.nnodes)
     launched = time.time()
     with console.JobProgress(name, progress_file, cfg.model.unit):
-        reports = launch_ranks(
+        reports = launch.launch_ranks(
             rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks", progress_file, run_id
         )
     outcome = combine_ranks(reports, job_started)

@@ -7,16 +7,18 @@ job's folder. Its own session lets the job stop everything it started in one `ki
 the ranks, and whatever the ranks spawned. The job waits at most `benchmark.timeout_s` for it, so a
 rank that hangs outside a collective fails the job too; Ctrl-C or SIGTERM in the job stops it.
 
-    src/rank/agent.py is the agent's side (`python -m src.rank.agent SPEC.json`, started here, not by users).
+    src/rank/agent.py is the agent's side (`python -m src.rank.agent JOB_PID`, started here, not by users).
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -24,7 +26,7 @@ from pathlib import Path
 from src.errors import RankFailure
 
 GRACE_S = 5.0  # after SIGTERM, how long the ranks get before SIGKILL
-POLL_S = 0.2
+POLL_S = 0.05
 
 
 def rendezvous_id(run_name: str, nnodes: int) -> str:
@@ -56,30 +58,96 @@ def launch_ranks(
         "log_dir": str(log_dir),
         "progress_path": str(progress_path),
         "outcome_path": str(outcome_path),
-        "job_pid": os.getpid(),
     }
     spec_path.write_text(json.dumps(spec))
     timeout_s = float(rank_cfg["benchmark"]["timeout_s"])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # what the job imports
-    with open(log_dir / "launcher.log", "wb") as agent_log:
-        agent = subprocess.Popen(
-            [sys.executable, "-m", "src.rank.agent", str(spec_path)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=agent_log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    agent = _take_agent()
     try:
-        finished = _wait_exit(agent.pid, time.monotonic() + timeout_s)
+        agent.start_job(spec_path)
+        finished = _wait_exit(agent.proc.pid, time.monotonic() + timeout_s)
         if not finished:
             raise RankFailure(
                 f"timed out after {timeout_s:g} s (benchmark.timeout_s): ranks stopped\n"
                 f"(rank logs under {log_dir})"
             )
     finally:
-        _stop_session(agent)  # on success too: nothing the ranks started outlives the job
-    return _read_outcome(outcome_path, agent.returncode, log_dir)
+        _stop_session(agent.proc)  # on success too: nothing the ranks started outlives the job
+    return _read_outcome(outcome_path, agent, log_dir)
+
+
+class Agent:
+    """An elastic agent process (src.rank.agent), started before its job: it imports torch and
+    the rank's code, then waits for the job's spec on its stdin. Until then it writes to an
+    unnamed temp file; from the spec on, to the job's launcher.log."""
+
+    def __init__(self, model_builder: str | None = None) -> None:
+        self.early_log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "src.rank.agent",
+                str(os.getpid()),
+                *([model_builder] if model_builder else []),
+            ],
+            env=_agent_env(),
+            stdin=subprocess.PIPE,
+            stdout=self.early_log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def start_job(self, spec_path: Path) -> None:
+        """Hand over the job, with the environment as it is now (the job has chosen its GPUs):
+        through the pipe, since it may hold credentials, which never go to a file."""
+        request = json.dumps({"spec": str(spec_path), "env": _agent_env()}).encode() + b"\n"
+        try:
+            os.write(self.proc.stdin.fileno(), request)  # unbuffered: nothing left to flush on close
+        except BrokenPipeError:  # it died while waiting: the outcome check reports its output
+            pass
+        self.proc.stdin.close()
+
+    def output(self) -> str:
+        self.early_log.seek(0)
+        return self.early_log.read().decode(errors="replace")
+
+    def discard(self) -> None:
+        """Stop an agent that never got a job (it has started nothing)."""
+        if self.proc.returncode is None:
+            _signal_group(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.early_log.close()
+
+
+def _agent_env() -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # what the job imports
+
+
+_ready: list[Agent] = []  # at most one agent waiting for this process's next job
+
+
+def prestart_agent(model_builder: str | None = None) -> None:
+    """Start the agent of this process's next job now, so that its interpreter and imports overlap
+    the job process's own work (opening the run, or logging the job before) instead of following it.
+    It preloads `model_builder`'s module too (the model of the job, or of the job before: sweeps
+    repeat models). Never while a job measures: callers start it before the ranks, or after."""
+    if _ready and _ready[0].proc.poll() is None:
+        return
+    _discard_ready()
+    _ready.append(Agent(model_builder))
+
+
+def _take_agent() -> Agent:
+    if _ready and _ready[0].proc.poll() is None:
+        return _ready.pop()
+    _discard_ready()
+    return Agent()
+
+
+@atexit.register
+def _discard_ready() -> None:
+    while _ready:
+        _ready.pop().discard()
 
 
 def _wait_exit(pid: int, deadline: float) -> bool:
@@ -110,15 +178,18 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass
 
 
-def _read_outcome(path: Path, returncode: int, log_dir: Path) -> list[dict]:
+def _read_outcome(path: Path, agent: Agent, log_dir: Path) -> list[dict]:
     try:
         outcome = json.loads(path.read_text())
     except (OSError, ValueError):
-        tail = (log_dir / "launcher.log").read_text(errors="replace")[-2000:]
+        log = log_dir / "launcher.log"
+        tail = (log.read_text(errors="replace") if log.exists() else agent.output())[-2000:]
         raise RankFailure(
-            f"launcher exited with code {returncode} before the ranks reported\n{tail}\n"
+            f"launcher exited with code {agent.proc.returncode} before the ranks reported\n{tail}\n"
             f"(rank logs under {log_dir})"
         ) from None
+    finally:
+        agent.early_log.close()
     if "error" in outcome:
         raise RankFailure(outcome["error"])
     return outcome["ranks"]
