@@ -113,6 +113,7 @@ def _run_job(
         _log_environment(run, env)
         run.log_params(job_run.flatten(cfg))
         run.log_files({"config.yaml": OmegaConf.to_yaml(cfg, resolve=True)})
+        run.flush()  # the running run shows its set-up; the rest goes in one write at its end
 
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
             outcome = _launch(cfg, selection, job_dir, name, job_started)

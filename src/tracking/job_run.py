@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,9 @@ def flatten(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
 class JobRun:
     """One job's MLflow run: opened before training, ended FINISHED, FAILED or KILLED.
 
-    Everything logged is also kept in a RunRecord. If the server stops answering during the job,
+    What is logged is held until `flush()` or `end()`, which send it in one log_batch and one
+    artifact upload: a job writes twice (its set-up before training, its result after), not once
+    per metric, tag group or file. Everything logged is also kept in a RunRecord. If the server stops answering during the job,
     logging carries on into the record only; at the end the record is written to the job's spool
     folder and delivered with retries, and what is still undelivered waits for `python -m src.sync`.
     Every string passes through credentials.redact on its way in.
@@ -71,6 +74,7 @@ class JobRun:
         )
         self.run_id = self.record.run_id = run.info.run_id
         self.online = True
+        self._pending = _Pending()
 
     def _send(self, action) -> None:
         """Send now while the server answers; after the first failure, only keep the record.
@@ -92,25 +96,19 @@ class JobRun:
             )
 
     def log_params(self, params: dict) -> None:
-        from mlflow.entities import Param
-
         params = {k: v[:6000] for k, v in _clean(params).items()}
         self.record.params.update(params)
-        self._send(
-            lambda: spool.log_batch(self.client, self.run_id, params=[Param(*p) for p in params.items()])
-        )
+        self._pending.params.update(params)
 
     def log_metrics(self, metrics: dict, step: int = 0) -> None:
         now = _now_ms()
         self.log_series([(k, v, now, step) for k, v in metrics.items() if v is not None])
 
     def log_series(self, points: list[tuple[str, float, int, int]]) -> None:
-        """(key, value, timestamp ms, step) points, sent in batches rather than one call each."""
-        from mlflow.entities import Metric
-
+        """(key, value, timestamp ms, step) points."""
         items = [(k, float(v), stamp, step) for k, v, stamp, step in points]
         self.record.metrics += items
-        self._send(lambda: spool.log_batch(self.client, self.run_id, metrics=[Metric(*m) for m in items]))
+        self._pending.metrics += items
 
     def single_gpu_baseline(self, tags: dict, params: dict) -> tuple[str, float] | None:
         """(run id, throughput) of the latest FINISHED 1-GPU run of this job's setup, if any.
@@ -139,30 +137,48 @@ class JobRun:
         return runs[0].info.run_id, runs[0].data.metrics["throughput"]
 
     def set_tags(self, tags: dict) -> None:
-        from mlflow.entities import RunTag
-
         tags = _clean(tags)
         self.record.tags.update(tags)
-        self._send(lambda: spool.log_batch(self.client, self.run_id, tags=[RunTag(*t) for t in tags.items()]))
+        self._pending.tags.update(tags)
 
     def log_text(self, text: str, name: str) -> None:
         text = credentials.redact(text)
         self.record.texts[name] = text
-        self._send(lambda: self.client.log_text(self.run_id, text, name))
+        self._pending.texts[name] = text
 
     def log_dict(self, data: Any, name: str) -> None:
         self.log_text(json.dumps(data, indent=2, default=str), name)
 
     def log_file(self, path: Path) -> None:
         self.record.files.append(str(path))
-        self._send(lambda: self.client.log_artifact(self.run_id, str(path)))
+        self._pending.files.append(str(path))
 
     def log_files(self, files: dict[str, str]) -> None:
         for name, text in files.items():
             self.log_text(text, name)
 
+    def flush(self) -> None:
+        """Send what was logged since the last flush: one log_batch, one artifact upload."""
+        from mlflow.entities import Metric, Param, RunTag
+
+        pending, self._pending = self._pending, _Pending()
+        if pending.metrics or pending.params or pending.tags:
+            self._send(
+                lambda: spool.log_batch(
+                    self.client,
+                    self.run_id,
+                    metrics=[Metric(*m) for m in pending.metrics],
+                    params=[Param(*p) for p in pending.params.items()],
+                    tags=[RunTag(*t) for t in pending.tags.items()],
+                )
+            )
+        if pending.texts or pending.files:
+            self._send(lambda: spool.log_artifacts(self.client, self.run_id, pending.texts, pending.files))
+
     def end(self, status: str) -> None:
-        """End the run; if the server is away, spool the whole record and retry with backoff."""
+        """Send what is pending and end the run; if the server is away, spool the whole record and
+        retry with backoff."""
+        self.flush()
         self.record.status, self.record.end_time = status, _now_ms()
         self._send(lambda: self.client.set_terminated(self.run_id, status, end_time=self.record.end_time))
         if self.online:
@@ -178,6 +194,17 @@ class JobRun:
             return
         spool.remove(folder)
         console.note(f"tracking is back: run {self.record.run_name} delivered")
+
+
+@dataclass
+class _Pending:
+    """What was logged and not yet sent."""
+
+    metrics: list[tuple[str, float, int, int]] = field(default_factory=list)
+    params: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
 
 
 def _clean(values: dict) -> dict[str, str]:

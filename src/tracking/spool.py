@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -46,12 +47,7 @@ class RunRecord:
 
 def write(record: RunRecord, folder: Path) -> Path:
     """Write the record and copies of its artifacts to `folder`; the JSON goes last, atomically."""
-    artifacts = folder / ARTIFACTS_DIR
-    artifacts.mkdir(parents=True, exist_ok=True)
-    for name, text in record.texts.items():
-        (artifacts / name).write_text(text)
-    for path in record.files:
-        shutil.copy2(path, artifacts / Path(path).name)
+    _write_artifacts(folder / ARTIFACTS_DIR, record.texts, record.files)
     data = asdict(record) | {"texts": {}, "files": []}  # the artifacts now live in the folder
     tmp = folder / (RUN_FILE + ".tmp")
     tmp.write_text(json.dumps(data, indent=1))
@@ -96,6 +92,21 @@ def log_batch(client, run_id: str, metrics=(), params=(), tags=()) -> None:
             run_id, metrics=metrics[:MAX_METRICS], params=params[:MAX_PARAMS], tags=tags[:MAX_TAGS]
         )
         metrics, params, tags = metrics[MAX_METRICS:], params[MAX_PARAMS:], tags[MAX_TAGS:]
+
+
+def log_artifacts(client, run_id: str, texts: dict[str, str], files: list[str]) -> None:
+    """Texts (name -> content) and files as the run's artifacts, in one upload."""
+    with tempfile.TemporaryDirectory() as folder:
+        _write_artifacts(Path(folder), texts, files)
+        client.log_artifacts(run_id, folder)
+
+
+def _write_artifacts(folder: Path, texts: dict[str, str], files: list[str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        (folder / name).write_text(text)
+    for path in files:
+        shutil.copy2(path, folder / Path(path).name)
 
 
 def _find_or_create_run(client, record: RunRecord):
