@@ -51,8 +51,13 @@ def count_training_flops(model: nn.Module, loss_fn, batch) -> float:
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
-    with counter:
-        loss_fn(model, batch).backward()
+    # no cuDNN autotuning for this small batch's shapes: training never sees them again
+    autotuning, torch.backends.cudnn.benchmark = torch.backends.cudnn.benchmark, False
+    try:
+        with counter:
+            loss_fn(model, batch).backward()
+    finally:
+        torch.backends.cudnn.benchmark = autotuning
     model.zero_grad(set_to_none=True)
     return float(counter.get_total_flops())
 

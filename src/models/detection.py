@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 import torch
+import torchvision  # here, not in the builders: the agent preloads it for its ranks
 from torch import nn
 
 from src.models.base import Workload, counted_flops_per_item
@@ -94,7 +95,6 @@ class ResNetSSDBackbone(nn.Module):
 
     def __init__(self, name: str):
         super().__init__()
-        import torchvision
 
         resnet = getattr(torchvision.models, name)(weights=None)
         self.trunk = nn.Sequential(*list(resnet.children())[:7])  # conv1 ... layer3 (conv4_x)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+import torchvision  # noqa: F401 (here, not in the builders: the agent preloads it for its ranks)
 from torch import nn
 
 from src.models.base import Workload, counted_flops_per_item
