@@ -80,7 +80,9 @@ def main() -> None:
         print()
         phased = print_phases(runs)
     print(f"\ntime to result: {seconds:.1f} s for {len(runs)} job(s): {' '.join(args)}")
-    print(f"  in the jobs' phases: {phased:.1f} s; final writes, exits, sweep summary: {seconds - phased:.1f} s")
+    print(
+        f"  in the jobs' phases: {phased:.1f} s; final writes, exits, sweep summary: {seconds - phased:.1f} s"
+    )
     if cpu and runs:
         imports += [import_torch_s(), import_torch_s()]
         torch_s = statistics.median(imports)

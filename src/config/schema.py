@@ -115,7 +115,8 @@ class PrecisionConfig:
 @dataclass
 class BenchmarkConfig:
     name: str = "default"
-    warmup_steps: int = 10
+    warmup_steps: int = 10  # at most; the first step always (autotuning, compilation)
+    warmup_s: float = 2.0  # warm-up ends sooner once the steps after the first have taken this long
     min_steps: int = 20
     max_steps: int = 500
     time_limit_s: float = 60.0

@@ -193,6 +193,12 @@ def _check_benchmark(b: DictConfig, m: DictConfig, errors: Errors) -> None:
         "an integer >= 0",
     )
     errors.need(
+        isinstance(b.warmup_s, int | float) and b.warmup_s >= 0,
+        "benchmark.warmup_s",
+        b.warmup_s,
+        "a number of seconds >= 0",
+    )
+    errors.need(
         positive_int(b.min_steps) and b.min_steps >= 2, "benchmark.min_steps", b.min_steps, "an integer >= 2"
     )
     errors.need(
