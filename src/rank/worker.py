@@ -259,9 +259,8 @@ def _warm_up(step, bench: dict, world: int, device: torch.device, progress: Prog
         if i == 0:
             first_step_done = time.time()
         progress.update(phase="warmup", step=i + 1, of=bench["warmup_steps"])
-        if i >= MIN_WARMUP_AFTER_FIRST and _agree_to_stop(
-            time.time() - first_step_done >= bench["warmup_s"], world, device
-        ):
+        warm = time.time() - first_step_done >= bench["warmup_s"]
+        if i >= MIN_WARMUP_AFTER_FIRST and _agree_to_stop("time_limit" if warm else None, world, device):
             break
     return first_step_done
 
