@@ -7,6 +7,7 @@ out of memory, diverge, hang or wait for a gate); the outage scenario uses a rea
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -184,6 +185,16 @@ def test_bad_points_fail_alone_and_the_sweep_reports_them(fault_sweep):
     assert parent.info.status == "FAILED"
     assert {"failed_job.1", "failed_job.2", "failed_job.3", "failed_job.4"} <= set(parent.data.tags)
     assert rc != 0
+
+
+def test_next_jobs_agent_starts_after_the_ranks_before_the_result_and_ranks_are_fresh(fault_sweep):
+    """The agent of job 1 is started while job 0 logs: after job 0's measured window, before its
+    run ended (so its torch import overlaps job 0's logging); every job forks new ranks."""
+    _, _, uri, tmp = fault_sweep
+    outcomes = [json.loads((tmp / f"multirun/{n}/ranks/outcome.json").read_text()) for n in range(4)]
+    (tiny,) = runs_by_name(uri)["cpux1-tiny-fp32"]
+    assert outcomes[0]["ranks"][0]["window_end"] < outcomes[1]["agent_started"] < tiny.info.end_time / 1e3
+    assert outcomes[0]["ranks"][0]["pid"] != outcomes[2]["ranks"][0]["pid"]
 
 
 def test_second_sweep_skips_what_the_first_finished(fault_sweep):

@@ -27,8 +27,9 @@ SAFE_NCCL_ENV = {
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
 }
-# What every rank imports, loaded once in the agent before its job arrives
-PRELOAD = ("torch", "torch.distributed.launcher.api", "src.rank.worker")
+# What every rank imports, loaded once in the agent before its job arrives. torch._dynamo is
+# loaded by the first optimizer a rank builds (torch.optim's decorators): seconds of model build.
+PRELOAD = ("torch", "torch._dynamo", "torch.distributed.launcher.api", "src.rank.worker")
 # A failed or timed-out NCCL collective aborts its communicator and ends the rank, so the agent
 # sees a dead rank instead of one blocked forever.
 FAIL_FAST_ENV = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
@@ -135,6 +136,7 @@ def _log_to(path: Path) -> None:
 
 
 def main(job_pid: int, model_builder: str | None = None) -> None:
+    started = time.time()
     _die_with_job(job_pid)
     _keep_cuda_untouched()
     _preload(model_builder)  # while the job process opens its run, or logs the job before
@@ -142,7 +144,6 @@ def main(job_pid: int, model_builder: str | None = None) -> None:
     if not request:  # the job process ended without a job for this agent
         return
     job = json.loads(request)
-    os.environ.clear()
     os.environ.update(job["env"])  # the job process's environment at launch, e.g. its GPUs
     _keep_cuda_untouched()
     spec = json.loads(Path(job["spec"]).read_text())
@@ -152,6 +153,7 @@ def main(job_pid: int, model_builder: str | None = None) -> None:
         outcome = {"ranks": _elastic_launch(spec)}
     except RankFailure as exc:
         outcome = {"error": str(exc)}
+    outcome["agent_started"] = started  # before its job's spec came: see tests/test_robust.py
     tmp = Path(spec["outcome_path"] + ".tmp")
     tmp.write_text(json.dumps(outcome))
     os.replace(tmp, spec["outcome_path"])

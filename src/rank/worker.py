@@ -212,6 +212,7 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
 
     result = {
         "rank": rank,
+        "pid": os.getpid(),
         "world_size": world,
         "step_times_s": clock.read(),
         "items_per_step": workload.items_per_step,
