@@ -55,8 +55,20 @@ def _keep_credentials_out(cfg: DictConfig, hydra_cfg) -> None:
     credentials.scrub_files([*saved, Path(hydra_cfg.sweep.dir) / "multirun.yaml"])
 
 
+# Hydra's options that print and exit, and launchers that run the jobs in other processes
+NO_LOCAL_JOB = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve", "--shell-completion")
+
+
+def _runs_jobs_here(argv: list[str]) -> bool:
+    return not any(a in NO_LOCAL_JOB or a.startswith(("hydra/launcher=", "--cfg=")) for a in argv)
+
+
 if __name__ == "__main__":
     signals.install()  # before the sweep's parent run opens
+    if _runs_jobs_here(sys.argv[1:]):
+        from src.run import launch
+
+        launch.prestart_agent()  # the first job's agent imports torch while Hydra composes
     try:
         main()
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: runs are closed by now; say so to the shell
