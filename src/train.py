@@ -56,7 +56,17 @@ def _keep_credentials_out(cfg: DictConfig, hydra_cfg) -> None:
 
 
 # Hydra's options that print and exit, and launchers that run the jobs in other processes
-NO_LOCAL_JOB = ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--resolve", "--shell-completion")
+NO_LOCAL_JOB = (
+    "--help",
+    "-h",
+    "--hydra-help",
+    "--cfg",
+    "-c",
+    "--info",
+    "-i",
+    "--resolve",
+    "--shell-completion",
+)
 
 
 def _runs_jobs_here(argv: list[str]) -> bool:

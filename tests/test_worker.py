@@ -107,3 +107,34 @@ def test_a_non_finite_loss_is_reported_not_hidden():
 def test_out_of_memory_names_the_batch_that_did_not_fit():
     with pytest.raises(OutOfMemory, match="out of memory at batch 2 per GPU"):
         train_rank(rank_cfg("model.name=oom"))
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def time(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("step_s", "steps"),
+    [
+        (0.4, 4),  # slow steps: the first, then three more (1.2 s >= warmup_s)
+        (0.01, 10),  # fast steps: warmup_steps ends it
+        (5.0, 3),  # very slow steps: still the first and MIN_WARMUP_AFTER_FIRST more
+    ],
+)
+def test_warm_up_ends_at_warmup_steps_or_once_warmup_s_has_passed(monkeypatch, step_s, steps):
+    clock = FakeClock()
+    monkeypatch.setattr(worker.time, "time", clock.time)
+    ran = []
+
+    def step():
+        clock.now += step_s
+        ran.append(clock.now)
+
+    bench = {"warmup_steps": 10, "warmup_s": 1.0}
+    first_done = worker._warm_up(step, bench, 1, torch.device("cpu"), worker.Progress(None, False))
+    assert len(ran) == steps
+    assert first_done == ran[0]  # when the first step (autotuning, compilation) ended
