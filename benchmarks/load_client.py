@@ -23,7 +23,8 @@ from src.tracking.job_run import JobRun
 
 CLIENT_TAG = "load_client"  # which client logged a run: one run per client must land
 ARTIFACTS = ("config.yaml", "environment.json", "step_times.csv")
-KINDS = ("create", "params", "tags", "artifact", "telemetry", "metrics", "end")
+# A job writes three times: its run, its set-up (JobRun.flush) and its result (JobRun.end)
+KINDS = ("create", "setup", "end")
 
 
 @dataclass
@@ -115,18 +116,19 @@ def replay(job: JobTemplate, url: str, experiment: str, index: int, spool_dir: P
         experiment_id = MlflowClient(url).get_experiment_by_name(experiment).experiment_id
         tags = {**job.tags, CLIENT_TAG: str(index)}
         run = timed("create", lambda: JobRun(cfg, experiment_id, f"load-{index}", tags, None, spool_dir))
-        timed("artifact", lambda: run.log_text(job.texts["environment.json"], "environment.json"))
-        timed("params", lambda: run.log_params({k: v for k, v in job.params.items() if k != "batch_size"}))
-        timed("artifact", lambda: run.log_text(job.texts["config.yaml"], "config.yaml"))
+        run.log_text(job.texts["environment.json"], "environment.json")
+        run.log_params({k: v for k, v in job.params.items() if k != "batch_size"})
+        run.log_text(job.texts["config.yaml"], "config.yaml")
+        timed("setup", run.flush)
         gates[1].wait(timeout=600)
-        timed("telemetry", lambda: run.log_series(job.telemetry))
-        timed("artifact", lambda: run.log_text(job.texts["telemetry.csv"], "telemetry.csv"))
-        timed("params", lambda: run.log_params({"batch_size": job.params["batch_size"]}))
-        timed("metrics", lambda: run.log_metrics(job.metrics))
-        timed("tags", lambda: run.set_tags(job.later_tags))
-        timed("artifact", lambda: run.log_text(job.texts["step_times.csv"], "step_times.csv"))
-        result["spooled"] = not run.online
+        run.log_series(job.telemetry)
+        run.log_text(job.texts["telemetry.csv"], "telemetry.csv")
+        run.log_params({"batch_size": job.params["batch_size"]})
+        run.log_metrics(job.metrics)
+        run.set_tags(job.later_tags)
+        run.log_text(job.texts["step_times.csv"], "step_times.csv")
         timed("end", lambda: run.end("FINISHED"))
+        result["spooled"] = not run.online
     except Exception as exc:  # counted as an error of this client; the others go on
         result["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
     result["left_for_sync"] = (spool_dir / spool.RUN_FILE).exists()
