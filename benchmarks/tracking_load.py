@@ -8,9 +8,9 @@ One real CPU smoke job is run first; its run (the whole config as params, tags, 
 environment.json, step_times.csv) plus the telemetry of a `--gpus`-GPU job of `--job-seconds` is what
 each client logs, through the job's own JobRun, in the job's order. N client processes start
 together against one `python -m src.server` (a fresh store per server; PostgreSQL is a throw-away
-cluster on 127.0.0.1); every run is then read back and checked complete. `--restart` kills the
-server (SIGKILL) once the clients are logging, starts it again after `--outage-s`, and runs
-`python -m src.sync` over the clients' spool folders afterwards. Everything stays on the loopback
+cluster on 127.0.0.1). What jobs left in their spool folders is delivered by `python -m src.sync`,
+as a user would; then every run is read back and checked complete, once. `--restart` kills the
+server (SIGKILL) once the clients are logging and starts it again after `--outage-s`. Everything stays on the loopback
 interface and under `--work` (default: a folder in multirun/, removed after unless --keep).
 The clients' own output (MLflow's "View run" lines) is dropped; their errors are counted.
 """
@@ -149,7 +149,7 @@ def one_round(ctx, job, server, n: int, work: Path, args) -> dict:
     spool_root = work / experiment
     results, elapsed = run_clients(ctx, job, server, n, experiment, spool_root, args)
     left = sum(1 for r in results if r.get("left_for_sync"))
-    synced = sync(spool_root, server.url) if args.restart else None
+    synced = sync(spool_root, server.url) if left else None  # what a user runs after an outage
     landed = load_client.count_landed(server.url, experiment, job, n)
     # a client errs when a call raised, or failed so that JobRun went on into its spool
     errors = [
@@ -169,15 +169,21 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)] if ordered else None
 
 
-def print_tables(rows: list[dict], restart: bool) -> None:
-    head = f"{'backend':<10} {'N':>3} {'wrk':>3} {'wall s':>7} {'exp':>4} {'landed':>6} {'lost':>4} {'dup':>3} {'err':>3}"
-    print("\n" + head + (f" {'spooled':>7} {'to sync':>7} {'sync rc':>7}" if restart else ""))
+def print_tables(rows: list[dict]) -> None:
+    print(
+        "\nruns: landed = complete on the server, after src.sync where jobs left a spool; err = clients"
+        "\nwith a failed call (then spooled, delivered by the job's retries or by src.sync)"
+    )
+    print(
+        f"{'backend':<10} {'N':>3} {'wrk':>3} {'wall s':>7} {'exp':>4} {'landed':>6} {'lost':>4} "
+        f"{'dup':>3} {'err':>3} {'to sync':>7} {'sync rc':>7}"
+    )
     for r in rows:
-        line = (
+        print(
             f"{r['backend']:<10} {r['n']:>3} {r['workers']:>3} {r['wall_s']:>7.1f} {r['n']:>4} "
-            f"{r['landed']:>6} {r['lost']:>4} {r['duplicates']:>3} {r['errors']:>3}"
+            f"{r['landed']:>6} {r['lost']:>4} {r['duplicates']:>3} {r['errors']:>3} {r['left']:>7} "
+            f"{'-' if r['sync_rc'] is None else r['sync_rc']:>7}"
         )
-        print(line + (f" {r['spooled']:>7} {r['left']:>7} {r['sync_rc']!s:>7}" if restart else ""))
     print("\nlatency per call, ms: p50/p99 (calls made while the server answered)")
     print(f"{'backend':<10} {'N':>3} {'wrk':>3} " + " ".join(f"{k:>9}" for k in load_client.KINDS))
     for r in rows:
@@ -217,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
                             )
     finally:
         if rows:
-            print_tables(rows, args.restart)
+            print_tables(rows)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     return 1 if any(r["lost"] or r["duplicates"] for r in rows) else 0
