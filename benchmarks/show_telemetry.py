@@ -27,7 +27,6 @@ FIGURES = (
     ("mfu", "MFU", "{:.1%}"),
     ("throughput_per_watt", "throughput per watt", "{:.2f} {unit}/W"),
     ("throughput_per_kusd", "throughput per 1,000 USD", "{:.2f} {unit}"),
-    ("scaling_efficiency", "scaling efficiency", "{:.1%}"),
 )
 
 

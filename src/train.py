@@ -11,7 +11,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
 from src import credentials
-from src.config.finalise import finalize, override_keys
+from src.config import cli
+from src.config.finalise import finalize
 from src.config.schema import register_configs
 from src.errors import ConfigError, DeviceUnavailable, TrackingUnavailable, exit_with_error
 from src.run import signals
@@ -21,13 +22,14 @@ register_configs("config_schema")
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float:
+    cli.composed()
     signals.install()  # again here: a parallel launcher runs jobs in processes of its own
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     _keep_credentials_out(cfg, hydra_cfg)
     try:
         # Bad input and missing hardware stop here, before any run is opened or rank started.
-        cfg = finalize(cfg, override_keys(list(hydra_cfg.overrides.task)))
+        cfg = finalize(cfg)
         from src.run import job
         from src.tracking import store
 
@@ -80,6 +82,6 @@ if __name__ == "__main__":
 
         launch.prestart_agent()  # the first job's agent imports torch while Hydra composes
     try:
-        main()
+        cli.run_app(main)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: runs are closed by now; say so to the shell
         sys.exit(signals.exit_code())

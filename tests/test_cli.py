@@ -29,7 +29,7 @@ sys.argv = ["src.train", *sys.argv[1:]]
 runpy.run_module("src.train", run_name="__main__")
 """
 SWEEP = ["-m", "gpu=auto", "model=resnet50,txl_base", "precision=fp32,bf16", "benchmark=smoke"]
-NAMES = ["cpux1-resnet50-bf16", "cpux1-resnet50-fp32", "cpux1-txl_base-bf16", "cpux1-txl_base-fp32"]
+NAMES = [f"cpux1-{m}-{p}-smoke" for m in ("resnet50", "txl_base") for p in ("bf16", "fp32")]
 NO_NVML = "NVML is not available (hidden by the test)"
 
 
@@ -114,7 +114,7 @@ def test_two_cpu_ranks_report_global_throughput(tmp_path, tracking_uri):
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = read_runs(tracking_uri)
     m = run.data.metrics
-    assert run.info.run_name == "cpux2-gpt2-fp32" and run.data.tags["gpu_count"] == "2"
+    assert run.info.run_name == "cpux2-gpt2-fp32-smoke" and run.data.tags["gpu_count"] == "2"
     assert m["items_per_step"] == 2 * 2 * 32  # two ranks x smoke batch 2 x seq_len 32
     assert m["throughput"] == pytest.approx(2 * m["throughput_per_gpu"])
 

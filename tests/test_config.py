@@ -1,14 +1,20 @@
 """Config composition, smoke sizes, batch-size precedence and validation messages."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
+from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from src.config.finalise import finalize, override_keys
+from src.config.finalise import finalize
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
 from tests.conftest import compose_cfg
+
+CONF = PROJECT_ROOT / "conf"
 
 GROUPS = {
     g: sorted(p.stem for p in (PROJECT_ROOT / "conf" / g).glob("*.yaml"))
@@ -29,27 +35,38 @@ def test_tracking_uri_is_absolute_under_project_root():
     assert Path(uri.removeprefix("sqlite:///")).is_absolute()
 
 
-def test_smoke_shrinks_model_but_command_line_wins():
-    overrides = ["gpu=cpu", "model=gpt2", "benchmark=smoke", "model.d_model=96"]
-    cfg = finalize(compose_cfg(overrides), override_keys(overrides))
-    smoke = compose_cfg(["model=gpt2"]).model.smoke
-    assert cfg.model.d_model == 96  # from the command line, not smoke's value
-    assert smoke.d_model != 96
+def test_smoke_sizes_compose_and_command_line_wins():
+    """The smoke sizes are part of composition (conf/sizes/smoke/), under the command line's keys."""
+    cfg = compose_cfg(["model=gpt2", "benchmark=smoke", "model.d_model=96"])
+    smoke = OmegaConf.load(CONF / "sizes" / "smoke" / "gpt2.yaml")
+    assert cfg.model.d_model == 96 and smoke.d_model != 96  # from the command line, not smoke's value
     assert cfg.model.n_layer == smoke.n_layer and cfg.model.seq_len == smoke.seq_len
     assert cfg.model.items_per_sample == smoke.seq_len  # interpolation follows the new size
     assert cfg.benchmark.warmup_steps == 1 and cfg.benchmark.min_steps == cfg.benchmark.max_steps == 2
+    assert compose_cfg(["model=gpt2"]).model.n_layer != smoke.n_layer  # only under benchmark=smoke
+
+
+def test_smoke_benchmark_states_only_what_differs_from_default():
+    default = yaml.safe_load((CONF / "benchmark" / "default.yaml").read_text())
+    smoke = yaml.safe_load((CONF / "benchmark" / "smoke.yaml").read_text())
+    assert smoke.pop("defaults") == ["default", "_self_"]
+    assert {k: v for k, v in smoke.items() if default.get(k) == v} == {}
+    composed = compose_cfg(["benchmark=smoke"]).benchmark
+    assert composed.time_limit_s == default["time_limit_s"]  # inherited, not repeated
 
 
 def test_batch_size_precedence():
     def batch(overrides):
-        return finalize(compose_cfg(overrides), override_keys(overrides)).model.batch_size
+        return finalize(compose_cfg(overrides)).model.batch_size
 
     model_default = compose_cfg(["model=resnet50"]).model.batch_sizes
     assert batch(["gpu=h200", "model=resnet50", "precision=amp"]) == model_default.amp
     cpu_profile = compose_cfg(["gpu=cpu"]).gpu.batch_sizes.resnet50
     assert batch(["gpu=cpu", "model=resnet50"]) == cpu_profile.default
     assert batch(["gpu=cpu", "model=resnet50", "model.batch_size=3"]) == 3
-    assert batch(["gpu=cpu", "model=resnet50", "benchmark=smoke"]) == compose_cfg().model.smoke.batch_size
+    smoke = OmegaConf.load(CONF / "sizes" / "smoke" / "resnet50.yaml")
+    assert batch(["gpu=cpu", "model=resnet50", "benchmark=smoke"]) == smoke.batch_size
+    assert batch(["gpu=cpu", "model=resnet50", "benchmark=smoke", "model.batch_size=3"]) == 3
 
 
 @pytest.mark.parametrize(
@@ -68,7 +85,7 @@ def test_batch_size_precedence():
 def test_bad_values_name_key_value_and_allowed(override, key):
     overrides = ["gpu=cpu", override]
     with pytest.raises(ConfigError) as err:
-        finalize(compose_cfg(overrides), override_keys(overrides))
+        finalize(compose_cfg(overrides))
     assert key in str(err.value)
     assert "must be" in str(err.value)
 
@@ -76,3 +93,43 @@ def test_bad_values_name_key_value_and_allowed(override, key):
 def test_misspelt_key_fails_at_composition():
     with pytest.raises(Exception, match="d_modle"):
         compose_cfg(["model=gpt2", "model.d_modle=64"])
+
+
+@pytest.mark.parametrize(
+    "model,key",
+    [("resnet50", "n_head"), ("gpt2", "image_size"), ("maskrcnn", "backbone"), ("llama", "dropout")],
+)
+def test_key_of_another_model_family_fails_at_composition(model, key):
+    """Each model is typed by its family's schema: a size it does not take cannot slip into its
+    params and resume hash."""
+    with pytest.raises(ConfigCompositionException, match=rf"model\.{key}") as err:
+        compose_cfg([f"model={model}", f"model.{key}=7"])
+    assert f"Key '{key}' not in" in str(err.value.__cause__)
+
+
+@pytest.mark.parametrize("override", ["+foo=1", "+model.foo=1", "+benchmark.steps=3"])
+def test_key_added_with_plus_is_refused_naming_it(override):
+    key, value = override.lstrip("+").split("=")
+    with pytest.raises(ConfigError) as err:
+        finalize(compose_cfg(["gpu=cpu", override]))
+    assert f"{key}={value}: not a key of" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["model=nope"], "Could not find 'model/nope'; Available options in 'model': bert_large, gpt2,"),
+        (["model.n_head=7", "--cfg", "job"], "Could not override 'model.n_head'; Key 'n_head' not in"),
+    ],
+)
+def test_command_line_that_does_not_compose_exits_2_with_one_line(overrides, message):
+    done = subprocess.run(
+        [sys.executable, "-m", "src.train", "gpu=cpu", *overrides],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [f"error: {done.stderr.removeprefix('error: ').strip()}"]
+    assert message in done.stderr

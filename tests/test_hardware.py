@@ -117,7 +117,7 @@ def test_auto_on_a_card_without_profile_uses_its_name_and_on_no_gpu_the_cpu(monk
 
 def test_auto_runs_with_the_found_profiles_spec_sheet(monkeypatch):
     install(monkeypatch, FakeNvml(mixed_host()))
-    cfg = finalize(compose_cfg(["model=gpt2"]), set())
+    cfg = finalize(compose_cfg(["model=gpt2"]))
     found = adopt_profile(cfg, devices.select(cfg.gpu, devices.list_devices()))
     assert (found.gpu.name, found.gpu.device, found.gpu.peak_tflops.fp32) == ("a6000", "cuda", 38.7)
     assert adopt_profile(cfg, devices.select(cfg.gpu, [])).gpu.precisions == ["fp32", "bf16"]  # cpu's
@@ -165,4 +165,4 @@ def test_every_cuda_profile_has_a_complete_spec_sheet_with_sources(profile):
 
 def test_a_cuda_profile_without_match_is_rejected():
     with pytest.raises(ConfigError, match=r"gpu.match=\[\]: must be a non-empty list"):
-        finalize(compose_cfg(["gpu=h200", "gpu.match=[]", "model=gpt2"]), set())
+        finalize(compose_cfg(["gpu=h200", "gpu.match=[]", "model=gpt2"]))

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def smoke_model_cfg(name: str, *overrides: str) -> dict:
-    cfg = finalize(compose_cfg([f"model={name}", "gpu=cpu", "benchmark=smoke", *overrides]), set())
+    cfg = finalize(compose_cfg([f"model={name}", "gpu=cpu", "benchmark=smoke", *overrides]))
     return OmegaConf.to_container(cfg.model, resolve=True)
 
 

@@ -61,7 +61,7 @@ def test_command_line_node_rank_beats_the_environment(no_scheduler):
 def test_bad_launcher_values_are_named(no_scheduler, overrides, key, hint):
     cfg = compose_cfg(["gpu=cpu", "model=gpt2", "benchmark=smoke", *overrides])
     with pytest.raises(ConfigError) as err:
-        finalize(cfg, set())
+        finalize(cfg)
     assert key in str(err.value) and hint in str(err.value)
 
 
@@ -106,7 +106,7 @@ def test_two_nodes_train_one_job_and_node_0_logs_one_run(tmp_path, tracking_uri)
     assert len(runs) == 1  # node 1 opened none
     run = runs[0]
     assert run.info.status == "FINISHED"
-    assert run.info.run_name == "cpux2-gpt2-fp32"
+    assert run.info.run_name == "cpux2-gpt2-fp32-smoke"
     assert run.data.tags["gpu_count"] == "2"
     assert run.data.tags["nnodes"] == "2"
     assert run.data.tags["gpus_per_node"] == "1"

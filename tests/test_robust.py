@@ -22,11 +22,11 @@ from conftest import compose_cfg, read_runs
 from mlflow.tracking import MlflowClient
 
 from benchmarks.process_tree import ProcessTree, rank_processes
-from src.config.finalise import finalize, override_keys
+from src.config.finalise import finalize
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
 
-TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model.builder=tests.workloads:by_name"]
+TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
 USER, URI_PASSWORD = "alice", "uri-pw-5x9k2"
 ENV_SECRETS = {"MLFLOW_TRACKING_TOKEN": "token-7f3q1m", "MLFLOW_TRACKING_PASSWORD": "env-pw-4r8w6"}
 
@@ -152,7 +152,7 @@ def fault_sweep(tmp_path_factory):
 
 def test_out_of_memory_fails_the_run_with_the_batch_size(fault_sweep):
     _, _, uri, _ = fault_sweep
-    (run,) = runs_by_name(uri)["cpux1-oom-fp32"]
+    (run,) = runs_by_name(uri)["cpux1-oom-fp32-smoke"]
     assert run.info.status == "FAILED"
     assert "out of memory at batch 2 per GPU" in run.data.tags["error"].splitlines()[0]
     assert "throughput" not in run.data.metrics
@@ -160,7 +160,7 @@ def test_out_of_memory_fails_the_run_with_the_batch_size(fault_sweep):
 
 def test_diverged_run_is_tagged_failed_and_reports_no_throughput(fault_sweep):
     _, _, uri, _ = fault_sweep
-    (run,) = runs_by_name(uri)["cpux1-diverge-fp32"]
+    (run,) = runs_by_name(uri)["cpux1-diverge-fp32-smoke"]
     assert run.info.status == "FAILED"
     assert run.data.tags["diverged"] == "true"
     assert not {"throughput", "throughput_per_gpu", "step_time_ms"} & set(run.data.metrics)
@@ -168,7 +168,7 @@ def test_diverged_run_is_tagged_failed_and_reports_no_throughput(fault_sweep):
 
 def test_a_rank_that_raises_fails_its_run_with_the_reason(fault_sweep):
     _, _, uri, _ = fault_sweep
-    (run,) = runs_by_name(uri)["cpux1-broken-fp32"]
+    (run,) = runs_by_name(uri)["cpux1-broken-fp32-smoke"]
     assert run.info.status == "FAILED"
     assert "rank 0 failed" in run.data.tags["error"] and "broken on purpose" in run.data.tags["error"]
     assert "throughput" not in run.data.metrics
@@ -176,7 +176,7 @@ def test_a_rank_that_raises_fails_its_run_with_the_reason(fault_sweep):
 
 def test_bad_points_fail_alone_and_the_sweep_reports_them(fault_sweep):
     rc, output, uri, _ = fault_sweep
-    (good,) = runs_by_name(uri)["cpux1-tiny-fp32"]
+    (good,) = runs_by_name(uri)["cpux1-tiny-fp32-smoke"]
     assert good.info.status == "FINISHED" and good.data.metrics["throughput"] > 0
     assert "model.name='': must be a non-empty name" in output
     assert len(read_runs(uri)) == 5  # four jobs and the parent: the invalid point opened no run
@@ -203,8 +203,8 @@ def test_second_sweep_skips_what_the_first_finished(fault_sweep):
     again.mkdir()
     cli = Cli(["-m", *TINY, "model.name=tiny"], again, uri)
     assert cli.wait() == 0, cli.output[-3000:]
-    assert "skip cpux1-tiny-fp32: already FINISHED" in cli.output
-    assert len(runs_by_name(uri)["cpux1-tiny-fp32"]) == 1  # nothing ran
+    assert "skip cpux1-tiny-fp32-smoke: already FINISHED" in cli.output
+    assert len(runs_by_name(uri)["cpux1-tiny-fp32-smoke"]) == 1  # nothing ran
     latest = max(
         (r for r in read_runs(uri) if r.data.tags.get("sweep") == "true"), key=lambda r: r.info.start_time
     )
@@ -217,7 +217,7 @@ def test_rerun_true_runs_a_point_that_has_a_finished_run(fault_sweep, tmp_path, 
     from src.tracking import job_run
 
     _, _, uri, _ = fault_sweep
-    (finished,) = runs_by_name(uri)["cpux1-tiny-fp32"]
+    (finished,) = runs_by_name(uri)["cpux1-tiny-fp32-smoke"]
 
     class Opened(Exception):
         """Stands in for opening the run: how far the job got is all that matters here."""
@@ -228,7 +228,7 @@ def test_rerun_true_runs_a_point_that_has_a_finished_run(fault_sweep, tmp_path, 
     monkeypatch.setattr(job_run, "JobRun", open_run)
     for rerun, expected in (("false", "skip"), ("true", "run")):
         overrides = [*TINY, "model.name=tiny", f"tracking.uri={uri}", f"benchmark.rerun={rerun}"]
-        cfg = finalize(compose_cfg(overrides), override_keys(overrides))
+        cfg = finalize(compose_cfg(overrides))
         try:
             outcome = ("skip", job.run_job(cfg, tmp_path))
         except Opened:
@@ -285,8 +285,8 @@ def test_interrupted_sweep_stops_and_leaves_nothing_running(tmp_path, tracking_u
     os.killpg(cli.proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its foreground process group
     assert cli.wait(120) == 130
     runs = runs_by_name(tracking_uri)
-    assert "cpux1-tiny-fp32" not in runs  # the sweep stopped: the next point never started
-    (hang,) = runs["cpux1-hang-fp32"]
+    assert "cpux1-tiny-fp32-smoke" not in runs  # the sweep stopped: the next point never started
+    (hang,) = runs["cpux1-hang-fp32-smoke"]
     assert hang.info.status == "KILLED"
     assert hang.data.tags["error"] == "interrupted by SIGINT"
     assert parent_run(tracking_uri).info.status == "KILLED"
@@ -390,10 +390,10 @@ def test_result_measured_during_an_outage_is_synced_later_without_duplicates(out
     assert {"multirun/0/spool/run.json", "multirun/spool/parent.json"} <= set(spooled)
     assert "multirun/0/spool/artifacts/step_times.csv" in spooled
     (first_rc, first), (second_rc, second) = outage["syncs"]
-    assert first_rc == 0 and "delivered cpux1-gated-fp32" in first, first
+    assert first_rc == 0 and "delivered cpux1-gated-fp32-smoke" in first, first
     assert second_rc == 0 and "nothing to deliver" in second
     (gated,) = [r for r in outage["runs"] if r.data.tags.get("sweep") != "true"]  # one run, not two
-    assert gated.info.run_name == "cpux1-gated-fp32" and gated.info.status == "FINISHED"
+    assert gated.info.run_name == "cpux1-gated-fp32-smoke" and gated.info.status == "FINISHED"
     assert gated.data.metrics["throughput"] > 0 and gated.data.params["model.name"] == "gated"
     artifacts = {a.path for a in MlflowClient(outage["uri"]).list_artifacts(gated.info.run_id)}
     assert {"config.yaml", "environment.json", "step_times.csv"} <= artifacts
@@ -403,7 +403,7 @@ def test_result_measured_during_an_outage_is_synced_later_without_duplicates(out
 
 def test_credentials_reach_no_param_tag_artifact_log_or_file(outage):
     runs = outage["runs"]
-    gated = next(r for r in runs if r.info.run_name == "cpux1-gated-fp32")
+    gated = next(r for r in runs if r.info.run_name == "cpux1-gated-fp32-smoke")
     assert gated.data.params["tracking.uri"] == outage["uri"]  # logged, without user:password
     secrets = [URI_PASSWORD, *ENV_SECRETS.values()]
     outputs = [outage["sweep"][1], *(text for _, text in outage["syncs"]), *outage["spooled"].values()]
@@ -437,7 +437,7 @@ def test_credentials_reach_no_param_tag_artifact_log_or_file(outage):
             ["gpu=h200", "gpu.precisions=[fp32,amp]", "precision=bf16"],
             "precision='bf16': must be one of fp32, amp",
         ),
-        (["model.builder=src.models.vision:nope"], "model.builder='src.models.vision:nope': must be"),
+        (["model._target_=src.models.vision.nope"], "model._target_='src.models.vision.nope': must be"),
         (["launcher.node_rank=1"], "launcher.node_rank=1: must be an integer from 0 to"),
         (["tracking.uri=mlflow.db"], "tracking.uri='mlflow.db': no scheme"),
         (["tracking.uri=sqlite:///relative.db"], "an sqlite store needs an absolute path"),
@@ -452,7 +452,7 @@ def test_credentials_reach_no_param_tag_artifact_log_or_file(outage):
 def test_bad_value_is_named_with_what_is_allowed(overrides, message):
     cfg = compose_cfg(["gpu=cpu", "model=resnet50", *overrides])
     with pytest.raises(ConfigError, match="invalid config") as error:
-        finalize(cfg, set())
+        finalize(cfg)
     assert message in str(error.value)
 
 

@@ -23,7 +23,7 @@ from src.paths import PROJECT_ROOT
 
 STUDY_MODELS = ["ssd300", "resnet50", "maskrcnn", "txl_base", "txl_large"]
 H200 = dict(name="NVIDIA H200", bus_id="00000000:17:00.0", uuid="GPU-h200", memory_total=141e9)
-TINY = ["benchmark=smoke", "precision=fp32", "model=resnet50", "model.builder=tests.workloads:by_name"]
+TINY = ["benchmark=smoke", "precision=fp32", "model=resnet50", "model._target_=tests.workloads.by_name"]
 
 
 def sweep_points(args: list[str]) -> list[dict[str, str]]:
@@ -66,15 +66,15 @@ def test_points_for_gpus_the_host_lacks_are_skipped_in_one_line_and_the_rest_run
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-3000:]
     skipped = [line for line in output.splitlines() if line.startswith("skipped ")]
-    assert skipped == ["skipped a6000x1-tiny-fp32: needs 1 x RTX A6000; this host has 1 x NVIDIA H200"]
+    assert skipped == ["skipped a6000x1-tiny-fp32-smoke: needs 1 x RTX A6000; this host has 1 x NVIDIA H200"]
     assert "Traceback" not in output and "HYDRA_FULL_ERROR" not in output
 
     runs = read_runs(tracking_uri)
     [parent] = [r for r in runs if r.data.tags.get("sweep") == "true"]
     children = [r for r in runs if r.data.tags.get("sweep") != "true"]
-    assert [(r.info.run_name, r.info.status) for r in children] == [("cpux1-tiny-fp32", "FINISHED")]
+    assert [(r.info.run_name, r.info.status) for r in children] == [("cpux1-tiny-fp32-smoke", "FINISHED")]
     assert parent.info.status == "FINISHED"
-    [row] = [line for line in result.stdout.splitlines() if "a6000x1-tiny-fp32" in line and "│" in line]
+    [row] = [line for line in result.stdout.splitlines() if "a6000x1-tiny-fp32-smoke" in line and "│" in line]
     assert "SKIPPED" in row and "needs 1 x RTX A6000" in row  # the summary table lists it
 
 

@@ -207,7 +207,7 @@ def test_disabled_telemetry_samples_and_logs_nothing():
 )
 def test_bad_telemetry_settings_are_named(override, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        finalize(compose_cfg(["gpu=cpu", "model=gpt2", override]), set())
+        finalize(compose_cfg(["gpu=cpu", "model=gpt2", override]))
 
 
 def test_long_series_are_averaged_down_for_mlflow():

@@ -29,7 +29,7 @@ def test_sweep_logs_to_the_server_named_by_mlflow_tracking_uri(server, tmp_path)
 
     runs = read_runs(server)  # read back over HTTP, as src.compare on any machine would
     children = [r for r in runs if r.data.tags.get("sweep") != "true"]
-    assert sorted(r.info.run_name for r in children) == ["cpux1-gpt2-bf16", "cpux1-gpt2-fp32"]
+    assert sorted(r.info.run_name for r in children) == ["cpux1-gpt2-bf16-smoke", "cpux1-gpt2-fp32-smoke"]
     for run in children:
         assert run.info.status == "FINISHED"
         assert run.data.tags["gpu"] == "cpu" and run.data.tags["host"]

@@ -10,12 +10,12 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from src.config.finalise import finalize, override_keys
+from src.config.finalise import finalize
 from src.rank import worker
 from src.rank.worker import OutOfMemory, train_rank
 from tests.conftest import compose_cfg
 
-TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model.builder=tests.workloads:by_name"]
+TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def rank_cfg(*overrides: str) -> dict:
     """What the job hands each rank: the finalised config as a dict, plus the runtime it found."""
     args = [*TINY, *overrides]
-    cfg = OmegaConf.to_container(finalize(compose_cfg(args), override_keys(args)), resolve=True)
+    cfg = OmegaConf.to_container(finalize(compose_cfg(args)), resolve=True)
     return cfg | {"runtime": {"device": "cpu", "cpu_threads": 1}}
 
 

@@ -1,4 +1,4 @@
-"""Test-only builders (`model.builder=tests.workloads:by_name model.name=NAME`): a tiny model, and
+"""Test-only builders (`model._target_=tests.workloads.by_name model.name=NAME`): a tiny model, and
 models that fail the way real jobs do. Not collected by pytest (no test_ prefix).
 
 - tiny: a two-layer MLP, the cheapest job that still trains.

@@ -1,46 +1,30 @@
-"""The steps that finalise a composed config: smoke sizes, derived switches and the batch-size rule."""
+"""The steps that finalise a composed config: derived switches and the batch-size rule."""
 
 from __future__ import annotations
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from src.config.validate import validate
 from src.errors import ConfigError
 
 
-def override_keys(overrides: list[str]) -> set[str]:
-    """Dotted keys set by command-line overrides (`model.d_model=64` -> `model.d_model`)."""
-    keys = set()
-    for item in overrides:
-        key = item.split("=", 1)[0].lstrip("+~")
-        keys.add(key)
-    return keys
+def finalize(cfg: DictConfig) -> DictConfig:
+    """Derive the switches left null and the batch size, then validate. Returns a new config.
 
-
-def finalize(cfg: DictConfig, cli_keys: set[str]) -> DictConfig:
-    """Apply smoke sizes and the batch-size rule, then validate. Returns a new config.
-
-    Precedence for model sizes: command line > smoke block (under benchmark=smoke) > model yaml.
-    Batch size: command line > smoke > gpu profile's per-model figure > model's per-precision default.
+    Batch size: command line > the benchmark's sizes (conf/sizes/, e.g. benchmark=smoke) > gpu
+    profile's per-model figure > model's per-precision default.
     """
     cfg = cfg.copy()
-    with open_dict(cfg):
-        if cfg.benchmark.smoke:
-            for key, value in cfg.model.smoke.items():
-                if f"model.{key}" not in cli_keys:
-                    if key not in cfg.model:
-                        raise ConfigError(f"model.smoke.{key}: not a key of model {cfg.model.name}")
-                    cfg.model[key] = value
-        # NHWC is what tuned vision training uses on tensor cores (about 2x ResNet-50 amp on an H200)
-        if cfg.benchmark.channels_last is None:
-            cfg.benchmark.channels_last = cfg.model.category == "vision"
-        # Autotuning picks each convolution's fastest algorithm once per shape: a gain where shapes
-        # repeat, a new search every step where they do not.
-        if cfg.benchmark.cudnn_benchmark is None:
-            cfg.benchmark.cudnn_benchmark = cfg.model.static_shapes
-        # gpu=auto: the batch follows the profile of the device found, so it is set once found
-        if cfg.model.batch_size is None and cfg.gpu.device != "auto":
-            cfg.model.batch_size = default_batch_size(cfg)
+    # NHWC is what tuned vision training uses on tensor cores (about 2x ResNet-50 amp on an H200)
+    if cfg.benchmark.channels_last is None:
+        cfg.benchmark.channels_last = cfg.model.category == "vision"
+    # Autotuning picks each convolution's fastest algorithm once per shape: a gain where shapes
+    # repeat, a new search every step where they do not.
+    if cfg.benchmark.cudnn_benchmark is None:
+        cfg.benchmark.cudnn_benchmark = cfg.model.static_shapes
+    # gpu=auto: the batch follows the profile of the device found, so it is set once found
+    if cfg.model.batch_size is None and cfg.gpu.device != "auto":
+        cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)
     return cfg
 

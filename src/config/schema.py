@@ -15,11 +15,11 @@ PRECISIONS = ("fp32", "tf32", "amp", "bf16")
 CATEGORIES = ("vision", "language")
 AUTO_BATCH = "auto"  # model.batch_size=auto: the largest batch that trains, found by src.rank.autobatch
 RESNETS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")  # model.backbone choices
-SIZE_KEYS = (
+SIZE_KEYS = (  # model keys that must be positive integers, in whichever family has them
     "image_size",
+    "min_image_size",
     "num_classes",
     "patch_size",
-    "min_image_size",
     "rois_per_image",
     "min_size",
     "max_size",
@@ -66,41 +66,109 @@ class GpuConfig:
 
 @dataclass
 class ModelConfig:
+    """What every model declares; its family's schema below adds the sizes it takes, and only those,
+    so a key the model does not take (`model=resnet50 model.n_head=7`) fails at composition."""
+
+    _target_: str = MISSING  # the builder, "package.module.function" returning a Workload
     name: str = MISSING
-    builder: str = MISSING  # "module:function" returning a Workload
     category: str = MISSING
     unit: str = MISSING
     items_per_sample: int = 1
     flops_per_item: float | None = None
     batch_size: Any = None  # per GPU; None: the default for the precision; "auto": largest that fits
     batch_sizes: dict[str, int] = field(default_factory=dict)  # precision -> default batch
-    smoke: dict[str, Any] = field(default_factory=dict)  # the tiny size for benchmark=smoke
-    # vision sizes
-    image_size: int | None = None
-    num_classes: int | None = None
-    patch_size: int | None = None  # ViT: image_size must be a multiple of it
-    min_image_size: int | None = None  # the smallest image_size the architecture takes
-    rois_per_image: int | None = None  # detection: regions sampled per image for the box head
-    backbone: str | None = None  # detection: the torchvision ResNet under the detector
-    min_size: int | None = None  # detection resize rule: shorter side scaled to min_size...
-    max_size: int | None = None  # ...unless the longer side would pass max_size
-    # language sizes
-    seq_len: int | None = None
-    n_layer: int | None = None
-    d_model: int | None = None
-    n_head: int | None = None
-    vocab_size: int | None = None
-    d_head: int | None = None  # width of one attention head where not d_model / n_head (TXL)
-    d_inner: int | None = None  # feed-forward width
-    n_kv_head: int | None = None  # key/value heads (grouped-query attention)
-    mem_len: int | None = None  # Transformer-XL: hidden states kept from earlier segments
-    cutoffs: list[int] | None = None  # adaptive input/softmax: first id of each rarer cluster
-    div_val: int | None = None  # adaptive input: each rarer cluster's width is divided by this
-    dropout: float | None = None
-    dropatt: float | None = None  # dropout on attention probabilities
     # False where the model's tensor shapes change from step to step (Mask R-CNN's mask head sees a
     # different count of positive regions each time): cuDNN autotuning would re-tune every step.
     static_shapes: bool = True
+
+
+@dataclass
+class VisionModel(ModelConfig):
+    """Image classifiers (ResNet-50)."""
+
+    category: str = "vision"
+    unit: str = "images/s"
+    image_size: int = MISSING
+    min_image_size: int = MISSING  # the smallest image_size the architecture trains at
+    num_classes: int = MISSING
+
+
+@dataclass
+class VisionTransformerModel(VisionModel):
+    """ViT: image_size must be a multiple of patch_size."""
+
+    patch_size: int = MISSING
+    n_layer: int = MISSING
+    d_model: int = MISSING
+    n_head: int = MISSING
+    d_inner: int = MISSING  # MLP width
+
+
+@dataclass
+class SsdModel(VisionModel):
+    """Detection, SSD300: square images fed at image_size."""
+
+    backbone: str = MISSING  # the torchvision ResNet under the detector
+
+
+@dataclass
+class MaskRcnnModel(VisionModel):
+    """Detection, Mask R-CNN: 4:3 photos of shorter side image_size, resized by the model."""
+
+    min_size: int = MISSING  # resize rule: shorter side scaled to min_size...
+    max_size: int = MISSING  # ...unless the longer side would pass max_size
+    rois_per_image: int = MISSING  # regions sampled per image for the box head
+
+
+@dataclass
+class LanguageModel(ModelConfig):
+    """Transformer language models (GPT-2, BERT)."""
+
+    category: str = "language"
+    seq_len: int = MISSING
+    n_layer: int = MISSING
+    d_model: int = MISSING
+    n_head: int = MISSING
+    d_inner: int = MISSING  # feed-forward width
+    vocab_size: int = MISSING
+    dropout: float = MISSING  # embeddings and residual branches
+    dropatt: float = MISSING  # attention probabilities
+
+
+@dataclass
+class LlamaModel(ModelConfig):
+    """Llama decoders: grouped-query attention, no dropout in the architecture."""
+
+    category: str = "language"
+    seq_len: int = MISSING
+    n_layer: int = MISSING
+    d_model: int = MISSING
+    n_head: int = MISSING
+    n_kv_head: int = MISSING  # key/value heads (grouped-query attention)
+    d_inner: int = MISSING
+    vocab_size: int = MISSING
+
+
+@dataclass
+class TransformerXLModel(LanguageModel):
+    """Transformer-XL: segment recurrence and an adaptive input/softmax."""
+
+    mem_len: int = MISSING  # hidden states kept from earlier segments
+    d_head: int = MISSING  # width of one attention head (not d_model / n_head)
+    cutoffs: list[int] = MISSING  # adaptive input/softmax: first id of each rarer cluster
+    div_val: int = MISSING  # each rarer cluster's width is divided by this
+
+
+# conf/model/*.yaml pick one in their defaults list (`- family@_here_: vision`)
+MODEL_FAMILIES = {
+    "vision": VisionModel,
+    "vision_transformer": VisionTransformerModel,
+    "ssd": SsdModel,
+    "mask_rcnn": MaskRcnnModel,
+    "language": LanguageModel,
+    "llama": LlamaModel,
+    "transformer_xl": TransformerXLModel,
+}
 
 
 @dataclass
@@ -122,7 +190,6 @@ class BenchmarkConfig:
     time_limit_s: float = 60.0
     target_ci: float = 0.01  # 95% CI half-width of the mean step time, relative
     check_every: int = 10  # steps between stopping-rule checks (each one syncs the device)
-    smoke: bool = False
     seed: int = 0
     compile: bool = False  # torch.compile the model
     channels_last: bool | None = None  # NHWC memory format; null: on for vision models, off otherwise
@@ -218,7 +285,11 @@ def register_configs(*schemas: str) -> None:
     """Store the schemas an entry point composes (all when none is named). Only those: Hydra
     deep-copies the whole store for every config group it lists (`--help` lists them all), so each
     extra schema costs start-up time."""
+    store = ConfigStore.instance()
     for name in schemas or SCHEMAS:
-        ConfigStore.instance().store(name=name, node=SCHEMAS[name])  # a wrong key fails at compose
+        store.store(name=name, node=SCHEMAS[name])  # a wrong key fails at compose
+    if not schemas or "config_schema" in schemas:
+        for name, node in MODEL_FAMILIES.items():
+            store.store(group="model/family", name=name, node=node)
     if not OmegaConf.has_resolver("project_root"):
         OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))

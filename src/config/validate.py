@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import ast
-import importlib.util
+import dataclasses
 import os
-from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from src.config.checks import Errors, positive_int, positive_or_none
-from src.config.schema import AUTO_BATCH, CATEGORIES, PRECISIONS, RESNETS, SIZE_KEYS
+from src.config.checks import Errors, check_batch_table, positive_int, positive_or_none
+from src.config.model_checks import check_model
+from src.config.schema import PRECISIONS
 from src.config.tracking_uri import tracking_errors
 from src.errors import ConfigError
 
 
 def validate(cfg: DictConfig) -> None:
     """Range and cross-group checks; raises ConfigError naming key, value and what is allowed."""
-    errors = Errors()
+    errors = Errors(unknown_keys(cfg))
     _check_gpu(cfg.gpu, cfg.precision.name, errors)
-    _check_model(cfg.model, cfg.gpu.device, errors)
+    check_model(cfg.model, cfg.gpu.device, errors)
     _check_precision(cfg.precision, errors)
     _check_benchmark(cfg.benchmark, cfg.model, errors)
     _check_telemetry(cfg.telemetry, errors)
@@ -27,6 +26,26 @@ def validate(cfg: DictConfig) -> None:
     _check_launcher(cfg.launcher, errors)
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+
+
+def unknown_keys(node: DictConfig, prefix: str = "") -> list[str]:
+    """Keys that `+key=value` added beside a schema's fields. Hydra lets `+` add a key anywhere; such a
+    key changes nothing a run does but would enter its params and its resume hash."""
+    schema = OmegaConf.get_type(node)
+    if not dataclasses.is_dataclass(schema):
+        return []  # a free-form table (gpu.batch_sizes, ...): its own check reads its keys
+    fields = {f.name for f in dataclasses.fields(schema)}
+    found = []
+    for key in node:
+        name = f"{prefix}{key}"
+        if key not in fields:
+            found.append(
+                f"{name}={node.get(key)!r}: not a key of {schema.__name__}; a key added with + "
+                "would change the run's resume hash and nothing the run does"
+            )
+        elif not OmegaConf.is_missing(node, key) and isinstance(node[key], DictConfig):
+            found += unknown_keys(node[key], f"{name}.")
+    return found
 
 
 def _check_gpu(g: DictConfig, precision: str, errors: Errors) -> None:
@@ -57,119 +76,7 @@ def _check_gpu(g: DictConfig, precision: str, errors: Errors) -> None:
     for key, value in g.peak_tflops.items():
         errors.need(positive_or_none(value), f"gpu.peak_tflops.{key}", value, "a positive number")
     for model, table in g.batch_sizes.items():
-        _check_batch_table(table, f"gpu.batch_sizes.{model}", errors)
-
-
-def _check_batch_table(table: DictConfig, key: str, errors: Errors) -> None:
-    """A precision -> batch size table (a model's defaults, or a GPU profile's per model)."""
-    for precision, value in table.items():
-        errors.need(
-            precision in (*PRECISIONS, "default"),
-            key,
-            precision,
-            f"keyed by {', '.join(PRECISIONS)} or default",
-        )
-        errors.need(positive_int(value), f"{key}.{precision}", value, "a positive integer")
-
-
-def _check_model(m: DictConfig, device: str, errors: Errors) -> None:
-    errors.need(bool(m.name), "model.name", m.name, "a non-empty name")
-    errors.need(
-        _builder_exists(m.builder), "model.builder", m.builder, "'package.module:function' that exists"
-    )
-    errors.need(m.category in CATEGORIES, "model.category", m.category, f"one of {', '.join(CATEGORIES)}")
-    errors.need(bool(m.unit), "model.unit", m.unit, "a non-empty unit such as images/s")
-    errors.need(
-        positive_int(m.items_per_sample), "model.items_per_sample", m.items_per_sample, "a positive integer"
-    )
-    errors.need(positive_or_none(m.flops_per_item), "model.flops_per_item", m.flops_per_item, "> 0 or null")
-    # gpu.device=auto: the batch follows the profile of the device found, so None waits for it
-    errors.need(
-        positive_int(m.batch_size)
-        or m.batch_size == AUTO_BATCH
-        or (m.batch_size is None and device == "auto"),
-        "model.batch_size",
-        m.batch_size,
-        f"a positive integer or {AUTO_BATCH!r}",
-    )
-    errors.need(
-        not (m.batch_size == AUTO_BATCH and device == "cpu"),
-        "model.batch_size",
-        m.batch_size,
-        "a positive integer on the CPU: 'auto' searches for the largest batch that does not run "
-        "out of GPU memory, and a CPU has no such limit to find",
-    )
-    _check_batch_table(m.batch_sizes, "model.batch_sizes", errors)
-    _check_model_sizes(m, errors)
-
-
-def _check_model_sizes(m: DictConfig, errors: Errors) -> None:
-    """Model size keys: positive where set, and consistent with each other."""
-    sizes = Errors()
-    for key in SIZE_KEYS:
-        value = m.get(key)
-        sizes.need(value is None or positive_int(value), f"model.{key}", value, "a positive integer")
-    errors += sizes
-    if sizes:
-        return  # the cross-checks below assume positive integers
-    if m.mem_len is not None:
-        errors.need(
-            isinstance(m.mem_len, int) and m.mem_len >= 0, "model.mem_len", m.mem_len, "an integer >= 0"
-        )
-    for key in ("dropout", "dropatt"):
-        value = m.get(key)
-        errors.need(value is None or 0 <= value < 1, f"model.{key}", value, "a probability in [0, 1)")
-    if m.n_head and m.d_model and m.d_head is None:
-        errors.need(
-            m.d_model % m.n_head == 0, "model.n_head", m.n_head, f"a divisor of model.d_model ({m.d_model})"
-        )
-    if m.n_kv_head and m.n_head:
-        errors.need(
-            m.n_head % m.n_kv_head == 0,
-            "model.n_kv_head",
-            m.n_kv_head,
-            f"a divisor of model.n_head ({m.n_head})",
-        )
-    if m.backbone is not None:
-        errors.need(m.backbone in RESNETS, "model.backbone", m.backbone, f"one of {', '.join(RESNETS)}")
-    if m.min_image_size and m.image_size:
-        errors.need(
-            m.image_size >= m.min_image_size,
-            "model.image_size",
-            m.image_size,
-            f">= {m.min_image_size} for {m.name}",
-        )
-    if m.patch_size and m.image_size:
-        errors.need(
-            m.image_size % m.patch_size == 0,
-            "model.image_size",
-            m.image_size,
-            f"a multiple of model.patch_size ({m.patch_size})",
-        )
-    if m.min_size and m.max_size:
-        errors.need(
-            m.min_size <= m.max_size, "model.min_size", m.min_size, f"<= model.max_size ({m.max_size})"
-        )
-    if m.cutoffs is not None:
-        cutoffs = list(m.cutoffs)
-        vocab = m.vocab_size or 0
-        errors.need(
-            len(cutoffs) > 0
-            and all(positive_int(c) for c in cutoffs)
-            and cutoffs == sorted(set(cutoffs))
-            and cutoffs[-1] < vocab,
-            "model.cutoffs",
-            cutoffs,
-            f"increasing positive token ids below model.vocab_size ({vocab})",
-        )
-        if m.div_val and m.d_model:
-            errors.need(
-                m.d_model // m.div_val ** len(cutoffs) >= 1,
-                "model.div_val",
-                m.div_val,
-                f"small enough that the rarest cluster keeps a width >= 1 "
-                f"(model.d_model={m.d_model} // div_val**{len(cutoffs)})",
-            )
+        check_batch_table(table, f"gpu.batch_sizes.{model}", errors)
 
 
 def _check_precision(p: DictConfig, errors: Errors) -> None:
@@ -272,29 +179,3 @@ def _check_launcher(la: DictConfig, errors: Errors) -> None:
         la.start_timeout_s,
         "a positive integer",
     )
-
-
-def _builder_exists(builder: str) -> bool:
-    """The builder's module exists and defines the function: a typo fails here, not in every rank.
-
-    Read from the module's source, not imported: importing it would load torch into the job
-    process, seconds per job."""
-    module, _, func = builder.partition(":")
-    if not module or not func:
-        return False
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return False
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-        return False
-    tree = ast.parse(Path(spec.origin).read_text())
-    defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)}
-    defined |= {
-        t.id
-        for node in tree.body
-        if isinstance(node, ast.Assign)
-        for t in node.targets
-        if isinstance(t, ast.Name)
-    }
-    return func in defined

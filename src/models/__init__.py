@@ -1,6 +1,7 @@
-"""Model builders. Each is `builder(cfg: dict, batch_size: int, device) -> Workload`.
+"""Model builders. Each is `builder(cfg: dict, batch_size: int, device) -> Workload`, named by the
+model config's `_target_` (Hydra's convention: "package.module.function").
 
-This package imports nothing heavy: the job process validates builder names without torch.
+This package imports nothing heavy: the job process checks `_target_` without torch.
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ if TYPE_CHECKING:
 
 
 def build_workload(model_cfg: dict, batch_size: int, device) -> Workload:
-    module, _, func = model_cfg["builder"].partition(":")
-    builder = getattr(importlib.import_module(module), func)
+    """Call the model's builder. Called directly, not through hydra.utils.instantiate: that wraps
+    whatever the builder raises (an out-of-memory error becomes InstantiationException, which the
+    batch search must see as what it is), and importing it costs every rank half a second."""
+    module, _, function = model_cfg["_target_"].rpartition(".")
+    builder = getattr(importlib.import_module(module), function)
     return builder(model_cfg, batch_size, device)
 
 

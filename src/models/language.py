@@ -75,6 +75,7 @@ def gpt2(cfg: dict, batch_size: int, device) -> Workload:
         n_embd=cfg["d_model"],
         n_layer=cfg["n_layer"],
         n_head=cfg["n_head"],
+        n_inner=cfg["d_inner"],
         resid_pdrop=cfg["dropout"],
         embd_pdrop=cfg["dropout"],
         attn_pdrop=cfg["dropatt"],
@@ -138,6 +139,8 @@ def bert_large(cfg: dict, batch_size: int, device) -> Workload:
         num_attention_heads=cfg["n_head"],
         intermediate_size=cfg["d_inner"],
         max_position_embeddings=cfg["seq_len"],
+        hidden_dropout_prob=cfg["dropout"],
+        attention_probs_dropout_prob=cfg["dropatt"],
         attn_implementation=unmasked_sdpa(),
     )
     with torch.device(device):

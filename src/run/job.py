@@ -25,8 +25,9 @@ from src.tracking import job_run, spool, store
 UNAVAILABLE_TAG_PREFIX = "unavailable."  # on a sweep's parent: unavailable.<num> = "<name>: needs ..."
 
 
-def run_name(profile: str, count: int, model: str, precision: str) -> str:
-    return f"{profile}x{count}-{model}-{precision}"
+def run_name(profile: str, count: int, model: str, precision: str, benchmark: str = "default") -> str:
+    """`h200x2-resnet50-amp`; a benchmark other than the default says so (`cpux1-gpt2-fp32-smoke`)."""
+    return f"{profile}x{count}-{model}-{precision}" + ("" if benchmark == "default" else f"-{benchmark}")
 
 
 def adopt_profile(cfg: DictConfig, selection: devices.Selection) -> DictConfig:
@@ -75,7 +76,7 @@ def _run_job(
     cfg = adopt_profile(cfg, selection)
     nnodes = cfg.launcher.nnodes
     count = cfg.gpu.count * nnodes
-    name = run_name(selection.profile, count, cfg.model.name, cfg.precision.name)
+    name = run_name(selection.profile, count, cfg.model.name, cfg.precision.name, cfg.benchmark.name)
     if cfg.launcher.node_rank != 0:
         _launch(cfg, selection, job_dir, name, job_started)
         console.console.print(
@@ -131,11 +132,7 @@ def _run_job(
 
         metrics["mfu"] = mfu(metrics.get("achieved_tflops_per_gpu"), peak)
         metrics |= watch.summary(outcome)
-        batch = {"model.batch_size": cfg.model.batch_size}
-        baseline = run.single_gpu_baseline(tags, batch) if count > 1 else None
-        if baseline:
-            run.set_tags({"scaling_baseline_run": baseline[0]})
-        metrics |= efficiency(metrics, cfg.gpu, count, baseline[1] if baseline else None)
+        metrics |= efficiency(metrics, cfg.gpu, count)
         marks = outcome["marks"] | {"job_entry": job_started, "logged": time.time()}
         metrics |= phases.phase_metrics(phases_start, marks)
         run.log_metrics(metrics)
@@ -182,7 +179,8 @@ def _skip(cfg: DictConfig, name: str, done, digest: str, parent_run_id: str | No
 
 def skip_unavailable(cfg: DictConfig, exc: DeviceUnavailable, parent_run_id: str | None, num: int) -> None:
     """A sweep's point whose GPUs this host lacks: one line, and a note on the parent (no run)."""
-    name = run_name(cfg.gpu.name, cfg.gpu.count * cfg.launcher.nnodes, cfg.model.name, cfg.precision.name)
+    count = cfg.gpu.count * cfg.launcher.nnodes
+    name = run_name(cfg.gpu.name, count, cfg.model.name, cfg.precision.name, cfg.benchmark.name)
     console.unavailable_line(name, exc.shortfall)
     if parent_run_id:
         store.client(cfg.tracking.uri).set_tag(

@@ -61,21 +61,18 @@ def mfu(achieved_tflops_per_gpu: float | None, peak_tflops: float | None) -> flo
     return achieved_tflops_per_gpu / peak_tflops
 
 
-def efficiency(metrics: dict, gpu, world: int, baseline_throughput: float | None = None) -> dict:
+def efficiency(metrics: dict, gpu, world: int) -> dict:
     """Efficiency figures from the job's metrics and the gpu profile; one whose inputs are missing
     is left out.
 
     throughput_per_watt: items/s per watt of measured GPU power (all GPUs); throughput_per_kusd:
-    items/s per 1,000 USD of GPU list price; scaling_efficiency: throughput over `world` times
-    that of the 1-GPU run of the same setup.
+    items/s per 1,000 USD of GPU list price. Scaling efficiency needs runs at several GPU counts:
+    `python -m src.compare` computes it, against the 1-GPU run of the same settings.
     """
     throughput = metrics["throughput"]
     price, power = gpu.get("price_usd"), metrics.get("power_mean_w")
     figures = {
         "throughput_per_watt": throughput / (power * world) if power else None,
         "throughput_per_kusd": throughput / (price * world / 1000) if price else None,
-        "scaling_efficiency": (
-            throughput / (world * baseline_throughput) if baseline_throughput and world > 1 else None
-        ),
     }
     return {k: v for k, v in figures.items() if v is not None}

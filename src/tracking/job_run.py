@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from src import console, credentials
 from src.errors import first_line
 from src.tracking import spool
-from src.tracking.store import SETTING_TAGS, at_start, client, retry
+from src.tracking.store import at_start, client, retry
 
 
 def flatten(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
@@ -109,32 +109,6 @@ class JobRun:
         items = [(k, float(v), stamp, step) for k, v, stamp, step in points]
         self.record.metrics += items
         self._pending.metrics += items
-
-    def single_gpu_baseline(self, tags: dict, params: dict) -> tuple[str, float] | None:
-        """(run id, throughput) of the latest FINISHED 1-GPU run of this job's setup, if any.
-
-        Same gpu, model and precision, the same SETTING_TAGS and the same `params` (the per-GPU
-        batch: scaling is judged at equal work per GPU).
-        """
-        keys = ("gpu", "model", "precision", *SETTING_TAGS)
-        filters = [f"tags.{k} = '{tags[k]}'" for k in keys]
-        filters += ["tags.gpu_count = '1'", "attributes.status = 'FINISHED'"]
-        filters += [f"params.`{k}` = '{v}'" for k, v in params.items()]
-        if not self.online:
-            return None  # an optional figure: not worth waiting for a server that went away
-        try:
-            runs = self.client.search_runs(
-                [self.experiment_id],
-                filter_string=" and ".join(filters),
-                order_by=["attributes.start_time DESC"],
-                max_results=1,
-            )
-        except Exception as exc:
-            console.warning(f"no single-GPU baseline for the scaling figures: {first_line(exc)}")
-            return None
-        if not runs or "throughput" not in runs[0].data.metrics:
-            return None
-        return runs[0].info.run_id, runs[0].data.metrics["throughput"]
 
     def set_tags(self, tags: dict) -> None:
         tags = _clean(tags)

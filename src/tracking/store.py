@@ -10,8 +10,8 @@ from pathlib import Path
 from src.errors import TrackingUnavailable, first_line
 from src.paths import sqlite_path
 
-# Tags that say how a job ran, beyond what it ran (gpu, model, precision): a scaling baseline must
-# match them, and compare flags repeats that differ in them.
+# Tags that say how a job ran, beyond what it ran (gpu, model, precision): compare flags repeats
+# that differ in them.
 SETTING_TAGS = ("benchmark", "compile", "channels_last", "cudnn_benchmark")
 
 PARENT_RUN_FILE = "parent_run.json"  # in a sweep's folder: how jobs find their parent run

@@ -1,0 +1,55 @@
+"""How an entry point runs its Hydra app: a command line that does not compose (an unknown group
+option, a key the schema lacks, a value of the wrong type) is one line on stderr and exit status 2,
+as for any other bad input, instead of Hydra's report and exit status 1."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from hydra.errors import HydraException, MissingConfigException
+from omegaconf.errors import OmegaConfBaseException
+
+from src.errors import ConfigError, exit_with_error
+
+FULL_ERROR = "HYDRA_FULL_ERROR"  # set, Hydra raises what went wrong instead of printing it and exiting 1
+OURS = "GPUBENCH_COMPOSING"  # marks FULL_ERROR as set by run_app, not by the user
+
+
+def run_app(main: Callable[[], object]) -> None:
+    """Run a `@hydra.main` function whose task calls `composed()` first."""
+    if os.environ.get(FULL_ERROR) and not os.environ.get(OURS):
+        main()  # the user asked for Hydra's full traces
+        return
+    os.environ[FULL_ERROR] = os.environ[OURS] = "1"
+    try:
+        main()
+    except (HydraException, OmegaConfBaseException) as exc:  # raised before any task ran
+        exit_with_error(ConfigError(composition_error(exc)))
+    finally:
+        composed()
+
+
+def composed() -> None:
+    """The config composed: from here on Hydra reports a failure its own way again."""
+    if os.environ.pop(OURS, None):
+        os.environ.pop(FULL_ERROR, None)
+
+
+def composition_error(exc: BaseException) -> str:
+    """Hydra's message in one line: its own lines joined, the search path and the `+` hint left out,
+    the option lists inline, and the first line of the OmegaConf error under it (the key and why)."""
+    text = str(exc).split("Config search path:")[0]
+    parts: list[str] = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("To append to your config"):
+            continue
+        if line.startswith("\t") and parts:  # an option under "Available options in 'model':"
+            parts[-1] += (" " if parts[-1].endswith(":") else ", ") + line.strip()
+        else:
+            parts.append(line.strip().rstrip("."))
+    if isinstance(exc, MissingConfigException) and exc.options and len(parts) == 1:
+        parts.append(f"options: {', '.join(exc.options)}")
+    if exc.__cause__ is not None and str(exc.__cause__).strip():
+        parts.append(str(exc.__cause__).strip().splitlines()[0])
+    return "; ".join(parts) or type(exc).__name__
