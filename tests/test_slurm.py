@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.plugins import Plugins
 
 from hydra_plugins.gpubench_slurm import launcher as slurm_launcher
-from src.config.finalise import finalize, override_keys
+from src.config.finalise import finalize
 from src.config.schema import register_configs
 from src.errors import ConfigError
 from src.run import resume
@@ -65,7 +65,7 @@ def test_each_profile_says_how_to_ask_for_its_gpus(overrides, gres, constraint):
 def test_time_limit_is_checked_before_the_job_starts():
     overrides = ["gpu=cpu", "gpu.slurm.time_limit_min=0"]
     with pytest.raises(ConfigError, match=r"gpu\.slurm\.time_limit_min=0: must be a positive integer"):
-        finalize(compose_cfg(overrides), override_keys(overrides))
+        finalize(compose_cfg(overrides))
 
 
 def test_a_longer_time_limit_measures_the_same_point():
