@@ -110,8 +110,8 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
 
 
 # Logged params that describe the model rather than size it, or the defaults the batch came from.
-NOT_MEASURED = {"model.name", "model.builder", "model.category", "model.unit", "model.flops_per_item",
-                "model.batch_size"}  # fmt: skip
+NOT_MEASURED = {"model.name", "model._target_", "model.builder", "model.category", "model.unit",
+                "model.flops_per_item", "model.min_image_size", "model.batch_size"}  # fmt: skip
 NOT_MEASURED_PREFIXES = ("model.batch_sizes.", "model.smoke.")
 MEASURED_SETTINGS = (
     "benchmark.compile",
