@@ -109,14 +109,14 @@ def _keep_cuda_untouched() -> None:
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
 
 
-def _preload(model_builder: str | None = None) -> None:
+def _preload(model_target: str | None = None) -> None:
     """Import what the ranks run (torch, the elastic launcher, the rank's code, the model's module)
     into the agent, so forked ranks start with it loaded instead of importing it again."""
     for module in PRELOAD:
         importlib.import_module(module)
-    if model_builder:
+    if model_target:
         try:
-            importlib.import_module(model_builder.partition(":")[0])
+            importlib.import_module(model_target.rpartition(".")[0])
         except Exception:  # the rank imports it again and fails with the reason, as the job's failure
             pass
 
@@ -135,11 +135,11 @@ def _log_to(path: Path) -> None:
         os.dup2(log.fileno(), 2)
 
 
-def main(job_pid: int, model_builder: str | None = None) -> None:
+def main(job_pid: int, model_target: str | None = None) -> None:
     started = time.time()
     _die_with_job(job_pid)
     _keep_cuda_untouched()
-    _preload(model_builder)  # while the job process opens its run, or logs the job before
+    _preload(model_target)  # while the job process opens its run, or logs the job before
     request = sys.stdin.readline()
     if not request:  # the job process ended without a job for this agent
         return
@@ -149,7 +149,7 @@ def main(job_pid: int, model_builder: str | None = None) -> None:
     spec = json.loads(Path(job["spec"]).read_text())
     _log_to(Path(spec["log_dir"]) / "launcher.log")
     try:
-        _preload(spec["rank_cfg"]["model"]["builder"])
+        _preload(spec["rank_cfg"]["model"]["_target_"])
         outcome = {"ranks": _elastic_launch(spec)}
     except RankFailure as exc:
         outcome = {"error": str(exc)}

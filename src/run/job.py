@@ -56,7 +56,7 @@ def run_job(
     sweep, the next job's agent starts as soon as this job's ranks have ended.
     """
     job_started = time.time()
-    launch.prestart_agent(cfg.model.builder)  # its imports overlap opening the run
+    launch.prestart_agent(cfg.model._target_)  # its imports overlap opening the run
     try:
         return _run_job(cfg, job_dir, parent_run_id, phases.job_start_mark(), job_started, sweep)
     finally:
@@ -119,7 +119,7 @@ def _run_job(
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
             outcome = _launch(cfg, selection, job_dir, name, job_started)
         if sweep:
-            launch.prestart_agent(cfg.model.builder)  # the ranks have ended: nothing measures now
+            launch.prestart_agent(cfg.model._target_)  # the ranks have ended: nothing measures now
         env["versions"] |= outcome["runtime_versions"]  # what the ranks ran with: CUDA, cuDNN, NCCL
         _log_environment(run, env)
         if not outcome["all_finite"]:  # its figures are not a result: none is logged

@@ -80,7 +80,7 @@ class Agent:
     the rank's code, then waits for the job's spec on its stdin. Until then it writes to an
     unnamed temp file; from the spec on, to the job's launcher.log."""
 
-    def __init__(self, model_builder: str | None = None) -> None:
+    def __init__(self, model_target: str | None = None) -> None:
         self.early_log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [
@@ -88,7 +88,7 @@ class Agent:
                 "-m",
                 "src.rank.agent",
                 str(os.getpid()),
-                *([model_builder] if model_builder else []),
+                *([model_target] if model_target else []),
             ],
             env=_agent_env(),
             stdin=subprocess.PIPE,
@@ -126,15 +126,15 @@ def _agent_env() -> dict:
 _ready: list[Agent] = []  # at most one agent waiting for this process's next job
 
 
-def prestart_agent(model_builder: str | None = None) -> None:
+def prestart_agent(model_target: str | None = None) -> None:
     """Start the agent of this process's next job now, so that its interpreter and imports overlap
     the job process's own work (opening the run, or logging the job before) instead of following it.
-    It preloads `model_builder`'s module too (the model of the job, or of the job before: sweeps
-    repeat models). Never while a job measures: callers start it before the ranks, or after."""
+    It preloads the module of `model_target` too (the builder of the job, or of the job before:
+    sweeps repeat models). Never while a job measures: callers start it before the ranks, or after."""
     if _ready and _ready[0].proc.poll() is None:
         return
     _discard_ready()
-    _ready.append(Agent(model_builder))
+    _ready.append(Agent(model_target))
 
 
 def _take_agent() -> Agent:
