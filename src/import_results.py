@@ -16,6 +16,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from src.config import cli
 from src.config.schema import register_configs
 from src.config.tracking_uri import tracking_errors
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
@@ -159,6 +160,7 @@ def file_argument_as_override(argv: list[str]) -> list[str]:
 
 @hydra.main(config_path="../conf", config_name="import_results", version_base="1.3")
 def main(cfg: DictConfig) -> None:
+    cli.composed()
     from src.compare.published import TableError
     from src.console import console, link_line
     from src.credentials import redact
@@ -181,4 +183,4 @@ def main(cfg: DictConfig) -> None:
 
 if __name__ == "__main__":
     sys.argv = file_argument_as_override(sys.argv)
-    main()
+    cli.run_app(main)

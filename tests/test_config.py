@@ -116,15 +116,16 @@ def test_key_added_with_plus_is_refused_naming_it(override):
 
 
 @pytest.mark.parametrize(
-    "overrides, message",
+    "command, message",
     [
-        (["model=nope"], "Could not find 'model/nope'; Available options in 'model': bert_large, gpt2,"),
-        (["model.n_head=7", "--cfg", "job"], "Could not override 'model.n_head'; Key 'n_head' not in"),
+        (["src.train", "model=nope"], "Could not find 'model/nope'; Available options in 'model': bert_large,"),
+        (["src.train", "model.n_head=7", "--cfg", "job"], "Could not override 'model.n_head'; Key 'n_head' not"),
+        (["src.compare", "baselin=a6000"], "Could not override 'baselin'; Key 'baselin' not in 'CompareConfig'"),
     ],
 )
-def test_command_line_that_does_not_compose_exits_2_with_one_line(overrides, message):
+def test_command_line_that_does_not_compose_exits_2_with_one_line(command, message):
     done = subprocess.run(
-        [sys.executable, "-m", "src.train", "gpu=cpu", *overrides],
+        [sys.executable, "-m", *command],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
