@@ -6,13 +6,16 @@ The CLI tests run on a pretend host (tests/fake_host.py): NVML shows an H200, so
 
 from __future__ import annotations
 
+import csv
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import CONF_DIR, compose_cfg, read_runs
+import pytest
+from conftest import CONF_DIR, compose_cfg, read_runs, run_cli
 from fake_host import gpus_env
+from fake_nvml import A6000, RTX3090
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -89,3 +92,80 @@ def test_a_sweep_that_cannot_run_anything_here_exits_non_zero_without_failed_run
     runs = read_runs(tracking_uri)
     assert [r.data.tags.get("sweep") for r in runs] == ["true"]  # the parent alone: no FAILED child
     assert runs[0].info.status == "FAILED"
+
+
+def test_a_sweep_starting_as_another_creates_the_experiment_uses_it(tracking_uri, monkeypatch):
+    """Two workstations start on a fresh server: both look, find no experiment, both create it."""
+    from mlflow.tracking import MlflowClient
+
+    from src.tracking import store
+
+    made_first = store.ensure_experiment(tracking_uri, "gpubench")  # the other box won the race
+    looked = MlflowClient.get_experiment_by_name
+    calls = []
+
+    def this_box_looked_too_early(self, name):
+        calls.append(name)
+        return None if len(calls) == 1 else looked(self, name)
+
+    monkeypatch.setattr(MlflowClient, "get_experiment_by_name", this_box_looked_too_early)
+    assert store.ensure_experiment(tracking_uri, "gpubench") == made_first
+
+
+@pytest.mark.slow  # two sweeps, a tracking server and compare, end to end
+def test_two_workstations_one_server_then_compare(server, tmp_path):
+    """The same command on an A6000 box and a 3090 box, both logging to one server; each runs its
+    own points and skips the other's; then compare on either box sees both GPUs."""
+    boxes = {
+        "a6000-box": dict(A6000, bus_id="00000000:17:00.0"),
+        "rtx3090-box": dict(RTX3090, bus_id="00000000:65:00.0", memory_total=24e9),
+    }
+    command = [sys.executable, str(PROJECT_ROOT / "tests" / "fake_host.py"), "-m", "gpu=a6000,rtx3090"]
+    command += [*TINY, "model.name=tiny", f"tracking.uri={server}"]
+    sweeps = {}
+    for box, gpu in boxes.items():  # both at once, as two machines would be
+        log = open(tmp_path / f"{box}.log", "w+")
+        sweeps[box] = (
+            subprocess.Popen(
+                [*command, f"hydra.sweep.dir={tmp_path}/{box}"],
+                cwd=PROJECT_ROOT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **gpus_env(gpu)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            ),
+            log,
+        )
+    for box, (proc, log) in sweeps.items():
+        assert proc.wait(timeout=600) == 0, (tmp_path / f"{box}.log").read_text()[-3000:]
+        log.close()
+    skipped = {
+        box: [
+            line for line in (tmp_path / f"{box}.log").read_text().splitlines() if line.startswith("skipped")
+        ]
+        for box in boxes
+    }
+    assert skipped == {
+        "a6000-box": ["skipped rtx3090x1-tiny-fp32: needs 1 x RTX 3090; this host has 1 x NVIDIA RTX A6000"],
+        "rtx3090-box": [
+            "skipped a6000x1-tiny-fp32: needs 1 x RTX A6000; this host has 1 x NVIDIA GeForce RTX 3090"
+        ],
+    }
+    runs = read_runs(server)
+    parents = [r for r in runs if r.data.tags.get("sweep") == "true"]
+    children = sorted((r for r in runs if r.data.tags.get("sweep") != "true"), key=lambda r: r.info.run_name)
+    assert [p.info.status for p in parents] == ["FINISHED", "FINISHED"]
+    assert [(r.info.run_name, r.info.status, r.data.tags["gpu_name"]) for r in children] == [
+        ("a6000x1-tiny-fp32", "FINISHED", "NVIDIA RTX A6000"),
+        ("rtx3090x1-tiny-fp32", "FINISHED", "NVIDIA GeForce RTX 3090"),
+    ]
+
+    compare = run_cli(["baseline=rtx3090", f"out={tmp_path}/compare"], tmp_path, server, module="src.compare")
+    assert compare.returncode == 0, compare.stdout[-2000:] + compare.stderr[-2000:]
+    with open(tmp_path / "compare" / "relative_throughput.csv", newline="") as handle:
+        rows = {row["gpu"]: row for row in csv.DictReader(handle)}
+    throughput = {r.data.tags["gpu"]: r.data.metrics["throughput"] for r in children}
+    assert sorted(rows) == ["a6000", "rtx3090"]
+    assert float(rows["a6000"]["relative"]) == pytest.approx(
+        throughput["a6000"] / throughput["rtx3090"], rel=1e-3
+    )
+    assert rows["a6000"]["baseline_gpu"] == "rtx3090"

@@ -19,6 +19,7 @@ class Workload:
     optimizer: str  # "sgd" (vision) or "adamw" (language)
     flops_per_item: float | None = None  # training FLOPs (forward + backward) per item
     lr: float | None = None  # None: the optimizer's usual rate below
+    clip_grad_norm: float | None = None  # gradients rescaled to at most this total norm; None: not
 
     def make_optimizer(self) -> torch.optim.Optimizer:
         params = [p for p in self.model.parameters() if p.requires_grad]

@@ -84,7 +84,7 @@ def _train_a_few_steps(batch_size, model_cfg, precision, device, ddp) -> None:
     for _ in range(TRIAL_STEPS):
         with precision.autocast():
             loss = workload.loss_fn(workload.model, workload.batch)
-        precision.backward_and_step(loss, optimizer)
+        precision.backward_and_step(loss, optimizer, workload.clip_grad_norm)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     del held

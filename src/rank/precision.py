@@ -23,8 +23,15 @@ class PrecisionContext:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.dtype)
 
-    def backward_and_step(self, loss: torch.Tensor, optimizer: torch.optim.Optimizer) -> None:
+    def backward_and_step(
+        self, loss: torch.Tensor, optimizer: torch.optim.Optimizer, clip_grad_norm: float | None = None
+    ) -> None:
         self.scaler.scale(loss).backward()
+        if clip_grad_norm is not None:
+            # on the true gradients: unscaled first (a step the scaler skips stays skipped)
+            self.scaler.unscale_(optimizer)
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            torch.nn.utils.clip_grad_norm_(params, clip_grad_norm)  # no host sync: stays on the device
         self.scaler.step(optimizer)
         self.scaler.update()
         optimizer.zero_grad(set_to_none=True)

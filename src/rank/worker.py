@@ -134,7 +134,7 @@ class TrainingStep:
     def __call__(self) -> torch.Tensor:
         with self.precision.autocast():
             loss = self.workload.loss_fn(self.model, self.workload.batch)
-        self.precision.backward_and_step(loss, self.optimizer)
+        self.precision.backward_and_step(loss, self.optimizer, self.workload.clip_grad_norm)
         return loss.detach()
 
 

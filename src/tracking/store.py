@@ -53,7 +53,19 @@ def ensure_experiment(uri: str, name: str) -> str:
         return experiment.experiment_id
     database = sqlite_path(uri)
     artifact_location = (database.parent / "artifacts").as_uri() if database is not None else None
-    return at_start(lambda: mlflow_client.create_experiment(name, artifact_location=artifact_location), uri)
+
+    def create_or_find() -> str:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return mlflow_client.create_experiment(name, artifact_location=artifact_location)
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            # another sweep created it since we looked (two workstations starting on one server)
+            return mlflow_client.get_experiment_by_name(name).experiment_id
+
+    return at_start(create_or_find, uri)
 
 
 def retry(action, attempts: int, backoff_s: float):
