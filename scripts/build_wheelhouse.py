@@ -85,7 +85,16 @@ def project_requirements(
     unknown = [e for e in extras if e not in optional]
     if unknown:
         raise SystemExit(f"--extras {' '.join(unknown)}: must be among {', '.join(sorted(optional))}")
-    return list(project["dependencies"]) + [spec for e in extras for spec in optional[e]]
+
+    def expand(extra: str) -> list[str]:  # `dev = [..., "gpubench[server]"]` names another extra
+        specs = []
+        for spec in optional[extra]:
+            req = Requirement(spec)
+            own = canonical(req.name) == canonical(project["name"])
+            specs += [s for e in sorted(req.extras) for s in expand(e)] if own else [spec]
+        return specs
+
+    return list(project["dependencies"]) + [spec for e in extras for spec in expand(e)]
 
 
 def target_environment(python_version: str, arch: str) -> dict[str, str]:

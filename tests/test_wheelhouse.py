@@ -222,5 +222,7 @@ def test_extras_add_their_requirements_and_an_unknown_one_is_named():
     with_dev = wh.project_requirements(["dev"])
     assert with_dev[: len(base)] == base
     assert "pytest" in {wh.requirement_name(r) for r in with_dev[len(base) :]}
+    # dev names the project's own server extra: its requirements stand in for it
+    assert "psycopg[binary]>=3.1" in with_dev and not any(r.startswith("gpubench") for r in with_dev)
     with pytest.raises(SystemExit, match="--extras gpu: must be among dev"):
         wh.project_requirements(["gpu"])
