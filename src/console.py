@@ -17,8 +17,8 @@ console = Console(highlight=False)
 class JobProgress:
     """Follows rank 0's progress file from a thread while the ranks run."""
 
-    def __init__(self, title: str, progress_file: Path, unit: str):
-        self.title, self.path, self.unit = title, progress_file, unit
+    def __init__(self, title: str, progress_file: Path, unit: str, job_id: str | None = None):
+        self.title, self.path, self.unit, self.job_id = title, progress_file, unit, job_id
         self._stop = threading.Event()
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
@@ -47,6 +47,8 @@ class JobProgress:
                 state = json.loads(self.path.read_text())
             except (OSError, ValueError):
                 continue
+            if state.get("job_id") != self.job_id:  # another job's ranks: not this job's progress
+                continue
             if state["phase"] == "warmup":
                 status = f"warm-up {state['step']}/{state['of']}"
                 self._progress.update(self._task, total=state["of"], completed=state["step"], status=status)
@@ -58,18 +60,32 @@ class JobProgress:
                 self._progress.update(self._task, total=None, status=status)
 
 
-def result_line(name: str, metrics: dict, unit: str, stop_reason: str = "ci", target_ci: float = 0.0) -> None:
-    """The job's figure; one that stopped (max_steps, time_limit) before target_ci says so."""
+def result_line(
+    name: str,
+    metrics: dict,
+    unit: str,
+    stop_reason: str = "ci",
+    target_ci: float = 0.0,
+    spooled: Path | None = None,
+) -> None:
+    """The job's figure; one that stopped (max_steps, time_limit) before target_ci says so, and one
+    the store could not take says where it waits (`spooled`: its folder)."""
     missed = (
         f"; [yellow]stopped at {stop_reason} before target_ci: CI +/-{metrics['step_time_ci95_rel']:.1%} "
         f"> {target_ci:.1%}[/]"
         if stop_reason != "ci"
         else ""
     )
+    waiting = (
+        f"; [yellow]spooled[/]: not in the store yet, kept in {escape(str(spooled))}; "
+        "`python -m src.sync` delivers it"
+        if spooled
+        else ""
+    )
     console.print(
         f"[green]done[/] {name}: [bold]{metrics['throughput']:,.1f} {unit}[/] "
         f"(step {metrics['step_time_ms']:.1f} ms median, p10-p90 {metrics['step_time_p10_ms']:.1f}-"
-        f"{metrics['step_time_p90_ms']:.1f} ms, {metrics['measured_steps']} steps{missed})"
+        f"{metrics['step_time_p90_ms']:.1f} ms, {metrics['measured_steps']} steps{missed}){waiting}"
     )
 
 

@@ -11,6 +11,7 @@ from typing import NoReturn
 from src.credentials import redact
 
 USAGE_ERROR = 2  # bad input or an unusable store: nothing was run
+RESULT_SPOOLED = 3  # measured, but the result waits on disk for `python -m src.sync`
 
 
 class ConfigError(ValueError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -11,3 +12,20 @@ SQLITE_PREFIX = "sqlite:///"
 def sqlite_path(uri: str) -> Path | None:
     """The database file of an `sqlite:///...` tracking URI, or None for any other store."""
     return Path(uri.removeprefix(SQLITE_PREFIX)) if uri.startswith(SQLITE_PREFIX) else None
+
+
+def claim_folder(base: str) -> str:
+    """Create a folder no other process has: `base`, else `base-2`, `base-3`, ... (mkdir is atomic).
+
+    Job and sweep folders are named to the second; two commands started in the same second must
+    not share one, or each would read the other's files.
+    """
+    Path(base).parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        candidate = base if n == 1 else f"{base}-{n}"
+        try:
+            os.mkdir(candidate)
+        except FileExistsError:
+            continue
+        return candidate
+    raise FileExistsError(f"{base}: 10,000 folders of that name exist already")

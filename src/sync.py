@@ -5,29 +5,62 @@
 
 Each job's run is completed (or created, if it never was) without duplicates, then each sweep's
 parent run is ended from its children's statuses. A delivered spool folder is removed, so running
-sync again finds nothing. Exit code 1 while something is still undelivered.
+sync again finds nothing. Then, in every store it delivered to (or --uri, or the default store),
+runs left RUNNING by a process of this host that has gone are ended KILLED (src/run/owner.py).
+Exit code 1 while something is still undelivered.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from src import console, credentials
 from src.errors import first_line
-from src.paths import PROJECT_ROOT
+from src.paths import PROJECT_ROOT, SQLITE_PREFIX
+from src.run import owner
 from src.run.sweep import finish_parent
 from src.tracking import spool, store
 
 
 def sync(roots: list[Path], uri: str | None = None) -> int:
-    """Deliver every spool folder under `roots`; returns how many are left undelivered."""
+    """Deliver every spool folder under `roots`, then close runs whose owner vanished; returns how
+    many spool folders are left undelivered."""
     runs, parents = spool.pending(roots)
+    named = [spool.load(f).uri for f in runs] + [
+        json.loads((f / spool.PARENT_FILE).read_text())["uri"] for f in parents
+    ]
+    stores = {uri} if uri else {*named, _default_store()}
+    left = _deliver_all(runs, parents, uri) if runs or parents else 0
     if not runs and not parents:
         console.note(f"nothing to deliver under {', '.join(map(str, roots))}")
-        return 0
+    for store_uri in sorted(s for s in stores if s):
+        _close_vanished(store_uri)
+    return left
+
+
+def _default_store() -> str | None:
+    """The store jobs use when tracking.uri is not given (conf/tracking/default.yaml), if it exists."""
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return os.environ["MLFLOW_TRACKING_URI"]
+    database = PROJECT_ROOT / "mlruns" / "mlflow.db"
+    return f"{SQLITE_PREFIX}{database}" if database.exists() else None
+
+
+def _close_vanished(uri: str) -> None:
+    try:
+        client = store.client(uri)
+        owner.close_vanished(client, [e.experiment_id for e in client.search_experiments()])
+    except Exception as exc:
+        console.warning(
+            f"{credentials.redact(uri)}: runs of vanished processes not checked ({first_line(exc)})"
+        )
+
+
+def _deliver_all(runs: list[Path], parents: list[Path], uri: str | None) -> int:
     left = 0
     for folder in runs:  # children first: a parent's status is read from its children
         record = spool.load(folder)

@@ -14,7 +14,7 @@ from src import credentials
 from src.config import cli
 from src.config.finalise import finalize
 from src.config.schema import register_configs
-from src.errors import ConfigError, DeviceUnavailable, TrackingUnavailable, exit_with_error
+from src.errors import RESULT_SPOOLED, ConfigError, DeviceUnavailable, TrackingUnavailable, exit_with_error
 from src.run import signals
 
 register_configs("config_schema")
@@ -31,16 +31,20 @@ def main(cfg: DictConfig) -> float:
         # Bad input and missing hardware stop here, before any run is opened or rank started.
         cfg = finalize(cfg)
         from src.run import job
-        from src.tracking import store
+        from src.tracking import spool, store
 
         parent = store.read_parent_run(Path(hydra_cfg.sweep.dir)) if multirun else None
+        job_dir = Path(hydra_cfg.runtime.output_dir)
         try:
-            return job.run_job(cfg, Path(hydra_cfg.runtime.output_dir), parent, sweep=multirun)
+            throughput = job.run_job(cfg, job_dir, parent, sweep=multirun)
         except DeviceUnavailable as exc:
             if not multirun:
                 raise
             # another host runs this point (two workstations, one server): not a failure here
             return job.skip_unavailable(cfg, exc, parent, hydra_cfg.job.num)
+        if not multirun and spool.pending([job_dir])[0]:  # a sweep says so once, at its end
+            raise SystemExit(RESULT_SPOOLED)
+        return throughput
     except (ConfigError, TrackingUnavailable) as exc:
         if multirun:
             print(f"error: {credentials.redact(str(exc))}", file=sys.stderr)
@@ -54,7 +58,9 @@ def _keep_credentials_out(cfg: DictConfig, hydra_cfg) -> None:
         cfg.tracking.uri = credentials.adopt_uri_credentials(cfg.tracking.uri)
     output = Path(hydra_cfg.runtime.output_dir)
     saved = list((output / hydra_cfg.output_subdir).glob("*.yaml")) if hydra_cfg.output_subdir else []
-    credentials.scrub_files([*saved, Path(hydra_cfg.sweep.dir) / "multirun.yaml"])
+    if hydra_cfg.mode == RunMode.MULTIRUN:  # a single run has no sweep folder (nor should claim one)
+        saved.append(Path(hydra_cfg.sweep.dir) / "multirun.yaml")
+    credentials.scrub_files(saved)
 
 
 # Hydra's options that print and exit, and launchers that run the jobs in other processes

@@ -263,7 +263,9 @@ def test_killed_rank_fails_the_job_quickly_and_leaves_no_process(tmp_path, track
 def test_hung_rank_times_out_and_leaves_no_process(tmp_path, tracking_uri):
     args = [*TINY, "model.name=hang", "benchmark.time_limit_s=1", "benchmark.timeout_s=20"]
     cli = Cli(args, tmp_path, tracking_uri, {"GPUBENCH_TEST_PIDS": str(tmp_path / "pids")})
-    wait_for(tmp_path / "run" / "ranks" / "launch.json", cli)  # written just before the agent starts
+    wait_for(
+        tmp_path / "run" / "ranks" / "node0" / "launch.json", cli
+    )  # written just before the agent starts
     launched = time.monotonic()
     assert cli.wait() != 0
     assert time.monotonic() - launched < 20 + 5 + 20  # timeout + grace + closing the run on a busy host

@@ -9,7 +9,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
-from src.paths import PROJECT_ROOT
+from src.paths import PROJECT_ROOT, claim_folder
 
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
 CATEGORIES = ("vision", "language")
@@ -220,6 +220,7 @@ class LauncherConfig:
     node_rank: int = 0  # this machine's node; node 0's job process logs the run
     rdzv_endpoint: str = "localhost:0"  # host:port of the c10d rendezvous; port 0: a free port (one node)
     start_timeout_s: int = 120
+    host_memory_reserve_gb: float = 1.0  # stop the job when the host has less memory available (0: off)
 
 
 @dataclass
@@ -293,3 +294,6 @@ def register_configs(*schemas: str) -> None:
             store.store(group="model/family", name=name, node=node)
     if not OmegaConf.has_resolver("project_root"):
         OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
+    if not OmegaConf.has_resolver("claim_folder"):
+        # cached like Hydra's `now`: every job of a sweep (and Hydra's copies) sees the same folder
+        OmegaConf.register_new_resolver("claim_folder", claim_folder, use_cache=True)

@@ -179,3 +179,9 @@ def _check_launcher(la: DictConfig, errors: Errors) -> None:
         la.start_timeout_s,
         "a positive integer",
     )
+    errors.need(
+        la.host_memory_reserve_gb >= 0,
+        "launcher.host_memory_reserve_gb",
+        la.host_memory_reserve_gb,
+        ">= 0 GB (0: no guard)",
+    )

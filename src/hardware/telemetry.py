@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from src import console
-from src.hardware import nvml
+from src.hardware import host, nvml
 
 GPU_FIELDS = (
     "gpu_util_pct",
@@ -107,12 +107,10 @@ def _cpu_times() -> tuple[int, int] | None:
 
 
 def _host_mem_used_gb() -> float | None:
-    try:
-        with open("/proc/meminfo") as f:
-            info = {line.split(":")[0]: int(line.split()[1]) for line in f}  # kB
-        return (info["MemTotal"] - info["MemAvailable"]) * 1024 / 1e9
-    except (OSError, ValueError, KeyError, IndexError):
+    info = host.meminfo()
+    if not info or "MemAvailable" not in info:
         return None
+    return (info["MemTotal"] - info["MemAvailable"]) / 1e9
 
 
 class Sampler:

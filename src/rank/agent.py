@@ -2,7 +2,7 @@
 launch (torchrun's engine) for one job and writes the ranks' reports, or the failure, to the
 outcome file the job process reads.
 
-    python -m src.rank.agent JOB_PID [BUILDER]   (then on stdin one line: {"spec": SPEC.json, "env": {...}})
+    python -m src.rank.agent JOB_PID [BUILDER]   (then on stdin one line: {"spec": SPEC.json, "env": {...}, "job_id": ID})
 
 It is started ahead of its job (src.run.launch.prestart_agent): it imports torch and the rank's
 code first, then waits for the job's spec, and starts the ranks by fork, so they begin with all of
@@ -147,12 +147,14 @@ def main(job_pid: int, model_target: str | None = None) -> None:
     os.environ.update(job["env"])  # the job process's environment at launch, e.g. its GPUs
     _keep_cuda_untouched()
     spec = json.loads(Path(job["spec"]).read_text())
+    if spec.get("job_id") != job.get("job_id"):  # another job wrote this file: run nothing, write nothing
+        sys.exit(f"{job['spec']} belongs to another job (id {spec.get('job_id')}, not {job.get('job_id')})")
     _log_to(Path(spec["log_dir"]) / "launcher.log")
     try:
         _preload(spec["rank_cfg"]["model"]["_target_"])
-        outcome = {"ranks": _elastic_launch(spec)}
+        outcome = {"job_id": spec["job_id"], "ranks": _elastic_launch(spec)}
     except RankFailure as exc:
-        outcome = {"error": str(exc)}
+        outcome = {"job_id": spec["job_id"], "error": str(exc)}
     outcome["agent_started"] = started  # before its job's spec came: see tests/test_robust.py
     tmp = Path(spec["outcome_path"] + ".tmp")
     tmp.write_text(json.dumps(outcome))

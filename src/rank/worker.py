@@ -52,14 +52,15 @@ class StepClock:
 class Progress:
     """Rank 0 tells the job process how far it is, through a small JSON file it overwrites."""
 
-    def __init__(self, path: str | None, enabled: bool):
+    def __init__(self, path: str | None, enabled: bool, job_id: str | None = None):
         self.path = Path(path) if (path and enabled) else None
+        self.job_id = job_id  # the reader skips states of any other job
 
     def update(self, **state) -> None:
         if self.path is None:
             return
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state))
+        tmp.write_text(json.dumps({"job_id": self.job_id, **state}))
         os.replace(tmp, self.path)
 
 
@@ -172,7 +173,8 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
     step = TrainingStep(cfg, device, world)
     built = time.time()
     workload, batch_size = step.workload, step.batch_size
-    progress = Progress(progress_path, enabled=local_rank == 0)  # one writer per node's job process
+    # one writer per node's job process
+    progress = Progress(progress_path, enabled=local_rank == 0, job_id=cfg["runtime"].get("job_id"))
     all_finite = torch.ones((), dtype=torch.bool, device=device)
 
     first_step_done = _warm_up(step, bench, world, device, progress)

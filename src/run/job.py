@@ -10,6 +10,7 @@ import io
 import os
 import socket
 import time
+import uuid
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -19,7 +20,7 @@ from src.config.finalise import default_batch_size
 from src.config.validate import validate
 from src.errors import ConfigError, DeviceUnavailable
 from src.hardware import devices
-from src.run import launch, phases, resume, signals
+from src.run import launch, owner, phases, resume, signals
 from src.tracking import job_run, spool, store
 
 UNAVAILABLE_TAG_PREFIX = "unavailable."  # on a sweep's parent: unavailable.<num> = "<name>: needs ..."
@@ -85,6 +86,7 @@ def _run_job(
         return None
 
     experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
+    owner.close_vanished(store.client(cfg.tracking.uri), [experiment_id])
     digest = resume.config_hash(cfg)
     if not cfg.benchmark.rerun:
         done = resume.finished_run(store.client(cfg.tracking.uri), experiment_id, digest)
@@ -105,6 +107,7 @@ def _run_job(
         "cudnn_benchmark": cfg.benchmark.cudnn_benchmark,
         "host": socket.gethostname(),
         resume.HASH_TAG: digest,
+        **owner.tags(),
     }
     run = job_run.JobRun(cfg.tracking, experiment_id, name, tags, parent_run_id, job_dir / spool.SPOOL_DIR)
     try:
@@ -142,7 +145,9 @@ def _run_job(
         )
         run.log_files({"step_times.csv": _step_times_csv(outcome["step_times_s"])})
         run.end("FINISHED")
-        console.result_line(name, metrics, cfg.model.unit, outcome["stop_reason"], cfg.benchmark.target_ci)
+        console.result_line(
+            name, metrics, cfg.model.unit, outcome["stop_reason"], cfg.benchmark.target_ci, run.spooled
+        )
         return metrics["throughput"]
     except KeyboardInterrupt:
         stop = signals.received()
@@ -194,20 +199,23 @@ def _launch(
     from src.run.results import combine_ranks
 
     rank_cfg = OmegaConf.to_container(cfg, resolve=True)
-    rank_cfg["runtime"] = {"device": selection.device_kind}
+    # the job id is in every file the job exchanges with its ranks: what it reads back is its own
+    job_id = uuid.uuid4().hex
+    rank_cfg["runtime"] = {"device": selection.device_kind, "job_id": job_id}
     if selection.device_kind == "cuda":
         os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         os.environ["CUDA_VISIBLE_DEVICES"] = selection.cuda_visible_devices
     else:  # share the cores between CPU ranks instead of oversubscribing them
         rank_cfg["runtime"]["cpu_threads"] = max(1, (os.cpu_count() or 1) // cfg.gpu.count)
     job_dir.mkdir(parents=True, exist_ok=True)
-    # one file per node: the nodes of a Slurm job share the job's folder
-    progress_file = job_dir / f"progress.node{cfg.launcher.node_rank}.json"
+    # one file and folder per node: the nodes of a Slurm job share the job's folder
+    node = f"node{cfg.launcher.node_rank}"
+    progress_file = job_dir / f"progress.{node}.json"
     run_id = launch.rendezvous_id(name, cfg.launcher.nnodes)
     launched = time.time()
-    with console.JobProgress(name, progress_file, cfg.model.unit):
+    with console.JobProgress(name, progress_file, cfg.model.unit, job_id):
         reports = launch.launch_ranks(
-            rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks", progress_file, run_id
+            rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks" / node, progress_file, run_id
         )
     outcome = combine_ranks(reports, job_started)
     outcome["marks"] |= {"launch": launched, "outcome": time.time()}

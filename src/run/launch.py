@@ -24,6 +24,7 @@ import uuid
 from pathlib import Path
 
 from src.errors import RankFailure
+from src.run.memory_guard import HostMemoryGuard
 
 GRACE_S = 5.0  # after SIGTERM, how long the ranks get before SIGKILL
 POLL_S = 0.05
@@ -47,6 +48,7 @@ def launch_ranks(
 
     Raises RankFailure if any rank failed or time ran out.
     """
+    job_id = rank_cfg["runtime"]["job_id"]
     log_dir.mkdir(parents=True, exist_ok=True)
     spec_path, outcome_path = log_dir / "launch.json", log_dir / "outcome.json"
     outcome_path.unlink(missing_ok=True)
@@ -58,13 +60,18 @@ def launch_ranks(
         "log_dir": str(log_dir),
         "progress_path": str(progress_path),
         "outcome_path": str(outcome_path),
+        "job_id": job_id,
     }
     spec_path.write_text(json.dumps(spec))
     timeout_s = float(rank_cfg["benchmark"]["timeout_s"])
     agent = _take_agent()
+    # the agent leads a session of its own: its ranks, and whatever they start, are in it
+    guard = HostMemoryGuard(
+        agent.proc.pid, launcher["host_memory_reserve_gb"], rank_cfg["model"]["batch_size"]
+    )
     try:
-        agent.start_job(spec_path)
-        finished = _wait_exit(agent.proc.pid, time.monotonic() + timeout_s)
+        agent.start_job(spec_path, job_id)
+        finished = _wait_exit(agent.proc.pid, time.monotonic() + timeout_s, guard.check)
         if not finished:
             raise RankFailure(
                 f"timed out after {timeout_s:g} s (benchmark.timeout_s): ranks stopped\n"
@@ -72,7 +79,7 @@ def launch_ranks(
             )
     finally:
         _stop_session(agent.proc)  # on success too: nothing the ranks started outlives the job
-    return _read_outcome(outcome_path, agent, log_dir)
+    return _read_outcome(outcome_path, agent, log_dir, job_id)
 
 
 class Agent:
@@ -97,10 +104,11 @@ class Agent:
             start_new_session=True,
         )
 
-    def start_job(self, spec_path: Path) -> None:
+    def start_job(self, spec_path: Path, job_id: str) -> None:
         """Hand over the job, with the environment as it is now (the job has chosen its GPUs):
-        through the pipe, since it may hold credentials, which never go to a file."""
-        request = json.dumps({"spec": str(spec_path), "env": _agent_env()}).encode() + b"\n"
+        through the pipe, since it may hold credentials, which never go to a file. The agent runs
+        the spec only if it carries `job_id`."""
+        request = json.dumps({"spec": str(spec_path), "env": _agent_env(), "job_id": job_id}).encode() + b"\n"
         try:
             os.write(self.proc.stdin.fileno(), request)  # unbuffered: nothing left to flush on close
         except BrokenPipeError:  # it died while waiting: the outcome check reports its output
@@ -150,11 +158,16 @@ def _discard_ready() -> None:
         _ready.pop().discard()
 
 
-def _wait_exit(pid: int, deadline: float) -> bool:
-    """Wait for the agent to exit without reaping it, so its pid cannot be reused meanwhile."""
+def _wait_exit(pid: int, deadline: float, watch=None) -> bool:
+    """Wait for the agent to exit without reaping it, so its pid cannot be reused meanwhile.
+
+    `watch` is called at every poll; what it raises stops the wait.
+    """
     while time.monotonic() < deadline:
         if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
             return True
+        if watch:
+            watch()
         time.sleep(POLL_S)
     return False
 
@@ -178,7 +191,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass
 
 
-def _read_outcome(path: Path, agent: Agent, log_dir: Path) -> list[dict]:
+def _read_outcome(path: Path, agent: Agent, log_dir: Path, job_id: str) -> list[dict]:
     try:
         outcome = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -190,6 +203,8 @@ def _read_outcome(path: Path, agent: Agent, log_dir: Path) -> list[dict]:
         ) from None
     finally:
         agent.early_log.close()
+    if outcome.get("job_id") != job_id:
+        raise RankFailure(f"{path} was written by another job (id {outcome.get('job_id')}, not {job_id})")
     if "error" in outcome:
         raise RankFailure(outcome["error"])
     return outcome["ranks"]

@@ -1,10 +1,10 @@
 """Resume: a job whose config already has a FINISHED run in the experiment is not run again.
 
 Each run carries the tag `config_hash`: a hash of its finalised config (after the smoke sizes,
-the batch-size rule and, for gpu=auto, the profile of the GPU found), with the tracking keys and
-`benchmark.rerun` left out because they do not change what is measured. Re-running a sweep after
-a crash therefore runs only the points that have no FINISHED run; `benchmark.rerun=true` runs a
-point anyway.
+the batch-size rule and, for gpu=auto, the profile of the GPU found), with the tracking keys,
+`benchmark.rerun` and `launcher.host_memory_reserve_gb` left out because they do not change what
+is measured. Re-running a sweep after a crash therefore runs only the points that have no FINISHED
+run; `benchmark.rerun=true` runs a point anyway.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ def config_hash(cfg: DictConfig) -> str:
     data.pop("tracking", None)
     data["gpu"].pop("slurm", None)  # how Slurm was asked (a longer time limit) measures the same point
     data["benchmark"].pop("rerun", None)
+    data["launcher"].pop("host_memory_reserve_gb", None)  # a guard on the host, not part of the measurement
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -19,8 +19,15 @@ from omegaconf import DictConfig
 
 from src import console, credentials
 from src.config.tracking_uri import tracking_errors
-from src.errors import USAGE_ERROR, ConfigError, TrackingUnavailable, exit_with_error, first_line
-from src.run import resume, signals
+from src.errors import (
+    RESULT_SPOOLED,
+    USAGE_ERROR,
+    ConfigError,
+    TrackingUnavailable,
+    exit_with_error,
+    first_line,
+)
+from src.run import owner, resume, signals
 from src.run.job import UNAVAILABLE_TAG_PREFIX
 from src.tracking import spool, store, ui
 
@@ -33,37 +40,50 @@ class SweepRunCallback(Callback):
         self.parent_run_id: str | None = None
         self.sweep_dir: Path | None = None
         self.experiment_id: str | None = None
+        self.spooled = False  # a run of this sweep waits in a spool folder
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         """Open the parent run, or stop the sweep before any job with a clear error.
 
-        Hydra turns exceptions raised by callbacks into warnings and carries on, so a bad tracking
-        setting ends the process here with SystemExit, as a bad config does in a single run.
+        Hydra turns exceptions raised by callbacks into warnings and carries on (every job would
+        then run without a parent, into a store that may not work), so any failure here ends the
+        process with one line and SystemExit, as a bad config does in a single run.
         """
         self.uri = credentials.adopt_uri_credentials(config.tracking.uri)
         self.sweep_dir = Path(config.hydra.sweep.dir)
         overrides = credentials.redact(" ".join(config.hydra.overrides.task))
         try:
-            errors = tracking_errors(config.tracking)
-            if errors:
-                raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
-            experiment_id = store.ensure_experiment(self.uri, config.tracking.experiment)
-            run = store.at_start(
-                lambda: store.client(self.uri).create_run(
-                    experiment_id,
-                    run_name=f"sweep {self.sweep_dir.parent.name} {self.sweep_dir.name}",
-                    tags={"sweep": "true", "overrides": overrides, "sweep_dir": str(self.sweep_dir)},
-                ),
-                self.uri,
-            )
+            self._open_parent(config, overrides)
         except (ConfigError, TrackingUnavailable) as exc:
             exit_with_error(exc)
+        except Exception as exc:
+            exit_with_error(RuntimeError(f"the sweep could not start: {first_line(exc)}; nothing was run"))
+        atexit.register(self.close)
+
+    def _open_parent(self, config: DictConfig, overrides: str) -> None:
+        errors = tracking_errors(config.tracking)
+        if errors:
+            raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+        experiment_id = store.ensure_experiment(self.uri, config.tracking.experiment)
+        owner.close_vanished(store.client(self.uri), [experiment_id])
+        run = store.at_start(
+            lambda: store.client(self.uri).create_run(
+                experiment_id,
+                run_name=f"sweep {self.sweep_dir.parent.name} {self.sweep_dir.name}",
+                tags={
+                    "sweep": "true",
+                    "overrides": overrides,
+                    "sweep_dir": str(self.sweep_dir),
+                    **owner.tags(),
+                },
+            ),
+            self.uri,
+        )
         self.parent_run_id, self.experiment_id = run.info.run_id, experiment_id
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         (self.sweep_dir / store.PARENT_RUN_FILE).write_text(
             json.dumps({"run_id": self.parent_run_id, "uri": self.uri})
         )
-        atexit.register(self.close)
 
     def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:
         """Note a failed point on the parent: one that failed before its run existed shows nowhere else."""
@@ -79,6 +99,8 @@ class SweepRunCallback(Callback):
         )
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        """Every job returned: exit 2 if no point could run on this host, 3 if a result (or the
+        parent run) waits on disk for `python -m src.sync`."""
         rows = self.close()
         if rows and all(row.get("unavailable") for row in rows):
             # the same command on a host with none of its GPUs: say so in the exit status
@@ -86,26 +108,37 @@ class SweepRunCallback(Callback):
                 "error: no point of this sweep can run on this host (see the skipped lines)", file=sys.stderr
             )
             raise SystemExit(USAGE_ERROR)
+        if self.spooled:
+            raise SystemExit(RESULT_SPOOLED)
 
     def close(self) -> list[dict] | None:
         """End the parent run and print the sweep's summary; spool the parent if tracking is away.
 
-        Returns the summary rows (None when there was no parent to end or it was spooled)."""
+        Returns the summary rows (None when there was no parent to end or it was spooled); sets
+        `spooled` when a run of this sweep is kept in a spool folder, undelivered."""
         if self.parent_run_id is None:
             return None
         run_id, self.parent_run_id = self.parent_run_id, None
         interrupted = signals.received() is not None
         try:
             rows = finish_parent(store.client(self.uri), run_id, interrupted, self.sweep_dir)
+            console.summary_table(rows)
+            console.link_line(ui.how_to_open(self.uri, self.experiment_id))
         except Exception as exc:
             folder = spool.write_parent(self.sweep_dir / spool.SPOOL_DIR, self.uri, run_id, interrupted)
             console.warning(
                 f"tracking unreachable ({first_line(exc)}): the sweep's "
                 f"parent run is kept in {folder}; `python -m src.sync` ends it later"
             )
-            return None
-        console.summary_table(rows)
-        console.link_line(ui.how_to_open(self.uri, self.experiment_id))
+            rows = None
+        runs, parents = spool.pending([self.sweep_dir])
+        self.spooled = bool(runs or parents)
+        if self.spooled:
+            what = f"{len(runs)} job result(s)" + (" and the sweep's parent run" if parents else "")
+            console.warning(
+                f"{what} spooled under {self.sweep_dir}, not in the store yet; "
+                f"`python -m src.sync` delivers them (exit status {RESULT_SPOOLED})"
+            )
         return rows
 
 

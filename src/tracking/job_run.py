@@ -75,6 +75,7 @@ class JobRun:
         self.run_id = self.record.run_id = run.info.run_id
         self.online = True
         self._pending = _Pending()
+        self.spooled: Path | None = None  # the folder holding the result that the store did not take
 
     def _send(self, action) -> None:
         """Send now while the server answers; after the first failure, only keep the record.
@@ -165,6 +166,7 @@ class JobRun:
                 f"tracking still unreachable ({first_line(exc)}): run {self.record.run_name} is kept in "
                 f"{folder}; `python -m src.sync` uploads it later"
             )
+            self.spooled = folder
             return
         spool.remove(folder)
         console.note(f"tracking is back: run {self.record.run_name} delivered")

@@ -76,6 +76,9 @@ def deliver(client, folder: Path) -> str:
         params=[Param(k, v) for k, v in record.params.items() if k not in known],
         tags=[RunTag(k, v) for k, v in record.tags.items()],
     )
+    if "error" in run.data.tags and "error" not in record.tags:
+        # ended KILLED while its result waited here (its process had gone): the result says otherwise
+        client.delete_tag(run_id, "error")
     artifacts = folder / ARTIFACTS_DIR
     if artifacts.is_dir() and any(artifacts.iterdir()):
         client.log_artifacts(run_id, str(artifacts))

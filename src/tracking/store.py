@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import os
 import time
 from pathlib import Path
 
+from src.credentials import redact
 from src.errors import TrackingUnavailable, first_line
 from src.paths import sqlite_path
 
@@ -32,13 +36,75 @@ def prepare_store(uri: str) -> None:
         database.parent.mkdir(parents=True, exist_ok=True)
 
 
+@contextlib.contextmanager
+def creation_lock(uri: str):
+    """Hold `<database>.lock` (an sqlite store only): MLflow creates and migrates a new database
+    when a process first opens it, and two processes doing so at once break it."""
+    database = sqlite_path(uri)
+    if database is None:
+        yield
+        return
+    with open(f"{database}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+        yield
+
+
 def client(uri: str):
+    """An MlflowClient; the first in a process opens (and if new, creates) the store, under the lock.
+
+    Raises TrackingUnavailable naming the cause when the store cannot be opened.
+    """
     from mlflow.tracking import MlflowClient
 
     for key, value in HTTP_DEFAULTS.items():
         os.environ.setdefault(key, value)
-    prepare_store(uri)
-    return MlflowClient(tracking_uri=uri)
+    try:
+        prepare_store(uri)
+        with creation_lock(uri):
+            return MlflowClient(tracking_uri=uri)
+    except Exception as exc:
+        raise TrackingUnavailable(problem(uri, exc)) from None
+
+
+def problem(uri: str, exc: BaseException) -> str:
+    """One sentence for a store that failed: the cause sqlite names (a corrupt or unwritable file, a
+    full disk) rather than MLflow's or SQLAlchemy's wording around it."""
+    text = " ".join(str(e) for e in _chain(exc)).lower()
+    database = sqlite_path(uri)
+    where = f"tracking.uri={redact(uri)!r}"
+    if database is not None:
+        if "file is not a database" in text or "malformed" in text:
+            return (
+                f"{where}: {database} is not an sqlite database (file is not a database); "
+                "move it aside to start a new store, or restore it from a backup; nothing was run"
+            )
+        if "disk is full" in text or any(getattr(e, "errno", None) == errno.ENOSPC for e in _chain(exc)):
+            return (
+                f"{where}: disk full: {database} cannot grow ({_free(database)} free on its file system); "
+                "free some space and run again; nothing was run"
+            )
+        if "readonly database" in text or "read-only file system" in text or "unable to open" in text:
+            return (
+                f"{where}: {database} cannot be written (read-only file, folder or file system); "
+                "nothing was run"
+            )
+    return f"{where}: the tracking store cannot be reached ({first_line(exc)}); nothing was run"
+
+
+def _chain(exc: BaseException | None):
+    """An exception and its causes: MLflow wraps the sqlite error that says what happened."""
+    seen = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
+def _free(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        stats = os.statvfs(path.parent)
+        return f"{stats.f_bavail * stats.f_frsize / 2**20:,.1f} MiB"
+    return "no space"
 
 
 def ensure_experiment(uri: str, name: str) -> str:
@@ -83,10 +149,10 @@ def at_start(action, uri: str):
     """A call made before any work: retried briefly (sqlite locks), then a clear error."""
     try:
         return retry(action, START_ATTEMPTS, START_BACKOFF_S)
+    except TrackingUnavailable:
+        raise
     except Exception as exc:
-        raise TrackingUnavailable(
-            f"tracking.uri={uri!r}: the tracking store cannot be reached ({first_line(exc)}); nothing was run"
-        ) from None
+        raise TrackingUnavailable(problem(uri, exc)) from None
 
 
 def read_parent_run(sweep_dir: Path) -> str | None:

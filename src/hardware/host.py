@@ -1,0 +1,53 @@
+"""The host's processes and memory, read from /proc (Linux): who owns a run, how much memory the
+ranks hold and how much the host has left. Every reader answers None where /proc cannot tell."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def meminfo() -> dict[str, int] | None:
+    """/proc/meminfo in bytes (MemTotal, MemAvailable, ...)."""
+    try:
+        with open("/proc/meminfo") as f:
+            return {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f}  # kB
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat from the third (state) on; None for a gone or zombie process."""
+    try:  # the name in parentheses may hold spaces: the fields start after its last ')'
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else fields
+
+
+def process_started(pid: int) -> str | None:
+    """When process `pid` started, in seconds since the epoch ("%.2f"); None if no such process.
+
+    A pid is reused once its process has gone: the pair (pid, start time) names one process.
+    """
+    fields = _stat(pid)
+    if fields is None:
+        return None
+    try:
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+    except (OSError, StopIteration, ValueError):
+        return None
+    return f"{boot + int(fields[19]) / os.sysconf('SC_CLK_TCK'):.2f}"
+
+
+def session_rss_bytes(session_id: int) -> int:
+    """Resident memory of every live process in a session (the ranks and what they started)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat(int(entry))
+        if fields is not None and int(fields[3]) == session_id:
+            total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # rss, in pages
+    return total

@@ -1,0 +1,51 @@
+"""Which process owns a run, and closing the runs whose owner has gone.
+
+A run is RUNNING until its process ends it; a process killed hard (SIGKILL, the OOM killer, a
+power cut) never does. Every run carries its owner (host, pid, the process's start time), so the
+next job or sweep on the store, and `python -m src.sync`, can tell a run still being measured
+from one nobody will end, and end the latter KILLED. Runs of other hosts are left alone: from here
+there is no telling whether their process lives.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from src import console
+from src.hardware import host
+
+HOST_TAG, PID_TAG, STARTED_TAG = "owner.host", "owner.pid", "owner.started"
+VANISHED = "owner process vanished"
+
+
+def tags() -> dict[str, str]:
+    """This process as the owner of the runs it opens."""
+    pid = os.getpid()
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid), STARTED_TAG: host.process_started(pid) or ""}
+
+
+def vanished(run_tags: dict[str, str]) -> bool:
+    """True when the run's owner ran on this host and that process is gone (its pid dead, or reused
+    by a process started at another time)."""
+    if run_tags.get(HOST_TAG) != socket.gethostname() or not run_tags.get(STARTED_TAG):
+        return False  # another host's process, or a start time this host could not read
+    return host.process_started(int(run_tags[PID_TAG])) != run_tags.get(STARTED_TAG)
+
+
+def close_vanished(client, experiment_ids: list[str]) -> int:
+    """End KILLED, with error=owner process vanished, every RUNNING run of these experiments whose
+    owner on this host is gone; returns how many."""
+    running = client.search_runs(
+        experiment_ids,
+        filter_string=f"attributes.status = 'RUNNING' and tags.`{HOST_TAG}` = '{socket.gethostname()}'",
+        max_results=1000,
+    )
+    closed = [run for run in running if vanished(run.data.tags)]
+    for run in closed:
+        client.set_tag(run.info.run_id, "error", VANISHED)
+        client.set_terminated(run.info.run_id, "KILLED")
+    if closed:
+        names = ", ".join(run.info.run_name for run in closed[:5]) + (", ..." if len(closed) > 5 else "")
+        console.note(f"ended {len(closed)} run(s) KILLED whose process had vanished: {names}")
+    return len(closed)
