@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import read_runs
 from omegaconf import OmegaConf
 
@@ -84,3 +85,152 @@ def test_jobs_and_sweeps_started_in_the_same_second_keep_their_own_results(tmp_p
     singles = sorted((tmp_path / "multirun" / "single").glob("*/*"))
     sweeps = sorted(p for p in (tmp_path / "multirun").glob("*/*") if p.parent.name != "single")
     assert len(singles) == 2 and len(sweeps) == 2, (singles, sweeps)
+
+
+RACE = """
+import sys, time
+from pathlib import Path
+import mlflow.store.tracking.sqlalchemy_store  # imported before the start: only the store races
+from src.tracking import store
+
+uri, folder, me = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+(folder / f"ready.{me}").touch()
+while not (folder / "go").exists():
+    time.sleep(0.005)
+experiment_id = store.ensure_experiment(uri, "gpubench")
+store.client(uri).create_run(experiment_id, run_name=f"racer {me}")
+"""
+
+
+def test_processes_that_open_a_new_store_at_once_all_get_their_runs_in(tmp_path):
+    """MLflow creates the database's tables when a process first opens it; four at once raced."""
+    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACE, uri, str(tmp_path), str(n)],
+            cwd=PROJECT_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for n in range(4)
+    ]
+    deadline = time.monotonic() + 180
+    while len(list(tmp_path.glob("ready.*"))) < len(racers):
+        assert time.monotonic() < deadline and all(r.poll() is None for r in racers)
+        time.sleep(0.05)
+    (tmp_path / "go").touch()
+    outputs = [r.communicate(timeout=180)[0] for r in racers]
+    assert [r.returncode for r in racers] == [0, 0, 0, 0], "\n".join(o[-1500:] for o in outputs)
+    assert sorted(r.info.run_name for r in read_runs(uri)) == [f"racer {n}" for n in range(4)]
+
+
+HOLD_GPU = """
+import sys, time
+sys.path.insert(0, "tests")
+from fake_nvml import FakeGpu, FakeNvml
+sys.modules["pynvml"] = FakeNvml([FakeGpu(name="NVIDIA H200", bus_id="00000000:19:00.0", uuid=sys.argv[1])])
+from conftest import compose_cfg
+from src.hardware import devices, gpu_lock
+
+devices.INHERITED_VISIBLE_DEVICES = None
+selection = devices.select(compose_cfg(["gpu=h200"]).gpu, devices.list_devices())
+with gpu_lock.exclusive(selection.devices, f"job {sys.argv[2]}"):
+    print("measuring", time.time(), flush=True)
+    time.sleep(3)
+    print("done", time.time(), flush=True)
+"""
+
+
+def test_two_jobs_on_one_gpu_take_turns_and_the_second_says_it_waits(tmp_path):
+    """Two processes started together want the same (fake NVML) H200: one measures, then the other."""
+    uuid = f"GPU-test-{tmp_path.name}-{os.getpid()}"  # a GPU of this test alone
+    jobs = [
+        subprocess.Popen(
+            [sys.executable, "-c", HOLD_GPU, uuid, str(n)],
+            cwd=PROJECT_ROOT,
+            env={**os.environ, "COLUMNS": "200"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for n in (1, 2)
+    ]
+    outputs = [j.communicate(timeout=180)[0] for j in jobs]
+    assert [j.returncode for j in jobs] == [0, 0], outputs
+    windows = []
+    for output in outputs:
+        times = {
+            line.split()[0]: float(line.split()[1])
+            for line in output.splitlines()
+            if line[:4] in ("meas", "done")
+        }
+        windows.append((times["measuring"], times["done"]))
+    first, second = sorted(windows)
+    assert second[0] >= first[1]  # the second measured only after the first had finished
+    waiter = outputs[windows.index(second)]
+    assert "waiting for GPU 00000000:19:00.0 (NVIDIA H200): job" in waiter
+    assert "is running on it" in waiter and "GPU 00000000:19:00.0 is free" in waiter
+
+
+def test_a_gpu_job_launches_its_ranks_holding_its_gpus_lock(tmp_path, monkeypatch):
+    import fcntl
+
+    from conftest import compose_cfg
+    from fake_nvml import FakeGpu, FakeNvml, install
+
+    from src.hardware import devices, gpu_lock
+    from src.run import job, launch
+
+    uuid = f"GPU-test-{tmp_path.name}-{os.getpid()}"
+    install(monkeypatch, FakeNvml([FakeGpu(name="NVIDIA H200", bus_id="00000000:19:00.0", uuid=uuid)]))
+    monkeypatch.setattr(devices, "INHERITED_VISIBLE_DEVICES", None)
+    for variable in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):  # _launch sets them for its ranks
+        monkeypatch.setenv(variable, "")
+    cfg = compose_cfg(["gpu=h200", "model=resnet50", "precision=amp"])
+    selection = devices.select(cfg.gpu, devices.list_devices())
+
+    class Launched(Exception):
+        pass
+
+    def launch_ranks(*args):
+        with open(gpu_lock.LOCK_DIR / f"{uuid}.lock") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise Launched("held") from None
+        raise Launched("free")
+
+    monkeypatch.setattr(launch, "launch_ranks", launch_ranks)
+    with pytest.raises(Launched, match="held"):
+        job._launch(cfg, selection, tmp_path, "h200x1-resnet50-amp", time.time())
+
+
+@pytest.mark.gpu
+def test_two_jobs_started_together_on_one_h200_take_turns(tmp_path):
+    """On a host with an H200: the second job waits for the GPU, says so, and both measure alone
+    (their figures agree). Run: python -m pytest -m gpu tests/test_concurrency.py -k take_turns"""
+    from src.hardware import devices
+
+    if not any("H200" in d.name for d in devices.list_devices()):
+        pytest.skip("no H200 here")
+    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    from src.tracking import store
+
+    store.ensure_experiment(uri, "gpubench")
+    args = [
+        "gpu=h200",
+        "model=resnet50",
+        "precision=amp",
+        "benchmark.time_limit_s=20",
+        "benchmark.rerun=true",
+    ]
+    clis = [SameSecond(args, tmp_path, uri), SameSecond(args, tmp_path, uri)]
+    for cli in clis:
+        assert cli.wait() == 0, cli.output[-3000:]
+    waited = [cli for cli in clis if "waiting for GPU" in cli.output]
+    assert len(waited) == 1 and "is free: h200x1-resnet50-amp starts" in waited[0].output
+    runs = [r for r in read_runs(uri) if r.info.status == "FINISHED"]
+    assert len(runs) == 2
+    low, high = sorted(r.data.metrics["throughput"] for r in runs)
+    assert low / high > 0.9  # two jobs sharing the GPU would each see about half

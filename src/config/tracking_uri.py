@@ -56,7 +56,13 @@ def _uri_problem(uri: str) -> str | None:
 def _unwritable(path: Path) -> str | None:
     """Why `path` (a file to create or update) cannot be written, or None."""
     if path.exists():
-        return None if path.is_file() and os.access(path, os.W_OK) else f"{path} cannot be written"
+        if not path.is_file():
+            return f"{path} cannot be written: not a file"
+        try:  # opened for update, not changed: the error names the cause (permissions, read-only mount)
+            with open(path, "r+b"):
+                return None
+        except OSError as exc:
+            return f"{path} cannot be written ({exc.strerror})"
     folder = path.parent
     while not folder.exists():
         folder = folder.parent

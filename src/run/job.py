@@ -19,7 +19,7 @@ from src import console, credentials
 from src.config.finalise import default_batch_size
 from src.config.validate import validate
 from src.errors import ConfigError, DeviceUnavailable
-from src.hardware import devices
+from src.hardware import devices, gpu_lock
 from src.run import launch, owner, phases, resume, signals
 from src.tracking import job_run, spool, store
 
@@ -212,12 +212,13 @@ def _launch(
     node = f"node{cfg.launcher.node_rank}"
     progress_file = job_dir / f"progress.{node}.json"
     run_id = launch.rendezvous_id(name, cfg.launcher.nnodes)
-    launched = time.time()
-    with console.JobProgress(name, progress_file, cfg.model.unit, job_id):
-        reports = launch.launch_ranks(
-            rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks" / node, progress_file, run_id
-        )
-    outcome = combine_ranks(reports, job_started)
+    with gpu_lock.exclusive(selection.devices, name) as waited_s:  # never two jobs on one GPU
+        launched = time.time()
+        with console.JobProgress(name, progress_file, cfg.model.unit, job_id):
+            reports = launch.launch_ranks(
+                rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks" / node, progress_file, run_id
+            )
+    outcome = combine_ranks(reports, job_started + waited_s)  # start-up figures leave the wait out
     outcome["marks"] |= {"launch": launched, "outcome": time.time()}
     return outcome
 
