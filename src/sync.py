@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from src import console, credentials
-from src.errors import first_line
+from src.errors import TrackingUnavailable, first_line
 from src.paths import PROJECT_ROOT, SQLITE_PREFIX
 from src.run import owner
 from src.run.sweep import finish_parent
@@ -52,12 +52,9 @@ def _default_store() -> str | None:
 
 def _close_vanished(uri: str) -> None:
     try:
-        client = store.client(uri)
-        owner.close_vanished(client, [e.experiment_id for e in client.search_experiments()])
-    except Exception as exc:
-        console.warning(
-            f"{credentials.redact(uri)}: runs of vanished processes not checked ({first_line(exc)})"
-        )
+        owner.close_vanished(uri)
+    except TrackingUnavailable as exc:
+        console.warning(f"runs of vanished processes not checked: {first_line(exc)}")
 
 
 def _deliver_all(runs: list[Path], parents: list[Path], uri: str | None) -> int:

@@ -64,6 +64,21 @@ class TinyDisk:
     def free(self) -> None:
         self.inside(self.mount / "filler").unlink()
 
+    def runs(self, uri: str) -> list:
+        """[name, status, has a throughput] of the runs in the store at `uri`, read inside."""
+        code = (
+            "import json, sys; from conftest import read_runs; print(json.dumps([[r.info.run_name, "
+            "r.info.status, 'throughput' in r.data.metrics] for r in read_runs(sys.argv[1])]))"
+        )
+        done = subprocess.run(
+            self.command([sys.executable, "-c", code, uri]),
+            env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT / "tests")},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return json.loads(done.stdout.splitlines()[-1])
+
     def close(self) -> None:
         self.holder.kill()
         self.holder.wait()
@@ -115,15 +130,16 @@ def test_result_that_misses_a_full_disk_is_spooled_with_exit_3_and_a_full_disk_a
         gate.touch()
         output = job.communicate(timeout=300)[0]
         assert job.returncode == 3, output[-3000:]  # measured, but not in the store
-        done = next(line for line in output.splitlines() if line.startswith("done cpux1-gated-fp32"))
-        assert "spooled" in done and "python -m src.sync" in done
+        done = " ".join(output.split()).split("done cpux1-gated-fp32: ")[1]  # the result line, unwrapped
+        assert (
+            "; spooled: not in the store yet, kept in " in done and "`python -m src.sync` delivers it" in done
+        )
         assert list((tmp_path / "run").rglob("spool/run.json"))
 
         disk.free()
         rc, synced = in_namespace(disk, [str(tmp_path / "run")], tmp_path, uri, module="src.sync")
         assert rc == 0 and "delivered cpux1-gated-fp32" in synced, synced
-        (run,) = runs_by_name(_outside(disk, uri))["cpux1-gated-fp32"]
-        assert run.info.status == "FINISHED" and run.data.metrics["throughput"] > 0
+        assert disk.runs(uri) == [["cpux1-gated-fp32", "FINISHED", True]]
 
         disk.fill()
         rc, output = in_namespace(disk, [*TINY, "model.name=tiny", "benchmark.rerun=true"], tmp_path, uri)
@@ -133,11 +149,6 @@ def test_result_that_misses_a_full_disk_is_spooled_with_exit_3_and_a_full_disk_a
         assert "Traceback" not in output and "cannot be reached" not in output
     finally:
         disk.close()
-
-
-def _outside(disk: TinyDisk, uri: str) -> str:
-    """The namespace's store, read from outside through the holder's root."""
-    return f"sqlite:///{disk.inside(Path(uri.removeprefix('sqlite:///')))}"
 
 
 # --- a store that breaks (item 6), and a sweep that cannot start (item 2) ---
@@ -259,7 +270,9 @@ def test_memory_guard_stops_a_job_below_the_reserve_and_names_the_batch():
         HostMemoryExhausted, match=r"^host memory exhausted at batch 64 per GPU: the ranks held"
     ):
         HostMemoryGuard(os.getsid(0), available_gb * 4, 64).check()
-    assert host.session_rss_bytes(os.getsid(0)) > 50e6  # this test process alone, with torch and mlflow loaded
+    assert (
+        host.session_rss_bytes(os.getsid(0)) > 50e6
+    )  # this test process alone, with torch and mlflow loaded
 
 
 def _limit_address_space():

@@ -86,7 +86,7 @@ def _run_job(
         return None
 
     experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
-    owner.close_vanished(store.client(cfg.tracking.uri), [experiment_id])
+    owner.close_vanished(cfg.tracking.uri, [experiment_id])
     digest = resume.config_hash(cfg)
     if not cfg.benchmark.rerun:
         done = resume.finished_run(store.client(cfg.tracking.uri), experiment_id, digest)

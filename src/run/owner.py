@@ -14,6 +14,7 @@ import socket
 
 from src import console
 from src.hardware import host
+from src.tracking import store
 
 HOST_TAG, PID_TAG, STARTED_TAG = "owner.host", "owner.pid", "owner.started"
 VANISHED = "owner process vanished"
@@ -33,18 +34,25 @@ def vanished(run_tags: dict[str, str]) -> bool:
     return host.process_started(int(run_tags[PID_TAG])) != run_tags.get(STARTED_TAG)
 
 
-def close_vanished(client, experiment_ids: list[str]) -> int:
-    """End KILLED, with error=owner process vanished, every RUNNING run of these experiments whose
-    owner on this host is gone; returns how many."""
-    running = client.search_runs(
-        experiment_ids,
-        filter_string=f"attributes.status = 'RUNNING' and tags.`{HOST_TAG}` = '{socket.gethostname()}'",
-        max_results=1000,
-    )
-    closed = [run for run in running if vanished(run.data.tags)]
-    for run in closed:
-        client.set_tag(run.info.run_id, "error", VANISHED)
-        client.set_terminated(run.info.run_id, "KILLED")
+def close_vanished(uri: str, experiment_ids: list[str] | None = None) -> int:
+    """End KILLED, with error=owner process vanished, every RUNNING run of these experiments (all:
+    None) whose owner on this host is gone; returns how many. Store errors: TrackingUnavailable."""
+
+    def close() -> list:
+        client = store.client(uri)
+        ids = experiment_ids or [e.experiment_id for e in client.search_experiments()]
+        running = client.search_runs(
+            ids,
+            filter_string=f"attributes.status = 'RUNNING' and tags.`{HOST_TAG}` = '{socket.gethostname()}'",
+            max_results=1000,
+        )
+        closed = [run for run in running if vanished(run.data.tags)]
+        for run in closed:  # repeating this after a failure is harmless
+            client.set_tag(run.info.run_id, "error", VANISHED)
+            client.set_terminated(run.info.run_id, "KILLED")
+        return closed
+
+    closed = store.at_start(close, uri)
     if closed:
         names = ", ".join(run.info.run_name for run in closed[:5]) + (", ..." if len(closed) > 5 else "")
         console.note(f"ended {len(closed)} run(s) KILLED whose process had vanished: {names}")

@@ -65,7 +65,7 @@ class SweepRunCallback(Callback):
         if errors:
             raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
         experiment_id = store.ensure_experiment(self.uri, config.tracking.experiment)
-        owner.close_vanished(store.client(self.uri), [experiment_id])
+        owner.close_vanished(self.uri, [experiment_id])
         run = store.at_start(
             lambda: store.client(self.uri).create_run(
                 experiment_id,

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -27,6 +28,17 @@ HTTP_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
 }
 START_ATTEMPTS, START_BACKOFF_S = 3, 1.0
+
+
+class _ReportedByCaller(logging.Filter):
+    """MLflow logs a traceback for every database error it then raises; the entry point reports
+    that error once, in one line (problem() below)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.exc_info is None and record.levelno < logging.ERROR
+
+
+logging.getLogger("mlflow.store.db.utils").addFilter(_ReportedByCaller())
 
 
 def prepare_store(uri: str) -> None:
