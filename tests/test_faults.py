@@ -308,16 +308,18 @@ def test_cpu_job_that_would_exhaust_the_host_memory_is_stopped_failed(tmp_path, 
 
 def test_agent_runs_nothing_from_a_launch_file_of_another_job(tmp_path):
     spec = tmp_path / "launch.json"
-    spec.write_text(json.dumps({"job_id": "theirs", "outcome_path": str(tmp_path / "outcome.json")}))
+    outcome = tmp_path / "outcome.json"
+    spec.write_text(json.dumps({"job_id": "theirs", "outcome_path": str(outcome), "log_dir": str(tmp_path)}))
     done = subprocess.run(
-        [sys.executable, "-m", "src.rank.agent", str(spec), "mine"],
+        [sys.executable, "-m", "src.rank.agent", str(os.getpid())],  # its job: this test process
+        input=json.dumps({"spec": str(spec), "env": {}, "job_id": "mine"}) + "\n",
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert done.returncode == 1 and "belongs to another job (id theirs, not mine)" in done.stderr
-    assert not (tmp_path / "outcome.json").exists()
+    assert not outcome.exists()
 
 
 def test_job_refuses_an_outcome_written_for_another_job(tmp_path):
