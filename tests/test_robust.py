@@ -191,7 +191,7 @@ def test_next_jobs_agent_starts_after_the_ranks_before_the_result_and_ranks_are_
     """The agent of job 1 is started while job 0 logs: after job 0's measured window, before its
     run ended (so its torch import overlaps job 0's logging); every job forks new ranks."""
     _, _, uri, tmp = fault_sweep
-    outcomes = [json.loads((tmp / f"multirun/{n}/ranks/outcome.json").read_text()) for n in range(4)]
+    outcomes = [json.loads((tmp / f"multirun/{n}/ranks/node0/outcome.json").read_text()) for n in range(4)]
     (tiny,) = runs_by_name(uri)["cpux1-tiny-fp32"]
     assert outcomes[0]["ranks"][0]["window_end"] < outcomes[1]["agent_started"] < tiny.info.end_time / 1e3
     assert outcomes[0]["ranks"][0]["pid"] != outcomes[2]["ranks"][0]["pid"]
