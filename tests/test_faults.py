@@ -323,15 +323,21 @@ def test_agent_runs_nothing_from_a_launch_file_of_another_job(tmp_path):
 
 
 def test_job_refuses_an_outcome_written_for_another_job(tmp_path):
+    import io
+    from types import SimpleNamespace
+
     from src.errors import RankFailure
     from src.run.launch import _read_outcome
+
+    def agent():  # what _read_outcome uses of the job's agent: its exit status and early log
+        return SimpleNamespace(proc=SimpleNamespace(returncode=0), early_log=io.BytesIO(), output=lambda: "")
 
     outcome = tmp_path / "outcome.json"
     outcome.write_text(json.dumps({"job_id": "theirs", "ranks": [{"rank": 0}]}))
     with pytest.raises(RankFailure, match="written by another job"):
-        _read_outcome(outcome, 0, tmp_path, "mine")
+        _read_outcome(outcome, agent(), tmp_path, "mine")
     outcome.write_text(json.dumps({"job_id": "mine", "ranks": [{"rank": 0}]}))
-    assert _read_outcome(outcome, 0, tmp_path, "mine") == [{"rank": 0}]
+    assert _read_outcome(outcome, agent(), tmp_path, "mine") == [{"rank": 0}]
 
 
 def test_progress_of_another_job_is_not_shown(tmp_path):
