@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from conftest import read_runs
 from omegaconf import OmegaConf
+from test_robust import TINY
 
 from src.paths import PROJECT_ROOT
 
-TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model.builder=tests.workloads:by_name"]
 FROZEN_NOW = PROJECT_ROOT / "tests" / "frozen_now.py"
 HYDRA_DIRS = OmegaConf.load(PROJECT_ROOT / "conf" / "config.yaml").hydra
 
