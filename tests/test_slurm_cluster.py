@@ -15,11 +15,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import missing_service, read_runs, run_cli
+
+from src.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -146,14 +149,33 @@ def _slurm(command: list[str], env: dict, timeout: float = 10) -> str:
     ).stdout
 
 
-def _write_profiles(conf_dir: Path) -> None:
-    """Two CPU profiles that ask Slurm for different GPU types: two resource shapes."""
+def _two_profile_sweep(tmp_path: Path, *extra: str) -> list[str]:
+    """`-m` arguments of a sweep over two CPU profiles that ask Slurm for different GPU types."""
+    conf_dir = tmp_path / "site_conf"
     (conf_dir / "gpu").mkdir(parents=True)
     for kind in GRES_FILES:
         (conf_dir / "gpu" / f"cpu_{kind}.yaml").write_text(
             f"name: cpu_{kind}\ndevice: cpu\nmatch: []\ncount: 1\nprecisions: [fp32, bf16]\n"
             f"batch_sizes: {{gpt2: {{default: 2}}}}\nslurm: {{gres: 'gpu:{kind}:1'}}\n"
         )
+    return [
+        "-m",
+        "hydra/launcher=slurm",
+        f"hydra.searchpath=[file://{conf_dir}]",
+        "hydra.launcher.partition=debug",
+        "hydra.launcher.cpus_per_task=1",
+        f"hydra.launcher.name={tmp_path.name}",  # the job name: this test's jobs in squeue
+        "gpu=cpu_a6000,cpu_rtx3090",
+        "model=gpt2",
+        *extra,
+    ]
+
+
+def _slurm_jobs(env: dict, name: str) -> dict[str, tuple[str, str, str]]:
+    """Slurm's own account of the jobs named `name`: job id -> (array job id, gres asked for,
+    state). Finished jobs stay listed for MinJobAge (300 s)."""
+    rows = _slurm(["squeue", "-h", "-t", "all", "-n", name, "-o", "%A|%F|%b|%T"], env).splitlines()
+    return {job_id: (array_id, gres, state) for job_id, array_id, gres, state in (r.split("|") for r in rows)}
 
 
 def test_two_profile_sweep_is_two_arrays_under_one_parent_run(
@@ -161,31 +183,11 @@ def test_two_profile_sweep_is_two_arrays_under_one_parent_run(
 ):
     for key, value in slurm_cluster.items():
         monkeypatch.setenv(key, value)  # run_cli passes this process's environment on
-    conf_dir = tmp_path / "site_conf"
-    _write_profiles(conf_dir)
-    result = run_cli(
-        [
-            "-m",
-            "hydra/launcher=slurm",
-            f"hydra.searchpath=[file://{conf_dir}]",
-            "hydra.launcher.partition=debug",
-            "hydra.launcher.cpus_per_task=1",
-            "gpu=cpu_a6000,cpu_rtx3090",
-            "model=gpt2",
-            "benchmark=smoke",
-            "precision=fp32,bf16",
-        ],
-        tmp_path,
-        tracking_uri,
-        timeout=550,
-    )
+    sweep = _two_profile_sweep(tmp_path, "benchmark=smoke", "precision=fp32,bf16")
+    result = run_cli(sweep, tmp_path, tracking_uri, timeout=550)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
 
-    # Slurm's own account of what ran (finished jobs stay listed for MinJobAge, 300 s)
-    jobs = {}  # job id -> (array job id, gres asked for, state)
-    for row in _slurm(["squeue", "-h", "-t", "all", "-o", "%A|%F|%b|%T"], slurm_cluster).splitlines():
-        job_id, array_id, gres, state = row.split("|")
-        jobs[job_id] = (array_id, gres, state)
+    jobs = _slurm_jobs(slurm_cluster, tmp_path.name)
     arrays: dict[str, list[str]] = {}
     for array_id, gres, _ in jobs.values():
         arrays.setdefault(gres, []).append(array_id)
@@ -237,3 +239,27 @@ def test_array_that_sbatch_refuses_fails_its_points_with_sbatchs_reason(
     reasons = {k: v for k, v in parent.data.tags.items() if k.startswith("failed_job.")}
     assert sorted(reasons) == ["failed_job.0", "failed_job.1"]
     assert all("Invalid partition name specified" in v for v in reasons.values()), reasons
+
+
+def test_ctrl_c_cancels_every_array_and_ends_the_runs_killed(slurm_cluster, tmp_path, tracking_uri):
+    long_jobs = ["benchmark.min_steps=100000", "benchmark.max_steps=100000", "benchmark.time_limit_s=600"]
+    sweep = _two_profile_sweep(tmp_path, "benchmark=smoke", *long_jobs)
+    extra = [f"tracking.uri={tracking_uri}", f"hydra.sweep.dir={tmp_path}/multirun"]
+    log = tmp_path / "sweep.log"
+    with open(log, "w") as out:
+        command = [sys.executable, "-m", "src.train", *sweep, *extra]
+        process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=slurm_cluster, stdout=out, stderr=out)
+    try:
+        deadline = time.monotonic() + 300
+        while sum(r.info.status == "RUNNING" for r in read_runs(tracking_uri)) < 3:  # parent + 2 jobs
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(2)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode != 0, log.read_text()[-3000:]
+
+    states = [state for _, _, state in _slurm_jobs(slurm_cluster, tmp_path.name).values()]
+    assert states == ["CANCELLED", "CANCELLED"], log.read_text()[-3000:]
+    assert {r.info.status for r in read_runs(tracking_uri)} == {"KILLED"}

@@ -87,13 +87,18 @@ class SlurmShapesLauncher(SlurmLauncher):
             submitted += zip(members, jobs, strict=True)
 
         # Wait for every array: the parent run closes after this returns.
-        for position, job in submitted:
-            try:
-                results[position] = job.results()[0]
-            except Exception as exc:  # Slurm ended it: time limit, node failure, scancel
-                results[position] = self._failed(
-                    configs[position], exc, f"Slurm job {job.job_id}: {_line(exc, 0)}"
-                )
+        try:
+            for position, job in submitted:
+                try:
+                    results[position] = job.results()[0]
+                except Exception as exc:  # Slurm ended it: time limit, node failure, scancel
+                    why = f"Slurm job {job.job_id}: {_line(exc, 0)}"
+                    results[position] = self._failed(configs[position], exc, why)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the study stops on the cluster too
+            for _, job in submitted:
+                if not job.done():
+                    job.cancel(check=False)  # scancel: the job ends its run KILLED
+            raise
         return results
 
     def _failed(self, config: DictConfig, exc: Exception, why: str) -> JobReturn:
