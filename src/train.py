@@ -36,7 +36,7 @@ def main(cfg: DictConfig) -> float:
         parent = store.read_parent_run(Path(hydra_cfg.sweep.dir)) if multirun else None
         job_dir = Path(hydra_cfg.runtime.output_dir)
         try:
-            throughput = job.run_job(cfg, job_dir, parent, sweep=multirun)
+            throughput = job.run_job(cfg, job_dir, parent, jobs_follow=multirun and _sequential(hydra_cfg))
         except DeviceUnavailable as exc:
             if not multirun:
                 raise
@@ -50,6 +50,11 @@ def main(cfg: DictConfig) -> float:
             print(f"error: {credentials.redact(str(exc))}", file=sys.stderr)
             raise  # this point fails; Hydra goes on with the rest of the sweep
         exit_with_error(exc)
+
+
+def _sequential(hydra_cfg) -> bool:
+    """Hydra's basic launcher runs a sweep's jobs one after another in this process."""
+    return hydra_cfg.launcher._target_.endswith(".BasicLauncher")
 
 
 def _keep_credentials_out(cfg: DictConfig, hydra_cfg) -> None:

@@ -49,17 +49,18 @@ def adopt_profile(cfg: DictConfig, selection: devices.Selection) -> DictConfig:
 
 
 def run_job(
-    cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None, sweep: bool = False
+    cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None, jobs_follow: bool = False
 ) -> float | None:
     """Run one benchmark job; returns its throughput. Raises after recording a failure.
 
     On a multi-node job only node 0 opens the run; the other nodes train and return None. In a
-    sweep, the next job's agent starts as soon as this job's ranks have ended.
+    sweep whose next job runs in this process (`jobs_follow`), its agent starts as soon as this
+    job's ranks have ended.
     """
     job_started = time.time()
     launch.prestart_agent(cfg.model._target_)  # its imports overlap opening the run
     try:
-        return _run_job(cfg, job_dir, parent_run_id, phases.job_start_mark(), job_started, sweep)
+        return _run_job(cfg, job_dir, parent_run_id, phases.job_start_mark(), job_started, jobs_follow)
     finally:
         phases.job_ended()
 
@@ -70,7 +71,7 @@ def _run_job(
     parent_run_id: str | None,
     phases_start: float,
     job_started: float,
-    sweep: bool,
+    jobs_follow: bool,
 ) -> float | None:
     found = devices.list_devices() if cfg.gpu.device != "cpu" else []
     selection = devices.select(cfg.gpu, found)
@@ -121,7 +122,7 @@ def _run_job(
 
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
             outcome = _launch(cfg, selection, job_dir, name, job_started)
-        if sweep:
+        if jobs_follow:
             launch.prestart_agent(cfg.model._target_)  # the ranks have ended: nothing measures now
         env["versions"] |= outcome["runtime_versions"]  # what the ranks ran with: CUDA, cuDNN, NCCL
         _log_environment(run, env)
