@@ -265,7 +265,7 @@ def test_hung_rank_times_out_and_leaves_no_process(tmp_path, tracking_uri):
     cli = Cli(args, tmp_path, tracking_uri, {"GPUBENCH_TEST_PIDS": str(tmp_path / "pids")})
     wait_for(
         tmp_path / "run" / "ranks" / "node0" / "launch.json", cli
-    )  # written just before the agent starts
+    )  # written just before the agent takes the job
     launched = time.monotonic()
     assert cli.wait() != 0
     assert time.monotonic() - launched < 20 + 5 + 20  # timeout + grace + closing the run on a busy host
