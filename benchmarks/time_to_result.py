@@ -49,18 +49,16 @@ def short_name(run) -> str:
     return f"{tags.get('model', '?')}-{tags.get('precision', '?')}"[:15]
 
 
-def print_phases(runs) -> float:
-    """One row per job: its phases in seconds and their sum; returns the sum over all jobs."""
-    print(f"{'job':<15}" + "".join(f"{h:>6}" for h in COLUMNS.values()) + f"{'sum':>7}")
-    total = 0.0
+def phases_of(run) -> list[float | None]:
+    return [run.data.metrics.get(f"phase_{p}_s") for p in COLUMNS]
+
+
+def print_phases(runs) -> None:
+    """One row per job: its phases in seconds (80 columns)."""
+    print(f"{'job':<15}" + "".join(f"{h:>6}" for h in COLUMNS.values()))
     for run in runs:
-        m = run.data.metrics
-        phases = [m.get(f"phase_{p}_s") for p in COLUMNS]
-        known = sum(p for p in phases if p is not None)
-        total += known
-        cells = "".join(f"{p:6.1f}" if p is not None else f"{'-':>6}" for p in phases)
-        print(f"{short_name(run):<15}{cells}{known:7.1f}")
-    return total
+        cells = "".join(f"{p:6.1f}" if p is not None else f"{'-':>6}" for p in phases_of(run))
+        print(f"{short_name(run):<15}{cells}")
 
 
 def main() -> None:
@@ -71,14 +69,17 @@ def main() -> None:
         seconds = run_suite(args, Path(store), check=False)
         runs = job_runs(Path(store), newest_first=False)
         print()
+        phased = 0.0
         for run in runs:
             m = run.data.metrics
+            in_phases = sum(p for p in phases_of(run) if p is not None)
+            phased += in_phases
             print(
-                f"{run.info.run_name:<30}{run.info.status:<9}{m.get('throughput', float('nan')):>12,.1f} "
-                f"{run.data.tags.get('unit', ''):<9}steps {int(m.get('measured_steps', 0)):>4}"
+                f"{run.info.run_name:<26}{run.info.status:<9}{m.get('throughput', float('nan')):>12,.1f} "
+                f"{run.data.tags.get('unit', ''):<9}steps {int(m.get('measured_steps', 0)):>4}{in_phases:7.1f} s"
             )
         print()
-        phased = print_phases(runs)
+        print_phases(runs)
     print(f"\ntime to result: {seconds:.1f} s for {len(runs)} job(s): {' '.join(args)}")
     print(
         f"  in the jobs' phases: {phased:.1f} s; final writes, exits, sweep summary: {seconds - phased:.1f} s"
