@@ -94,21 +94,31 @@ def failure_line(name: str, reason: str) -> None:
 
 
 def summary_table(rows: list[dict]) -> None:
-    table = Table(title="Sweep summary")
-    for column in ("run", "status", "throughput", "unit", "step ms (p50)", "note"):
-        table.add_column(column, justify="right" if column in ("throughput", "step ms (p50)") else "left")
-    for row in rows:
+    """One line per job, fitting an 80-column terminal or log: run names stay whole (a reader
+    searches for them); why a job failed or was skipped follows the table, one line each."""
+    from rich import box
+
+    names = [escape(row["name"]) for row in rows]
+    table = Table(title="Sweep summary", box=box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("run", no_wrap=True, min_width=max(map(len, names), default=3))
+    table.add_column("status", no_wrap=True)
+    table.add_column("throughput", justify="right", no_wrap=True)
+    table.add_column("unit", no_wrap=True)
+    table.add_column("step ms", justify="right", no_wrap=True)
+    for name, row in zip(names, rows, strict=True):
         throughput = row.get("throughput")
         step = row.get("step_time_ms")
         table.add_row(
-            row["name"],
+            name,
             row["status"],
             f"{throughput:,.1f}" if throughput is not None else "-",
             row.get("unit", ""),
             f"{step:.1f}" if step is not None else "-",
-            escape(row.get("error", "")[:80]),
         )
     console.print(table)
+    for name, row in zip(names, rows, strict=True):
+        if row.get("error"):
+            console.print(f"  {name}: {escape(row['error'])}")
 
 
 def warning(message: str) -> None:

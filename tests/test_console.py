@@ -44,3 +44,24 @@ def test_a_figure_that_met_target_ci_prints_no_warning(printed):
     console.result_line("cpux1-gpt2-fp32", metrics, "tokens/s", "ci", 0.01)
     assert "done cpux1-gpt2-fp32: 1,234.5 tokens/s" in printed.getvalue()
     assert "stopped" not in printed.getvalue()
+
+
+def test_the_summary_table_fits_80_columns_with_run_names_whole(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(console, "console", Console(file=out, width=80, highlight=False))
+    names = ["h200x1-maskrcnn-bf16", "a6000x8-txl_large-tf32", "rtx3090x2-bert_large-amp"]
+    rows = [
+        {
+            "name": n,
+            "status": "FINISHED",
+            "throughput": 123456.7,
+            "unit": "sequences/s",
+            "step_time_ms": 1234.5,
+        }
+        for n in names
+    ] + [{"name": "cpux1-resnet50-fp32", "status": "FAILED", "error": REASON}]
+    console.summary_table(rows)
+    lines = out.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80
+    for name in [*names, "cpux1-resnet50-fp32"]:
+        assert any(name in line for line in lines), name
