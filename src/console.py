@@ -121,6 +121,12 @@ def summary_table(rows: list[dict]) -> None:
             console.print(f"  {name}: {escape(row['error'])}")
 
 
+def number(value: float) -> str:
+    """A figure for people: 14,495 and 513, three significant figures below 100 (85.0, 1.30, 0.347):
+    ratios get three significant figures, and nothing reads like thousands."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:#.3g}"
+
+
 def warning(message: str) -> None:
     """Something the user should know that does not stop the job."""
     console.print(f"[yellow]warning[/] {escape(message)}")

@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 
 from src.compare.analysis import RelativeRow
 from src.compare.runs import Measurement, positive_number, spec_sheet
+from src.console import number
 from src.paths import PROJECT_ROOT
 
 SCALING_ABOVE_100 = "scaling_above_100"
@@ -53,7 +54,7 @@ def scaling_anomalies(measurements: list[Measurement], tolerance: float) -> list
             continue
         ratio = efficiency[m.point]
         one = m.throughput / (m.gpu_count * ratio)
-        figures = f"1 GPU {one:,.1f} -> {m.gpu_count} GPUs {m.throughput:,.1f} {m.unit}"
+        figures = f"1 GPU {number(one)} -> {m.gpu_count} GPUs {number(m.throughput)} {m.unit}"
         if m.throughput < one:
             found.append(Anomaly(SLOWER_THAN_1GPU, m, f"slower than its 1-GPU run: {figures}"))
         elif ratio > 1 + tolerance:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from src.compare.analysis import GROUP_TITLES, RelativeRow, SummaryRow, precision_group
-from src.compare.report import number
 from src.compare.runs import MEASURED, Measurement
+from src.console import number
 from src.hardware.devices import slug
 
 PANEL_GROUPS = ("fp32", "mixed")  # fp32 and mixed precision side by side, as in the study
@@ -31,6 +31,7 @@ class Bar:
     precision: str
     source: str
     value: float
+    flags: str = ""  # anomaly kinds of the figure, shown beside its ratio
 
     @property
     def label(self) -> str:
@@ -51,7 +52,9 @@ def draw_all(
     measurements: list[Measurement],
     baseline: str,
     out: Path,
+    flagged: dict[tuple, list[str]],
 ) -> list[Path]:
+    """Every chart; `flagged` maps a point to its anomaly kinds, printed beside its bar."""
     colours = gpu_colours(measurements)
     by_category = [
         ((f"{s.category}, {_gpus(s.gpu_count)}", precision_group(s.precision)),
@@ -69,7 +72,7 @@ def draw_all(
     ]
     for count in sorted({r.measurement.gpu_count for r in rows if r.relative is not None}):
         per_model = [
-            ((r.measurement.workload, precision_group(r.measurement.precision)), _bar(r))
+            ((r.measurement.workload, precision_group(r.measurement.precision)), _bar(r, flagged))
             for r in rows
             if r.relative is not None and r.measurement.gpu_count == count
         ]
@@ -82,9 +85,9 @@ def draw_all(
     return paths
 
 
-def _bar(row: RelativeRow) -> Bar:
+def _bar(row: RelativeRow, flagged: dict[tuple, list[str]]) -> Bar:
     m = row.measurement
-    return Bar(m.gpu, m.precision, m.source, row.relative)
+    return Bar(m.gpu, m.precision, m.source, row.relative, " ".join(flagged.get(m.point, [])))
 
 
 def _gpus(count: int) -> str:
@@ -130,7 +133,7 @@ def relative_bars(
             )
             ax.bar_label(
                 drawn,
-                labels=[f"{number(b.value)}x" for b in bars],
+                labels=[f"{number(b.value)}x" + (f"  ! {b.flags}" if b.flags else "") for b in bars],
                 padding=3,
                 fontsize="small",
                 bbox=LABEL_BOX,

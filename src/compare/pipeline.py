@@ -68,7 +68,8 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     found += anomalies.spec_anomalies(rows, cfg.anomalies.spec_tolerance)
 
     out.mkdir(parents=True, exist_ok=True)
-    relative = report.relative_records(rows, efficiency, found)
+    flagged = report.flagged_points(found)
+    relative = report.relative_records(rows, efficiency, flagged)
     summary_table = report.summary_records(summary)
     anomaly_table = report.anomaly_records(found)
     files = [
@@ -76,7 +77,7 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         report.write_csv(out / report.SUMMARY_CSV, report.SUMMARY_COLUMNS, summary_table),
         report.write_csv(out / report.ANOMALIES_CSV, report.ANOMALY_COLUMNS, anomaly_table),
     ]
-    pictures = charts.draw_all(rows, summary, measurements, cfg.baseline, out)
+    pictures = charts.draw_all(rows, summary, measurements, cfg.baseline, out, flagged)
     smoke_left_out = sum(1 for r in records if r.smoke) if not cfg.include_smoke else 0
     text = report.markdown(
         f"Training throughput relative to {cfg.baseline}",

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.anomalies import Anomaly
+from src.console import number
 
 RELATIVE_CSV = "relative_throughput.csv"
 SUMMARY_CSV = "summary.csv"
@@ -26,10 +27,15 @@ SUMMARY_COLUMNS = (
 ANOMALY_COLUMNS = ("kind", "model", "precision", "gpu_count", "gpu", "source", "detail", "run_ids")
 
 
-def relative_records(rows: list[RelativeRow], efficiency: dict, anomalies: list[Anomaly]) -> list[dict]:
+def flagged_points(anomalies: list[Anomaly]) -> dict[tuple, list[str]]:
+    """Point -> the kinds of anomaly flagged on it."""
     kinds: dict[tuple, list[str]] = {}
     for anomaly in anomalies:
         kinds.setdefault(anomaly.measurement.point, []).append(anomaly.kind)
+    return kinds
+
+
+def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tuple, list[str]]) -> list[dict]:
     records = []
     for row in rows:
         m, base = row.measurement, row.baseline
@@ -159,12 +165,6 @@ def _md_value(column: str, value) -> str:
     return str(value).replace("|", "/")
 
 
-def number(value: float) -> str:
-    """A figure for people: 14,495 and 513, three significant figures below 100 (85.0, 1.30, 0.347):
-    ratios get three significant figures, and nothing reads like thousands."""
-    return f"{value:,.0f}" if value >= 100 else f"{value:#.3g}"
-
-
 def print_summary(summary: list[SummaryRow], baseline: str) -> None:
     """The category means in an 80-column terminal or a piped log: gpu names whole, short headers;
     summary.csv keeps every column."""
@@ -180,13 +180,13 @@ def print_summary(summary: list[SummaryRow], baseline: str) -> None:
         padding=(0, 1),
     )
     names = [s.gpu + ("" if s.source == "measured" else f" [{s.source}]") for s in summary]
-    table.add_column("category", overflow="fold")
+    table.add_column("category", no_wrap=True)
     table.add_column("prec")
     table.add_column("GPUs", justify="right")
     table.add_column("gpu [source]", no_wrap=True, min_width=max(map(len, names), default=3))
     table.add_column("mean", justify="right", no_wrap=True)
     table.add_column("geo", justify="right", no_wrap=True)
-    table.add_column("models", overflow="fold")
+    table.add_column("n", justify="right", no_wrap=True)  # models averaged; summary.csv names them
     for s, name in zip(summary, names, strict=True):
         table.add_row(
             s.category,
