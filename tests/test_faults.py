@@ -130,7 +130,8 @@ def test_result_that_misses_a_full_disk_is_spooled_with_exit_3_and_a_full_disk_a
         gate.touch()
         output = job.communicate(timeout=300)[0]
         assert job.returncode == 3, output[-3000:]  # measured, but not in the store
-        done = " ".join(output.split()).split("done cpux1-gated-fp32: ")[1]  # the result line, unwrapped
+        unwrapped = " ".join(output.split())
+        done = unwrapped.split("done cpux1-gated-fp32-smoke: ")[1]  # the result line
         assert (
             "; spooled: not in the store yet, kept in " in done and "`python -m src.sync` delivers it" in done
         )
@@ -138,8 +139,8 @@ def test_result_that_misses_a_full_disk_is_spooled_with_exit_3_and_a_full_disk_a
 
         disk.free()
         rc, synced = in_namespace(disk, [str(tmp_path / "run")], tmp_path, uri, module="src.sync")
-        assert rc == 0 and "delivered cpux1-gated-fp32" in synced, synced
-        assert disk.runs(uri) == [["cpux1-gated-fp32", "FINISHED", True]]
+        assert rc == 0 and "delivered cpux1-gated-fp32-smoke" in synced, synced
+        assert disk.runs(uri) == [["cpux1-gated-fp32-smoke", "FINISHED", True]]
 
         disk.fill()
         rc, output = in_namespace(disk, [*TINY, "model.name=tiny", "benchmark.rerun=true"], tmp_path, uri)
@@ -208,10 +209,10 @@ def test_killed_sweep_leaves_runs_that_the_next_job_ends_killed(tmp_path, tracki
     assert job.wait() == 0, job.output[-3000:]
     assert "ended 2 run(s) KILLED whose process had vanished" in job.output
     runs = runs_by_name(tracking_uri)
-    (hang,) = runs["cpux1-hang-fp32"]
+    (hang,) = runs["cpux1-hang-fp32-smoke"]
     for run in (hang, parent_run(tracking_uri)):
         assert run.info.status == "KILLED" and run.data.tags["error"] == "owner process vanished"
-    (tiny,) = runs["cpux1-tiny-fp32"]
+    (tiny,) = runs["cpux1-tiny-fp32-smoke"]
     assert tiny.info.status == "FINISHED" and tiny.data.tags["owner.pid"] == str(job.proc.pid)
 
 
@@ -300,7 +301,8 @@ def test_cpu_job_that_would_exhaust_the_host_memory_is_stopped_failed(tmp_path, 
     (run,) = read_runs(tracking_uri)
     assert run.info.status == "FAILED"
     assert run.data.tags["error"].startswith("host memory exhausted at batch 20000 per GPU: the ranks held")
-    assert "FAILED cpux1-resnet50-fp32: host memory exhausted at batch 20000" in " ".join(done.stdout.split())
+    printed = " ".join(done.stdout.split())
+    assert "FAILED cpux1-resnet50-fp32-smoke: host memory exhausted at batch 20000" in printed
 
 
 # --- files exchanged with the ranks belong to one job (item 1) ---
