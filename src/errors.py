@@ -23,7 +23,11 @@ class DeviceUnavailable(ConfigError):
 
     def __init__(self, profile: str, needs: str, host: str):
         self.shortfall = f"needs {needs}; this host has {host}"
+        self._parts = (profile, needs, host)
         super().__init__(f"gpu={profile} {self.shortfall}")
+
+    def __reduce__(self):  # pickled with its own arguments: a Slurm job's error travels back this way
+        return type(self), self._parts
 
 
 class TrackingUnavailable(RuntimeError):

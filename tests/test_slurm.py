@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import pickle
 import subprocess
 
 import pytest
@@ -14,7 +15,7 @@ from hydra.core.plugins import Plugins
 from hydra_plugins.gpubench_slurm import launcher as slurm_launcher
 from src.config.finalise import finalize
 from src.config.schema import register_configs
-from src.errors import ConfigError
+from src.errors import ConfigError, DeviceUnavailable
 from src.run import resume
 
 
@@ -182,3 +183,12 @@ def test_sweep_through_submitit_local_logs_every_run(tmp_path, tracking_uri):
             "1",
         )
         assert run.data.metrics["throughput"] > 0
+
+
+def test_a_jobs_missing_gpu_error_travels_back_from_its_node():
+    """submitit pickles a Slurm job's outcome; an error that cannot be rebuilt loses its reason."""
+    error = pickle.loads(pickle.dumps(DeviceUnavailable("a6000", "1 x RTX A6000", "2 x NVIDIA H200")))
+    assert (type(error), str(error)) == (
+        DeviceUnavailable,
+        "gpu=a6000 needs 1 x RTX A6000; this host has 2 x NVIDIA H200",
+    )

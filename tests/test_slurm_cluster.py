@@ -174,15 +174,12 @@ def _slurm(command: list[str], env: dict, timeout: float = 10) -> str:
     ).stdout
 
 
-def _two_profile_sweep(tmp_path: Path, *extra: str) -> list[str]:
-    """`-m` arguments of a sweep over two CPU profiles that ask Slurm for different GPU types."""
+def _slurm_sweep(tmp_path: Path, profiles: dict[str, str], *extra: str) -> list[str]:
+    """`-m` arguments of a sweep over the gpu profiles given as {name: yaml}, kept in tmp_path."""
     conf_dir = tmp_path / "site_conf"
     (conf_dir / "gpu").mkdir(parents=True)
-    for kind in GRES_FILES:
-        (conf_dir / "gpu" / f"cpu_{kind}.yaml").write_text(
-            f"name: cpu_{kind}\ndevice: cpu\nmatch: []\ncount: 1\nprecisions: [fp32, bf16]\n"
-            f"batch_sizes: {{gpt2: {{default: 2}}}}\nslurm: {{gres: 'gpu:{kind}:1'}}\n"
-        )
+    for name, body in profiles.items():
+        (conf_dir / "gpu" / f"{name}.yaml").write_text(f"name: {name}\n{body}")
     return [
         "-m",
         "hydra/launcher=slurm",
@@ -190,10 +187,20 @@ def _two_profile_sweep(tmp_path: Path, *extra: str) -> list[str]:
         "hydra.launcher.partition=debug",
         "hydra.launcher.cpus_per_task=1",
         f"hydra.launcher.name={tmp_path.name}",  # the job name: this test's jobs in squeue
-        "gpu=cpu_a6000,cpu_rtx3090",
+        f"gpu={','.join(profiles)}",
         "model=gpt2",
         *extra,
     ]
+
+
+def _two_profile_sweep(tmp_path: Path, *extra: str) -> list[str]:
+    """Two CPU profiles that ask Slurm for different GPU types: two resource shapes."""
+    profiles = {
+        f"cpu_{kind}": "device: cpu\nmatch: []\nprecisions: [fp32, bf16]\n"
+        f"batch_sizes: {{gpt2: {{default: 2}}}}\nslurm: {{gres: 'gpu:{kind}:1'}}\n"
+        for kind in GRES_FILES
+    }
+    return _slurm_sweep(tmp_path, profiles, *extra)
 
 
 def _slurm_jobs(env: dict, name: str) -> dict[str, tuple[str, str, str]]:
@@ -264,6 +271,24 @@ def test_array_that_sbatch_refuses_fails_its_points_with_sbatchs_reason(
     reasons = {k: v for k, v in parent.data.tags.items() if k.startswith("failed_job.")}
     assert sorted(reasons) == ["failed_job.0", "failed_job.1"]
     assert all("Invalid partition name specified" in v for v in reasons.values()), reasons
+
+
+def test_a_job_whose_allocation_lacks_its_gpus_fails_instead_of_being_skipped(
+    slurm_cluster, tmp_path, tracking_uri, monkeypatch
+):
+    """Off Slurm, a point for a GPU this host lacks is another host's; in a Slurm job it is a failure
+    (here: the node's "a6000" GRES is no RTX A6000 that NVML can see)."""
+    for key, value in slurm_cluster.items():
+        monkeypatch.setenv(key, value)
+    profile = "device: cuda\nmatch: [RTX A6000]\nslurm: {gres: 'gpu:a6000:1'}\n"
+    sweep = _slurm_sweep(tmp_path, {"cuda_a6000": profile}, "benchmark=smoke", "precision=fp32")
+    result = run_cli(sweep, tmp_path, tracking_uri, timeout=400)
+    assert result.returncode != 0
+
+    (parent,) = read_runs(tracking_uri)  # the job failed before opening a run
+    assert parent.info.status == "FAILED"
+    tags = {k: v for k, v in parent.data.tags.items() if k.startswith(("failed_job.", "unavailable."))}
+    assert list(tags) == ["failed_job.0"] and "RTX A6000" in tags["failed_job.0"], tags
 
 
 def test_ctrl_c_cancels_every_array_and_ends_the_runs_killed(slurm_cluster, tmp_path, tracking_uri):
