@@ -57,7 +57,7 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     )
     runs, experiment_ids = search_finished(cfg.tracking.uri, experiments, cfg.filter_string)
     records = [r for r in map(to_record, runs) if r is not None]
-    kept = select(records, cfg)
+    kept, smoke_left_out = select(records, cfg)
     measurements = aggregate(kept)
     rows = analysis.relative_table(measurements, cfg.baseline, cfg.baseline_source)
     analysis.check_comparable(measurements, rows, cfg.baseline)
@@ -78,7 +78,6 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         report.write_csv(out / report.ANOMALIES_CSV, report.ANOMALY_COLUMNS, anomaly_table),
     ]
     pictures = charts.draw_all(rows, summary, measurements, cfg.baseline, out, flagged)
-    smoke_left_out = sum(1 for r in records if r.smoke) if not cfg.include_smoke else 0
     text = report.markdown(
         f"Training throughput relative to {cfg.baseline}",
         _facts(cfg, experiments, len(runs), len(records), measurements, smoke_left_out),

@@ -187,10 +187,10 @@ def to_record(run) -> RunRecord | None:
     )
 
 
-def select(records: list[RunRecord], cfg) -> list[RunRecord]:
-    """The records the config's filters keep (an empty filter keeps everything); smoke runs only
-    with include_smoke."""
-    keep = []
+def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
+    """The records the config's filters keep (an empty filter keeps everything), and how many
+    smoke runs among them were left out (kept only with include_smoke)."""
+    keep, smoke = [], 0
     for record in records:
         checks = (
             (cfg.gpus, record.gpu),
@@ -199,10 +199,13 @@ def select(records: list[RunRecord], cfg) -> list[RunRecord]:
             (cfg.gpu_counts, record.gpu_count),
             (cfg.sources, record.source),
         )
-        if all(not allowed or value in allowed for allowed, value in checks):
-            if cfg.include_smoke or not record.smoke:
-                keep.append(record)
-    return keep
+        if not all(not allowed or value in allowed for allowed, value in checks):
+            continue
+        if record.smoke and not cfg.include_smoke:
+            smoke += 1
+        else:
+            keep.append(record)
+    return keep, smoke
 
 
 def aggregate(records: list[RunRecord]) -> list[Measurement]:
