@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -42,13 +43,28 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="session")
+def empty_store(tmp_path_factory) -> Path:
+    """An MLflow sqlite store whose tables are made once: making them costs seconds per store."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("empty-store") / "mlflow.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
 @pytest.fixture
-def tracking_uri(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+def tracking_uri(tmp_path: Path, empty_store: Path) -> str:
+    """A store of the test's own, its tables made. A store made from nothing by the CLI is what
+    test_cli.py's sweep, the fault sweep and the parallel jobs of test_robust.py start from."""
+    store = tmp_path / "mlruns" / "mlflow.db"
+    store.parent.mkdir()
+    shutil.copyfile(empty_store, store)
+    return f"sqlite:///{store}"
 
 
 def run_cli(
-    args: list[str], tmp_path: Path, tracking_uri: str, timeout: float = 300, module: str = "src.train"
+    args: list[str], tmp_path: Path, tracking_uri: str, timeout: float = 600, module: str = "src.train"
 ):
     """Run `python -m <module>` as a user would, writing runs and Hydra folders under tmp_path."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -53,7 +53,7 @@ class Cli:
             )
         self.tree = ProcessTree(self.proc.pid)
 
-    def wait(self, timeout: float = 240) -> int:
+    def wait(self, timeout: float = 600) -> int:
         try:
             return self.proc.wait(timeout)
         finally:
@@ -142,20 +142,14 @@ class MlflowServer:
 
 @pytest.fixture(scope="module")
 def fault_sweep(tmp_path_factory):
-    """One sweep: a good point, one that runs out of memory, one that diverges, one whose model
-    raises in its rank, one invalid."""
+    """One sweep: a good point, one that diverges, one whose model raises in its rank, one invalid.
+
+    A rank's out-of-memory error takes the broken model's path; that it names the batch size is
+    checked in-process (test_worker.py)."""
     tmp = tmp_path_factory.mktemp("faults")
     uri = f"sqlite:///{tmp}/mlflow.db"
-    cli = Cli(["-m", *TINY, "model.name=tiny,oom,diverge,broken,''"], tmp, uri)
+    cli = Cli(["-m", *TINY, "model.name=tiny,diverge,broken,''"], tmp, uri)
     return cli.wait(), cli.output, uri, tmp
-
-
-def test_out_of_memory_fails_the_run_with_the_batch_size(fault_sweep):
-    _, _, uri, _ = fault_sweep
-    (run,) = runs_by_name(uri)["cpux1-oom-fp32-smoke"]
-    assert run.info.status == "FAILED"
-    assert "out of memory at batch 2 per GPU" in run.data.tags["error"].splitlines()[0]
-    assert "throughput" not in run.data.metrics
 
 
 def test_diverged_run_is_tagged_failed_and_reports_no_throughput(fault_sweep):
@@ -170,7 +164,8 @@ def test_a_rank_that_raises_fails_its_run_with_the_reason(fault_sweep):
     _, _, uri, _ = fault_sweep
     (run,) = runs_by_name(uri)["cpux1-broken-fp32-smoke"]
     assert run.info.status == "FAILED"
-    assert "rank 0 failed" in run.data.tags["error"] and "broken on purpose" in run.data.tags["error"]
+    first_line = run.data.tags["error"].splitlines()[0]  # what the sweep's summary shows
+    assert first_line.startswith("rank 0 failed: RuntimeError: broken on purpose"), first_line
     assert "throughput" not in run.data.metrics
 
 
@@ -179,11 +174,11 @@ def test_bad_points_fail_alone_and_the_sweep_reports_them(fault_sweep):
     (good,) = runs_by_name(uri)["cpux1-tiny-fp32-smoke"]
     assert good.info.status == "FINISHED" and good.data.metrics["throughput"] > 0
     assert "model.name='': must be a non-empty name" in output
-    assert len(read_runs(uri)) == 5  # four jobs and the parent: the invalid point opened no run
+    assert len(read_runs(uri)) == 4  # three jobs and the parent: the invalid point opened no run
     assert not [r for r in read_runs(uri) if r.info.status == "RUNNING"]
     parent = parent_run(uri)
     assert parent.info.status == "FAILED"
-    assert {"failed_job.1", "failed_job.2", "failed_job.3", "failed_job.4"} <= set(parent.data.tags)
+    assert {"failed_job.1", "failed_job.2", "failed_job.3"} <= set(parent.data.tags)
     assert rc != 0
 
 
@@ -191,10 +186,10 @@ def test_next_jobs_agent_starts_after_the_ranks_before_the_result_and_ranks_are_
     """The agent of job 1 is started while job 0 logs: after job 0's measured window, before its
     run ended (so its torch import overlaps job 0's logging); every job forks new ranks."""
     _, _, uri, tmp = fault_sweep
-    outcomes = [json.loads((tmp / f"multirun/{n}/ranks/node0/outcome.json").read_text()) for n in range(4)]
-    (tiny,) = runs_by_name(uri)["cpux1-tiny-fp32"]
+    outcomes = [json.loads((tmp / f"multirun/{n}/ranks/node0/outcome.json").read_text()) for n in range(2)]
+    (tiny,) = runs_by_name(uri)["cpux1-tiny-fp32-smoke"]
     assert outcomes[0]["ranks"][0]["window_end"] < outcomes[1]["agent_started"] < tiny.info.end_time / 1e3
-    assert outcomes[0]["ranks"][0]["pid"] != outcomes[2]["ranks"][0]["pid"]
+    assert outcomes[0]["ranks"][0]["pid"] != outcomes[1]["ranks"][0]["pid"]  # job 1 (diverge) ran to its end
 
 
 def test_second_sweep_skips_what_the_first_finished(fault_sweep):
@@ -261,17 +256,17 @@ def test_killed_rank_fails_the_job_quickly_and_leaves_no_process(tmp_path, track
 
 
 def test_hung_rank_times_out_and_leaves_no_process(tmp_path, tracking_uri):
-    args = [*TINY, "model.name=hang", "benchmark.time_limit_s=1", "benchmark.timeout_s=20"]
+    args = [*TINY, "model.name=hang", "benchmark.time_limit_s=1", "benchmark.timeout_s=10"]
     cli = Cli(args, tmp_path, tracking_uri, {"GPUBENCH_TEST_PIDS": str(tmp_path / "pids")})
     wait_for(
         tmp_path / "run" / "ranks" / "node0" / "launch.json", cli
     )  # written just before the agent takes the job
     launched = time.monotonic()
     assert cli.wait() != 0
-    assert time.monotonic() - launched < 20 + 5 + 20  # timeout + grace + closing the run on a busy host
+    assert time.monotonic() - launched < 10 + 5 + 30  # timeout + grace + closing the run on a busy host
     (run,) = read_runs(tracking_uri)
     assert run.info.status == "FAILED"
-    assert run.data.tags["error"].startswith("timed out after 20 s (benchmark.timeout_s)")
+    assert run.data.tags["error"].startswith("timed out after 10 s (benchmark.timeout_s)")
     assert cli.tree.seen and cli.tree.alive() == []
 
 
@@ -323,7 +318,8 @@ def test_sigterm_is_handled_like_ctrl_c_and_repeats_wait_for_the_cleanup():
 # --- parallel jobs into one sqlite store ---
 
 
-def test_four_parallel_jobs_into_one_sqlite_store_all_arrive(tmp_path, tracking_uri):
+def test_four_parallel_jobs_into_one_sqlite_store_all_arrive(tmp_path):
+    tracking_uri = f"sqlite:///{tmp_path}/fresh/mlflow.db"  # made by the sweep, before its jobs start
     args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=4", *TINY, "model.name=tiny"]
     cli = Cli([*args, "benchmark.seed=0,1,2,3"], tmp_path, tracking_uri)
     assert cli.wait() == 0, cli.output[-3000:]
