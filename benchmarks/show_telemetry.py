@@ -39,9 +39,23 @@ def describe(run) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    from scaling import default_uri
+def default_uri() -> str:
+    """tracking.uri as the suite itself resolves it (MLFLOW_TRACKING_URI, else the embedded store)."""
+    import sys
+    from pathlib import Path
 
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's src
+    from hydra import compose, initialize_config_dir
+
+    from src.config.schema import register_configs
+    from src.paths import PROJECT_ROOT
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
+        return compose("config", overrides=["gpu=cpu"]).tracking.uri
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--uri", help="tracking URI (default: the one the suite itself uses)")
     parser.add_argument("--experiment", default="gpubench")
