@@ -121,8 +121,8 @@ class MaskRcnnModel(VisionModel):
 
 
 @dataclass
-class LanguageModel(ModelConfig):
-    """Transformer language models (GPT-2, BERT)."""
+class TransformerSizes(ModelConfig):
+    """The sizes every transformer language model here has."""
 
     category: str = "language"
     seq_len: int = MISSING
@@ -131,22 +131,21 @@ class LanguageModel(ModelConfig):
     n_head: int = MISSING
     d_inner: int = MISSING  # feed-forward width
     vocab_size: int = MISSING
+
+
+@dataclass
+class LanguageModel(TransformerSizes):
+    """Transformer language models (GPT-2, BERT)."""
+
     dropout: float = MISSING  # embeddings and residual branches
     dropatt: float = MISSING  # attention probabilities
 
 
 @dataclass
-class LlamaModel(ModelConfig):
+class LlamaModel(TransformerSizes):
     """Llama decoders: grouped-query attention, no dropout in the architecture."""
 
-    category: str = "language"
-    seq_len: int = MISSING
-    n_layer: int = MISSING
-    d_model: int = MISSING
-    n_head: int = MISSING
     n_kv_head: int = MISSING  # key/value heads (grouped-query attention)
-    d_inner: int = MISSING
-    vocab_size: int = MISSING
 
 
 @dataclass
