@@ -183,12 +183,13 @@ def test_bad_points_fail_alone_and_the_sweep_reports_them(fault_sweep):
 
 
 def test_next_jobs_agent_starts_after_the_ranks_before_the_result_and_ranks_are_fresh(fault_sweep):
-    """The agent of job 1 is started while job 0 logs: after job 0's measured window, before its
-    run ended (so its torch import overlaps job 0's logging); every job forks new ranks."""
+    """The agent of job 1 starts once job 0's ranks are done: after job 0's measured window, and
+    ahead of job 1 (before job 1's run opened, so its torch import overlaps job 0's logging and
+    job 1's start-up); every job forks new ranks."""
     _, _, uri, tmp = fault_sweep
     outcomes = [json.loads((tmp / f"multirun/{n}/ranks/node0/outcome.json").read_text()) for n in range(2)]
-    (tiny,) = runs_by_name(uri)["cpux1-tiny-fp32-smoke"]
-    assert outcomes[0]["ranks"][0]["window_end"] < outcomes[1]["agent_started"] < tiny.info.end_time / 1e3
+    (diverge,) = runs_by_name(uri)["cpux1-diverge-fp32-smoke"]
+    assert outcomes[0]["ranks"][0]["window_end"] < outcomes[1]["agent_started"] < diverge.info.start_time / 1e3
     assert outcomes[0]["ranks"][0]["pid"] != outcomes[1]["ranks"][0]["pid"]  # job 1 (diverge) ran to its end
 
 

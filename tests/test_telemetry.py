@@ -223,7 +223,7 @@ def test_long_series_are_averaged_down_for_mlflow():
 def test_every_nvml_function_the_code_calls_exists_in_pynvml():
     """Guarded calls would turn a misspelt name into a silently empty column: check the names."""
     pynvml = pytest.importorskip("pynvml")
-    source = "".join(path.read_text() for path in (PROJECT_ROOT / "src").glob("*.py"))
+    source = "".join(path.read_text() for path in (PROJECT_ROOT / "src").rglob("*.py"))
     names = set(re.findall(r"\bnvml(?:Device|System)\w+", source)) | set(
         re.findall(r"\bnvml(?:Init|Shutdown)\b", source)
     )
