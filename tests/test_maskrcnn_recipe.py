@@ -34,7 +34,7 @@ def test_clipping_bounds_the_update_on_the_unscaled_gradients(grad_scaling):
 @pytest.mark.slow  # ~30 Mask R-CNN training steps on the CPU
 def test_maskrcnn_trains_thirty_steps_with_a_finite_bounded_loss():
     overrides = ["model=maskrcnn", "gpu=cpu", "benchmark=smoke", "precision=fp32"]
-    cfg = OmegaConf.to_container(finalize(compose_cfg(overrides), set()), resolve=True)
+    cfg = OmegaConf.to_container(finalize(compose_cfg(overrides)), resolve=True)
     torch.manual_seed(0)
     step = TrainingStep(cfg, torch.device("cpu"), world=1)  # the rank's own step: recipe and all
     losses = [float(step()) for _ in range(30)]
