@@ -78,8 +78,14 @@ def test_points_for_gpus_the_host_lacks_are_skipped_in_one_line_and_the_rest_run
     assert [(r.info.run_name, r.info.status) for r in children] == [("cpux1-tiny-fp32-smoke", "FINISHED")]
     assert parent.info.status == "FINISHED"
     lines = result.stdout.splitlines()
-    [row] = [line for line in lines if "a6000x1-tiny-fp32-smoke" in line and "SKIPPED" in line]  # summary table
-    assert [line for line in lines if line.strip() == "a6000x1-tiny-fp32-smoke: needs 1 x RTX A6000; this host has 1 x NVIDIA H200"]
+    [row] = [
+        line for line in lines if "a6000x1-tiny-fp32-smoke" in line and "SKIPPED" in line
+    ]  # summary table
+    assert [
+        line
+        for line in lines
+        if line.strip() == "a6000x1-tiny-fp32-smoke: needs 1 x RTX A6000; this host has 1 x NVIDIA H200"
+    ]
 
 
 def test_a_sweep_that_cannot_run_anything_here_exits_non_zero_without_failed_runs(tmp_path, tracking_uri):
@@ -146,9 +152,11 @@ def test_two_workstations_one_server_then_compare(server, tmp_path):
         for box in boxes
     }
     assert skipped == {
-        "a6000-box": ["skipped rtx3090x1-tiny-fp32: needs 1 x RTX 3090; this host has 1 x NVIDIA RTX A6000"],
+        "a6000-box": [
+            "skipped rtx3090x1-tiny-fp32-smoke: needs 1 x RTX 3090; this host has 1 x NVIDIA RTX A6000"
+        ],
         "rtx3090-box": [
-            "skipped a6000x1-tiny-fp32: needs 1 x RTX A6000; this host has 1 x NVIDIA GeForce RTX 3090"
+            "skipped a6000x1-tiny-fp32-smoke: needs 1 x RTX A6000; this host has 1 x NVIDIA GeForce RTX 3090"
         ],
     }
     runs = read_runs(server)
@@ -156,11 +164,16 @@ def test_two_workstations_one_server_then_compare(server, tmp_path):
     children = sorted((r for r in runs if r.data.tags.get("sweep") != "true"), key=lambda r: r.info.run_name)
     assert [p.info.status for p in parents] == ["FINISHED", "FINISHED"]
     assert [(r.info.run_name, r.info.status, r.data.tags["gpu_name"]) for r in children] == [
-        ("a6000x1-tiny-fp32", "FINISHED", "NVIDIA RTX A6000"),
-        ("rtx3090x1-tiny-fp32", "FINISHED", "NVIDIA GeForce RTX 3090"),
+        ("a6000x1-tiny-fp32-smoke", "FINISHED", "NVIDIA RTX A6000"),
+        ("rtx3090x1-tiny-fp32-smoke", "FINISHED", "NVIDIA GeForce RTX 3090"),
     ]
 
-    compare = run_cli(["baseline=rtx3090", f"out={tmp_path}/compare"], tmp_path, server, module="src.compare")
+    compare = run_cli(
+        ["baseline=rtx3090", "include_smoke=true", f"out={tmp_path}/compare"],
+        tmp_path,
+        server,
+        module="src.compare",
+    )
     assert compare.returncode == 0, compare.stdout[-2000:] + compare.stderr[-2000:]
     with open(tmp_path / "compare" / "relative_throughput.csv", newline="") as handle:
         rows = {row["gpu"]: row for row in csv.DictReader(handle)}
