@@ -37,7 +37,7 @@ def main(cfg: DictConfig) -> float:
         parent = store.read_parent_run(Path(hydra_cfg.sweep.dir)) if multirun else None
         job_dir = Path(hydra_cfg.runtime.output_dir)
         try:
-            throughput = job.run_job(cfg, job_dir, parent, jobs_follow=multirun and _sequential(hydra_cfg))
+            throughput = job.run_job(cfg, job_dir, parent)
         except DeviceUnavailable as exc:
             # a Slurm job holds the GPUs its profile asked for: a mismatch (a site's gres names) fails
             if not multirun or os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
@@ -52,11 +52,6 @@ def main(cfg: DictConfig) -> float:
             print(f"error: {credentials.redact(str(exc))}", file=sys.stderr)
             raise  # this point fails; Hydra goes on with the rest of the sweep
         exit_with_error(exc)
-
-
-def _sequential(hydra_cfg) -> bool:
-    """Hydra's basic launcher runs a sweep's jobs one after another in this process."""
-    return hydra_cfg.launcher._target_.endswith(".BasicLauncher")
 
 
 def _keep_credentials_out(cfg: DictConfig, hydra_cfg) -> None:
@@ -93,7 +88,7 @@ if __name__ == "__main__":
     if _runs_jobs_here(sys.argv[1:]):
         from src.run import launch
 
-        launch.prestart_agent()  # the first job's agent imports torch while Hydra composes
+        launch.prestart()  # the agents' preloader imports torch while Hydra composes
     try:
         cli.run_app(main)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: runs are closed by now; say so to the shell

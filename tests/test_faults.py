@@ -309,37 +309,31 @@ def test_cpu_job_that_would_exhaust_the_host_memory_is_stopped_failed(tmp_path, 
 
 
 def test_agent_runs_nothing_from_a_launch_file_of_another_job(tmp_path):
+    from src.run.launch import Preloader
+
     spec = tmp_path / "launch.json"
     outcome = tmp_path / "outcome.json"
     spec.write_text(json.dumps({"job_id": "theirs", "outcome_path": str(outcome), "log_dir": str(tmp_path)}))
-    done = subprocess.run(
-        [sys.executable, "-m", "src.rank.agent", str(os.getpid())],  # its job: this test process
-        input=json.dumps({"spec": str(spec), "env": {}, "job_id": "mine"}) + "\n",
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 1 and "belongs to another job (id theirs, not mine)" in done.stderr
+    preloader = Preloader()  # a real one: its agent is forked as a job's would be
+    try:
+        agent = preloader.fork_agent(spec, "mine", time.monotonic() + 300, tmp_path)
+        assert preloader.reap(agent) == 1
+        assert "belongs to another job (id theirs, not mine)" in preloader.output()
+    finally:
+        preloader.discard()
     assert not outcome.exists()
 
 
 def test_job_refuses_an_outcome_written_for_another_job(tmp_path):
-    import io
-    from types import SimpleNamespace
-
     from src.errors import RankFailure
     from src.run.launch import _read_outcome
-
-    def agent():  # what _read_outcome uses of the job's agent: its exit status and early log
-        return SimpleNamespace(proc=SimpleNamespace(returncode=0), early_log=io.BytesIO(), output=lambda: "")
 
     outcome = tmp_path / "outcome.json"
     outcome.write_text(json.dumps({"job_id": "theirs", "ranks": [{"rank": 0}]}))
     with pytest.raises(RankFailure, match="written by another job"):
-        _read_outcome(outcome, agent(), tmp_path, "mine")
+        _read_outcome(outcome, 0, lambda: "", tmp_path, "mine")
     outcome.write_text(json.dumps({"job_id": "mine", "ranks": [{"rank": 0}]}))
-    assert _read_outcome(outcome, agent(), tmp_path, "mine") == [{"rank": 0}]
+    assert _read_outcome(outcome, 0, lambda: "", tmp_path, "mine") == [{"rank": 0}]
 
 
 def test_progress_of_another_job_is_not_shown(tmp_path):

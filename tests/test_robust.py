@@ -182,15 +182,17 @@ def test_bad_points_fail_alone_and_the_sweep_reports_them(fault_sweep):
     assert rc != 0
 
 
-def test_next_jobs_agent_starts_after_the_ranks_before_the_result_and_ranks_are_fresh(fault_sweep):
-    """The agent of job 1 starts once job 0's ranks are done: after job 0's measured window, and
-    ahead of job 1 (before job 1's run opened, so its torch import overlaps job 0's logging and
-    job 1's start-up); every job forks new ranks."""
+def test_jobs_of_a_sweep_get_fresh_agents_and_ranks_from_one_preloader(fault_sweep):
+    """The sweep's process imports torch once (in the preloader); each job still gets an agent and
+    ranks of its own, forked at its launch: after its run opened, long after the job before had
+    measured."""
     _, _, uri, tmp = fault_sweep
     outcomes = [json.loads((tmp / f"multirun/{n}/ranks/node0/outcome.json").read_text()) for n in range(2)]
     (diverge,) = runs_by_name(uri)["cpux1-diverge-fp32-smoke"]
-    assert outcomes[0]["ranks"][0]["window_end"] < outcomes[1]["agent_started"] < diverge.info.start_time / 1e3
+    assert outcomes[0]["preloader_pid"] == outcomes[1]["preloader_pid"]
+    assert outcomes[0]["agent_pid"] != outcomes[1]["agent_pid"]
     assert outcomes[0]["ranks"][0]["pid"] != outcomes[1]["ranks"][0]["pid"]  # job 1 (diverge) ran to its end
+    assert outcomes[0]["ranks"][0]["window_end"] < diverge.info.start_time / 1e3 < outcomes[1]["agent_started"]
 
 
 def test_second_sweep_skips_what_the_first_finished(fault_sweep):

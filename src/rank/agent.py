@@ -1,12 +1,18 @@
-"""The elastic agent: started by src.run.launch in a session of its own, it runs torch's elastic
-launch (torchrun's engine) for one job and writes the ranks' reports, or the failure, to the
-outcome file the job process reads.
+"""The elastic agents of one job process, forked from a preloaded parent.
 
-    python -m src.rank.agent JOB_PID [BUILDER]   (then on stdin one line: {"spec": SPEC.json, "env": {...}, "job_id": ID})
+    python -m src.rank.agent JOB_PID   (started by src.run.launch, not by users)
 
-It is started ahead of its job (src.run.launch.prestart_agent): it imports torch and the rank's
-code first, then waits for the job's spec, and starts the ranks by fork, so they begin with all of
-that loaded. Each job still gets an agent and ranks of its own; an agent serves one job.
+The process started here is the preloader: it imports torch, the elastic launcher and the rank's
+code once (CUDA untouched), then waits on stdin. For every job it forks a fresh elastic agent,
+which leads a session of its own, runs torch's elastic launch (torchrun's engine) for that job
+alone, writes the ranks' reports or the failure to the job's outcome file and exits; its ranks are
+forked from it in turn, so they begin with everything loaded. A sweep's jobs pay for the imports
+once, and every job still gets a new agent and new ranks. One request per line on stdin, one JSON
+reply per line on stdout:
+
+    {"preload": BUILDER}                          import the module of a job's model builder (no reply)
+    {"spec": SPEC.json, "env": {...}, "job_id": ID}  fork the job's agent -> {"pid": PID}
+    {"reap": PID}                                 wait for that agent  -> {"exit_code": CODE}
 """
 
 from __future__ import annotations
@@ -15,8 +21,10 @@ import importlib
 import json
 import os
 import signal
+import stat
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from src.errors import RankFailure
@@ -27,7 +35,7 @@ SAFE_NCCL_ENV = {
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
 }
-# What every rank imports, loaded once in the agent before its job arrives. torch._dynamo is
+# What every rank imports, loaded once in the preloader before the first job arrives. torch._dynamo is
 # loaded by the first optimizer a rank builds (torch.optim's decorators): seconds of model build.
 PRELOAD = ("torch", "torch._dynamo", "torch.distributed.launcher.api", "src.rank.worker")
 # A failed or timed-out NCCL collective aborts its communicator and ends the rank, so the agent
@@ -35,15 +43,15 @@ PRELOAD = ("torch", "torch._dynamo", "torch.distributed.launcher.api", "src.rank
 FAIL_FAST_ENV = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
 
 
-def _die_with_job(job_pid: int) -> None:
-    """Ask Linux to SIGTERM the agent when the job process dies, even by SIGKILL."""
+def _die_with(parent_pid: int) -> None:
+    """Ask Linux to SIGTERM this process when its parent dies, even by SIGKILL."""
     if sys.platform.startswith("linux"):
         import ctypes
 
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-    if os.getppid() != job_pid:  # the job died before the request took effect
-        sys.exit(1)
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
 
 
 def _elastic_launch(spec: dict) -> list[dict]:
@@ -110,8 +118,8 @@ def _keep_cuda_untouched() -> None:
 
 
 def _preload(model_target: str | None = None) -> None:
-    """Import what the ranks run (torch, the elastic launcher, the rank's code, the model's module)
-    into the agent, so forked ranks start with it loaded instead of importing it again."""
+    """Import what the ranks run (torch, the elastic launcher, the rank's code, the model's module),
+    so that agents and ranks forked from here start with it loaded."""
     for module in PRELOAD:
         importlib.import_module(module)
     if model_target:
@@ -122,48 +130,85 @@ def _preload(model_target: str | None = None) -> None:
 
 
 def _log_to(path: Path) -> None:
-    """From here on the agent and its ranks write to the job's launcher.log, after what the agent
-    printed while it waited (into the early log, a temp file the job opened as its stdout)."""
+    """From here on the agent and its ranks write to the job's launcher.log, after what the
+    preloader printed so far (its stderr, a temp file the job process keeps)."""
     sys.stdout.flush()
     sys.stderr.flush()
     with open(path, "ab") as log:
-        os.lseek(1, 0, os.SEEK_SET)
-        while chunk := os.read(1, 1 << 16):
-            log.write(chunk)
+        early = os.fstat(2)
+        if stat.S_ISREG(early.st_mode):  # the temp file, not a terminal or pipe
+            log.write(os.pread(2, early.st_size, 0))  # pread: the preloader's offset stays where it is
         log.flush()
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
 
 
-def main(job_pid: int, model_target: str | None = None) -> None:
+def run_agent(job: dict) -> None:
+    """One job's elastic agent (in the forked child): launch its ranks, write the outcome file."""
     started = time.time()
-    _die_with_job(job_pid)
-    _keep_cuda_untouched()
-    _preload(model_target)  # while the job process opens its run, or logs the job before
-    request = sys.stdin.readline()
-    if not request:  # the job process ended without a job for this agent
-        return
-    job = json.loads(request)
     os.environ.update(job["env"])  # the job process's environment at launch, e.g. its GPUs
     _keep_cuda_untouched()
     spec = json.loads(Path(job["spec"]).read_text())
     if spec.get("job_id") != job.get("job_id"):  # another job wrote this file: run nothing, write nothing
-        sys.exit(f"{job['spec']} belongs to another job (id {spec.get('job_id')}, not {job.get('job_id')})")
+        print(
+            f"{job['spec']} belongs to another job (id {spec.get('job_id')}, not {job.get('job_id')})",
+            file=sys.stderr,
+        )
+        sys.stderr.flush()
+        os._exit(1)
     _log_to(Path(spec["log_dir"]) / "launcher.log")
     try:
         _preload(spec["rank_cfg"]["model"]["_target_"])
         outcome = {"job_id": spec["job_id"], "ranks": _elastic_launch(spec)}
     except RankFailure as exc:
         outcome = {"job_id": spec["job_id"], "error": str(exc)}
-    outcome["agent_started"] = started  # before its job's spec came: see tests/test_robust.py
+    outcome |= {"agent_started": started, "agent_pid": os.getpid(), "preloader_pid": os.getppid()}
     tmp = Path(spec["outcome_path"] + ".tmp")
     tmp.write_text(json.dumps(outcome))
     os.replace(tmp, spec["outcome_path"])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # The ranks have ended: skip the interpreter's teardown of torch, which the job would wait for
-    os._exit(0)
+
+
+def _fork_agent(job: dict, replies: int) -> int:
+    """Fork the job's agent into a session of its own (what the job kills when it ends)."""
+    preloader = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 0
+    try:
+        os.setsid()
+        _die_with(preloader)
+        os.close(replies)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the requests are the preloader's
+        run_agent(job)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # The ranks have ended: skip the interpreter's teardown of torch, which the job would wait for
+        os._exit(code)
+
+
+def main(job_pid: int) -> None:
+    _die_with(job_pid)
+    _keep_cuda_untouched()
+    replies = os.dup(1)
+    os.dup2(2, 1)  # what imports print goes to the early log, not into the replies
+    _preload()  # while Hydra composes and the job process opens its run
+    while line := sys.stdin.readline():
+        request = json.loads(line)
+        if "preload" in request:  # at a job's start: nothing measures now
+            _preload(request["preload"])
+            continue
+        if "reap" in request:
+            _, status = os.waitpid(request["reap"], 0)
+            reply = {"exit_code": os.waitstatus_to_exitcode(status)}
+        else:
+            reply = {"pid": _fork_agent(request, replies)}
+        os.write(replies, (json.dumps(reply) + "\n").encode())
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else None)
+    main(int(sys.argv[1]))

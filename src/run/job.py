@@ -48,19 +48,15 @@ def adopt_profile(cfg: DictConfig, selection: devices.Selection) -> DictConfig:
     return cfg
 
 
-def run_job(
-    cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None, jobs_follow: bool = False
-) -> float | None:
+def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) -> float | None:
     """Run one benchmark job; returns its throughput. Raises after recording a failure.
 
-    On a multi-node job only node 0 opens the run; the other nodes train and return None. In a
-    sweep whose next job runs in this process (`jobs_follow`), its agent starts as soon as this
-    job's ranks have ended.
+    On a multi-node job only node 0 opens the run; the other nodes train and return None.
     """
     job_started = time.time()
-    launch.prestart_agent(cfg.model._target_)  # its imports overlap opening the run
+    launch.prestart(cfg.model._target_)  # the model's imports overlap opening the run
     try:
-        return _run_job(cfg, job_dir, parent_run_id, phases.job_start_mark(), job_started, jobs_follow)
+        return _run_job(cfg, job_dir, parent_run_id, phases.job_start_mark(), job_started)
     finally:
         phases.job_ended()
 
@@ -71,7 +67,6 @@ def _run_job(
     parent_run_id: str | None,
     phases_start: float,
     job_started: float,
-    jobs_follow: bool,
 ) -> float | None:
     found = devices.list_devices() if cfg.gpu.device != "cpu" else []
     selection = devices.select(cfg.gpu, found)
@@ -122,8 +117,6 @@ def _run_job(
 
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
             outcome = _launch(cfg, selection, job_dir, name, job_started)
-        if jobs_follow:
-            launch.prestart_agent(cfg.model._target_)  # the ranks have ended: nothing measures now
         env["versions"] |= outcome["runtime_versions"]  # what the ranks ran with: CUDA, cuDNN, NCCL
         _log_environment(run, env)
         if not outcome["all_finite"]:  # its figures are not a result: none is logged

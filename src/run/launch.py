@@ -1,13 +1,13 @@
 """Start the ranks of one job with torch's elastic launcher, the engine behind `torchrun`.
 
-The elastic agent runs in a child process of the job, in a session of its own, exactly as the
-`torchrun` command would: fresh worker processes for every job, a c10d rendezvous on a free port
+Each job's elastic agent runs in a session of its own, as the `torchrun` command would, forked
+by the preloader this process starts once (see src/rank/agent.py): fresh worker processes for every job, a c10d rendezvous on a free port
 (or the endpoint a multi-node run names), and the ranks' own stdout/stderr captured under the
 job's folder. Its own session lets the job stop everything it started in one `killpg`: the agent,
 the ranks, and whatever the ranks spawned. The job waits at most `benchmark.timeout_s` for it, so a
 rank that hangs outside a collective fails the job too; Ctrl-C or SIGTERM in the job stops it.
 
-    src/rank/agent.py is the agent's side (`python -m src.rank.agent JOB_PID`, started here, not by users).
+    src/rank/agent.py is the other side (`python -m src.rank.agent JOB_PID`, started here, not by users).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -64,124 +65,147 @@ def launch_ranks(
     }
     spec_path.write_text(json.dumps(spec))
     timeout_s = float(rank_cfg["benchmark"]["timeout_s"])
-    agent = _take_agent()
+    deadline = time.monotonic() + timeout_s
+    preloader = _preloader()
+    agent = preloader.fork_agent(spec_path, job_id, deadline, log_dir)
     # the agent leads a session of its own: its ranks, and whatever they start, are in it
-    guard = HostMemoryGuard(
-        agent.proc.pid, launcher["host_memory_reserve_gb"], rank_cfg["model"]["batch_size"]
-    )
+    guard = HostMemoryGuard(agent, launcher["host_memory_reserve_gb"], rank_cfg["model"]["batch_size"])
+    exited = os.pidfd_open(agent)  # the agent is the preloader's child: watched through a pidfd
     try:
-        agent.start_job(spec_path, job_id)
-        finished = _wait_exit(agent.proc.pid, time.monotonic() + timeout_s, guard.check)
-        if not finished:
+        if not _wait_exit(exited, deadline, guard.check):
             raise RankFailure(
                 f"timed out after {timeout_s:g} s (benchmark.timeout_s): ranks stopped\n"
                 f"(rank logs under {log_dir})"
             )
     finally:
-        _stop_session(agent.proc)  # on success too: nothing the ranks started outlives the job
-    return _read_outcome(outcome_path, agent, log_dir, job_id)
+        _stop_session(agent, exited)  # on success too: nothing the ranks started outlives the job
+        os.close(exited)
+        exit_code = preloader.reap(agent)
+    return _read_outcome(outcome_path, exit_code, preloader.output, log_dir, job_id)
 
 
-class Agent:
-    """An elastic agent process (src.rank.agent), started before its job: it imports torch and
-    the rank's code, then waits for the job's spec on its stdin. Until then it writes to an
-    unnamed temp file; from the spec on, to the job's launcher.log."""
+class Preloader:
+    """The process that forks each job's elastic agent (src.rank.agent): started ahead of the
+    first job, it imports torch and the rank's code once and then waits for requests on its stdin.
+    What it and its agents print before a job's launcher.log exists goes to an unnamed temp file."""
 
-    def __init__(self, model_target: str | None = None) -> None:
+    def __init__(self) -> None:
         self.early_log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "src.rank.agent",
-                str(os.getpid()),
-                *([model_target] if model_target else []),
-            ],
+            [sys.executable, "-m", "src.rank.agent", str(os.getpid())],
             env=_agent_env(),
             stdin=subprocess.PIPE,
-            stdout=self.early_log,
-            stderr=subprocess.STDOUT,
+            stdout=subprocess.PIPE,
+            stderr=self.early_log,
             start_new_session=True,
         )
 
-    def start_job(self, spec_path: Path, job_id: str) -> None:
-        """Hand over the job, with the environment as it is now (the job has chosen its GPUs):
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def preload(self, model_target: str) -> None:
+        self._send({"preload": model_target})
+
+    def fork_agent(self, spec_path: Path, job_id: str, deadline: float, log_dir: Path) -> int:
+        """Start the job's agent, with the environment as it is now (the job has chosen its GPUs):
         through the pipe, since it may hold credentials, which never go to a file. The agent runs
-        the spec only if it carries `job_id`."""
-        request = json.dumps({"spec": str(spec_path), "env": _agent_env(), "job_id": job_id}).encode() + b"\n"
-        try:
-            os.write(self.proc.stdin.fileno(), request)  # unbuffered: nothing left to flush on close
-        except BrokenPipeError:  # it died while waiting: the outcome check reports its output
-            pass
-        self.proc.stdin.close()
+        the spec only if it carries `job_id`. Waits (until `deadline`) for the imports to finish."""
+        self._send({"spec": str(spec_path), "env": _agent_env(), "job_id": job_id})
+        reply = self._reply(deadline)
+        if reply is None:
+            raise RankFailure(
+                f"the elastic agent's preloader exited with code {self.proc.poll()} before the job started\n"
+                f"{self.output()[-2000:]}\n(rank logs under {log_dir})"
+            )
+        return reply["pid"]
+
+    def reap(self, pid: int) -> int | None:
+        """The agent's exit status, once it has exited (None if the preloader is gone)."""
+        self._send({"reap": pid})
+        reply = self._reply(time.monotonic() + GRACE_S)
+        return reply["exit_code"] if reply else None
 
     def output(self) -> str:
         self.early_log.seek(0)
         return self.early_log.read().decode(errors="replace")
 
     def discard(self) -> None:
-        """Stop an agent that never got a job (it has started nothing)."""
-        if self.proc.returncode is None:
+        if self.alive():
             _signal_group(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+        self.proc.wait()
+        self.proc.stdin.close()
+        self.proc.stdout.close()
         self.early_log.close()
+
+    def _send(self, request: dict) -> None:
+        try:
+            os.write(self.proc.stdin.fileno(), json.dumps(request).encode() + b"\n")  # unbuffered
+        except BrokenPipeError:  # it has died: the reply that does not come says so
+            pass
+
+    def _reply(self, deadline: float) -> dict | None:
+        """One reply line; None if the preloader ended or `deadline` passed first."""
+        line, out = b"", self.proc.stdout.fileno()
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([out], [], [], left)[0]:
+                return None
+            chunk = os.read(out, 1 << 12)
+            if not chunk:
+                return None
+            line += chunk
+        return json.loads(line)
 
 
 def _agent_env() -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # what the job imports
 
 
-_ready: list[Agent] = []  # at most one agent waiting for this process's next job
+_started: list[Preloader] = []  # this process's preloader, once started
 
 
-def prestart_agent(model_target: str | None = None) -> None:
-    """Start the agent of this process's next job now, so that its interpreter and imports overlap
-    the job process's own work (opening the run, or logging the job before) instead of following it.
-    It preloads the module of `model_target` too (the builder of the job, or of the job before:
-    sweeps repeat models). Never while a job measures: callers start it before the ranks, or after."""
-    if _ready and _ready[0].proc.poll() is None:
-        return
-    _discard_ready()
-    _ready.append(Agent(model_target))
+def prestart(model_target: str | None = None) -> None:
+    """Have the preloader running, and importing `model_target`'s module, while the job process
+    does its own work (Hydra's compose, opening the run). Called before a job's ranks, never while
+    a job measures: the preloader then does nothing."""
+    preloader = _preloader()
+    if model_target:
+        preloader.preload(model_target)
 
 
-def _take_agent() -> Agent:
-    if _ready and _ready[0].proc.poll() is None:
-        return _ready.pop()
-    _discard_ready()
-    return Agent()
+def _preloader() -> Preloader:
+    if not (_started and _started[0].alive()):
+        _discard()
+        _started.append(Preloader())
+    return _started[0]
 
 
 @atexit.register
-def _discard_ready() -> None:
-    while _ready:
-        _ready.pop().discard()
+def _discard() -> None:
+    while _started:
+        _started.pop().discard()
 
 
-def _wait_exit(pid: int, deadline: float, watch=None) -> bool:
-    """Wait for the agent to exit without reaping it, so its pid cannot be reused meanwhile.
+def _wait_exit(exited: int, deadline: float, watch=None) -> bool:
+    """Wait until the pidfd `exited` says its process has ended, or `deadline` passes.
 
     `watch` is called at every poll; what it raises stops the wait.
     """
-    while time.monotonic() < deadline:
-        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+    while (left := deadline - time.monotonic()) > 0:
+        if select.select([exited], [], [], min(POLL_S, left))[0]:
             return True
         if watch:
             watch()
-        time.sleep(POLL_S)
     return False
 
 
-def _stop_session(agent: subprocess.Popen) -> None:
-    """SIGTERM the agent's session, give it GRACE_S to stop its ranks, SIGKILL what is left, reap."""
-    pgid = agent.pid  # session leader, so its pid is the process group id
-    try:
-        if os.waitid(os.P_PID, pgid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-            _signal_group(pgid, signal.SIGTERM)
-            _wait_exit(pgid, time.monotonic() + GRACE_S)
-        _signal_group(pgid, signal.SIGKILL)
-    finally:
-        agent.wait()
+def _stop_session(agent: int, exited: int) -> None:
+    """SIGTERM the agent's session, give it GRACE_S to stop its ranks, SIGKILL what is left.
+    The agent's pid cannot be reused meanwhile: the preloader reaps it only when asked."""
+    if not _wait_exit(exited, time.monotonic()):
+        _signal_group(agent, signal.SIGTERM)  # session leader: its pid is the process group id
+        _wait_exit(exited, time.monotonic() + GRACE_S)
+    _signal_group(agent, signal.SIGKILL)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -191,18 +215,16 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass
 
 
-def _read_outcome(path: Path, agent: Agent, log_dir: Path, job_id: str) -> list[dict]:
+def _read_outcome(path: Path, exit_code: int | None, early_output, log_dir: Path, job_id: str) -> list[dict]:
     try:
         outcome = json.loads(path.read_text())
     except (OSError, ValueError):
         log = log_dir / "launcher.log"
-        tail = (log.read_text(errors="replace") if log.exists() else agent.output())[-2000:]
+        tail = (log.read_text(errors="replace") if log.exists() else early_output())[-2000:]
         raise RankFailure(
-            f"launcher exited with code {agent.proc.returncode} before the ranks reported\n{tail}\n"
+            f"launcher exited with code {exit_code} before the ranks reported\n{tail}\n"
             f"(rank logs under {log_dir})"
         ) from None
-    finally:
-        agent.early_log.close()
     if outcome.get("job_id") != job_id:
         raise RankFailure(f"{path} was written by another job (id {outcome.get('job_id')}, not {job_id})")
     if "error" in outcome:
