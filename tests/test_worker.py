@@ -135,6 +135,7 @@ def test_warm_up_ends_at_warmup_steps_or_once_warmup_s_has_passed(monkeypatch, s
         ran.append(clock.now)
 
     bench = {"warmup_steps": 10, "warmup_s": 1.0}
-    first_done = worker._warm_up(step, bench, 1, torch.device("cpu"), worker.Progress(None, False))
+    cpu = torch.device("cpu")
+    first_done = worker._warm_up(step, worker.StopAgreement(1, cpu), bench, cpu, worker.Progress(None, False))
     assert len(ran) == steps
     assert first_done == ran[0]  # when the first step (autotuning, compilation) ended

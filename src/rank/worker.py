@@ -39,11 +39,14 @@ class StepClock:
         else:
             self.marks.append(time.perf_counter())
 
-    def read(self) -> list[float]:
-        """Durations of all marked steps; waits for the device only up to the last mark."""
-        if self.cuda and self.marks:
-            self.marks[-1].synchronize()
-        for i in range(len(self.durations) + 1, len(self.marks)):
+    def read(self, settled: bool = False) -> list[float]:
+        """Durations of the marked steps. `settled` (on a GPU): all but the last, waiting only for
+        the mark before it, so that the last step stays queued and the device never idles for the
+        read (a drained queue makes the next step pay for its launch, which a steady loop hides)."""
+        last = len(self.marks) - (2 if settled and self.cuda else 1)
+        if self.cuda and last >= 0:
+            self.marks[last].synchronize()
+        for i in range(len(self.durations) + 1, last + 1):
             a, b = self.marks[i - 1], self.marks[i]
             self.durations.append(a.elapsed_time(b) / 1e3 if self.cuda else b - a)
         return self.durations
@@ -93,14 +96,45 @@ def _stop_reason(ci: float, n: int, elapsed: float, over_time: bool, bench: dict
     return "max_steps" if n >= bench["max_steps"] else None
 
 
-def _agree_to_stop(reason: str | None, world: int, device: torch.device) -> str | None:
-    """Every rank must stop at the same step, or DDP's next all-reduce hangs; all take one reason."""
-    code = STOP_REASONS.index(reason) + 1 if reason else 0
-    if world > 1:
-        flag = torch.tensor([float(code)], device=device)
+class StopAgreement:
+    """Every rank must stop at the same step, or DDP's next all-reduce hangs: all take one reason.
+
+    Across GPUs the proposal's all-reduce is queued behind the step in flight and settled only
+    once the next step is queued too (`lag` 1), so agreeing never leaves a device idle. One rank,
+    or ranks on CPUs (no queue to keep), settle at once.
+    """
+
+    def __init__(self, world: int, device: torch.device):
+        self.world, self.device = world, device
+        self.lag = int(world > 1 and device.type == "cuda")
+        self.pending = None  # (the agreed code, on the host once the event `ready` has passed)
+
+    def propose(self, reason: str | None) -> None:
+        code = STOP_REASONS.index(reason) + 1 if reason else 0
+        if self.world == 1:
+            self.pending = (torch.tensor([code]), None)
+            return
+        flag = torch.full((1,), code, dtype=torch.int32, device=self.device)  # a kernel, not a copy
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        code = int(flag.item())
-    return STOP_REASONS[code - 1] if code else None
+        if not self.lag:
+            self.pending = (flag, None)
+            return
+        host = torch.empty(1, dtype=torch.int32, pin_memory=True)
+        host.copy_(flag, non_blocking=True)
+        ready = torch.cuda.Event()
+        ready.record()
+        self.pending = (host, ready)
+
+    def settle(self) -> str | None:
+        """The reason all ranks agreed on in the last proposal (None: go on, or nothing proposed)."""
+        if self.pending is None:
+            return None
+        host, ready = self.pending
+        self.pending = None
+        if ready is not None:
+            ready.synchronize()
+        code = int(host.item())
+        return STOP_REASONS[code - 1] if code else None
 
 
 class TrainingStep:
@@ -177,8 +211,12 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
     progress = Progress(progress_path, enabled=local_rank == 0, job_id=cfg["runtime"].get("job_id"))
     all_finite = torch.ones((), dtype=torch.bool, device=device)
 
-    first_step_done = _warm_up(step, bench, world, device, progress)
-    _sync(device)
+    agreement = StopAgreement(world, device)
+    first_step_done = _warm_up(step, agreement, bench, device, progress)
+    if device.type == "cuda" and first_step_done is not None:
+        # One more unmeasured step, unsynced: the GPU is busy with it when the window opens, so
+        # the first measured step starts right after the one before, as every later one does.
+        step()
     clock = StepClock(device)
     window_start = time.time()
     clock.mark()
@@ -193,21 +231,29 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
             first_loss = last_loss
             if first_step_done is None:
                 first_step_done = time.time()  # no warm-up: the first measured step is the first
+        if stop_reason := agreement.settle():  # proposed a step ago (GPUs): this step queued behind it
+            break
         # One rank may also stop on the host clock (no device sync), so slow steps cannot overrun
         # the time limit before min_steps; several ranks check only at step counts they share,
         # since each check is a collective.
         over_time = world == 1 and n >= 2 and time.time() - window_start >= bench["time_limit_s"]
-        at_check = n >= bench["min_steps"] and (n % bench["check_every"] == 0 or n >= bench["max_steps"])
+        at_check = n >= bench["min_steps"] and (
+            n % bench["check_every"] == 0 or n + agreement.lag >= bench["max_steps"]
+        )
         if not (at_check or over_time):
             continue
-        times = clock.read()
+        times = clock.read(settled=True)  # the steps before this one, which stays queued
         elapsed = sum(times)
         ci = relative_ci_halfwidth(times)
         progress.update(
-            phase="measuring", step=n, items_per_s=workload.items_per_step * world * n / elapsed, ci=ci
+            phase="measuring",
+            step=n,
+            items_per_s=workload.items_per_step * world * len(times) / elapsed,
+            ci=ci,
         )
-        stop_reason = _agree_to_stop(_stop_reason(ci, n, elapsed, over_time, bench), world, device)
-        if stop_reason:
+        # across GPUs a stop proposed now takes effect after the next step: the budget counts it
+        agreement.propose(_stop_reason(ci, n + agreement.lag, elapsed, over_time, bench))
+        if not agreement.lag and (stop_reason := agreement.settle()):
             break
     _sync(device)
     window_end = time.time()
@@ -247,7 +293,9 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
 MIN_WARMUP_AFTER_FIRST = 2  # steps after the first that warm-up never skips
 
 
-def _warm_up(step, bench: dict, world: int, device: torch.device, progress: Progress) -> float | None:
+def _warm_up(
+    step, agreement: StopAgreement, bench: dict, device: torch.device, progress: Progress
+) -> float | None:
     """Unmeasured steps; returns when the first ended (None without warm-up).
 
     The first step always (cuDNN autotuning, compilation, allocator growth), then up to
@@ -262,9 +310,10 @@ def _warm_up(step, bench: dict, world: int, device: torch.device, progress: Prog
         if i == 0:
             first_step_done = time.time()
         progress.update(phase="warmup", step=i + 1, of=bench["warmup_steps"])
-        warm = time.time() - first_step_done >= bench["warmup_s"]
-        if i >= MIN_WARMUP_AFTER_FIRST and _agree_to_stop("time_limit" if warm else None, world, device):
-            break
+        if i >= MIN_WARMUP_AFTER_FIRST:
+            agreement.propose("time_limit" if time.time() - first_step_done >= bench["warmup_s"] else None)
+            if agreement.settle():
+                break
     return first_step_done
 
 
