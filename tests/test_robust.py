@@ -192,7 +192,9 @@ def test_jobs_of_a_sweep_get_fresh_agents_and_ranks_from_one_preloader(fault_swe
     assert outcomes[0]["preloader_pid"] == outcomes[1]["preloader_pid"]
     assert outcomes[0]["agent_pid"] != outcomes[1]["agent_pid"]
     assert outcomes[0]["ranks"][0]["pid"] != outcomes[1]["ranks"][0]["pid"]  # job 1 (diverge) ran to its end
-    assert outcomes[0]["ranks"][0]["window_end"] < diverge.info.start_time / 1e3 < outcomes[1]["agent_started"]
+    assert (
+        outcomes[0]["ranks"][0]["window_end"] < diverge.info.start_time / 1e3 < outcomes[1]["agent_started"]
+    )
 
 
 def test_second_sweep_skips_what_the_first_finished(fault_sweep):

@@ -165,12 +165,22 @@ class TrainingStep:
             model = torch.compile(model)
         self.model = model
         self.optimizer = self.workload.make_optimizer()
+        self.device = device
+        self.count_finite_from_here()
 
     def __call__(self) -> torch.Tensor:
         with self.precision.autocast():
             loss = self.workload.loss_fn(self.model, self.workload.batch)
         self.precision.backward_and_step(loss, self.optimizer, self.workload.clip_grad_norm)
-        return loss.detach()
+        loss = loss.detach()
+        # On the device, and in warm-up too: a kernel's first launch may wait for the GPU to drain
+        # (lazy module loading), which must not happen inside the measured window.
+        self.finite &= torch.isfinite(loss)
+        return loss
+
+    def count_finite_from_here(self) -> None:
+        """From now on `finite` says whether every loss was finite (the measured window's)."""
+        self.finite = torch.ones((), dtype=torch.bool, device=self.device)
 
 
 class OutOfMemory(RuntimeError):
@@ -209,7 +219,6 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
     workload, batch_size = step.workload, step.batch_size
     # one writer per node's job process
     progress = Progress(progress_path, enabled=local_rank == 0, job_id=cfg["runtime"].get("job_id"))
-    all_finite = torch.ones((), dtype=torch.bool, device=device)
 
     agreement = StopAgreement(world, device)
     first_step_done = _warm_up(step, agreement, bench, device, progress)
@@ -217,6 +226,7 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
         # One more unmeasured step, unsynced: the GPU is busy with it when the window opens, so
         # the first measured step starts right after the one before, as every later one does.
         step()
+    step.count_finite_from_here()
     clock = StepClock(device)
     window_start = time.time()
     clock.mark()
@@ -224,7 +234,6 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
     n = 0
     while True:
         last_loss = step()
-        all_finite &= torch.isfinite(last_loss)
         clock.mark()
         n += 1
         if first_loss is None:
@@ -272,7 +281,7 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
         "first_step_done": first_step_done,
         "loss_first": float(first_loss),
         "loss_last": float(last_loss),
-        "all_finite": bool(all_finite),
+        "all_finite": bool(step.finite),
         "stop_reason": stop_reason,
         "batch_size": batch_size,
         "precision_math": step.precision.describe(),
