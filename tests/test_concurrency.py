@@ -55,6 +55,7 @@ class SameSecond:
         return self.log.read_text()
 
 
+@pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
 def test_jobs_and_sweeps_started_in_the_same_second_keep_their_own_results(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
     from src.tracking import store
@@ -102,6 +103,7 @@ store.client(uri).create_run(experiment_id, run_name=f"racer {me}")
 """
 
 
+@pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
 def test_processes_that_open_a_new_store_at_once_all_get_their_runs_in(tmp_path):
     """MLflow creates the database's tables when a process first opens it; four at once raced."""
     uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"

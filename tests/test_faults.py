@@ -105,6 +105,7 @@ def in_namespace(disk: TinyDisk, args: list[str], tmp: Path, uri: str, module: s
 # --- a result that cannot reach the store; a full disk (items 5 and 6 of issue 18) ---
 
 
+@pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
 @needs_namespaces
 def test_result_that_misses_a_full_disk_is_spooled_with_exit_3_and_a_full_disk_at_start_exits_2(tmp_path):
     disk = TinyDisk(tmp_path / "disk", "4m")
@@ -193,6 +194,7 @@ def test_read_only_database_stops_with_exit_2_naming_the_cause(tmp_path):
 # --- runs whose process vanished (item 3) ---
 
 
+@pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
 def test_killed_sweep_leaves_runs_that_the_next_job_ends_killed(tmp_path, tracking_uri):
     pids = tmp_path / "pids"
     sweep = Cli(["-m", *TINY, "model.name=hang"], tmp_path, tracking_uri, {"GPUBENCH_TEST_PIDS": str(pids)})

@@ -323,6 +323,7 @@ def test_sigterm_is_handled_like_ctrl_c_and_repeats_wait_for_the_cleanup():
 # --- parallel jobs into one sqlite store ---
 
 
+@pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
 def test_four_parallel_jobs_into_one_sqlite_store_all_arrive(tmp_path):
     tracking_uri = f"sqlite:///{tmp_path}/fresh/mlflow.db"  # made by the sweep, before its jobs start
     args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=4", *TINY, "model.name=tiny"]
@@ -385,6 +386,7 @@ def outage(tmp_path_factory):
         server.stop()
 
 
+@pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
 def test_result_measured_during_an_outage_is_synced_later_without_duplicates(outage):
     rc, output = outage["sweep"]
     assert rc == 3, output[-3000:]  # measured, but not in the store: said in the exit status and the output
@@ -405,6 +407,7 @@ def test_result_measured_during_an_outage_is_synced_later_without_duplicates(out
     assert not list(outage["tmp"].rglob("spool"))
 
 
+@pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
 def test_credentials_reach_no_param_tag_artifact_log_or_file(outage):
     runs = outage["runs"]
     gated = next(r for r in runs if r.info.run_name == "cpux1-gated-fp32-smoke")
