@@ -17,6 +17,21 @@ from src.config.schema import register_configs
 from src.paths import PROJECT_ROOT
 
 CONF_DIR = str(PROJECT_ROOT / "conf")
+DEFAULT_SET = "not gpu and not slow"  # pyproject's addopts
+WORKERS = 2
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """The default set runs on two workers when pytest-xdist is installed (the dev extras), each
+    worker taking whole files, so a module's shared sweep runs once: most tests wait on real job
+    processes, and two workers keep two cores busy. The slow set (drills under load) and the GPU
+    set (one GPU) run one test at a time, as does anything given `-n`."""
+    if not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if config.option.numprocesses is None and config.option.markexpr == DEFAULT_SET:
+        config.option.numprocesses = WORKERS
+        config.option.dist = "loadfile"
 
 
 def pytest_configure(config):

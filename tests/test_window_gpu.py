@@ -17,6 +17,7 @@ import torch
 from omegaconf import OmegaConf
 
 from src.config.finalise import finalize
+from src.hardware import devices, gpu_lock
 from src.rank.worker import train_rank
 from tests.conftest import compose_cfg
 
@@ -38,7 +39,9 @@ def test_first_step_and_steps_after_checks_are_timed_as_the_others():
         "benchmark.target_ci=1e-9",
     ]
     cfg = OmegaConf.to_container(finalize(compose_cfg(overrides)), resolve=True)
-    (report,) = train_rank(cfg | {"runtime": {"device": "cuda", "job_id": "window"}})
+    # hold the GPUs as a job does: no other job may run on them while this one is timed
+    with gpu_lock.exclusive(devices.list_devices(), "tests/test_window_gpu.py"):
+        (report,) = train_rank(cfg | {"runtime": {"device": "cuda", "job_id": "window"}})
     times = report["step_times_s"]
     assert len(times) == STEPS and report["stop_reason"] == "max_steps"
     median = statistics.median(times)
