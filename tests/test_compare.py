@@ -404,3 +404,29 @@ def test_a_figure_that_missed_its_stopping_rule_is_flagged(variants_store, tmp_p
     rel = read_csv(result.out / "relative_throughput.csv")
     assert row(rel, gpu="a6000", model="resnet50")["anomalies"] == "ci_not_met"
     assert row(rel, gpu="cpu", model="resnet50")["anomalies"] == ""
+
+
+def test_summary_fits_80_columns_with_every_figure_whole(monkeypatch):
+    """A long published gpu name wraps; no figure, precision or count is cut or dropped."""
+    import io
+
+    from rich.console import Console
+
+    from src import console
+    from src.compare.analysis import SummaryRow
+    from src.compare.report import print_summary
+
+    out = io.StringIO()
+    monkeypatch.setattr(console, "console", Console(file=out, width=80, highlight=False))
+    long_name = "lambdacloud_h100_80gb_pcie_gen5"
+    rows = [
+        SummaryRow("language", "amp", 1, long_name, "lambda", 3.5234, 3.5178, ("a", "b", "c"), (), "amp"),
+        SummaryRow("vision", "fp32", 8, "rtx3090", "measured", 1.0, 1.0, ("a",), (), "fp32"),
+    ]
+    print_summary(rows, "rtx3090")
+    lines = out.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80
+    assert "gpu [source]" in out.getvalue()
+    (first,) = [line for line in lines if long_name in line]
+    assert first.split()[:3] == ["language", "amp", "1"] and first.split()[-3:] == ["3.52x", "3.52x", "3"]
+    assert "[lambda]" in lines[lines.index(first) + 1]

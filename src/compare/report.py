@@ -166,8 +166,9 @@ def _md_value(column: str, value) -> str:
 
 
 def print_summary(summary: list[SummaryRow], baseline: str) -> None:
-    """The category means in an 80-column terminal or a piped log: gpu names whole, short headers;
-    summary.csv keeps every column."""
+    """The category means in an 80-column terminal or a piped log, short headers; summary.csv
+    keeps every column. Every figure and short column is printed whole; a gpu name too long for
+    what is left wraps onto a second line."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table
@@ -179,24 +180,28 @@ def print_summary(summary: list[SummaryRow], baseline: str) -> None:
         box=box.SIMPLE_HEAD,
         padding=(0, 1),
     )
-    names = [s.gpu + ("" if s.source == "measured" else f" [{s.source}]") for s in summary]
-    table.add_column("category", no_wrap=True)
-    table.add_column("prec")
-    table.add_column("GPUs", justify="right")
-    table.add_column("gpu [source]", no_wrap=True, min_width=max(map(len, names), default=3))
-    table.add_column("mean", justify="right", no_wrap=True)
-    table.add_column("geo", justify="right", no_wrap=True)
-    table.add_column("n", justify="right", no_wrap=True)  # models averaged; summary.csv names them
-    for s, name in zip(summary, names, strict=True):
-        table.add_row(
+    rows = [
+        (
             s.category,
             s.precision,
             str(s.gpu_count),
-            escape(name),
+            escape(s.gpu + ("" if s.source == "measured" else f" [{s.source}]")),
             _console_ratio(s.relative_mean),
             _console_ratio(s.relative_geomean),
             str(s.n_models),
         )
+        for s in summary
+    ]
+    headers = ("category", "prec", "GPUs", "gpu [source]", "mean", "geo", "n")  # n: models averaged
+    for i, header in enumerate(headers):
+        if header == "gpu [source]":
+            table.add_column(escape(header), overflow="fold")  # [source] is not markup
+            continue
+        widest = max([len(header), *(len(row[i]) for row in rows)])
+        justify = "left" if header in ("category", "prec") else "right"
+        table.add_column(header, justify=justify, no_wrap=True, min_width=widest)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)
 
 
