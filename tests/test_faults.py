@@ -349,3 +349,21 @@ def test_progress_of_another_job_is_not_shown(tmp_path):
             time.sleep(1.2)  # it reads the file every 0.5 s
         shown[writer] = progress._progress.tasks[0].fields["status"]
     assert shown == {"theirs": "starting ranks", "mine": "warm-up 1/9"}
+
+
+def test_a_preloader_that_does_not_answer_fails_the_job_and_is_replaced(tmp_path):
+    from src.errors import RankFailure
+    from src.run import launch
+
+    spec = tmp_path / "launch.json"
+    spec.write_text(
+        json.dumps({"job_id": "theirs", "outcome_path": str(tmp_path / "o.json"), "log_dir": str(tmp_path)})
+    )
+    preloader = launch._preloader()
+    try:
+        with pytest.raises(RankFailure, match="preloader did not answer in time"):
+            preloader.fork_agent(spec, "mine", time.monotonic(), tmp_path)  # its deadline has passed
+        preloader.proc.wait(timeout=10)  # stopped, not left importing or forking
+        assert launch._preloader() is not preloader
+    finally:
+        launch._discard()

@@ -113,8 +113,11 @@ class Preloader:
         self._send({"spec": str(spec_path), "env": _agent_env(), "job_id": job_id})
         reply = self._reply(deadline)
         if reply is None:
+            code = self.proc.poll()
+            what = "did not answer in time" if code is None else f"exited with code {code}"
+            _signal_group(self.proc.pid, signal.SIGKILL)  # a hung one: the next job starts another
             raise RankFailure(
-                f"the elastic agent's preloader exited with code {self.proc.poll()} before the job started\n"
+                f"the elastic agents' preloader {what} (benchmark.timeout_s): the job never started\n"
                 f"{self.output()[-2000:]}\n(rank logs under {log_dir})"
             )
         return reply["pid"]
