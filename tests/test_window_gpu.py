@@ -5,7 +5,7 @@
 A step that starts on an idle GPU pays for launching its first kernels, which a steady loop hides
 behind the step before. The window's first step and the steps after each stopping check must not:
 on an H200, ResNet-50 amp's first step took 1.7 x the median and each step after a check 1.05 to
-1.1 x while the loop synchronised there, lowering the mean and holding the CI above its target.
+1.12 x while the loop synchronised there, lowering the mean and holding the CI above its target.
 """
 
 from __future__ import annotations

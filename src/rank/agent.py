@@ -143,8 +143,9 @@ def _log_to(path: Path) -> None:
         os.dup2(log.fileno(), 2)
 
 
-def run_agent(job: dict) -> None:
-    """One job's elastic agent (in the forked child): launch its ranks, write the outcome file."""
+def run_agent(job: dict) -> int:
+    """One job's elastic agent (in the forked child): launch its ranks, write the outcome file.
+    Returns the agent's exit status."""
     started = time.time()
     os.environ.update(job["env"])  # the job process's environment at launch, e.g. its GPUs
     _keep_cuda_untouched()
@@ -154,8 +155,7 @@ def run_agent(job: dict) -> None:
             f"{job['spec']} belongs to another job (id {spec.get('job_id')}, not {job.get('job_id')})",
             file=sys.stderr,
         )
-        sys.stderr.flush()
-        os._exit(1)
+        return 1
     _log_to(Path(spec["log_dir"]) / "launcher.log")
     try:
         _preload(spec["rank_cfg"]["model"]["_target_"])
@@ -166,6 +166,7 @@ def run_agent(job: dict) -> None:
     tmp = Path(spec["outcome_path"] + ".tmp")
     tmp.write_text(json.dumps(outcome))
     os.replace(tmp, spec["outcome_path"])
+    return 0
 
 
 def _fork_agent(job: dict, replies: int) -> int:
@@ -174,16 +175,15 @@ def _fork_agent(job: dict, replies: int) -> int:
     pid = os.fork()
     if pid:
         return pid
-    code = 0
+    code = 1
     try:
         os.setsid()
         _die_with(preloader)
         os.close(replies)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the requests are the preloader's
-        run_agent(job)
+        code = run_agent(job)
     except BaseException:
         traceback.print_exc()
-        code = 1
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -107,12 +107,12 @@ class StopAgreement:
     def __init__(self, world: int, device: torch.device):
         self.world, self.device = world, device
         self.lag = int(world > 1 and device.type == "cuda")
-        self.pending = None  # (the agreed code, on the host once the event `ready` has passed)
+        self.pending = None  # (the agreed code, readable once the event `ready`, if any, has passed)
 
     def propose(self, reason: str | None) -> None:
         code = STOP_REASONS.index(reason) + 1 if reason else 0
         if self.world == 1:
-            self.pending = (torch.tensor([code]), None)
+            self.pending = (code, None)
             return
         flag = torch.full((1,), code, dtype=torch.int32, device=self.device)  # a kernel, not a copy
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
@@ -129,11 +129,11 @@ class StopAgreement:
         """The reason all ranks agreed on in the last proposal (None: go on, or nothing proposed)."""
         if self.pending is None:
             return None
-        host, ready = self.pending
+        agreed, ready = self.pending
         self.pending = None
         if ready is not None:
             ready.synchronize()
-        code = int(host.item())
+        code = int(agreed)  # an int, or a one-element tensor
         return STOP_REASONS[code - 1] if code else None
 
 
