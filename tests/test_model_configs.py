@@ -55,6 +55,11 @@ def test_image_too_small_for_the_model_is_refused_naming_its_minimum(name):
         (["model=vit_b16", "model._target_=src.models.vision.vit"], "model._target_='src.models.vision.vit'"),
         (["model=ssd300", "model.backbone=vgg16"], "model.backbone='vgg16': must be one of resnet18"),
         (["model=maskrcnn", "model.min_size=2000"], "model.min_size=2000: must be <= model.max_size (1333)"),
+        (["model=maskrcnn", "model.objects_per_image=8"], "model.objects_per_image=8: must be >= 128"),
+        (
+            ["model=maskrcnn", "model.rois_per_image=64", "model.objects_per_image=15"],
+            "model.objects_per_image=15: must be >= 16",
+        ),
         (["model=gpt2", "benchmark.channels_last=true"], "benchmark.channels_last=True: must be false for"),
         (
             ["model=resnet50", "gpu=a6000", "+gpu.batch_sizes.resnet50.fp64=8"],

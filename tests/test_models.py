@@ -52,6 +52,30 @@ def test_model_trains_two_steps(name):
     assert workload.flops_per_item > 0
 
 
+class MaskHeadReached(Exception):
+    """Raised where the mask head would start: the regions it gets are known by then."""
+
+
+def test_maskrcnn_mask_head_gets_its_whole_share_of_regions_from_the_first_step():
+    """The mask head's work must not change while the window measures it: from the first step it
+    trains on its whole quarter of the sampled regions (128 of 512 per photo), not on however many
+    proposals the untrained detector has matched to an object so far (fewer at first, then more)."""
+    sizes = ["model.image_size=96", "model.min_size=256", "model.max_size=400", "model.rois_per_image=512"]
+    cfg = smoke_model_cfg("maskrcnn", *sizes, "model.objects_per_image=128", "model.batch_size=2")
+    torch.manual_seed(0)
+    workload = build_workload({**cfg, "flops_per_item": 1.0}, 2, torch.device("cpu"))  # not counted
+    regions = []
+
+    def count_and_stop(_, args):
+        regions.append([len(boxes) for boxes in args[1]])
+        raise MaskHeadReached
+
+    workload.model.train().roi_heads.mask_roi_pool.register_forward_pre_hook(count_and_stop)
+    with torch.no_grad(), pytest.raises(MaskHeadReached):
+        workload.loss_fn(workload.model, workload.batch)
+    assert regions == [[128, 128]]
+
+
 @pytest.mark.parametrize("name", ["ssd300", "maskrcnn"])
 def test_detection_batch_is_valid_for_the_model(name):
     cfg = smoke_model_cfg(name, "model.batch_size=3")

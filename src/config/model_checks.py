@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 
 from src.config.checks import Errors, check_batch_table, positive_int, positive_or_none
 from src.config.schema import AUTO_BATCH, CATEGORIES, RESNETS, SIZE_KEYS
+from src.models import mask_head_regions
 
 
 def check_model(m: DictConfig, device: str, errors: Errors) -> None:
@@ -69,6 +70,17 @@ def _check_sizes_fit(m: DictConfig, errors: Errors) -> None:
             "model.n_kv_head",
             m.n_kv_head,
             f"a divisor of model.n_head ({m.n_head})",
+        )
+    if get("objects_per_image") is not None:
+        # Every ground-truth box is a sure positive; with fewer, the mask head's share is filled
+        # by proposals that match an object, which grow in number as the untrained detector learns.
+        least = mask_head_regions(m.rois_per_image)
+        errors.need(
+            m.objects_per_image >= least,
+            "model.objects_per_image",
+            m.objects_per_image,
+            f">= {least} (a quarter of model.rois_per_image), so that the mask head trains on "
+            "as many regions in every step",
         )
     if get("backbone") is not None:
         errors.need(m.backbone in RESNETS, "model.backbone", m.backbone, f"one of {', '.join(RESNETS)}")

@@ -21,6 +21,7 @@ SIZE_KEYS = (  # model keys that must be positive integers, in whichever family 
     "num_classes",
     "patch_size",
     "rois_per_image",
+    "objects_per_image",
     "min_size",
     "max_size",
     "seq_len",
@@ -118,6 +119,7 @@ class MaskRcnnModel(VisionModel):
     min_size: int = MISSING  # resize rule: shorter side scaled to min_size...
     max_size: int = MISSING  # ...unless the longer side would pass max_size
     rois_per_image: int = MISSING  # regions sampled per image for the box head
+    objects_per_image: int = MISSING  # ground-truth objects in every synthetic image
 
 
 @dataclass

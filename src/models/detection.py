@@ -9,9 +9,11 @@ import torch
 import torchvision  # here, not in the builders: the agent preloads it for its ranks
 from torch import nn
 
+from src.models import POSITIVE_FRACTION
 from src.models.base import Workload, counted_flops_per_item
 
-# COCO has about 7.3 annotated objects per image; draw 1..MAX_OBJECTS (mean 8) per image.
+# COCO has about 7.3 annotated objects per image; SSD300 gets 1..MAX_OBJECTS (mean 8) per image
+# (Mask R-CNN gets model.objects_per_image: see maskrcnn below).
 MAX_OBJECTS = 15
 
 
@@ -30,11 +32,13 @@ def object_counts(n: int) -> list[int]:
     return torch.randint(1, MAX_OBJECTS + 1, (n,)).tolist()
 
 
-def synthetic_targets(n: int, height: int, width: int, num_classes: int, device, masks: bool = False):
-    """Per image, a dict of 1..MAX_OBJECTS `random_boxes`, labels in 1..num_classes-1 (0 is
-    background), and optionally instance masks that fill exactly their box."""
+def synthetic_targets(
+    n: int, height: int, width: int, num_classes: int, device, masks: bool = False, objects: int | None = None
+):
+    """Per image, a dict of `objects` (default 1..MAX_OBJECTS) `random_boxes`, labels in
+    1..num_classes-1 (0 is background), and optionally instance masks that fill exactly their box."""
     targets = []
-    for count in object_counts(n):
+    for count in object_counts(n) if objects is None else [objects] * n:
         boxes = random_boxes(count, height, width)
         target = {"boxes": boxes.to(device), "labels": torch.randint(1, num_classes, (count,), device=device)}
         if masks:
@@ -179,7 +183,15 @@ MASKRCNN_MAX_GRAD_NORM = 10.0
 
 def maskrcnn(cfg: dict, batch_size: int, device) -> Workload:
     """torchvision's Mask R-CNN, fed COCO-like 4:3 photos (image_size is the shorter side) that
-    its own transform resizes as in COCO training: shorter side to min_size, longer <= max_size."""
+    its own transform resizes as in COCO training: shorter side to min_size, longer <= max_size.
+
+    Each photo holds objects_per_image objects, at least as many as the regions its mask head
+    trains on (POSITIVE_FRACTION of rois_per_image). Ground-truth boxes are always among the
+    positive regions, so that share is full from the first step, as in a trained detector. With
+    COCO's 7 objects it would be filled by proposals that match an object, which an untrained
+    detector makes more of at every step: the mask head's work, and the step time, would grow
+    all through the measured window.
+    """
     from torchvision.models.detection import maskrcnn_resnet50_fpn
 
     with torch.device(device):
@@ -190,13 +202,17 @@ def maskrcnn(cfg: dict, batch_size: int, device) -> Workload:
             min_size=cfg["min_size"],
             max_size=cfg["max_size"],
             box_batch_size_per_image=cfg["rois_per_image"],
+            box_positive_fraction=POSITIVE_FRACTION,
         )
     height = cfg["image_size"]
     width = round(height * 4 / 3)
 
     def make_batch(n: int):
         images = [torch.rand(3, height, width, device=device) for _ in range(n)]
-        return images, synthetic_targets(n, height, width, cfg["num_classes"], device, masks=True)
+        targets = synthetic_targets(
+            n, height, width, cfg["num_classes"], device, masks=True, objects=cfg["objects_per_image"]
+        )
+        return images, targets
 
     # From random weights, without warm-up, SGD at 0.01 drives the loss to NaN within about 15
     # steps even in fp32 (the first gradient's norm is near 900); TF32's rounding only moves the
