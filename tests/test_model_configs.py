@@ -56,6 +56,7 @@ def test_image_too_small_for_the_model_is_refused_naming_its_minimum(name):
         (["model=ssd300", "model.backbone=vgg16"], "model.backbone='vgg16': must be one of resnet18"),
         (["model=maskrcnn", "model.min_size=2000"], "model.min_size=2000: must be <= model.max_size (1333)"),
         (["model=maskrcnn", "model.objects_per_image=8"], "model.objects_per_image=8: must be >= 128"),
+        (["model=maskrcnn", "model.positive_fraction=1.5"], "model.positive_fraction=1.5: must be a share"),
         (
             ["model=maskrcnn", "model.rois_per_image=64", "model.objects_per_image=15"],
             "model.objects_per_image=15: must be >= 16",

@@ -10,7 +10,6 @@ from omegaconf import DictConfig
 
 from src.config.checks import Errors, check_batch_table, positive_int, positive_or_none
 from src.config.schema import AUTO_BATCH, CATEGORIES, RESNETS, SIZE_KEYS
-from src.models import mask_head_regions
 
 
 def check_model(m: DictConfig, device: str, errors: Errors) -> None:
@@ -50,6 +49,23 @@ def check_model(m: DictConfig, device: str, errors: Errors) -> None:
         _check_sizes_fit(m, errors)
 
 
+def _check_mask_head_regions(m: DictConfig, errors: Errors) -> None:
+    """Mask R-CNN: every ground-truth box is a sure positive region, so with at least as many
+    objects as the mask head's share the head trains on that many regions in every step; with
+    fewer, the share fills with proposals that match an object, more as the detector learns."""
+    fraction = m.positive_fraction
+    errors.need(0 < fraction <= 1, "model.positive_fraction", fraction, "a share in (0, 1]")
+    if 0 < fraction <= 1:
+        least = int(m.rois_per_image * fraction)  # torchvision's sampler rounds down
+        errors.need(
+            m.objects_per_image >= least,
+            "model.objects_per_image",
+            m.objects_per_image,
+            f">= {least} (model.positive_fraction of model.rois_per_image), so that the mask head "
+            "trains on as many regions in every step",
+        )
+
+
 def _check_sizes_fit(m: DictConfig, errors: Errors) -> None:
     """Sizes against each other, for the keys the model's family has (m.get: None where it has not)."""
     get = m.get
@@ -71,17 +87,8 @@ def _check_sizes_fit(m: DictConfig, errors: Errors) -> None:
             m.n_kv_head,
             f"a divisor of model.n_head ({m.n_head})",
         )
-    if get("objects_per_image") is not None:
-        # Every ground-truth box is a sure positive; with fewer, the mask head's share is filled
-        # by proposals that match an object, which grow in number as the untrained detector learns.
-        least = mask_head_regions(m.rois_per_image)
-        errors.need(
-            m.objects_per_image >= least,
-            "model.objects_per_image",
-            m.objects_per_image,
-            f">= {least} (a quarter of model.rois_per_image), so that the mask head trains on "
-            "as many regions in every step",
-        )
+    if get("positive_fraction") is not None:
+        _check_mask_head_regions(m, errors)
     if get("backbone") is not None:
         errors.need(m.backbone in RESNETS, "model.backbone", m.backbone, f"one of {', '.join(RESNETS)}")
     if get("image_size"):  # every vision model declares the smallest image it trains at

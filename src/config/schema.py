@@ -119,6 +119,7 @@ class MaskRcnnModel(VisionModel):
     min_size: int = MISSING  # resize rule: shorter side scaled to min_size...
     max_size: int = MISSING  # ...unless the longer side would pass max_size
     rois_per_image: int = MISSING  # regions sampled per image for the box head
+    positive_fraction: float = MISSING  # share of those regions that may be positive: the mask head's
     objects_per_image: int = MISSING  # ground-truth objects in every synthetic image
 
 

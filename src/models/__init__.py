@@ -13,17 +13,6 @@ if TYPE_CHECKING:
     from src.models.base import Workload
 
 
-# torchvision's box_positive_fraction: of rois_per_image, up to this share are positive regions,
-# the regions its mask head trains on.
-POSITIVE_FRACTION = 0.25
-
-
-def mask_head_regions(rois_per_image: int) -> int:
-    """How many regions per image the mask head trains on once enough proposals match an object
-    (torchvision's sampler rounds down)."""
-    return int(rois_per_image * POSITIVE_FRACTION)
-
-
 def build_workload(model_cfg: dict, batch_size: int, device) -> Workload:
     """Call the model's builder. Called directly, not through hydra.utils.instantiate: that wraps
     whatever the builder raises (an out-of-memory error becomes InstantiationException, which the

@@ -9,7 +9,6 @@ import torch
 import torchvision  # here, not in the builders: the agent preloads it for its ranks
 from torch import nn
 
-from src.models import POSITIVE_FRACTION
 from src.models.base import Workload, counted_flops_per_item
 
 # COCO has about 7.3 annotated objects per image; SSD300 gets 1..MAX_OBJECTS (mean 8) per image
@@ -186,7 +185,7 @@ def maskrcnn(cfg: dict, batch_size: int, device) -> Workload:
     its own transform resizes as in COCO training: shorter side to min_size, longer <= max_size.
 
     Each photo holds objects_per_image objects, at least as many as the regions its mask head
-    trains on (POSITIVE_FRACTION of rois_per_image). Ground-truth boxes are always among the
+    trains on (positive_fraction of rois_per_image). Ground-truth boxes are always among the
     positive regions, so that share is full from the first step, as in a trained detector. With
     COCO's 7 objects it would be filled by proposals that match an object, which an untrained
     detector makes more of at every step: the mask head's work, and the step time, would grow
@@ -202,7 +201,7 @@ def maskrcnn(cfg: dict, batch_size: int, device) -> Workload:
             min_size=cfg["min_size"],
             max_size=cfg["max_size"],
             box_batch_size_per_image=cfg["rois_per_image"],
-            box_positive_fraction=POSITIVE_FRACTION,
+            box_positive_fraction=cfg["positive_fraction"],
         )
     height = cfg["image_size"]
     width = round(height * 4 / 3)
