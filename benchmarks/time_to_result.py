@@ -8,12 +8,17 @@ job's phases (its `phase_*_s` metrics, src/run/phases.py).
     python benchmarks/time_to_result.py -m gpu=cpu benchmark=smoke model=resnet50,txl_base precision=fp32,bf16
                                        # CPU: per job <= 2 x one `import torch`, measured in the same run
 
+`--limit S` stops the command after S seconds as Ctrl-C would (the job running then ends
+KILLED) and still prints the jobs that finished, marked as not a whole sweep's time.
+
 With gpu=cpu it also times `python -c "import torch"` (twice before the command, twice after: the
 machine's load moves) and prints a job's cost as a multiple of it.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -21,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import job_runs, run_suite
+from common import ROOT, job_runs, suite_command
 
 # phase -> column heading (src/run/phases.py PHASES, in order)
 COLUMNS = {
@@ -61,12 +66,34 @@ def print_phases(runs) -> None:
         print(f"{short_name(run):<15}{cells}")
 
 
+def run_until(args: list[str], store: Path, limit: float | None) -> tuple[float, bool]:
+    """The suite's wall time, and whether it was stopped at `limit` seconds: then its process
+    group gets SIGINT, as from Ctrl-C, so the jobs that finished are in the store to be shown."""
+    started = time.perf_counter()
+    suite = subprocess.Popen(suite_command(args, store), cwd=ROOT, start_new_session=True)
+    try:
+        suite.wait(timeout=limit)
+        return time.perf_counter() - started, False
+    except subprocess.TimeoutExpired:
+        os.killpg(suite.pid, signal.SIGINT)
+        suite.wait()
+        return time.perf_counter() - started, True
+
+
+def split_limit(argv: list[str]) -> tuple[float | None, list[str]]:
+    """`--limit S` out of the arguments; the rest go to the suite."""
+    if "--limit" not in argv:
+        return None, argv
+    at = argv.index("--limit")
+    return float(argv[at + 1]), argv[:at] + argv[at + 2 :]
+
+
 def main() -> None:
-    args = sys.argv[1:]
+    limit, args = split_limit(sys.argv[1:])
     cpu = "gpu=cpu" in args
     imports = [import_torch_s(), import_torch_s()] if cpu else []
     with tempfile.TemporaryDirectory() as store:
-        seconds = run_suite(args, Path(store), check=False)
+        seconds, stopped = run_until(args, Path(store), limit)
         runs = job_runs(Path(store), newest_first=False)
         print()
         phased = 0.0
@@ -80,11 +107,14 @@ def main() -> None:
             )
         print()
         print_phases(runs)
+    finished = sum(run.info.status == "FINISHED" for run in runs)
+    if stopped:
+        print(f"\nstopped at --limit {limit:g} s with {finished} job(s) finished: not a whole sweep's time")
     print(f"\ntime to result: {seconds:.1f} s for {len(runs)} job(s): {' '.join(args)}")
     print(
         f"  in the jobs' phases: {phased:.1f} s; final writes, exits, sweep summary: {seconds - phased:.1f} s"
     )
-    if cpu and runs:
+    if cpu and runs and not stopped:  # a stopped sweep has no per-job cost
         imports += [import_torch_s(), import_torch_s()]
         torch_s = statistics.median(imports)
         per_job = seconds / len(runs)
