@@ -17,6 +17,7 @@ machine's load moves) and prints a job's cost as a multiple of it.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import statistics
@@ -80,16 +81,11 @@ def run_until(args: list[str], store: Path, limit: float | None) -> tuple[float,
         return time.perf_counter() - started, True
 
 
-def split_limit(argv: list[str]) -> tuple[float | None, list[str]]:
-    """`--limit S` out of the arguments; the rest go to the suite."""
-    if "--limit" not in argv:
-        return None, argv
-    at = argv.index("--limit")
-    return float(argv[at + 1]), argv[:at] + argv[at + 2 :]
-
-
 def main() -> None:
-    limit, args = split_limit(sys.argv[1:])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=float, help="stop the command after this many seconds")
+    known, args = parser.parse_known_args()  # the rest go to the suite
+    limit = known.limit
     cpu = "gpu=cpu" in args
     imports = [import_torch_s(), import_torch_s()] if cpu else []
     with tempfile.TemporaryDirectory() as store:
@@ -107,8 +103,8 @@ def main() -> None:
             )
         print()
         print_phases(runs)
-    finished = sum(run.info.status == "FINISHED" for run in runs)
     if stopped:
+        finished = sum(run.info.status == "FINISHED" for run in runs)
         print(f"\nstopped at --limit {limit:g} s with {finished} job(s) finished: not a whole sweep's time")
     print(f"\ntime to result: {seconds:.1f} s for {len(runs)} job(s): {' '.join(args)}")
     print(

@@ -3,9 +3,10 @@
 Each job's elastic agent runs in a session of its own, as the `torchrun` command would, forked
 by the preloader this process starts once (see src/rank/agent.py): fresh worker processes for
 every job, a c10d rendezvous on a free port (or the endpoint a multi-node run names), and the
-ranks' own stdout/stderr captured under the job's folder. Its own session lets the job stop everything it started in one `killpg`: the agent,
-the ranks, and whatever the ranks spawned. The job waits at most `benchmark.timeout_s` for it, so a
-rank that hangs outside a collective fails the job too; Ctrl-C or SIGTERM in the job stops it.
+ranks' own stdout/stderr captured under the job's folder. Its own session lets the job stop
+everything it started in one `killpg`: the agent, the ranks, and whatever the ranks spawned.
+The job waits at most `benchmark.timeout_s` for it, so a rank that hangs outside a collective
+fails the job too; Ctrl-C or SIGTERM in the job stops it.
 
     src/rank/agent.py is the other side (`python -m src.rank.agent JOB_PID`, started here, not by users).
 """
