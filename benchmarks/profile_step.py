@@ -5,6 +5,7 @@ warm-up, then the kernels that take the most GPU time over a few profiled steps.
 
     python benchmarks/profile_step.py gpu=h200 model=gpt2 precision=bf16 benchmark.compile=true
     python benchmarks/profile_step.py gpu=h200 model=resnet50 precision=fp32 benchmark.cudnn_benchmark=false
+    python benchmarks/profile_step.py --profile-steps 0 gpu=h200 model=ssd300 precision=fp32 benchmark.cudnn_benchmark_limit=6
 """
 
 from __future__ import annotations
@@ -65,11 +66,6 @@ def main() -> None:
         choices=["flash", "mem_efficient", "cudnn", "math"],
         help="allow only this attention backend",
     )
-    parser.add_argument(
-        "--cudnn-limit",
-        type=int,
-        help="algorithms cuDNN autotuning tries per convolution (torch's default 10)",
-    )
     parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m src.train")
     args = parser.parse_args()
 
@@ -80,8 +76,6 @@ def main() -> None:
     if args.sdpa:
         for backend in ("flash", "mem_efficient", "cudnn", "math"):
             getattr(torch.backends.cuda, f"enable_{backend}_sdp")(backend == args.sdpa)
-    if args.cudnn_limit is not None:
-        torch.backends.cudnn.benchmark_limit = args.cudnn_limit
     started = time.perf_counter()
     step = TrainingStep(cfg, device, world=1)
     torch.cuda.synchronize()
@@ -100,7 +94,7 @@ def main() -> None:
     print(" ".join(sys.argv[1:]))
     print(
         f"set-up {built - started:.1f} s, first step {first - built:.1f} s, "
-        f"cudnn.benchmark {torch.backends.cudnn.benchmark}, batch {step.batch_size}"
+        f"cudnn.benchmark {torch.backends.cudnn.benchmark} (limit {torch.backends.cudnn.benchmark_limit}), batch {step.batch_size}"
     )
     print(
         f"step {step_s * 1e3:.1f} ms: {throughput:,.1f} {cfg['model']['unit']}, {tflops:.1f} TFLOP/s"

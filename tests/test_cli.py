@@ -28,7 +28,14 @@ atexit.register(lambda: print("torch loaded in the job process:", "torch" in sys
 sys.argv = ["src.train", *sys.argv[1:]]
 runpy.run_module("src.train", run_name="__main__")
 """
-SWEEP = ["-m", "gpu=auto", "model=resnet50,txl_base", "precision=bf16", "benchmark=smoke"]
+SWEEP = [
+    "-m",
+    "gpu=auto",
+    "model=resnet50,txl_base",
+    "precision=bf16",
+    "benchmark=smoke",
+    "benchmark.cudnn_benchmark_limit=3",
+]
 NAMES = ["cpux1-resnet50-bf16-smoke", "cpux1-txl_base-bf16-smoke"]
 NO_NVML = "NVML is not available (hidden by the test)"
 
@@ -73,7 +80,7 @@ def test_sweep_logs_parent_and_tagged_children(sweep):
         assert tags["unit"] == {"resnet50": "images/s", "txl_base": "tokens/s"}[tags["model"]]
         assert tags["precision"] == "bf16" and tags["host"] and tags["torch_version"]
         assert tags["cudnn_version"] and tags["nccl_version"]  # reported by the rank, not the job
-        assert tags["cudnn_benchmark"] == "True"
+        assert tags["cudnn_benchmark"] == "True" and tags["cudnn_benchmark_limit"] == "3"
         assert tags["math_autocast_dtype"] == "bfloat16"  # the math that ran, from the rank
         # the ranks' stopping rule reaches the run: smoke measures 2 steps, target_ci 0.5
         met = metrics["step_time_ci95_rel"] <= 0.5

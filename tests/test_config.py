@@ -134,3 +134,16 @@ def test_command_line_that_does_not_compose_exits_2_with_one_line(command, messa
     assert done.returncode == 2
     assert done.stderr.splitlines() == [f"error: {done.stderr.removeprefix('error: ').strip()}"]
     assert message in done.stderr
+
+
+def test_the_autotuning_limit_keeps_old_resume_hashes_until_it_is_set():
+    """Runs logged before benchmark.cudnn_benchmark_limit existed measured torch's default: a null
+    limit must hash as they did (else every finished point reruns), a set one must not."""
+    from src.run.resume import config_hash
+
+    cfg = finalize(compose_cfg(["gpu=h200", "model=ssd300"]))
+    before_the_key = OmegaConf.to_container(cfg, resolve=True)
+    del before_the_key["benchmark"]["cudnn_benchmark_limit"]
+    assert config_hash(cfg) == config_hash(OmegaConf.create(before_the_key))
+    limited = finalize(compose_cfg(["gpu=h200", "model=ssd300", "benchmark.cudnn_benchmark_limit=6"]))
+    assert config_hash(limited) != config_hash(cfg)

@@ -62,6 +62,11 @@ def test_image_too_small_for_the_model_is_refused_naming_its_minimum(name):
             "model.objects_per_image=15: must be >= 16",
         ),
         (["model=gpt2", "benchmark.channels_last=true"], "benchmark.channels_last=True: must be false for"),
+        (["model=ssd300", "benchmark.cudnn_benchmark_limit=-1"], "benchmark.cudnn_benchmark_limit=-1: must be an"),
+        (
+            ["model=maskrcnn", "benchmark.cudnn_benchmark_limit=6"],
+            "benchmark.cudnn_benchmark_limit=6: must be null while cuDNN autotuning is off for model=maskrcnn",
+        ),
         (
             ["model=resnet50", "gpu=a6000", "+gpu.batch_sizes.resnet50.fp64=8"],
             "keyed by fp32, tf32, amp, bf16",

@@ -139,3 +139,15 @@ def test_warm_up_ends_at_warmup_steps_or_once_warmup_s_has_passed(monkeypatch, s
     first_done = worker._warm_up(step, worker.StopAgreement(1, cpu), bench, cpu, worker.Progress(None, False))
     assert len(ran) == steps
     assert first_done == ran[0]  # when the first step (autotuning, compilation) ended
+
+
+def test_autotuning_tries_as_many_algorithms_as_the_config_says(monkeypatch):
+    """benchmark.cudnn_benchmark_limit reaches torch; null leaves torch's own default."""
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark_limit", torch.backends.cudnn.benchmark_limit)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", torch.backends.cudnn.benchmark)
+    default = torch.backends.cudnn.benchmark_limit
+    worker.set_cudnn_autotuning(rank_cfg("benchmark.cudnn_benchmark=true")["benchmark"])
+    assert (torch.backends.cudnn.benchmark, torch.backends.cudnn.benchmark_limit) == (True, default)
+    limited = rank_cfg("benchmark.cudnn_benchmark=true", f"benchmark.cudnn_benchmark_limit={default - 4}")
+    worker.set_cudnn_autotuning(limited["benchmark"])
+    assert torch.backends.cudnn.benchmark_limit == default - 4

@@ -2,7 +2,7 @@
 
 A point is (gpu, gpu_count, model, precision, source, measured configuration); its throughput is
 the median of its runs. The measured configuration is every logged param that changes what is
-measured (model sizes, the batch that ran, compile, channels_last, cudnn_benchmark, smoke), so
+measured (model sizes, the batch that ran, compile, channels_last, cudnn autotuning, smoke), so
 runs that differ in it are separate points, never pooled as repeats. Runs without a `source` tag
 are this project's own: source "measured".
 """
@@ -117,6 +117,7 @@ MEASURED_SETTINGS = (
     "benchmark.compile",
     "benchmark.channels_last",
     "benchmark.cudnn_benchmark",
+    "benchmark.cudnn_benchmark_limit",
     "benchmark.smoke",
 )
 

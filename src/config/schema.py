@@ -196,6 +196,7 @@ class BenchmarkConfig:
     compile: bool = False  # torch.compile the model
     channels_last: bool | None = None  # NHWC memory format; null: on for vision models, off otherwise
     cudnn_benchmark: bool | None = None  # cuDNN autotuning; null: on unless model.static_shapes is false
+    cudnn_benchmark_limit: int | None = None  # algorithms autotuning tries per convolution; null: torch's 10
     timeout_s: float = 900.0  # a job (or a hung collective) past this is failed
     rerun: bool = False  # run a point even if its config already has a FINISHED run (see src/resume.py)
 

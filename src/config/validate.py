@@ -126,6 +126,19 @@ def _check_benchmark(b: DictConfig, m: DictConfig, errors: Errors) -> None:
         b.timeout_s,
         f"more seconds than benchmark.time_limit_s ({b.time_limit_s:g}): it bounds the whole job",
     )
+    limit = b.cudnn_benchmark_limit
+    errors.need(
+        limit is None or (isinstance(limit, int) and limit >= 0),
+        "benchmark.cudnn_benchmark_limit",
+        limit,
+        "an integer >= 0 (0: every algorithm) or null (torch's default, 10)",
+    )
+    errors.need(
+        limit is None or b.cudnn_benchmark,
+        "benchmark.cudnn_benchmark_limit",
+        limit,
+        f"null while cuDNN autotuning is off for model={m.name} (benchmark.cudnn_benchmark=true turns it on)",
+    )
     errors.need(
         not (b.channels_last and m.category != "vision"),
         "benchmark.channels_last",

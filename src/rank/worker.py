@@ -137,6 +137,14 @@ class StopAgreement:
         return STOP_REASONS[code - 1] if code else None
 
 
+def set_cudnn_autotuning(benchmark: dict) -> None:
+    """cuDNN autotuning on or off, and how many algorithms it tries per convolution (null keeps
+    torch's default)."""
+    torch.backends.cudnn.benchmark = benchmark["cudnn_benchmark"]
+    if benchmark.get("cudnn_benchmark_limit") is not None:
+        torch.backends.cudnn.benchmark_limit = benchmark["cudnn_benchmark_limit"]
+
+
 class TrainingStep:
     """One rank's model, optimizer and precision, as one callable training step.
 
@@ -147,7 +155,7 @@ class TrainingStep:
     def __init__(self, cfg: dict, device: torch.device, world: int):
         model_cfg = {**cfg["model"], "channels_last": cfg["benchmark"].get("channels_last", False)}
         if device.type == "cuda":
-            torch.backends.cudnn.benchmark = cfg["benchmark"]["cudnn_benchmark"]
+            set_cudnn_autotuning(cfg["benchmark"])
         self.precision = PrecisionContext(cfg["precision"], device)
         self.batch_size = model_cfg["batch_size"]
         if self.batch_size == "auto":  # searched in the rank's own process, before anything is timed

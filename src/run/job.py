@@ -105,6 +105,8 @@ def _run_job(
         resume.HASH_TAG: digest,
         **owner.tags(),
     }
+    if cfg.benchmark.cudnn_benchmark_limit is not None:  # set only where torch's default was overridden
+        tags["cudnn_benchmark_limit"] = cfg.benchmark.cudnn_benchmark_limit
     run = job_run.JobRun(cfg.tracking, experiment_id, name, tags, parent_run_id, job_dir / spool.SPOOL_DIR)
     try:
         from src.hardware import environment, telemetry

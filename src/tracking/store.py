@@ -15,10 +15,6 @@ from src.credentials import redact
 from src.errors import TrackingUnavailable, first_line
 from src.paths import sqlite_path
 
-# Tags that say how a job ran, beyond what it ran (gpu, model, precision): compare flags repeats
-# that differ in them.
-SETTING_TAGS = ("benchmark", "compile", "channels_last", "cudnn_benchmark")
-
 PARENT_RUN_FILE = "parent_run.json"  # in a sweep's folder: how jobs find their parent run
 # Fail fast per HTTP request (MLflow's default retries for minutes): the job keeps its result on
 # disk and retries delivery itself. A user's own settings win.
