@@ -62,10 +62,9 @@ def test_image_too_small_for_the_model_is_refused_naming_its_minimum(name):
             "model.objects_per_image=15: must be >= 16",
         ),
         (["model=gpt2", "benchmark.channels_last=true"], "benchmark.channels_last=True: must be false for"),
-        (["model=ssd300", "benchmark.cudnn_benchmark_limit=-1"], "benchmark.cudnn_benchmark_limit=-1: must be an"),
         (
-            ["model=maskrcnn", "benchmark.cudnn_benchmark_limit=6"],
-            "benchmark.cudnn_benchmark_limit=6: must be null while cuDNN autotuning is off for model=maskrcnn",
+            ["model=ssd300", "benchmark.cudnn_benchmark_limit=-1"],
+            "benchmark.cudnn_benchmark_limit=-1: must be an",
         ),
         (
             ["model=resnet50", "gpu=a6000", "+gpu.batch_sizes.resnet50.fp64=8"],
@@ -101,3 +100,10 @@ def test_gpu_profile_batch_sizes_override_the_model_defaults():
 def test_cudnn_autotuning_follows_the_model_unless_set(overrides, expected):
     cfg = finalize(compose_cfg(["gpu=h200", *overrides]))
     assert cfg.benchmark.cudnn_benchmark is expected
+
+
+@pytest.mark.parametrize(("model", "limit"), [("ssd300", 6), ("maskrcnn", None)])
+def test_a_search_limit_stays_only_where_autotuning_searches(model, limit):
+    """A sweep of all models with a limit runs Mask R-CNN (no autotuning) without the setting."""
+    cfg = finalize(compose_cfg(["gpu=h200", f"model={model}", "benchmark.cudnn_benchmark_limit=6"]))
+    assert cfg.benchmark.cudnn_benchmark_limit == limit

@@ -134,12 +134,6 @@ def _check_benchmark(b: DictConfig, m: DictConfig, errors: Errors) -> None:
         "an integer >= 0 (0: every algorithm) or null (torch's default, 10)",
     )
     errors.need(
-        limit is None or b.cudnn_benchmark,
-        "benchmark.cudnn_benchmark_limit",
-        limit,
-        f"null while cuDNN autotuning is off for model={m.name} (benchmark.cudnn_benchmark=true turns it on)",
-    )
-    errors.need(
         not (b.channels_last and m.category != "vision"),
         "benchmark.channels_last",
         b.channels_last,
