@@ -66,6 +66,10 @@ def test_image_too_small_for_the_model_is_refused_naming_its_minimum(name):
             ["model=ssd300", "benchmark.cudnn_benchmark_limit=-1"],
             "benchmark.cudnn_benchmark_limit=-1: must be an",
         ),
+        (  # refused before the limit is dropped for a model without autotuning
+            ["model=maskrcnn", "benchmark.cudnn_benchmark_limit=-1"],
+            "benchmark.cudnn_benchmark_limit=-1: must be an",
+        ),
         (
             ["model=resnet50", "gpu=a6000", "+gpu.batch_sizes.resnet50.fp64=8"],
             "keyed by fp32, tf32, amp, bf16",

@@ -22,14 +22,15 @@ def finalize(cfg: DictConfig) -> DictConfig:
     # repeat, a new search every step where they do not.
     if cfg.benchmark.cudnn_benchmark is None:
         cfg.benchmark.cudnn_benchmark = cfg.model.static_shapes
-    # A search limit means nothing without the search: dropped, so that a sweep of models with and
-    # without autotuning runs every point, and the others log and hash no setting they did not use.
-    if not cfg.benchmark.cudnn_benchmark:
-        cfg.benchmark.cudnn_benchmark_limit = None
     # gpu=auto: the batch follows the profile of the device found, so it is set once found
     if cfg.model.batch_size is None and cfg.gpu.device != "auto":
         cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)
+    # A search limit means nothing without the search: dropped (once checked, so a bad one is
+    # refused for every model), so that a sweep of models with and without autotuning runs every
+    # point, and the others log and hash no setting they did not use.
+    if not cfg.benchmark.cudnn_benchmark:
+        cfg.benchmark.cudnn_benchmark_limit = None
     return cfg
 
 
