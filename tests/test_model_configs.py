@@ -96,7 +96,7 @@ def test_gpu_profile_batch_sizes_override_the_model_defaults():
     ("overrides", "expected"),
     [
         (["model=resnet50"], True),
-        (["model=maskrcnn"], False),  # its mask head changes shape every step: no autotuning
+        (["model=maskrcnn"], False),  # static_shapes: false: no autotuning
         (["model=maskrcnn", "benchmark.cudnn_benchmark=true"], True),
         (["model=ssd300", "benchmark.cudnn_benchmark=false"], False),
     ],

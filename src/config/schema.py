@@ -78,8 +78,8 @@ class ModelConfig:
     flops_per_item: float | None = None
     batch_size: Any = None  # per GPU; None: the default for the precision; "auto": largest that fits
     batch_sizes: dict[str, int] = field(default_factory=dict)  # precision -> default batch
-    # False where the model's tensor shapes change from step to step (Mask R-CNN's mask head sees a
-    # different count of positive regions each time): cuDNN autotuning would re-tune every step.
+    # False: cuDNN autotuning off by default (it re-tunes whenever a convolution's shapes change).
+    # Set for Mask R-CNN, measured when its mask head's region count varied from step to step.
     static_shapes: bool = True
 
 
@@ -198,7 +198,7 @@ class BenchmarkConfig:
     cudnn_benchmark: bool | None = None  # cuDNN autotuning; null: on unless model.static_shapes is false
     cudnn_benchmark_limit: int | None = None  # algorithms autotuning tries per convolution; null: torch's 10
     timeout_s: float = 900.0  # a job (or a hung collective) past this is failed
-    rerun: bool = False  # run a point even if its config already has a FINISHED run (see src/resume.py)
+    rerun: bool = False  # run a point even if its config already has a FINISHED run (see src/run/resume.py)
 
 
 @dataclass
