@@ -2,8 +2,9 @@
 
 A point is (gpu, gpu_count, model, precision, source, measured configuration); its throughput is
 the median of its runs. The measured configuration is every logged param that changes what is
-measured (model sizes, the batch that ran, compile, channels_last, cudnn autotuning, smoke), so
-runs that differ in it are separate points, never pooled as repeats. Runs without a `source` tag
+measured (model sizes, the batch that ran, compile, channels_last, cudnn autotuning, smoke: the
+measured keys of src/config/points.py), so runs that differ in it are separate points, never
+pooled as repeats. Runs without a `source` tag
 are this project's own: source "measured".
 """
 
@@ -13,6 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from functools import cache
 
+from src.config import points
 from src.hardware import devices
 
 MEASURED = "measured"
@@ -109,35 +111,10 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
             return runs, ids
 
 
-# Logged params that describe the model rather than size it, or the defaults the batch came from.
-NOT_MEASURED = {"model.name", "model._target_", "model.builder", "model.category", "model.unit",
-                "model.flops_per_item", "model.min_image_size", "model.batch_size"}  # fmt: skip
-NOT_MEASURED_PREFIXES = ("model.batch_sizes.", "model.smoke.")
-MEASURED_SETTINGS = (
-    "benchmark.compile",
-    "benchmark.channels_last",
-    "benchmark.cudnn_benchmark",
-    "benchmark.cudnn_benchmark_limit",
-    "benchmark.smoke",
-)
-
-
-def measured_config(params: dict) -> tuple:
-    """What changes the measured figure: model sizes, the per-GPU batch that ran, the settings.
-
-    Tracking, telemetry, launcher, resume and stopping-rule keys are left out: they change how a
-    figure is taken or stored, not what it measures. Imported runs log none of these: ().
-    """
-    config = {
-        key: value
-        for key, value in params.items()
-        if key.startswith("model.") and key not in NOT_MEASURED and not key.startswith(NOT_MEASURED_PREFIXES)
-    }
-    config |= {key: params[key] for key in MEASURED_SETTINGS if key in params}
-    batch = params.get("batch_size", params.get("model.batch_size"))  # the batch that ran (auto included)
-    if batch is not None:
-        config["batch_size"] = batch
-    return tuple(sorted((key, value) for key, value in config.items() if value != "None"))
+def measured_config(params: dict, tags: dict | None = None) -> tuple:
+    """What changes the measured figure, as src/config/points.py declares it: model sizes, the
+    per-GPU batch that ran, the settings. Imported runs log none of these: ()."""
+    return points.point_config(params, tags)
 
 
 def ci_missed(tags: dict, metrics: dict, params: dict) -> str | None:
@@ -176,7 +153,7 @@ def to_record(run) -> RunRecord | None:
         precision=tags["precision"],
         source=tags.get("source", MEASURED),
         unit=tags.get("unit", "items/s"),
-        config=measured_config(params),
+        config=measured_config(params, tags),
         throughput=throughput,
         tf32_math=tags.get("math_matmul_tf32") == "True",
         per_watt=per_watt,
@@ -242,7 +219,7 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
                 per_watt_basis="+".join(bases) or None,
                 per_kusd=statistics.median(prices) if prices else None,
                 runs=runs,
-                variant=", ".join(f"{_short(k)}={v}" for k, v in first.config if k in shown),
+                variant=", ".join(f"{points.label(k)}={v}" for k, v in first.config if k in shown),
             )
         )
     return measurements
@@ -262,10 +239,6 @@ def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:
         keys = set().union(*configs)
         differing.setdefault(model, set()).update(k for k in keys if len({c.get(k) for c in configs}) > 1)
     return {model: tuple(sorted(keys)) for model, keys in differing.items()}
-
-
-def _short(key: str) -> str:
-    return key.split(".", 1)[1] if key.startswith(("model.", "benchmark.")) else key
 
 
 def _sort_key(point: tuple) -> tuple:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from src.config import points
 from src.config.validate import validate
 from src.errors import ConfigError
 
@@ -26,11 +27,10 @@ def finalize(cfg: DictConfig) -> DictConfig:
     if cfg.model.batch_size is None and cfg.gpu.device != "auto":
         cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)
-    # A search limit means nothing without the search: dropped (once checked, so a bad one is
-    # refused for every model), so that a sweep of models with and without autotuning runs every
-    # point, and the others log and hash no setting they did not use.
-    if not cfg.benchmark.cudnn_benchmark:
-        cfg.benchmark.cudnn_benchmark_limit = None
+    # A setting that means nothing without its switch (a search limit without the search) is
+    # reset once checked, so a bad one is refused for every model, and a sweep of models with and
+    # without the switch runs every point, logging and hashing no setting it did not use.
+    points.drop_unused(cfg)
     return cfg
 
 

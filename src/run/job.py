@@ -16,6 +16,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src import console, credentials
+from src.config import points
 from src.config.finalise import default_batch_size
 from src.config.validate import validate
 from src.errors import ConfigError, DeviceUnavailable
@@ -98,15 +99,11 @@ def _run_job(
         "category": cfg.model.category,
         "precision": cfg.precision.name,
         "benchmark": cfg.benchmark.name,
-        "compile": cfg.benchmark.compile,
-        "channels_last": cfg.benchmark.channels_last,
-        "cudnn_benchmark": cfg.benchmark.cudnn_benchmark,
         "host": socket.gethostname(),
         resume.HASH_TAG: digest,
+        **points.setting_tags(cfg),  # compile, channels_last, ...: each measured setting with a tag
         **owner.tags(),
     }
-    if cfg.benchmark.cudnn_benchmark_limit is not None:  # set only where torch's default was overridden
-        tags["cudnn_benchmark_limit"] = cfg.benchmark.cudnn_benchmark_limit
     run = job_run.JobRun(cfg.tracking, experiment_id, name, tags, parent_run_id, job_dir / spool.SPOOL_DIR)
     try:
         from src.hardware import environment, telemetry

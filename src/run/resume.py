@@ -1,10 +1,11 @@
 """Resume: a job whose config already has a FINISHED run in the experiment is not run again.
 
 Each run carries the tag `config_hash`: a hash of its finalised config (after the smoke sizes,
-the batch-size rule and, for gpu=auto, the profile of the GPU found), with the tracking keys,
-`benchmark.rerun` and `launcher.host_memory_reserve_gb` left out because they do not change what
-is measured. Re-running a sweep after a crash therefore runs only the points that have no FINISHED
-run; `benchmark.rerun=true` runs a point anyway.
+the batch-size rule and, for gpu=auto, the profile of the GPU found) as src/config/points.py
+declares it: its measured and procedure keys, never its plumbing (tracking, the Slurm request,
+`benchmark.rerun`, host guards), and a key added later only once it leaves its default.
+Re-running a sweep after a crash therefore runs only the points that have no FINISHED run;
+`benchmark.rerun=true` runs a point anyway.
 """
 
 from __future__ import annotations
@@ -14,18 +15,14 @@ import json
 
 from omegaconf import DictConfig, OmegaConf
 
+from src.config import points
+
 HASH_TAG = "config_hash"
 SKIPPED_TAG_PREFIX = "skipped."  # on a sweep's parent run: skipped.<config_hash> = the finished run's id
 
 
 def config_hash(cfg: DictConfig) -> str:
-    data = OmegaConf.to_container(cfg, resolve=True)
-    data.pop("tracking", None)
-    data["gpu"].pop("slurm", None)  # how Slurm was asked (a longer time limit) measures the same point
-    data["benchmark"].pop("rerun", None)
-    data["launcher"].pop("host_memory_reserve_gb", None)  # a guard on the host, not part of the measurement
-    if data["benchmark"].get("cudnn_benchmark_limit") is None:  # torch's default, as before the key existed
-        data["benchmark"].pop("cudnn_benchmark_limit", None)
+    data = points.hashed(OmegaConf.to_container(cfg, resolve=True))
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

@@ -1,0 +1,198 @@
+"""What each config key is to a measurement, declared once: the point, the resume hash, the run's
+setting tags and compare's variant labels are derived from this table.
+
+Roles:
+- MEASURED: changes the figure. Part of compare's point (runs that differ in it are never pooled),
+  of the resume hash, of the variant label that tells points apart, and a run tag where `tag` is set.
+  `by` says the point holds it through another field instead of its own value: the gpu profile's
+  spec sheet is the point's `gpu`, the model's unit and category its `model`, the batch defaults
+  the `batch_size` that ran.
+- PROCEDURE: how the figure is taken (warm-up, stopping rule, telemetry sampling): in the resume
+  hash only, so a point re-measured another way runs again but compares as the same point.
+- PLUMBING: neither (tracking, the Slurm request, rerun, host guards).
+
+A key is looked up by its full name, else by the longest declared prefix ending in "." (one entry
+covers a group, e.g. every model size; a more specific entry overrides it).
+
+Adding a key (the extension point):
+- A key added after runs were logged gives `since=<its default>`: while it is at that default it
+  is left out of the hash, the point and the tags, so every run logged before it keeps its hash
+  and its point (tests/test_points.py holds runs and hashes from before this table).
+- A key in the hash but not in the point (e.g. `benchmark.repeat`) is PROCEDURE, with `since`.
+- `needs="<key>"`: the key means nothing while that switch is off; finalising resets it to its
+  `since` default then, so the point and hash do not split on a setting that was not used.
+- Point fields that come from the run's environment rather than its config (the software stack,
+  the detected card) go in TAGS: tag name -> Declared, MEASURED; compare reads them from the run's
+  tags into the point as `tag:<name>`, and `since` works the same way for runs that lack the tag.
+- LEGACY holds param names that older runs logged and the schema no longer has, with their role,
+  so compare reads those runs as they were read when they were logged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MEASURED, PROCEDURE, PLUMBING = "measured", "procedure", "plumbing"
+ALWAYS = object()  # `since` of a key every run has logged: never left out
+RAN_BATCH = "batch_size"  # the param a run logs once its ranks report the per-GPU batch that ran
+
+
+@dataclass(frozen=True)
+class Declared:
+    role: str
+    by: str | None = None  # MEASURED only: the point field that stands for it (gpu, model, ...)
+    tag: str | None = None  # MEASURED only: the run tag that carries it
+    since: Any = ALWAYS  # the default of a key added after runs were logged
+    needs: str | None = None  # the switch without which the key means nothing
+
+
+KEYS: dict[str, Declared] = {
+    # the hardware: the point's gpu (the profile) and gpu_count (per node x nodes)
+    "gpu.": Declared(MEASURED, by="gpu"),  # device, match rule, spec sheet, batch sizes
+    "gpu.count": Declared(MEASURED, by="gpu_count"),
+    "gpu.slurm.": Declared(PLUMBING),  # how Slurm was asked (a longer time limit) measures the same point
+    # the model: its sizes separate points; what only names or describes it is the point's model
+    "model.": Declared(MEASURED),
+    "model.name": Declared(MEASURED, by="model"),
+    "model._target_": Declared(MEASURED, by="model"),
+    "model.category": Declared(MEASURED, by="model"),
+    "model.unit": Declared(MEASURED, by="model"),
+    "model.flops_per_item": Declared(MEASURED, by="model"),
+    "model.min_image_size": Declared(MEASURED, by="model"),
+    "model.batch_size": Declared(MEASURED, by=RAN_BATCH),  # the request; the point has what ran
+    "model.batch_sizes.": Declared(MEASURED, by=RAN_BATCH),
+    "precision.": Declared(MEASURED, by="precision"),
+    # how the figure is taken, and the settings that change it
+    "benchmark.": Declared(PROCEDURE),
+    "benchmark.compile": Declared(MEASURED, tag="compile"),
+    "benchmark.channels_last": Declared(MEASURED, tag="channels_last"),
+    "benchmark.cudnn_benchmark": Declared(MEASURED, tag="cudnn_benchmark"),
+    "benchmark.cudnn_benchmark_limit": Declared(
+        MEASURED, tag="cudnn_benchmark_limit", since=None, needs="benchmark.cudnn_benchmark"
+    ),
+    "benchmark.rerun": Declared(PLUMBING),
+    "telemetry.": Declared(PROCEDURE),  # the sampling behind the power and clock figures
+    # hashed since the first runs, so kept in the hash: as plumbing every finished point would rerun
+    "launcher.": Declared(PROCEDURE),
+    "launcher.nnodes": Declared(MEASURED, by="gpu_count"),
+    "launcher.host_memory_reserve_gb": Declared(PLUMBING),  # a guard on the host
+    "tracking.": Declared(PLUMBING),
+    RAN_BATCH: Declared(MEASURED),
+}
+
+# Run tags that are point fields (the environment a run measured, not its config): none yet.
+TAGS: dict[str, Declared] = {}
+
+LEGACY: dict[str, Declared] = {
+    "model.builder": Declared(MEASURED, by="model"),  # before model._target_
+    "model.smoke.": Declared(PLUMBING),  # smoke sizes kept in the model before conf/sizes/
+    "benchmark.smoke": Declared(MEASURED),  # a smoke switch before benchmark=smoke
+}
+
+
+def declared(key: str, table: dict[str, Declared] | None = None) -> Declared | None:
+    """The entry for `key`: its own, else its longest declared prefix; None if there is none."""
+    table = KEYS if table is None else table
+    if key in table:
+        return table[key]
+    parts = key.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        if (entry := table.get(".".join(parts[:n]) + ".")) is not None:
+            return entry
+    return None
+
+
+def role_of(key: str) -> Declared:
+    """The declaration of a config key; raises for a key nobody declared."""
+    entry = declared(key)
+    if entry is None:
+        raise LookupError(
+            f"{key}: no role declared in src/config/points.py (measured, procedure or plumbing)"
+        )
+    return entry
+
+
+def at_since_default(entry: Declared, value: Any) -> bool:
+    """Whether the key sits at the default it had before it existed (for logged strings too)."""
+    return entry.since is not ALWAYS and (value == entry.since or value == str(entry.since))
+
+
+def hashed(data: dict, prefix: str = "") -> dict:
+    """The config as the resume hash sees it: a copy without plumbing, nor keys added after runs
+    were logged while they sit at their default."""
+    kept = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            if (subtree := KEYS.get(f"{name}.")) is not None and subtree.role == PLUMBING:
+                continue
+            kept[key] = hashed(value, f"{name}.")
+            continue
+        entry = role_of(name)
+        if entry.role != PLUMBING and not at_since_default(entry, value):
+            kept[key] = value
+    return kept
+
+
+def point_config(params: dict[str, str], tags: dict[str, str] | None = None) -> tuple:
+    """The point's measured configuration from a run's logged params (and tags): sorted (key,
+    value) pairs of every measured key that stands for itself, the batch that ran among them."""
+    config = {}
+    for key, value in params.items():
+        if _in_point(_param_entry(key), value):
+            config[key] = value
+    if RAN_BATCH not in config and "model.batch_size" in params:  # runs logged before the param
+        config[RAN_BATCH] = params["model.batch_size"]
+    for name, value in (tags or {}).items():
+        if _in_point(TAGS.get(name), value):
+            config[f"tag:{name}"] = value
+    return tuple(sorted((key, value) for key, value in config.items() if value != "None"))
+
+
+def _param_entry(key: str) -> Declared | None:
+    """A logged param's declaration: a name older runs logged as itself (LEGACY), else today's."""
+    return declared(key, LEGACY) or declared(key)
+
+
+def _in_point(entry: Declared | None, value: Any) -> bool:
+    return (
+        entry is not None
+        and entry.role == MEASURED
+        and entry.by is None
+        and not at_since_default(entry, value)
+    )
+
+
+def setting_tags(cfg) -> dict[str, Any]:
+    """The run tags of the measured settings (`compile`, ...), each left out at its `since` default."""
+    tags = {}
+    for key, entry in KEYS.items():
+        if entry.tag is None:
+            continue
+        value = _lookup(cfg, key)
+        if not at_since_default(entry, value):
+            tags[entry.tag] = value
+    return tags
+
+
+def drop_unused(cfg) -> None:
+    """Reset (in place) each key whose switch is off to its `since` default: it was not used."""
+    for key, entry in KEYS.items():
+        if entry.needs is not None and not _lookup(cfg, entry.needs):
+            group, name = key.rsplit(".", 1)
+            _lookup(cfg, group)[name] = entry.since
+
+
+def label(key: str) -> str:
+    """A measured key's name in the variant labels compare shows ("d_model", "compile", ...)."""
+    if key.startswith("tag:"):
+        return key.removeprefix("tag:")
+    return key.split(".", 1)[1] if "." in key else key
+
+
+def _lookup(cfg, dotted: str):
+    node = cfg
+    for part in dotted.split("."):
+        node = node[part]
+    return node
