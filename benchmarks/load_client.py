@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from src.hardware import telemetry
 from src.tracking import spool
+from src.tracking import tags as tag
 from src.tracking.job_run import JobRun
 
 CLIENT_TAG = "load_client"  # which client logged a run: one run per client must land
@@ -43,7 +44,9 @@ class JobTemplate:
 
         client = MlflowClient(uri)
         run = client.get_run(run_id)
-        tags = {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.") and k != spool.KEY_TAG}
+        tags = {
+            k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.") and k != tag.IDEMPOTENCY_KEY
+        }
         # set once the job has run, as job.py does; the rest open the run
         later = {
             k: v for k, v in tags.items() if k == "unit" or k.startswith("math_") or k.endswith("_version")

@@ -20,6 +20,7 @@ from src.config import cli
 from src.config.schema import register_configs
 from src.config.tracking_uri import tracking_errors
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
+from src.tracking import tags as tag
 
 register_configs("import_schema")
 
@@ -103,19 +104,19 @@ def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
             continue
         existing.add(key)  # a row published twice imports once
         tags = {
-            "gpu": result.gpu,
-            "gpu_name": result.gpu_name,
-            "gpu_count": result.gpu_count,
-            "model": result.model,
-            "category": result.category,
-            "precision": precision,
-            "unit": result.unit,
-            "source": source,
-            "import_key": key,
-            "published_system": result.system,
-            "published_task": result.task,
-            "published_precision": PRECISIONS[precision],
-            "published_file": path.name,
+            tag.GPU: result.gpu,
+            tag.GPU_NAME: result.gpu_name,
+            tag.GPU_COUNT: result.gpu_count,
+            tag.MODEL: result.model,
+            tag.CATEGORY: result.category,
+            tag.PRECISION: precision,
+            tag.UNIT: result.unit,
+            tag.SOURCE: source,
+            tag.IMPORT_KEY: key,
+            tag.PUBLISHED_SYSTEM: result.system,
+            tag.PUBLISHED_TASK: result.task,
+            tag.PUBLISHED_PRECISION: PRECISIONS[precision],
+            tag.PUBLISHED_FILE: path.name,
             **MATH_TAGS[precision],
         }
         name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
@@ -142,9 +143,12 @@ def _existing_keys(mlflow_client, experiment_id: str, source: str) -> set[str]:
     keys, token = set(), None
     while True:
         page = mlflow_client.search_runs(
-            [experiment_id], filter_string=f"tags.source = '{source}'", max_results=1000, page_token=token
+            [experiment_id],
+            filter_string=f"tags.{tag.SOURCE} = '{source}'",
+            max_results=1000,
+            page_token=token,
         )
-        keys.update(r.data.tags["import_key"] for r in page if "import_key" in r.data.tags)
+        keys.update(r.data.tags[tag.IMPORT_KEY] for r in page if tag.IMPORT_KEY in r.data.tags)
         token = page.token
         if not token:
             return keys

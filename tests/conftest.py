@@ -141,3 +141,32 @@ def start_server(tmp_path):
 def server(start_server) -> str:
     """The URL of a tracking server on an sqlite store."""
     return start_server().url
+
+
+def rank_report(rank: int, times: list[float], items: int = 32):
+    """A rank's report as the worker writes it, its marks a second apart from 101 s."""
+    from src.reports import RankReport
+
+    return RankReport(
+        rank=rank,
+        pid=1000 + rank,
+        world_size=2,
+        step_times_s=times,
+        items_per_step=items,
+        flops_per_item=1e9,
+        batch_size=8,
+        loss_first=7.0,
+        loss_last=6.0,
+        all_finite=True,
+        stop_reason="ci",
+        precision_math={},
+        device_name="x",
+        runtime_versions={"cuda": "none"},
+        peak_memory_gb=10.0 + rank,
+        rank_started=102.0 + rank,
+        built=103.0 + rank,
+        first_step_done=105.0 + rank,
+        window_start=110.0 + rank,
+        window_end=120.0 + rank,
+        agent_ready=101.0,
+    )

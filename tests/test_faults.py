@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import read_runs
+from conftest import rank_report, read_runs
 from test_robust import TINY, Cli, parent_run, runs_by_name, wait_for
 
 from src.paths import PROJECT_ROOT
+from src.tracking import tags as tag
 
 needs_namespaces = pytest.mark.skipif(
     os.geteuid() != 0 or subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode != 0,
@@ -228,13 +229,13 @@ def test_sync_ends_runs_whose_owner_is_gone_or_whose_pid_was_reused(tmp_path, tr
     gone.wait()  # reaped: its pid names no process now
     me = owner.tags()
     cases = {
-        "gone": {**me, owner.PID_TAG: str(gone.pid), owner.STARTED_TAG: gone_started},
+        "gone": {**me, tag.OWNER_PID: str(gone.pid), tag.OWNER_STARTED: gone_started},
         "reused": {
             **me,
-            owner.STARTED_TAG: f"{float(me[owner.STARTED_TAG]) - 60:.2f}",
+            tag.OWNER_STARTED: f"{float(me[tag.OWNER_STARTED]) - 60:.2f}",
         },  # same pid, earlier start
         "alive": me,
-        "other host": {**me, owner.HOST_TAG: "elsewhere", owner.PID_TAG: str(gone.pid)},
+        "other host": {**me, tag.OWNER_HOST: "elsewhere", tag.OWNER_PID: str(gone.pid)},
         "no owner": {},
     }
     client = store.client(tracking_uri)
@@ -331,11 +332,12 @@ def test_job_refuses_an_outcome_written_for_another_job(tmp_path):
     from src.run.launch import _read_outcome
 
     outcome = tmp_path / "outcome.json"
-    outcome.write_text(json.dumps({"job_id": "theirs", "ranks": [{"rank": 0}]}))
+    report = rank_report(0, [0.1, 0.2])
+    outcome.write_text(json.dumps({"job_id": "theirs", "ranks": [report.to_json()]}))
     with pytest.raises(RankFailure, match="written by another job"):
         _read_outcome(outcome, 0, lambda: "", tmp_path, "mine")
-    outcome.write_text(json.dumps({"job_id": "mine", "ranks": [{"rank": 0}]}))
-    assert _read_outcome(outcome, 0, lambda: "", tmp_path, "mine") == [{"rank": 0}]
+    outcome.write_text(json.dumps({"job_id": "mine", "ranks": [report.to_json()]}))
+    assert _read_outcome(outcome, 0, lambda: "", tmp_path, "mine") == [report]
 
 
 def test_progress_of_another_job_is_not_shown(tmp_path):

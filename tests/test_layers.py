@@ -13,7 +13,7 @@ from src.paths import PROJECT_ROOT
 
 SRC = PROJECT_ROOT / "src"
 ENTRY_POINTS = {"src.train", "src.import_results", "src.sync", "src.server", "src.compare.__main__"}
-LEAVES = {"src.console", "src.errors", "src.paths", "src.credentials", "src.stats"}
+LEAVES = {"src.console", "src.errors", "src.paths", "src.credentials", "src.stats", "src.reports"}
 # package -> layer; a module may import its own package, leaves and lower layers, nothing above
 LAYERS = {"config": 1, "models": 1, "hardware": 2, "tracking": 2, "rank": 3, "run": 3, "compare": 3}
 

@@ -147,3 +147,15 @@ def test_an_undeclared_key_is_refused_by_name():
 def test_every_key_of_every_model_has_a_role(model):
     for key in flatten(finalize(compose_cfg(["gpu=h200", f"model={model}"]))):
         points.role_of(key)
+
+
+def test_every_tag_a_job_writes_is_named_in_the_tag_module():
+    from src.tracking import tags
+
+    names = {v for k, v in vars(tags).items() if k.isupper() and isinstance(v, str)} | set(tags.SETTINGS)
+    for stored in STORED["runs"]:
+        unnamed = {
+            t for t in stored["tags"]
+            if t not in names and not t.startswith(tags.MATH_PREFIX) and not t.endswith(tags.VERSION_SUFFIX)
+        }  # fmt: skip
+        assert not unnamed, f"{stored['run_name']}: tags not in src/tracking/tags.py: {sorted(unnamed)}"

@@ -1,11 +1,14 @@
+import json
 import math
 import statistics
 
 import pytest
 
+from src.reports import RankReport
 from src.run.phases import phase_metrics
 from src.run.results import combine_ranks
 from src.stats import percentile, relative_ci_halfwidth, summarize_step_times
+from tests.conftest import rank_report
 
 
 def test_ci_halfwidth_matches_student_t():
@@ -22,46 +25,22 @@ def test_percentile_interpolates():
     assert summarize_step_times([0.1, 0.2, 0.3])["step_time_ms"] == pytest.approx(200)
 
 
-def _rank(rank, times, items=32):
-    return {
-        "rank": rank,
-        "step_times_s": times,
-        "items_per_step": items,
-        "batch_size": 8,
-        "loss_first": 7.0,
-        "loss_last": 6.0,
-        "agent_ready": 101.0,
-        "rank_started": 102.0 + rank,
-        "built": 103.0 + rank,
-        "first_step_done": 105.0 + rank,
-        "window_start": 110.0 + rank,
-        "window_end": 120.0 + rank,
-        "peak_memory_gb": 10.0 + rank,
-        "flops_per_item": 1e9,
-        "all_finite": True,
-        "stop_reason": "ci",
-        "precision_math": {},
-        "device_name": "x",
-        "runtime_versions": {"cuda": "none"},
-    }
-
-
 def test_combine_ranks_uses_the_slowest_rank_per_step_and_all_items():
-    out = combine_ranks([_rank(1, [0.2, 0.1]), _rank(0, [0.1, 0.3])], job_started=100.0)
-    m = out["metrics"]
-    assert out["step_times_s"] == [0.2, 0.3]
+    out = combine_ranks([rank_report(1, [0.2, 0.1]), rank_report(0, [0.1, 0.3])], job_started=100.0)
+    m = out.metrics
+    assert out.step_times_s == [0.2, 0.3]
     assert m["throughput"] == pytest.approx(64 / 0.25)
     assert m["throughput_per_gpu"] == pytest.approx(32 / 0.25)
     assert m["peak_memory_gb"] == 11.0
     assert m["batch_size"] == 8  # per GPU, logged as it ran
     assert (m["time_to_rank_start_s"], m["time_to_first_step_s"]) == pytest.approx((3.0, 6.0))
-    assert out["window"] == (110.0, 121.0)
+    assert out.window == (110.0, 121.0)
     assert m["achieved_tflops_per_gpu"] == pytest.approx(1e9 * 64 / 0.25 / 2 / 1e12)
 
 
-def test_phases_run_from_mark_to_mark_with_the_slowest_rank():
-    out = combine_ranks([_rank(1, [0.2, 0.1]), _rank(0, [0.1, 0.3])], job_started=100.0)
-    marks = out["marks"] | {"job_entry": 98.0, "launch": 100.5, "outcome": 125.0, "logged": 126.0}
+def test_phases_run_from_mark_to_mark_with_the_slowestrank_report():
+    out = combine_ranks([rank_report(1, [0.2, 0.1]), rank_report(0, [0.1, 0.3])], job_started=100.0)
+    marks = out.marks | {"job_entry": 98.0, "launch": 100.5, "outcome": 125.0, "logged": 126.0}
     phases = phase_metrics(90.0, marks)
     assert phases == pytest.approx(
         {
@@ -78,3 +57,8 @@ def test_phases_run_from_mark_to_mark_with_the_slowest_rank():
         }
     )
     assert sum(phases.values()) == pytest.approx(126.0 - 90.0)  # nothing counted twice or left out
+
+
+def test_a_report_reads_back_from_the_outcome_file_as_it_was_written():
+    report = rank_report(1, [0.2, 0.1])
+    assert RankReport.from_json(json.loads(json.dumps(report.to_json()))) == report

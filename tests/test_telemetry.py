@@ -156,7 +156,7 @@ def test_watch_logs_series_in_batches_and_a_csv(monkeypatch):
     assert len(lines) == 1 + 3 * samples
     rows = watch.sampler.rows
     window = (rows["gpu0"][1][0], rows["gpu0"][-2][0])
-    outcome = {"metrics": {"items_per_step": 64, "measured_steps": 10}, "window": window, "world_size": 2}
+    outcome = SimpleNamespace(window=window, measured_items=640, world_size=2)
     summary = watch.summary(outcome)
     assert summary["power_mean_w"] == pytest.approx((280.0 + 340.0) / 2)
     # the fake's counter rises at the power draw: energy per item = power x window / items per rank
@@ -176,7 +176,7 @@ def test_telemetry_faults_never_fail_the_job(monkeypatch, capsys):
     sampler.start()
     sampler.stop()
     assert sampler.error == "RuntimeError: bad read"
-    bad_outcome = {"metrics": {}, "window": (0, 1), "world_size": 1}
+    bad_outcome = SimpleNamespace(window=(0, 1), world_size=1)  # its items are missing
     assert watch_for(0.02, [], RecordingRun()).summary(bad_outcome) == {}
 
 
@@ -195,7 +195,7 @@ def test_disabled_telemetry_samples_and_logs_nothing():
     run = RecordingRun()
     watch = watch_for(0.03, [], run, enabled=False)
     assert watch.sampler is None and run.series == [] and run.files == {}
-    assert watch.summary({"metrics": {}, "window": (0, 1), "world_size": 1}) == {}
+    assert watch.summary(SimpleNamespace(window=(0, 1), measured_items=1, world_size=1)) == {}
 
 
 @pytest.mark.parametrize(

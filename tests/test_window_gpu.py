@@ -45,8 +45,8 @@ def test_first_step_and_steps_after_checks_are_timed_as_the_others():
     # hold the GPUs as a job does: no other job may run on them while this one is timed
     with gpu_lock.exclusive(devices.list_devices(), "tests/test_window_gpu.py"):
         (report,) = train_rank(cfg | {"runtime": {"device": "cuda", "job_id": "window"}})
-    times = report["step_times_s"]
-    assert len(times) == STEPS and report["stop_reason"] == "max_steps"
+    times = report.step_times_s
+    assert len(times) == STEPS and report.stop_reason == "max_steps"
     median = statistics.median(times)
     print(
         f"\nmedian {median * 1e3:.1f} ms; first {times[0] * 1e3:.1f}; after checks {times[20] * 1e3:.1f}, {times[30] * 1e3:.1f}"

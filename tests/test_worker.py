@@ -47,9 +47,9 @@ def test_time_limit_stops_a_window_before_min_steps(ci):
             "benchmark.time_limit_s=0.3",
         )
     )
-    assert report["stop_reason"] == "time_limit"
-    assert 2 <= len(report["step_times_s"]) < 100000
-    assert 0.3 <= report["window_end"] - report["window_start"] < 5
+    assert report.stop_reason == "time_limit"
+    assert 2 <= len(report.step_times_s) < 100000
+    assert 0.3 <= report.window_end - report.window_start < 5
 
 
 def test_max_steps_ends_a_window_whose_ci_never_meets_the_target(ci):
@@ -62,8 +62,8 @@ def test_max_steps_ends_a_window_whose_ci_never_meets_the_target(ci):
             "benchmark.check_every=100",
         )
     )
-    assert report["stop_reason"] == "max_steps"
-    assert len(report["step_times_s"]) == 7
+    assert report.stop_reason == "max_steps"
+    assert len(report.step_times_s) == 7
 
 
 def test_target_ci_stops_at_the_first_check_once_min_steps_are_measured(ci):
@@ -78,30 +78,30 @@ def test_target_ci_stops_at_the_first_check_once_min_steps_are_measured(ci):
             "benchmark.target_ci=0.01",
         )
     )
-    assert report["stop_reason"] == "ci"
-    assert len(report["step_times_s"]) == 4  # warm-up steps are not in the window
-    assert report["rank_started"] <= report["first_step_done"] <= report["window_start"]
+    assert report.stop_reason == "ci"
+    assert len(report.step_times_s) == 4  # warm-up steps are not in the window
+    assert report.rank_started <= report.first_step_done <= report.window_start
 
 
 def test_report_carries_what_the_job_combines():
     (report,) = train_rank(rank_cfg("model.name=tiny", "model.batch_size=3", "precision=bf16"))
-    assert report["rank"] == 0 and report["world_size"] == 1
-    assert report["batch_size"] == 3 and report["items_per_step"] == 3
-    assert report["all_finite"] and report["loss_first"] > 0 and report["loss_last"] > 0
-    assert report["precision_math"]["autocast_dtype"] == "bfloat16"
-    assert report["device_name"] == "cpu" and report["peak_memory_gb"] is None
-    assert report["runtime_versions"]["cuda"] == (torch.version.cuda or "none")
+    assert report.rank == 0 and report.world_size == 1
+    assert report.batch_size == 3 and report.items_per_step == 3
+    assert report.all_finite and report.loss_first > 0 and report.loss_last > 0
+    assert report.precision_math["autocast_dtype"] == "bfloat16"
+    assert report.device_name == "cpu" and report.peak_memory_gb is None
+    assert report.runtime_versions["cuda"] == (torch.version.cuda or "none")
 
 
 def test_fp32_runs_without_autocast():
     (report,) = train_rank(rank_cfg("model.name=tiny", "precision=fp32"))
-    assert report["precision_math"]["autocast_dtype"] == "none"
-    assert report["precision_math"]["grad_scaling"] is False
+    assert report.precision_math["autocast_dtype"] == "none"
+    assert report.precision_math["grad_scaling"] is False
 
 
 def test_a_non_finite_loss_is_reported_not_hidden():
     (report,) = train_rank(rank_cfg("model.name=diverge"))
-    assert report["all_finite"] is False
+    assert report.all_finite is False
 
 
 def test_out_of_memory_names_the_batch_that_did_not_fit():

@@ -20,12 +20,12 @@ from src.compare.analysis import RelativeRow
 from src.compare.runs import Measurement, positive_number, spec_sheet
 from src.console import number
 from src.paths import PROJECT_ROOT
+from src.tracking import tags as tag
 
 SCALING_ABOVE_100 = "scaling_above_100"
 SLOWER_THAN_1GPU = "slower_than_1gpu"
 OUTSIDE_SPEC = "outside_spec"
 CI_NOT_MET = "ci_not_met"
-ANOMALY_TAG = "anomaly"
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def tag_runs(uri: str, measurements: list[Measurement], anomalies: list[Anomaly]
             if run.run_id in flagged:
                 text = "; ".join(flagged[run.run_id])[:5000]
                 if text != run.anomaly_tag:
-                    mlflow_client.set_tag(run.run_id, ANOMALY_TAG, text)
+                    mlflow_client.set_tag(run.run_id, tag.ANOMALY, text)
             elif run.anomaly_tag is not None:
-                mlflow_client.delete_tag(run.run_id, ANOMALY_TAG)
+                mlflow_client.delete_tag(run.run_id, tag.ANOMALY)
     return len(flagged)

@@ -13,8 +13,7 @@ from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, 
 from src.config.schema import PRECISIONS
 from src.config.tracking_uri import tracking_errors
 from src.errors import ConfigError
-
-REPORT_TAG = "report"
+from src.tracking import tags as tag
 
 
 @dataclass
@@ -182,10 +181,10 @@ def _log_report_run(cfg: DictConfig, files: list[Path], found: list[anomalies.An
     experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
     kinds = sorted({a.kind for a in found})
     tags = {
-        REPORT_TAG: "true",
-        "baseline": cfg.baseline,
-        "anomalies": len(found),
-        "anomaly_kinds": ",".join(kinds) or "none",
+        tag.REPORT: "true",
+        tag.BASELINE: cfg.baseline,
+        tag.ANOMALIES: len(found),
+        tag.ANOMALY_KINDS: ",".join(kinds) or "none",
         "mlflow.note.content": text[:50000],  # the report as the run's description in the UI
     }
     run = job_run.JobRun(cfg.tracking, experiment_id, f"compare vs {cfg.baseline}", tags)

@@ -16,9 +16,10 @@ from functools import cache
 
 from src.config import points
 from src.hardware import devices
+from src.tracking import tags as tag
 
 MEASURED = "measured"
-REQUIRED_TAGS = ("gpu", "gpu_count", "model", "precision")
+REQUIRED_TAGS = (tag.GPU, tag.GPU_COUNT, tag.MODEL, tag.PRECISION)
 
 
 class CompareError(ValueError):
@@ -121,7 +122,7 @@ def ci_missed(tags: dict, metrics: dict, params: dict) -> str | None:
     """How a run stopped short of its target_ci: its `stop_reason` tag, else (runs logged before
     the tag existed) its CI metric against the target param. None when it met it or cannot tell."""
     ci, target = metrics.get("step_time_ci95_rel"), positive_number(params.get("benchmark.target_ci"))
-    reason = tags.get("stop_reason")
+    reason = tags.get(tag.STOP_REASON)
     if reason == "ci" or ci is None or target is None:
         return None
     if reason is None and ci <= target:
@@ -133,11 +134,11 @@ def to_record(run) -> RunRecord | None:
     """A benchmark run's figures, or None for runs that are not one (sweep parents, reports)."""
     tags, metrics, params = run.data.tags, run.data.metrics, run.data.params
     throughput = metrics.get("throughput")
-    if throughput is None or throughput <= 0 or tags.get("report") == "true":
+    if throughput is None or throughput <= 0 or tags.get(tag.REPORT) == "true":
         return None
-    if any(not tags.get(key) for key in REQUIRED_TAGS) or not tags["gpu_count"].isdigit():
+    if any(not tags.get(key) for key in REQUIRED_TAGS) or not tags[tag.GPU_COUNT].isdigit():
         return None
-    gpu, count = tags["gpu"], int(tags["gpu_count"])
+    gpu, count = tags[tag.GPU], int(tags[tag.GPU_COUNT])
     profile = spec_sheet(gpu)
     per_watt, basis = metrics.get("throughput_per_watt"), "measured"
     if per_watt is None:
@@ -148,20 +149,20 @@ def to_record(run) -> RunRecord | None:
         run_id=run.info.run_id,
         gpu=gpu,
         gpu_count=count,
-        model=tags["model"],
-        category=tags.get("category", "other"),
-        precision=tags["precision"],
-        source=tags.get("source", MEASURED),
-        unit=tags.get("unit", "items/s"),
+        model=tags[tag.MODEL],
+        category=tags.get(tag.CATEGORY, "other"),
+        precision=tags[tag.PRECISION],
+        source=tags.get(tag.SOURCE, MEASURED),
+        unit=tags.get(tag.UNIT, "items/s"),
         config=measured_config(params, tags),
         throughput=throughput,
-        tf32_math=tags.get("math_matmul_tf32") == "True",
+        tf32_math=tags.get(tag.MATH_MATMUL_TF32) == "True",
         per_watt=per_watt,
         per_watt_basis=basis,
         per_kusd=throughput / (price * count / 1000) if price else None,
-        smoke=params.get("benchmark.smoke") == "True" or tags.get("benchmark") == "smoke",
+        smoke=params.get("benchmark.smoke") == "True" or tags.get(tag.BENCHMARK) == "smoke",
         ci_missed=ci_missed(tags, metrics, params),
-        anomaly_tag=tags.get("anomaly"),
+        anomaly_tag=tags.get(tag.ANOMALY),
     )
 
 

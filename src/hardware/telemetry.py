@@ -296,14 +296,13 @@ class Watch:
             console.warning(f"telemetry not logged: {exc}")
         return False  # the block's own exception, if any, goes on
 
-    def summary(self, outcome: dict) -> dict:
-        """Window figures for the job's metrics; {} when telemetry is off or failed."""
+    def summary(self, outcome) -> dict:
+        """Window figures for the job's metrics, from its outcome (src/run/results.py's JobOutcome:
+        its window, measured_items and world_size); {} when telemetry is off or failed."""
         if self.sampler is None:
             return {}
         try:
-            metrics = outcome["metrics"]
-            items = metrics["items_per_step"] * metrics["measured_steps"]
-            return summarize(self.sampler.rows, outcome["window"], items, outcome["world_size"])
+            return summarize(self.sampler.rows, outcome.window, outcome.measured_items, outcome.world_size)
         except Exception as exc:
             console.warning(f"telemetry not summarised: {exc}")
             return {}

@@ -25,6 +25,7 @@ import stat
 import sys
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 from src.errors import RankFailure
@@ -90,7 +91,9 @@ def _elastic_launch(spec: dict) -> list[dict]:
     except ChildFailedError as exc:
         rank, failure = _root_failure(exc.failures)
         raise RankFailure(_describe_failure(rank, failure, log_dir)) from None
-    return [report | {"agent_ready": ready} for reports in per_rank.values() for report in reports]
+    return [
+        replace(report, agent_ready=ready).to_json() for reports in per_rank.values() for report in reports
+    ]
 
 
 def _root_failure(failures: dict) -> tuple[int, object]:

@@ -1,7 +1,7 @@
 """One training rank: build the workload, warm up, time steps until the stopping rule holds.
 
 Runs inside a process started by torch's elastic launcher (torchrun's engine). It never logs to
-MLflow: it returns its numbers as a plain dict and the job process combines the ranks.
+MLflow: it returns its numbers as data (src/reports.py) and the job process combines the ranks.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from src.hardware.environment import runtime_versions
 from src.models import build_workload
 from src.rank.precision import PrecisionContext
+from src.reports import RankReport
 from src.stats import relative_ci_halfwidth
 
 
@@ -210,7 +211,7 @@ def _explain_oom(train):
 
 @record
 @_explain_oom
-def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
+def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport]:
     """Entry point of each rank. `cfg` is the finalised config as a plain dict.
 
     Returns the reports of all ranks of the job on each node's first rank, [] on the others.
@@ -275,28 +276,28 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[dict]:
     _sync(device)
     window_end = time.time()
 
-    result = {
-        "rank": rank,
-        "pid": os.getpid(),
-        "world_size": world,
-        "step_times_s": clock.read(),
-        "items_per_step": workload.items_per_step,
-        "flops_per_item": workload.flops_per_item,
-        "window_start": window_start,
-        "window_end": window_end,
-        "rank_started": started,
-        "built": built,
-        "first_step_done": first_step_done,
-        "loss_first": float(first_loss),
-        "loss_last": float(last_loss),
-        "all_finite": bool(step.finite),
-        "stop_reason": stop_reason,
-        "batch_size": batch_size,
-        "precision_math": step.precision.describe(),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "runtime_versions": runtime_versions(),
-        "peak_memory_gb": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
-    }
+    result = RankReport(
+        rank=rank,
+        pid=os.getpid(),
+        world_size=world,
+        step_times_s=clock.read(),
+        items_per_step=workload.items_per_step,
+        flops_per_item=workload.flops_per_item,
+        batch_size=batch_size,
+        loss_first=float(first_loss),
+        loss_last=float(last_loss),
+        all_finite=bool(step.finite),
+        stop_reason=stop_reason,
+        precision_math=step.precision.describe(),
+        device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        runtime_versions=runtime_versions(),
+        peak_memory_gb=torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
+        rank_started=started,
+        built=built,
+        first_step_done=first_step_done,
+        window_start=window_start,
+        window_end=window_end,
+    )
     reports = [result]
     if world > 1:
         # An elastic agent collects only its own node's ranks: gather every rank's report so that

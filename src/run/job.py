@@ -22,9 +22,9 @@ from src.config.validate import validate
 from src.errors import ConfigError, DeviceUnavailable
 from src.hardware import devices, gpu_lock
 from src.run import launch, owner, phases, resume, signals
+from src.run.results import JobOutcome, combine_ranks, efficiency, mfu
 from src.tracking import job_run, spool, store
-
-UNAVAILABLE_TAG_PREFIX = "unavailable."  # on a sweep's parent: unavailable.<num> = "<name>: needs ..."
+from src.tracking import tags as tag
 
 
 def run_name(profile: str, count: int, model: str, precision: str, benchmark: str = "default") -> str:
@@ -90,17 +90,17 @@ def _run_job(
         if done is not None:
             return _skip(cfg, name, done, digest, parent_run_id)
     tags = {
-        "gpu": selection.profile,
-        "gpu_name": selection.gpu_name,
-        "gpu_count": count,
-        "nnodes": nnodes,
-        "gpus_per_node": cfg.gpu.count,
-        "model": cfg.model.name,
-        "category": cfg.model.category,
-        "precision": cfg.precision.name,
-        "benchmark": cfg.benchmark.name,
-        "host": socket.gethostname(),
-        resume.HASH_TAG: digest,
+        tag.GPU: selection.profile,
+        tag.GPU_NAME: selection.gpu_name,
+        tag.GPU_COUNT: count,
+        tag.NNODES: nnodes,
+        tag.GPUS_PER_NODE: cfg.gpu.count,
+        tag.MODEL: cfg.model.name,
+        tag.CATEGORY: cfg.model.category,
+        tag.PRECISION: cfg.precision.name,
+        tag.BENCHMARK: cfg.benchmark.name,
+        tag.HOST: socket.gethostname(),
+        tag.CONFIG_HASH: digest,
         **points.setting_tags(cfg),  # compile, channels_last, ...: each measured setting with a tag
         **owner.tags(),
     }
@@ -116,47 +116,46 @@ def _run_job(
 
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
             outcome = _launch(cfg, selection, job_dir, name, job_started)
-        env["versions"] |= outcome["runtime_versions"]  # what the ranks ran with: CUDA, cuDNN, NCCL
+        env["versions"] |= outcome.runtime_versions  # what the ranks ran with: CUDA, cuDNN, NCCL
         _log_environment(run, env)
-        if not outcome["all_finite"]:  # its figures are not a result: none is logged
-            run.set_tags({"diverged": "true"})
+        if not outcome.all_finite:  # its figures are not a result: none is logged
+            run.set_tags({tag.DIVERGED: "true"})
             raise Diverged("training diverged: non-finite loss in the measured window")
-        metrics = outcome["metrics"]
+        metrics = outcome.metrics
         run.log_params({"batch_size": metrics["batch_size"]})  # the per-GPU batch that ran
         peak = cfg.gpu.peak_tflops.get(cfg.precision.peak_key) if cfg.gpu.peak_tflops else None
-        from src.run.results import efficiency, mfu
-
         metrics["mfu"] = mfu(metrics.get("achieved_tflops_per_gpu"), peak)
         metrics |= watch.summary(outcome)
         metrics |= efficiency(metrics, cfg.gpu, count)
-        marks = outcome["marks"] | {"job_entry": job_started, "logged": time.time()}
+        marks = outcome.marks | {"job_entry": job_started, "logged": time.time()}
         metrics |= phases.phase_metrics(phases_start, marks)
         run.log_metrics(metrics)
         run.set_tags(
-            {"unit": cfg.model.unit, "stop_reason": outcome["stop_reason"]}
-            | {f"math_{k}": v for k, v in outcome["precision_math"].items()}
+            {tag.UNIT: cfg.model.unit, tag.STOP_REASON: outcome.stop_reason}
+            | {f"{tag.MATH_PREFIX}{k}": v for k, v in outcome.precision_math.items()}
         )
-        run.log_files({"step_times.csv": _step_times_csv(outcome["step_times_s"])})
+        run.log_files({"step_times.csv": _step_times_csv(outcome.step_times_s)})
         run.end("FINISHED")
         console.result_line(
-            name, metrics, cfg.model.unit, outcome["stop_reason"], cfg.benchmark.target_ci, run.spooled
+            name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled
         )
         return metrics["throughput"]
     except KeyboardInterrupt:
         stop = signals.received()
-        run.set_tags({"error": f"interrupted by {stop.name if stop else 'SIGINT'}"})
+        run.set_tags({tag.ERROR: f"interrupted by {stop.name if stop else 'SIGINT'}"})
         run.end("KILLED")
         raise
     except BaseException as exc:
         reason = credentials.redact(str(exc) or type(exc).__name__)
-        run.set_tags({"error": reason[:5000]})
+        run.set_tags({tag.ERROR: reason[:5000]})
         run.end("FAILED")
         console.failure_line(name, reason.splitlines()[0] if reason else "")
         raise
 
 
 def _log_environment(run: job_run.JobRun, env: dict) -> None:
-    run.set_tags({f"{k}_version": v for k, v in env["versions"].items()} | {"driver_version": env["driver"]})
+    versions = {f"{k}{tag.VERSION_SUFFIX}": v for k, v in env["versions"].items()}
+    run.set_tags(versions | {tag.DRIVER_VERSION: env["driver"]})
     run.log_dict(env, "environment.json")
 
 
@@ -170,7 +169,7 @@ def _skip(cfg: DictConfig, name: str, done, digest: str, parent_run_id: str | No
     console.skip_line(name, done.info.run_id, throughput, cfg.model.unit)
     if parent_run_id:
         store.client(cfg.tracking.uri).set_tag(
-            parent_run_id, f"{resume.SKIPPED_TAG_PREFIX}{digest}", done.info.run_id
+            parent_run_id, f"{tag.SKIPPED_PREFIX}{digest}", done.info.run_id
         )
     return throughput
 
@@ -182,15 +181,13 @@ def skip_unavailable(cfg: DictConfig, exc: DeviceUnavailable, parent_run_id: str
     console.unavailable_line(name, exc.shortfall)
     if parent_run_id:
         store.client(cfg.tracking.uri).set_tag(
-            parent_run_id, f"{UNAVAILABLE_TAG_PREFIX}{num}", f"{name}: {exc.shortfall}"
+            parent_run_id, f"{tag.UNAVAILABLE_PREFIX}{num}", f"{name}: {exc.shortfall}"
         )
 
 
 def _launch(
     cfg: DictConfig, selection: devices.Selection, job_dir: Path, name: str, job_started: float
-) -> dict:
-    from src.run.results import combine_ranks
-
+) -> JobOutcome:
     rank_cfg = OmegaConf.to_container(cfg, resolve=True)
     # the job id is in every file the job exchanges with its ranks: what it reads back is its own
     job_id = uuid.uuid4().hex
@@ -212,7 +209,7 @@ def _launch(
                 rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks" / node, progress_file, run_id
             )
     outcome = combine_ranks(reports, job_started + waited_s)  # start-up figures leave the wait out
-    outcome["marks"] |= {"launch": launched, "outcome": time.time()}
+    outcome.marks |= {"launch": launched, "outcome": time.time()}
     return outcome
 
 

@@ -15,23 +15,27 @@ import socket
 from src import console
 from src.hardware import host
 from src.tracking import store
+from src.tracking import tags as tag
 
-HOST_TAG, PID_TAG, STARTED_TAG = "owner.host", "owner.pid", "owner.started"
 VANISHED = "owner process vanished"
 
 
 def tags() -> dict[str, str]:
     """This process as the owner of the runs it opens."""
     pid = os.getpid()
-    return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid), STARTED_TAG: host.process_started(pid) or ""}
+    return {
+        tag.OWNER_HOST: socket.gethostname(),
+        tag.OWNER_PID: str(pid),
+        tag.OWNER_STARTED: host.process_started(pid) or "",
+    }
 
 
 def vanished(run_tags: dict[str, str]) -> bool:
     """True when the run's owner ran on this host and that process is gone (its pid dead, or reused
     by a process started at another time)."""
-    if run_tags.get(HOST_TAG) != socket.gethostname() or not run_tags.get(STARTED_TAG):
+    if run_tags.get(tag.OWNER_HOST) != socket.gethostname() or not run_tags.get(tag.OWNER_STARTED):
         return False  # another host's process, or a start time this host could not read
-    return host.process_started(int(run_tags[PID_TAG])) != run_tags.get(STARTED_TAG)
+    return host.process_started(int(run_tags[tag.OWNER_PID])) != run_tags.get(tag.OWNER_STARTED)
 
 
 def close_vanished(uri: str, experiment_ids: list[str] | None = None) -> int:
@@ -43,12 +47,12 @@ def close_vanished(uri: str, experiment_ids: list[str] | None = None) -> int:
         ids = experiment_ids or [e.experiment_id for e in client.search_experiments()]
         running = client.search_runs(
             ids,
-            filter_string=f"attributes.status = 'RUNNING' and tags.`{HOST_TAG}` = '{socket.gethostname()}'",
+            filter_string=f"attributes.status = 'RUNNING' and tags.`{tag.OWNER_HOST}` = '{socket.gethostname()}'",
             max_results=1000,
         )
         closed = [run for run in running if vanished(run.data.tags)]
         for run in closed:  # repeating this after a failure is harmless
-            client.set_tag(run.info.run_id, "error", VANISHED)
+            client.set_tag(run.info.run_id, tag.ERROR, VANISHED)
             client.set_terminated(run.info.run_id, "KILLED")
         return closed
 

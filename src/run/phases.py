@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import time
 
+from src.reports import RankReport
+
 # (phase, the mark that ends it), in order; each phase starts at the previous phase's mark
 PHASES = (
     ("config", "job_entry"),  # command (or the previous job's end) to this job: Hydra, compose
@@ -51,11 +53,15 @@ def job_ended() -> None:
     _previous_job_end = time.time()
 
 
-def rank_marks(ranks: list[dict]) -> dict[str, float]:
+def rank_marks(ranks: list[RankReport]) -> dict[str, float]:
     """A job's marks from its ranks' reports (the agent stamps its own into them): when the last
     rank reached each (they move in step); the window opens at the first rank's start."""
-    marks = {name: max(r[name] for r in ranks) for name in RANK_MARKS if all(name in r for r in ranks)}
-    marks["window_start"] = min(r["window_start"] for r in ranks)
+    marks = {
+        name: max(getattr(r, name) for r in ranks)
+        for name in RANK_MARKS
+        if all(getattr(r, name) is not None for r in ranks)
+    }
+    marks["window_start"] = min(r.window_start for r in ranks)
     return marks
 
 

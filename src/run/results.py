@@ -3,55 +3,79 @@
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
+from src.reports import RankReport
 from src.run.phases import rank_marks
 from src.stats import summarize_step_times
 
 
-def combine_ranks(ranks: list[dict], job_started: float) -> dict:
+@dataclass
+class JobOutcome:
+    """What the job makes of its ranks' reports: the figures it logs and what it needs to log them."""
+
+    metrics: dict[str, float]
+    step_times_s: list[float]  # per step, the slowest rank's
+    window: tuple[float, float]  # the measured window (epoch seconds): from the first rank in to the last out
+    marks: dict[str, float]  # phase marks, src/run/phases.py
+    all_finite: bool
+    stop_reason: str  # the ranks agreed on it: ci, max_steps or time_limit
+    precision_math: dict
+    device_name: str
+    runtime_versions: dict
+    world_size: int
+
+    @property
+    def measured_items(self) -> float:
+        """Items every rank trained in the window, together."""
+        return self.metrics["items_per_step"] * self.metrics["measured_steps"]
+
+
+def combine_ranks(ranks: list[RankReport], job_started: float) -> JobOutcome:
     """Global figures: every rank's items per step over the step time of the slowest rank.
 
     DDP synchronises ranks every step, so a step ends when its slowest rank ends it.
     """
-    ranks = sorted(ranks, key=lambda r: r["rank"])
-    n = min(len(r["step_times_s"]) for r in ranks)
-    step_times = [max(r["step_times_s"][i] for r in ranks) for i in range(n)]
-    items_per_step = sum(r["items_per_step"] for r in ranks)
+    ranks = sorted(ranks, key=lambda r: r.rank)
+    first = ranks[0]
+    n = min(len(r.step_times_s) for r in ranks)
+    step_times = [max(r.step_times_s[i] for r in ranks) for i in range(n)]
+    items_per_step = sum(r.items_per_step for r in ranks)
     world = len(ranks)
     throughput = items_per_step / statistics.fmean(step_times)
+    window = (min(r.window_start for r in ranks), max(r.window_end for r in ranks))
     metrics = {
         "throughput": throughput,
         "throughput_per_gpu": throughput / world,
         **summarize_step_times(step_times),
         "items_per_step": items_per_step,
-        "batch_size": ranks[0]["batch_size"],  # per GPU: the one model.batch_size=auto chose, if so
-        "loss_first": ranks[0]["loss_first"],
-        "loss_last": ranks[0]["loss_last"],
+        "batch_size": first.batch_size,  # per GPU: the one model.batch_size=auto chose, if so
+        "loss_first": first.loss_first,
+        "loss_last": first.loss_last,
         # where start-up goes: launching the ranks, then building the model and its first step
-        "time_to_rank_start_s": max(r["rank_started"] for r in ranks) - job_started,
-        "time_to_first_step_s": max(r["first_step_done"] for r in ranks) - job_started,
-        "measured_window_s": max(r["window_end"] for r in ranks) - min(r["window_start"] for r in ranks),
+        "time_to_rank_start_s": max(r.rank_started for r in ranks) - job_started,
+        "time_to_first_step_s": max(r.first_step_done for r in ranks) - job_started,
+        "measured_window_s": window[1] - window[0],
     }
-    memory = [r["peak_memory_gb"] for r in ranks if r["peak_memory_gb"] is not None]
+    memory = [r.peak_memory_gb for r in ranks if r.peak_memory_gb is not None]
     if memory:
         metrics["peak_memory_gb"] = max(memory)
-        metrics.update({f"peak_memory_gb_rank{r['rank']}": r["peak_memory_gb"] for r in ranks})
-    flops = ranks[0]["flops_per_item"]
-    if flops:
-        metrics["flops_per_item"] = flops
-        metrics["achieved_tflops_per_gpu"] = flops * throughput / world / 1e12
-    return {
-        "metrics": metrics,
-        "step_times_s": step_times,
-        "window": (min(r["window_start"] for r in ranks), max(r["window_end"] for r in ranks)),
-        "marks": rank_marks(ranks),
-        "all_finite": all(r["all_finite"] for r in ranks),
-        "stop_reason": ranks[0]["stop_reason"],  # the ranks agreed on it: ci, max_steps or time_limit
-        "precision_math": ranks[0]["precision_math"],
-        "device_name": ranks[0]["device_name"],
-        "runtime_versions": ranks[0]["runtime_versions"],
-        "world_size": world,
-    }
+        metrics.update({f"peak_memory_gb_rank{r.rank}": r.peak_memory_gb for r in ranks})
+    if first.flops_per_item:
+        metrics["flops_per_item"] = first.flops_per_item
+        metrics["achieved_tflops_per_gpu"] = first.flops_per_item * throughput / world / 1e12
+    return JobOutcome(
+        metrics=metrics,
+        step_times_s=step_times,
+        window=window,
+        marks=rank_marks(ranks),
+        all_finite=all(r.all_finite for r in ranks),
+        stop_reason=first.stop_reason,
+        precision_math=first.precision_math,
+        device_name=first.device_name,
+        runtime_versions=first.runtime_versions,
+        world_size=world,
+    )
 
 
 def mfu(achieved_tflops_per_gpu: float | None, peak_tflops: float | None) -> float | None:

@@ -16,9 +16,7 @@ import json
 from omegaconf import DictConfig, OmegaConf
 
 from src.config import points
-
-HASH_TAG = "config_hash"
-SKIPPED_TAG_PREFIX = "skipped."  # on a sweep's parent run: skipped.<config_hash> = the finished run's id
+from src.tracking import tags as tag
 
 
 def config_hash(cfg: DictConfig) -> str:
@@ -30,7 +28,7 @@ def finished_run(client, experiment_id: str, digest: str):
     """The latest FINISHED run with this config hash, or None."""
     runs = client.search_runs(
         [experiment_id],
-        filter_string=f"tags.{HASH_TAG} = '{digest}' and attributes.status = 'FINISHED'",
+        filter_string=f"tags.{tag.CONFIG_HASH} = '{digest}' and attributes.status = 'FINISHED'",
         order_by=["attributes.start_time DESC"],
         max_results=1,
     )

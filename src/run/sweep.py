@@ -27,11 +27,9 @@ from src.errors import (
     exit_with_error,
     first_line,
 )
-from src.run import owner, resume, signals
-from src.run.job import UNAVAILABLE_TAG_PREFIX
+from src.run import owner, signals
 from src.tracking import spool, store, ui
-
-FAILED_TAG_PREFIX = "failed_job."  # on the parent: failed_job.<num> = why that point failed
+from src.tracking import tags as tag
 
 
 class SweepRunCallback(Callback):
@@ -71,9 +69,9 @@ class SweepRunCallback(Callback):
                 experiment_id,
                 run_name=f"sweep {self.sweep_dir.parent.name} {self.sweep_dir.name}",
                 tags={
-                    "sweep": "true",
-                    "overrides": overrides,
-                    "sweep_dir": str(self.sweep_dir),
+                    tag.SWEEP: "true",
+                    tag.OVERRIDES: overrides,
+                    tag.SWEEP_DIR: str(self.sweep_dir),
                     **owner.tags(),
                 },
             ),
@@ -95,7 +93,7 @@ class SweepRunCallback(Callback):
         except Exception as exc:
             reason = " ".join(credentials.redact(str(exc) or type(exc).__name__).split())[:500]
         store.client(self.uri).set_tag(
-            self.parent_run_id, f"{FAILED_TAG_PREFIX}{config.hydra.job.num}", reason
+            self.parent_run_id, f"{tag.FAILED_JOB_PREFIX}{config.hydra.job.num}", reason
         )
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
@@ -166,15 +164,15 @@ def finish_parent(client, run_id: str, interrupted: bool, sweep_dir: Path | None
     for child in children:
         if child.info.status == "RUNNING" and child.info.run_id not in spooled:
             statuses[child.info.run_id] = "KILLED" if interrupted else "FAILED"
-            client.set_tag(child.info.run_id, "error", "its job process ended without closing the run")
+            client.set_tag(child.info.run_id, tag.ERROR, "its job process ended without closing the run")
             client.set_terminated(child.info.run_id, statuses[child.info.run_id])
-    tags = parent.data.tags
-    failed = [k for k in tags if k.startswith(FAILED_TAG_PREFIX)]
-    skipped = [client.get_run(v) for k, v in tags.items() if k.startswith(resume.SKIPPED_TAG_PREFIX)]
-    unavailable = _unavailable_rows(tags)
+    parent_tags = parent.data.tags
+    failed = [k for k in parent_tags if k.startswith(tag.FAILED_JOB_PREFIX)]
+    skipped = [client.get_run(v) for k, v in parent_tags.items() if k.startswith(tag.SKIPPED_PREFIX)]
+    unavailable = _unavailable_rows(parent_tags)
     ran = bool(children or skipped or failed or not unavailable)
     client.set_terminated(run_id, parent_status(list(statuses.values()), len(failed), interrupted, ran))
-    rows = [_row(c, statuses[c.info.run_id], c.data.tags.get("error", "")) for c in children]
+    rows = [_row(c, statuses[c.info.run_id], c.data.tags.get(tag.ERROR, "")) for c in children]
     rows += [_row(s, "SKIPPED", f"done earlier in run {s.info.run_id}") for s in skipped]
     return sorted(rows, key=lambda r: r.pop("start")) + unavailable
 
@@ -182,9 +180,9 @@ def finish_parent(client, run_id: str, interrupted: bool, sweep_dir: Path | None
 def _unavailable_rows(parent_tags: dict) -> list[dict]:
     """The points this host lacked the GPUs for, in sweep order."""
     notes = {
-        int(k.removeprefix(UNAVAILABLE_TAG_PREFIX)): v
+        int(k.removeprefix(tag.UNAVAILABLE_PREFIX)): v
         for k, v in parent_tags.items()
-        if k.startswith(UNAVAILABLE_TAG_PREFIX)
+        if k.startswith(tag.UNAVAILABLE_PREFIX)
     }
     rows = []
     for num in sorted(notes):
@@ -198,7 +196,7 @@ def _row(run, status: str, note: str) -> dict:
         "name": run.info.run_name,
         "status": status,
         "throughput": run.data.metrics.get("throughput"),
-        "unit": run.data.tags.get("unit", ""),
+        "unit": run.data.tags.get(tag.UNIT, ""),
         "step_time_ms": run.data.metrics.get("step_time_ms"),
         "error": note.splitlines()[0] if note else "",
         "start": run.info.start_time,

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from src import console, credentials
 from src.errors import first_line
 from src.tracking import spool
+from src.tracking import tags as tag
 from src.tracking.store import at_start, client, retry
 
 
@@ -34,9 +35,10 @@ class JobRun:
 
     What is logged is held until `flush()` or `end()`, which send it in one log_batch and one
     artifact upload: a job writes twice (its set-up before training, its result after), not once
-    per metric, tag group or file. Everything logged is also kept in a RunRecord. If the server stops answering during the job,
-    logging carries on into the record only; at the end the record is written to the job's spool
-    folder and delivered with retries, and what is still undelivered waits for `python -m src.sync`.
+    per metric, tag group or file. Everything logged is also kept in a SpooledRun. If the server
+    stops answering during the job, logging carries on into the record only; at the end the record
+    is written to the job's spool folder and delivered with retries, and what is still undelivered
+    waits for `python -m src.sync`.
     Every string passes through credentials.redact on its way in.
     """
 
@@ -54,7 +56,7 @@ class JobRun:
         self.client = client(tracking_cfg.uri)
         self.experiment_id = experiment_id
         self.spool_dir, self.retries, self.backoff_s = spool_dir, tracking_cfg.retries, tracking_cfg.backoff_s
-        self.record = spool.RunRecord(
+        self.record = spool.SpooledRun(
             uri=tracking_cfg.uri,
             experiment=tracking_cfg.experiment,
             run_name=name,
@@ -62,7 +64,7 @@ class JobRun:
             start_time=_now_ms(),
             parent_run_id=parent_run_id,
         )
-        tags = {**_clean(tags), spool.KEY_TAG: self.record.key}
+        tags = {**_clean(tags), tag.IDEMPOTENCY_KEY: self.record.key}
         if parent_run_id:
             tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
         self.record.tags.update(tags)

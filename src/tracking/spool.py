@@ -18,17 +18,18 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from src.tracking import tags as tag
+
 SPOOL_DIR = "spool"
 RUN_FILE = "run.json"  # a job's run
 PARENT_FILE = "parent.json"  # a sweep's parent run, ended once its children have arrived
 ARTIFACTS_DIR = "artifacts"
-KEY_TAG = "gpubench.key"  # the idempotency key: one per job, set when its run is created
 # MLflow's per-request limits for log_batch
 MAX_METRICS, MAX_PARAMS, MAX_TAGS = 1000, 100, 100
 
 
 @dataclass
-class RunRecord:
+class SpooledRun:
     uri: str
     experiment: str
     run_name: str
@@ -45,7 +46,7 @@ class RunRecord:
     end_time: int | None = None
 
 
-def write(record: RunRecord, folder: Path) -> Path:
+def write(record: SpooledRun, folder: Path) -> Path:
     """Write the record and copies of its artifacts to `folder`; the JSON goes last, atomically."""
     _write_artifacts(folder / ARTIFACTS_DIR, record.texts, record.files)
     data = asdict(record) | {"texts": {}, "files": []}  # the artifacts now live in the folder
@@ -55,10 +56,10 @@ def write(record: RunRecord, folder: Path) -> Path:
     return folder
 
 
-def load(folder: Path) -> RunRecord:
+def load(folder: Path) -> SpooledRun:
     data = json.loads((folder / RUN_FILE).read_text())
     data["metrics"] = [tuple(m) for m in data["metrics"]]
-    return RunRecord(**data)
+    return SpooledRun(**data)
 
 
 def deliver(client, folder: Path) -> str:
@@ -76,9 +77,9 @@ def deliver(client, folder: Path) -> str:
         params=[Param(k, v) for k, v in record.params.items() if k not in known],
         tags=[RunTag(k, v) for k, v in record.tags.items()],
     )
-    if "error" in run.data.tags and "error" not in record.tags:
+    if tag.ERROR in run.data.tags and tag.ERROR not in record.tags:
         # ended KILLED while its result waited here (its process had gone): the result says otherwise
-        client.delete_tag(run_id, "error")
+        client.delete_tag(run_id, tag.ERROR)
     artifacts = folder / ARTIFACTS_DIR
     if artifacts.is_dir() and any(artifacts.iterdir()):
         client.log_artifacts(run_id, str(artifacts))
@@ -112,7 +113,7 @@ def _write_artifacts(folder: Path, texts: dict[str, str], files: list[str]) -> N
         shutil.copy2(path, folder / Path(path).name)
 
 
-def _find_or_create_run(client, record: RunRecord):
+def _find_or_create_run(client, record: SpooledRun):
     from mlflow.exceptions import MlflowException
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
@@ -125,14 +126,16 @@ def _find_or_create_run(client, record: RunRecord):
     experiment = client.get_experiment_by_name(record.experiment)
     if experiment is not None:
         found = client.search_runs(
-            [experiment.experiment_id], filter_string=f"tags.`{KEY_TAG}` = '{record.key}'", max_results=1
+            [experiment.experiment_id],
+            filter_string=f"tags.`{tag.IDEMPOTENCY_KEY}` = '{record.key}'",
+            max_results=1,
         )
         if found:
             return found[0]
         experiment_id = experiment.experiment_id
     else:
         experiment_id = client.create_experiment(record.experiment)
-    tags = {**record.tags, KEY_TAG: record.key}
+    tags = {**record.tags, tag.IDEMPOTENCY_KEY: record.key}
     if record.parent_run_id:
         tags[MLFLOW_PARENT_RUN_ID] = record.parent_run_id
     return client.create_run(experiment_id, start_time=record.start_time, tags=tags, run_name=record.run_name)
