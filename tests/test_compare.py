@@ -191,6 +191,11 @@ def test_charts_written_and_non_empty(result):
         assert data.startswith(b"\x89PNG") and len(data) > 10_000, path.name
     report = (result.out / "report.md").read_text()
     assert "![relative_by_category](relative_by_category.png)" in report
+    # no run of this store logged peak, bandwidth or peak key, most not TDP or price: said so
+    assert (
+        "- 16 run(s) of a6000, h100, rtx3090 never logged memory_bandwidth_gbs, peak_key, peak_tflops, "
+        "price_usd, tdp_w: today's conf/ profile stands in for those figures" in report
+    )
     rel = read_csv(result.out / "relative_throughput.csv")
     base = row(rel, model="resnet50", precision="fp32", gpu="rtx3090", gpu_count=1, source="measured")
     assert float(base["per_watt"]) == pytest.approx(500 / 350, rel=1e-5) and base["per_watt_basis"] == "tdp"
@@ -271,13 +276,17 @@ def test_cli_prints_the_summary_and_writes_the_folder(store, tmp_path):
     proc = run_cli(["models=[txl_base]", f"out={tmp_path}/cli"], tmp_path, store, module="src.compare")
     assert proc.returncode == 0, proc.stderr
     assert "Throughput relative to rtx3090" in proc.stdout and "1.30x" in proc.stdout
+    words = " ".join(proc.stdout.split())  # the note wraps at 80 columns
+    assert "2 run(s) of a6000, rtx3090 never logged memory_bandwidth_gbs, peak_key, peak_tflops" in words
     assert (tmp_path / "cli" / "summary.csv").exists()
     missing = run_cli(["baseline=nosuchgpu", f"out={tmp_path}/x"], tmp_path, store, module="src.compare")
     assert missing.returncode == 2 and "error: baseline=nosuchgpu" in missing.stderr
 
 
-def measurement(gpu: str, model: str, throughput: float, tf32_math: bool = False):
+def measurement(gpu: str, model: str, throughput: float, tf32_math: bool = False, params=None):
+    """One run's measurement; its spec figures are the `params` it logged, else its profile's."""
     from src.compare.runs import RunRecord, aggregate
+    from src.compare.specs import run_spec
 
     record = RunRecord(
         run_id=f"{gpu}-{model}",
@@ -297,12 +306,13 @@ def measurement(gpu: str, model: str, throughput: float, tf32_math: bool = False
         smoke=False,
         ci_missed=None,
         anomaly_tag=None,
+        spec=run_spec(gpu, "fp32", tf32_math, params or {}),
     )
     return aggregate([record])[0]
 
 
 def test_a_ratio_beyond_the_spec_sheets_is_flagged(monkeypatch):
-    from src.compare import anomalies
+    from src.compare import anomalies, specs
     from src.compare.analysis import relative_table
 
     sheets = {
@@ -311,7 +321,7 @@ def test_a_ratio_beyond_the_spec_sheets_is_flagged(monkeypatch):
         "tf32": {"peak_tflops": {"fp32": 40.0, "tf32": 80.0}, "memory_bandwidth_gbs": 800},
         "bare": {"peak_tflops": None},  # a profile without the figures: nothing to check against
     }
-    monkeypatch.setattr(anomalies, "spec_sheet", sheets.__getitem__)
+    monkeypatch.setattr(specs, "spec_sheet", sheets.__getitem__)
     measurements = [measurement("base", m, 100.0) for m in ("a", "b")] + [
         measurement("base", "c", 100.0, tf32_math=True),
         measurement("fast", "a", 200.0),  # 2.0x: strict fp32 allows 0.85-1.12x (+25%)
@@ -322,6 +332,54 @@ def test_a_ratio_beyond_the_spec_sheets_is_flagged(monkeypatch):
     found = anomalies.spec_anomalies(relative_table(measurements, "base"), tolerance=0.25)
     assert sorted((a.measurement.gpu, a.measurement.model) for a in found) == [("fast", "a"), ("fast", "b")]
     assert "spec range 0.85-1.12x" in found[0].detail
+
+
+LOGGED_SPEC = {
+    "gpu.peak_tflops.fp32": "10",
+    "gpu.peak_tflops.tf32": "20",
+    "gpu.memory_bandwidth_gbs": "100",
+    "gpu.tdp_w": "50",
+    "gpu.price_usd": "1000",
+    "precision.peak_key": "fp32",
+}
+
+
+def test_a_run_is_judged_by_the_spec_figures_it_logged_not_todays_profile():
+    from src.compare.specs import Spec, run_spec, spec_sheet
+
+    assert run_spec("a6000", "fp32", False, LOGGED_SPEC) == Spec("fp32", 10.0, 100.0, 50.0, 1000.0)
+    assert run_spec("a6000", "fp32", True, LOGGED_SPEC).peak_tflops == 20.0  # fp32 that ran as TF32
+    assert run_spec("a6000", "fp32", False, {"gpu.tdp_w": "None"}).tdp_w is None  # its profile had none then
+    today = spec_sheet("a6000")
+    never_logged = run_spec("a6000", "fp32", False, {})
+    assert never_logged == Spec(
+        "fp32",
+        today["peak_tflops"]["fp32"],
+        today["memory_bandwidth_gbs"],
+        today["tdp_w"],
+        today["price_usd"],
+        from_profile=("peak_key", "peak_tflops", "memory_bandwidth_gbs", "tdp_w", "price_usd"),
+    )
+
+
+def test_an_edited_profile_does_not_change_the_verdict_on_runs_that_logged_their_figures(monkeypatch):
+    from src.compare import anomalies, specs
+    from src.compare.analysis import relative_table
+
+    base = {"peak_tflops": {"fp32": 35.6}, "memory_bandwidth_gbs": 936}
+    monkeypatch.setattr(specs, "spec_sheet", {"base": base, "fast": base}.__getitem__)
+    fast_logged = LOGGED_SPEC | {"gpu.peak_tflops.fp32": "71.2", "gpu.memory_bandwidth_gbs": "1872"}
+    base_logged = LOGGED_SPEC | {"gpu.peak_tflops.fp32": "35.6", "gpu.memory_bandwidth_gbs": "936"}
+    # 2.0x: inside the 2x/2x range the runs logged; today's (edited) profile allows only 1x
+    logged = [
+        measurement("base", "a", 100.0, params=base_logged),
+        measurement("fast", "a", 200.0, params=fast_logged),
+    ]
+    assert anomalies.spec_anomalies(relative_table(logged, "base"), tolerance=0.25) == []
+    unlogged = [measurement("base", "a", 100.0), measurement("fast", "a", 200.0)]
+    assert [a.kind for a in anomalies.spec_anomalies(relative_table(unlogged, "base"), 0.25)] == [
+        "outside_spec"
+    ]
 
 
 def make_measured_run(client, experiment_id, gpu, model, throughput, params, tags=None, metrics=None):

@@ -18,6 +18,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
 from src.compare.runs import RunRecord, aggregate, measured_config, to_record
+from src.compare.specs import run_spec
 from src.config import points
 from src.config.finalise import finalize
 from src.run import resume
@@ -109,7 +110,7 @@ def record(params: dict[str, str], throughput: float) -> RunRecord:
         run_id=str(throughput), gpu="cpu", gpu_count=1, model="gpt2", category="language",
         precision="fp32", source="measured", unit="tokens/s", config=measured_config(params),
         throughput=throughput, tf32_math=False, per_watt=None, per_watt_basis=None, per_kusd=None,
-        smoke=False, ci_missed=None, anomaly_tag=None,
+        smoke=False, ci_missed=None, anomaly_tag=None, spec=run_spec("cpu", "fp32", False, params),
     )  # fmt: skip
 
 

@@ -12,14 +12,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
-
-from omegaconf import OmegaConf
 
 from src.compare.analysis import RelativeRow
-from src.compare.runs import Measurement, positive_number, spec_sheet
+from src.compare.runs import Measurement
 from src.console import number
-from src.paths import PROJECT_ROOT
 from src.tracking import tags as tag
 
 SCALING_ABOVE_100 = "scaling_above_100"
@@ -94,26 +90,12 @@ def spec_anomalies(rows: list[RelativeRow], tolerance: float) -> list[Anomaly]:
 
 
 def _limits(m: Measurement) -> tuple[str, float, float] | None:
-    """(peak key, peak TFLOP/s, GB/s) from the gpu profile, or None where it lacks them."""
-    sheet = spec_sheet(m.gpu)
-    key = peak_key(m)
-    peaks = sheet.get("peak_tflops")
-    peak = positive_number(peaks.get(key)) if isinstance(peaks, dict) else None
-    bandwidth = positive_number(sheet.get("memory_bandwidth_gbs"))
-    return (key, peak, bandwidth) if peak and bandwidth else None
-
-
-def peak_key(m: Measurement) -> str:
-    """Which peak the math ran at: the precision's `peak_key`, tf32 where fp32 ran as TF32."""
-    if m.precision == "fp32" and m.tf32_math:
-        return "tf32"
-    return _precision_peak_keys().get(m.precision, m.precision)
-
-
-@cache
-def _precision_peak_keys() -> dict[str, str]:
-    folder = PROJECT_ROOT / "conf" / "precision"
-    return {path.stem: OmegaConf.load(path).get("peak_key", path.stem) for path in folder.glob("*.yaml")}
+    """(peak key, peak TFLOP/s, GB/s) as its runs logged them (src/compare/specs.py), or None
+    where they lack them."""
+    spec = m.spec
+    if spec.peak_tflops and spec.memory_bandwidth_gbs:
+        return spec.peak_key, spec.peak_tflops, spec.memory_bandwidth_gbs
+    return None
 
 
 def tag_runs(uri: str, measurements: list[Measurement], anomalies: list[Anomaly]) -> int:

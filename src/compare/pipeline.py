@@ -8,6 +8,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from src import console
 from src.compare import analysis, anomalies, charts, report
 from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
 from src.config.schema import PRECISIONS
@@ -61,6 +62,7 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     rows = analysis.relative_table(measurements, cfg.baseline, cfg.baseline_source)
     analysis.check_comparable(measurements, rows, cfg.baseline)
     summary, nothing_common = analysis.summarize(rows)
+    stand_ins = profile_stand_ins(measurements)
     efficiency = anomalies.scaling_efficiency(measurements)
     found = anomalies.stopping_anomalies(measurements)
     found += anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
@@ -83,7 +85,7 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         summary_table,
         relative,
         anomaly_table,
-        _notes(rows, measurements, cfg.baseline, nothing_common),
+        _notes(rows, measurements, cfg.baseline, nothing_common) + ([stand_ins] if stand_ins else []),
         pictures,
     )
     (out / report.REPORT_MD).write_text(text)
@@ -93,6 +95,8 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         anomalies.tag_runs(cfg.tracking.uri, measurements, found)
     run_id = _log_report_run(cfg, files, found, text)
     report.print_summary(summary, cfg.baseline)
+    if stand_ins:
+        console.note(stand_ins)
     return CompareResult(out, measurements, rows, summary, found, files, run_id, experiment_ids)
 
 
@@ -173,6 +177,20 @@ def _notes(
             "src.import_results; their runs carry the tags published_system and published_task."
         )
     return notes
+
+
+def profile_stand_ins(measurements: list[Measurement]) -> str | None:
+    """Which runs are judged by today's conf/ profile for figures they never logged, or None."""
+    runs = [r for m in measurements for r in m.runs if r.spec.from_profile]
+    if not runs:
+        return None
+    figures = sorted({name for r in runs for name in r.spec.from_profile})
+    gpus = sorted({r.gpu for r in runs})
+    return (
+        f"{len(runs):,} run(s) of {', '.join(gpus)} never logged {', '.join(figures)}: today's conf/ "
+        "profile stands in for those figures (per-watt, per-kUSD, the spec range); every other figure "
+        "is the one its run logged."
+    )
 
 
 def _log_report_run(cfg: DictConfig, files: list[Path], found: list[anomalies.Anomaly], text: str) -> str:

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from functools import cache
 
+from src.compare.specs import Spec, positive_number, run_spec
 from src.config import points
-from src.hardware import devices
 from src.tracking import tags as tag
 
 MEASURED = "measured"
@@ -55,6 +54,7 @@ class RunRecord(Workpoint):
     smoke: bool  # a benchmark=smoke dry run
     ci_missed: str | None  # how the run missed its target_ci ("max_steps: CI 27% > 1%"), else None
     anomaly_tag: str | None  # the `anomaly` tag an earlier compare left
+    spec: Spec  # the spec-sheet figures it is judged by: its own, else today's profile (src/compare/specs.py)
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,11 @@ class Measurement(Workpoint):
     @property
     def n_runs(self) -> int:
         return len(self.runs)
+
+    @property
+    def spec(self) -> Spec:
+        """The spec-sheet figures of its first run (repeats of a point ran on one profile)."""
+        return self.runs[0].spec
 
     @property
     def workload(self) -> str:
@@ -138,31 +143,31 @@ def to_record(run) -> RunRecord | None:
         return None
     if any(not tags.get(key) for key in REQUIRED_TAGS) or not tags[tag.GPU_COUNT].isdigit():
         return None
-    gpu, count = tags[tag.GPU], int(tags[tag.GPU_COUNT])
-    profile = spec_sheet(gpu)
+    gpu, count, precision = tags[tag.GPU], int(tags[tag.GPU_COUNT]), tags[tag.PRECISION]
+    tf32_math = tags.get(tag.MATH_MATMUL_TF32) == "True"
+    spec = run_spec(gpu, precision, tf32_math, params)
     per_watt, basis = metrics.get("throughput_per_watt"), "measured"
     if per_watt is None:
-        tdp = positive_number(params.get("gpu.tdp_w")) or positive_number(profile.get("tdp_w"))
-        per_watt, basis = (throughput / (tdp * count), "tdp") if tdp else (None, None)
-    price = positive_number(params.get("gpu.price_usd")) or positive_number(profile.get("price_usd"))
+        per_watt, basis = (throughput / (spec.tdp_w * count), "tdp") if spec.tdp_w else (None, None)
     return RunRecord(
         run_id=run.info.run_id,
         gpu=gpu,
         gpu_count=count,
         model=tags[tag.MODEL],
         category=tags.get(tag.CATEGORY, "other"),
-        precision=tags[tag.PRECISION],
+        precision=precision,
         source=tags.get(tag.SOURCE, MEASURED),
         unit=tags.get(tag.UNIT, "items/s"),
         config=measured_config(params, tags),
         throughput=throughput,
-        tf32_math=tags.get(tag.MATH_MATMUL_TF32) == "True",
+        tf32_math=tf32_math,
         per_watt=per_watt,
         per_watt_basis=basis,
-        per_kusd=throughput / (price * count / 1000) if price else None,
+        per_kusd=throughput / (spec.price_usd * count / 1000) if spec.price_usd else None,
         smoke=params.get("benchmark.smoke") == "True" or tags.get(tag.BENCHMARK) == "smoke",
         ci_missed=ci_missed(tags, metrics, params),
         anomaly_tag=tags.get(tag.ANOMALY),
+        spec=spec,
     )
 
 
@@ -245,17 +250,3 @@ def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:
 def _sort_key(point: tuple) -> tuple:
     gpu, count, model, precision, source, config = point
     return (model, config, precision, count, gpu, source)
-
-
-@cache
-def spec_sheet(gpu: str) -> dict:
-    """The gpu profile's spec sheet; {} for imported GPUs without a profile."""
-    return devices.load_profile(gpu) or {}
-
-
-def positive_number(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):  # absent, or "None" logged for a profile without the figure
-        return None
-    return number if number > 0 else None
