@@ -23,7 +23,8 @@ Adding a key (the extension point):
   `since` default then, so the point and hash do not split on a setting that was not used.
 - Point fields that come from the run's environment rather than its config (the software stack,
   the detected card) go in TAGS: tag name -> Declared, MEASURED; compare reads them from the run's
-  tags into the point as `tag:<name>`, and `since` works the same way for runs that lack the tag.
+  tags into the point as `tag:<name>` (not into the resume hash, which is of the config alone),
+  and `since` works the same way for runs that lack the tag.
 - LEGACY holds param names that older runs logged and the schema no longer has, with their role,
   so compare reads those runs as they were read when they were logged.
 """
