@@ -83,8 +83,29 @@ def _runs_jobs_here(argv: list[str]) -> bool:
     return not any(a in NO_LOCAL_JOB or a.startswith(("hydra/launcher=", "--cfg=")) for a in argv)
 
 
+CPU_DRY_RUN = "experiment=cpu_dry_run"
+
+
+def with_cpu_dry_run(argv: list[str]) -> list[str]:
+    """A single job left at gpu=auto on a host without a GPU runs the CPU dry run: ResNet-50 at full
+    size on a few cores takes minutes and misses its stopping rule. Naming gpu= or an experiment, or
+    a sweep (-m), keeps the command as it is."""
+    kept = ("-m", "--multirun", "--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion")
+    if any(a in kept or a.startswith(("gpu=", "experiment=", "hydra/launcher=")) for a in argv):
+        return argv
+    from src.hardware import devices
+
+    if devices.list_devices():
+        return argv
+    from src import console
+
+    console.note(f"no GPU here: a CPU dry run ({CPU_DRY_RUN}), not a GPU figure")
+    return [CPU_DRY_RUN, *argv]
+
+
 if __name__ == "__main__":
     signals.install()  # before the sweep's parent run opens
+    sys.argv[1:] = with_cpu_dry_run(sys.argv[1:])
     if _runs_jobs_here(sys.argv[1:]):
         from src.run import launch
 

@@ -30,12 +30,14 @@ TINY = ["benchmark=smoke", "precision=fp32", "model=resnet50", "model._target_=t
 
 
 def sweep_points(args: list[str]) -> list[dict[str, str]]:
-    """The jobs `python -m src.train -m ARGS` launches: the root config's sweeper params, then the
-    command line, expanded by Hydra's own basic sweeper."""
+    """The jobs `python -m src.train -m ARGS` launches: the sweeper params of the config composed
+    with the experiment the command line picks, then the command line, expanded by Hydra's own
+    basic sweeper."""
     register_configs()
+    experiment = [a for a in args if a.startswith("experiment=")]
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose(config_name="config", return_hydra_config=True)
-    params = [f"{key}={value}" for key, value in cfg.hydra.sweeper.params.items()]
+        cfg = compose(config_name="config", overrides=experiment, return_hydra_config=True)
+    params = [f"{key}={value}" for key, value in (cfg.hydra.sweeper.params or {}).items()]
     overrides = OverridesParser.create().parse_overrides(params + args)
     [jobs] = BasicSweeper.split_arguments(overrides, None)
     return [dict(o.split("=", 1) for o in job) for job in jobs]

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from src.config import points
+from src.config.schema import AUTO_PRECISION, PrecisionConfig
 from src.config.validate import validate
 from src.errors import ConfigError
+from src.paths import PROJECT_ROOT
+
+PRECISION_GROUP = PROJECT_ROOT / "conf" / "precision"
 
 
 def finalize(cfg: DictConfig) -> DictConfig:
@@ -23,7 +27,8 @@ def finalize(cfg: DictConfig) -> DictConfig:
     # repeat, a new search every step where they do not.
     if cfg.benchmark.cudnn_benchmark is None:
         cfg.benchmark.cudnn_benchmark = cfg.model.static_shapes
-    # gpu=auto: the batch follows the profile of the device found, so it is set once found
+    # gpu=auto: the precision and batch follow the profile of the device found, so are set once found
+    cfg = resolve_precision(cfg)
     if cfg.model.batch_size is None and cfg.gpu.device != "auto":
         cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)
@@ -31,6 +36,21 @@ def finalize(cfg: DictConfig) -> DictConfig:
     # reset once checked, so a bad one is refused for every model, and a sweep of models with and
     # without the switch runs every point, logging and hashing no setting it did not use.
     points.drop_unused(cfg)
+    return cfg
+
+
+def resolve_precision(cfg: DictConfig) -> DictConfig:
+    """precision=auto becomes the profile's default_precision group (conf/precision/<name>.yaml), so
+    the run records, hashes and compares the math that ran. Left as is while gpu=auto is unresolved."""
+    if cfg.precision.name != AUTO_PRECISION or cfg.gpu.device == "auto":
+        return cfg
+    path = PRECISION_GROUP / f"{cfg.gpu.default_precision}.yaml"
+    if not path.exists():
+        raise ConfigError(
+            f"gpu.default_precision={cfg.gpu.default_precision!r}: not a precision of conf/precision/"
+        )
+    cfg = cfg.copy()
+    cfg.precision = OmegaConf.merge(OmegaConf.structured(PrecisionConfig), OmegaConf.load(path))
     return cfg
 
 

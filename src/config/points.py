@@ -53,6 +53,7 @@ KEYS: dict[str, Declared] = {
     "gpu.": Declared(MEASURED, by="gpu"),  # device, match rule, spec sheet, batch sizes
     "gpu.count": Declared(MEASURED, by="gpu_count"),
     "gpu.slurm.": Declared(PLUMBING),  # how Slurm was asked (a longer time limit) measures the same point
+    "gpu.default_precision": Declared(PLUMBING),  # what precision=auto picks; the point has what ran
     # the model: its sizes separate points; what only names or describes it is the point's model
     "model.": Declared(MEASURED),
     "model.name": Declared(MEASURED, by="model"),

@@ -13,6 +13,7 @@ from src.paths import PROJECT_ROOT, claim_folder
 
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
 CATEGORIES = ("vision", "language")
+AUTO_PRECISION = "auto"  # precision=auto: the gpu profile's default_precision, once the device is known
 AUTO_BATCH = "auto"  # model.batch_size=auto: the largest batch that trains, found by src.rank.autobatch
 RESNETS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")  # model.backbone choices
 SIZE_KEYS = (  # model keys that must be positive integers, in whichever family has them
@@ -54,6 +55,7 @@ class GpuConfig:
     exclude: list[str] = field(default_factory=list)  # substrings that rule a name out (e.g. "Ti")
     count: int = 1
     precisions: list[str] = field(default_factory=lambda: list(PRECISIONS))
+    default_precision: str = "amp"  # what precision=auto (a single job's default) runs here
     memory_gb: float | None = None
     peak_tflops: dict[str, float] = field(default_factory=dict)
     memory_bandwidth_gbs: float | None = None

@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.config.checks import Errors, check_batch_table, positive_int, positive_or_none
 from src.config.model_checks import check_model
-from src.config.schema import PRECISIONS
+from src.config.schema import AUTO_PRECISION, PRECISIONS
 from src.config.tracking_uri import tracking_errors
 from src.errors import ConfigError
 
@@ -19,7 +19,7 @@ def validate(cfg: DictConfig) -> None:
     errors = Errors(unknown_keys(cfg))
     _check_gpu(cfg.gpu, cfg.precision.name, errors)
     check_model(cfg.model, cfg.gpu.device, errors)
-    _check_precision(cfg.precision, errors)
+    _check_precision(cfg.precision, cfg.gpu.device, errors)
     _check_benchmark(cfg.benchmark, cfg.model, errors)
     _check_telemetry(cfg.telemetry, errors)
     errors += tracking_errors(cfg.tracking)
@@ -69,7 +69,16 @@ def _check_gpu(g: DictConfig, precision: str, errors: Errors) -> None:
         not unknown, "gpu.precisions", list(g.precisions), f"a list drawn from {', '.join(PRECISIONS)}"
     )
     errors.need(
-        precision in g.precisions, "precision", precision, f"one of {', '.join(g.precisions)} on gpu={g.name}"
+        g.default_precision in g.precisions,
+        "gpu.default_precision",
+        g.default_precision,
+        f"one of gpu.precisions ({', '.join(g.precisions)}) on gpu={g.name}",
+    )
+    errors.need(
+        precision in g.precisions or (precision == AUTO_PRECISION and g.device == "auto"),
+        "precision",
+        precision,
+        f"one of {', '.join(g.precisions)} on gpu={g.name}",
     )
     for key in ("memory_gb", "memory_bandwidth_gbs", "tdp_w", "price_usd"):
         errors.need(positive_or_none(g[key]), f"gpu.{key}", g[key], "a positive number or null")
@@ -79,8 +88,9 @@ def _check_gpu(g: DictConfig, precision: str, errors: Errors) -> None:
         check_batch_table(table, f"gpu.batch_sizes.{model}", errors)
 
 
-def _check_precision(p: DictConfig, errors: Errors) -> None:
-    errors.need(p.name in PRECISIONS, "precision.name", p.name, f"one of {', '.join(PRECISIONS)}")
+def _check_precision(p: DictConfig, device: str, errors: Errors) -> None:
+    allowed = PRECISIONS + ((AUTO_PRECISION,) if device == "auto" else ())  # auto: resolved once found
+    errors.need(p.name in allowed, "precision.name", p.name, f"one of {', '.join(allowed)}")
     errors.need(
         p.autocast_dtype in (None, "float16", "bfloat16"),
         "precision.autocast_dtype",

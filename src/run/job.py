@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src import console, credentials
 from src.config import points
-from src.config.finalise import default_batch_size
+from src.config.finalise import default_batch_size, resolve_precision
 from src.config.validate import validate
 from src.errors import ConfigError, DeviceUnavailable
 from src.hardware import devices, gpu_lock
@@ -43,6 +43,8 @@ def adopt_profile(cfg: DictConfig, selection: devices.Selection) -> DictConfig:
         cfg.gpu = OmegaConf.merge(cfg.gpu, profile)
         cfg.gpu.count = count
         cfg.gpu.device = selection.device_kind
+    cfg = resolve_precision(cfg)
+    with open_dict(cfg):
         if cfg.model.batch_size is None:
             cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)  # the precision must suit the device that auto found
