@@ -88,10 +88,11 @@ CPU_DRY_RUN = "experiment=cpu_dry_run"
 
 def with_cpu_dry_run(argv: list[str]) -> list[str]:
     """A single job left at gpu=auto on a host without a GPU runs the CPU dry run: ResNet-50 at full
-    size on a few cores takes minutes and misses its stopping rule. Naming gpu= or an experiment, or
-    a sweep (-m), keeps the command as it is."""
-    kept = ("-m", "--multirun", "--help", "-h", "--hydra-help", "--info", "-i", "--shell-completion")
-    if any(a in kept or a.startswith(("gpu=", "experiment=", "hydra/launcher=")) for a in argv):
+    size on a few cores takes minutes and misses its stopping rule. Naming gpu= or an experiment, a
+    sweep (-m), or an option that prints instead of running (--cfg job) keeps the command as it is."""
+    if not _runs_jobs_here(argv) or any(
+        a in ("-m", "--multirun") or a.startswith(("gpu=", "experiment=")) for a in argv
+    ):
         return argv
     from src.hardware import devices
 

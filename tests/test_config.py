@@ -1,5 +1,6 @@
 """Config composition, smoke sizes, batch-size precedence and validation messages."""
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -7,9 +8,19 @@ from pathlib import Path
 import pytest
 import yaml
 from hydra.errors import ConfigCompositionException
-from omegaconf import OmegaConf
+from omegaconf import MISSING, OmegaConf
 
 from src.config.finalise import finalize
+from src.config.schema import (
+    MODEL_FAMILIES,
+    SIZE_KEYS,
+    BenchmarkConfig,
+    GpuConfig,
+    LauncherConfig,
+    PrecisionConfig,
+    TelemetryConfig,
+    TrackingConfig,
+)
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
 from tests.conftest import compose_cfg
@@ -47,12 +58,64 @@ def test_smoke_sizes_compose_and_command_line_wins():
 
 
 def test_smoke_benchmark_states_only_what_differs_from_default():
-    default = yaml.safe_load((CONF / "benchmark" / "default.yaml").read_text())
+    default = compose_cfg(["benchmark=default"]).benchmark
     smoke = yaml.safe_load((CONF / "benchmark" / "smoke.yaml").read_text())
     assert smoke.pop("defaults") == ["default", "_self_"]
     assert {k: v for k, v in smoke.items() if default.get(k) == v} == {}
     composed = compose_cfg(["benchmark=smoke"]).benchmark
-    assert composed.time_limit_s == default["time_limit_s"]  # inherited, not repeated
+    assert composed.time_limit_s == default.time_limit_s  # inherited, not repeated
+
+
+def _schema_defaults(schema) -> dict:
+    found = {}
+    for f in dataclasses.fields(schema):
+        if f.default is not dataclasses.MISSING and f.default is not MISSING:
+            found[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+            found[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+    return found
+
+
+GROUP_SCHEMAS = {
+    "gpu": GpuConfig,
+    "precision": PrecisionConfig,
+    "benchmark": BenchmarkConfig,
+    "telemetry": TelemetryConfig,
+    "tracking": TrackingConfig,
+    "launcher": LauncherConfig,
+}
+# A GPU's spec sheet states every figure with its source, null ones too ("no published price").
+SPEC_SHEET = {"memory_gb", "peak_tflops", "memory_bandwidth_gbs", "tdp_w", "price_usd", "interconnect"}
+
+
+def _options():
+    for group, schema in GROUP_SCHEMAS.items():
+        for path in sorted((CONF / group).glob("*.yaml")):
+            yield path, schema
+    for path in sorted((CONF / "model").glob("*.yaml")):
+        [family] = [
+            d["family@_here_"] for d in yaml.safe_load(path.read_text())["defaults"] if isinstance(d, dict)
+        ]
+        yield path, MODEL_FAMILIES[family]
+
+
+@pytest.mark.parametrize(("path", "schema"), list(_options()), ids=lambda v: getattr(v, "stem", ""))
+def test_a_group_option_states_only_what_differs_from_its_schemas_defaults(path, schema):
+    """Each default has one place, the schema: an option that repeats one would hide a change there."""
+    stated = yaml.safe_load(path.read_text()) or {}
+    exempt = SPEC_SHEET if path.parent.name == "gpu" and stated.get("match") else set()
+    defaults = _schema_defaults(schema)
+    repeated = [k for k, v in stated.items() if k in defaults and defaults[k] == v and k not in exempt]
+    assert repeated == [], f"{path.relative_to(CONF)} restates the schema's defaults of {repeated}"
+
+
+def test_size_keys_are_the_families_integer_sizes():
+    """A size a family declares is checked as one (a new integer size joins without a list to edit)."""
+    assert {"image_size", "rois_per_image", "seq_len", "n_kv_head", "div_val"} <= set(SIZE_KEYS)
+    assert not {"batch_size", "items_per_sample", "mem_len", "dropout", "backbone"} & set(SIZE_KEYS)
+    with pytest.raises(ConfigError, match=r"model.rois_per_image=0: must be a positive integer"):
+        finalize(compose_cfg(["model=maskrcnn", "gpu=cpu", "model.rois_per_image=0"]))
 
 
 def test_batch_size_precedence():

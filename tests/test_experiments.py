@@ -101,6 +101,7 @@ def test_the_cpu_dry_run_is_a_smoke_sized_job_with_a_rule_a_cpu_can_meet():
         (["experiment=none"], [], ["experiment=none"]),
         (["-m", "model=gpt2"], [], ["-m", "model=gpt2"]),  # a sweep is left as named
         (["--help"], [], ["--help"]),
+        (["--cfg", "job"], [], ["--cfg", "job"]),  # prints the composition, and nothing before it
     ],
 )
 def test_a_single_job_left_at_gpu_auto_on_a_host_without_gpu_is_the_cpu_dry_run(

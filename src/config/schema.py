@@ -3,7 +3,7 @@ or a wrong type fails at composition."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -16,25 +16,6 @@ CATEGORIES = ("vision", "language")
 AUTO_PRECISION = "auto"  # precision=auto: the gpu profile's default_precision, once the device is known
 AUTO_BATCH = "auto"  # model.batch_size=auto: the largest batch that trains, found by src.rank.autobatch
 RESNETS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")  # model.backbone choices
-SIZE_KEYS = (  # model keys that must be positive integers, in whichever family has them
-    "image_size",
-    "min_image_size",
-    "num_classes",
-    "patch_size",
-    "rois_per_image",
-    "objects_per_image",
-    "min_size",
-    "max_size",
-    "seq_len",
-    "n_layer",
-    "d_model",
-    "n_head",
-    "vocab_size",
-    "d_head",
-    "d_inner",
-    "n_kv_head",
-    "div_val",
-)
 
 
 @dataclass
@@ -157,7 +138,7 @@ class LlamaModel(TransformerSizes):
 class TransformerXLModel(LanguageModel):
     """Transformer-XL: segment recurrence and an adaptive input/softmax."""
 
-    mem_len: int = MISSING  # hidden states kept from earlier segments
+    mem_len: int = MISSING  # hidden states kept from earlier segments; 0: none (checked on its own)
     d_head: int = MISSING  # width of one attention head (not d_model / n_head)
     cutoffs: list[int] = MISSING  # adaptive input/softmax: first id of each rarer cluster
     div_val: int = MISSING  # each rarer cluster's width is divided by this
@@ -173,6 +154,19 @@ MODEL_FAMILIES = {
     "llama": LlamaModel,
     "transformer_xl": TransformerXLModel,
 }
+NON_NEGATIVE_SIZES = ("mem_len",)  # integer sizes where 0 is a setting (no recurrence memory)
+# model keys that must be positive integers: every family's own integer fields (a new size is
+# checked once it is declared), in whichever family has them
+SIZE_KEYS = tuple(
+    dict.fromkeys(
+        f.name
+        for family in MODEL_FAMILIES.values()
+        for f in fields(family)
+        if f.type == "int"
+        and f.name not in {base.name for base in fields(ModelConfig)}
+        and f.name not in NON_NEGATIVE_SIZES
+    )
+)
 
 
 @dataclass
@@ -186,7 +180,7 @@ class PrecisionConfig:
 
 @dataclass
 class BenchmarkConfig:
-    name: str = "default"
+    name: str = MISSING  # the option's own name (conf/benchmark/<name>.yaml)
     warmup_steps: int = 10  # at most; the first step always (autotuning, compilation)
     warmup_s: float = 2.0  # warm-up ends sooner once the steps after the first have taken this long
     min_steps: int = 20
@@ -198,7 +192,9 @@ class BenchmarkConfig:
     compile: bool = False  # torch.compile the model
     channels_last: bool | None = None  # NHWC memory format; null: on for vision models, off otherwise
     cudnn_benchmark: bool | None = None  # cuDNN autotuning; null: on unless model.static_shapes is false
-    cudnn_benchmark_limit: int | None = None  # algorithms autotuning tries per convolution; null: torch's 10
+    cudnn_benchmark_limit: int | None = (
+        None  # algorithms autotuning tries per convolution, 0: all; null: torch's 10
+    )
     timeout_s: float = 900.0  # a job (or a hung collective) past this is failed
     rerun: bool = False  # run a point even if its config already has a FINISHED run (see src/run/resume.py)
 
@@ -222,10 +218,12 @@ class TelemetryConfig:
 @dataclass
 class LauncherConfig:
     nnodes: int = 1
-    node_rank: int = 0  # this machine's node; node 0's job process logs the run
-    rdzv_endpoint: str = "localhost:0"  # host:port of the c10d rendezvous; port 0: a free port (one node)
-    start_timeout_s: int = 120
-    host_memory_reserve_gb: float = 1.0  # stop the job when the host has less memory available (0: off)
+    node_rank: int = MISSING  # this machine's node; node 0's job process logs the run (from the scheduler)
+    rdzv_endpoint: str = MISSING  # host:port of the c10d rendezvous; port 0: a free port (one node)
+    start_timeout_s: int = 120  # the rendezvous and the ranks' start
+    # stop the ranks (FAILED: host memory exhausted) once the host has less than this many GB
+    # available, before the kernel's OOM killer picks a process to end; 0: no guard
+    host_memory_reserve_gb: float = 1.0
 
 
 @dataclass
@@ -236,7 +234,7 @@ class Config:
     benchmark: BenchmarkConfig = MISSING
     tracking: TrackingConfig = MISSING
     telemetry: TelemetryConfig = MISSING
-    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    launcher: LauncherConfig = MISSING
 
 
 @dataclass

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from src.config.schema import GpuConfig
 from src.errors import DeviceUnavailable
 from src.hardware import nvml
 from src.paths import PROJECT_ROOT
@@ -99,7 +100,7 @@ def known_profiles(directory: Path = GPU_PROFILES) -> dict:
     profiles = {}
     for path in sorted(directory.glob("*.yaml")):
         data = OmegaConf.load(path)
-        if data.get("device") == "cuda" and data.get("match"):
+        if data.get("device", GpuConfig.device) == "cuda" and data.get("match"):  # the schema's default
             profiles[data.name] = data
     return profiles
 
