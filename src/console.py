@@ -137,7 +137,7 @@ def summary_table(rows: list[dict]) -> None:
     console.print(table)
     for name, row in zip(names, rows, strict=True):
         if row.get("error") and not (row["status"] == "SKIPPED" and row["name"] in _said):
-            console.print(f"  {name}: {escape(row['error'])}", soft_wrap=True)
+            console.print(f"  {name}: {escape(row['error'])}")
 
 
 def number(value: float) -> str:

@@ -308,7 +308,7 @@ def _bars(points: list[Measurement], panels: list[tuple], what: str, detail: str
     published = any(m.source != MEASURED for m in points)
     paths = []
     for page, rows in enumerate(pages, start=1):
-        fig = style.figure(6.5 * len(panels) + 2.0, 1.6 + BAR_IN * len(rows))
+        fig = style.figure(6.5 * len(panels) + 3.5, 1.6 + BAR_IN * len(rows))
         axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
         for ax, (values, axis_label, whiskers) in zip(axes, panels, strict=True):
             shown = [values[i] for i in rows]
