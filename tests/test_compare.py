@@ -514,3 +514,10 @@ def test_summary_fits_80_columns_with_names_whole_and_says_what_it_left_out(monk
     (line,) = [line for line in out.getvalue().splitlines() if long_name in line]
     assert line.split() == [long_name, "[lambda]", "3.52x", "3.52x", "3"]  # whole, on one line
     assert "h200" in out.getvalue().partition("left out")[2]
+
+
+def test_a_gpu_asked_for_with_no_runs_is_said(store, tmp_path, capsys):
+    result = run(store, tmp_path / "asked", "gpus=[rtx3090,a6000,h200]")
+    said = "gpus: h200 has no FINISHED run with a throughput that matches the filters (gpus with runs: a6000, h100"
+    assert said in (result.out / "report.md").read_text()
+    assert said in " ".join(capsys.readouterr().out.split())

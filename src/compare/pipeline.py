@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,10 +118,13 @@ def asked_without_figures(
     lines = []
     for gpu in dict.fromkeys(asked):
         if gpu not in {m.gpu for m in measurements}:
-            found = ", ".join(sorted({r.gpu for r in records})) or "none"
+            names = sorted({r.gpu for r in records})
+            found = f"gpus with runs: {', '.join(names) or 'none'}"
+            if len(names) > 8:  # Lambda's tables hold about twenty: the likeliest few
+                close = difflib.get_close_matches(gpu, names, n=4, cutoff=0.3)
+                found = f"{len(names)} gpus have runs; the closest names: {', '.join(close) or 'none'}"
             lines.append(
-                f"gpus: {gpu} has no FINISHED run with a throughput that matches the filters "
-                f"(gpus with runs: {found})"
+                f"gpus: {gpu} has no FINISHED run with a throughput that matches the filters ({found})"
             )
         elif gpu not in with_means:
             lines.append(
