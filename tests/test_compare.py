@@ -474,8 +474,9 @@ def test_a_figure_that_missed_its_stopping_rule_is_flagged(variants_store, tmp_p
     assert row(rel, gpu="cpu", model="resnet50")["anomalies"] == ""
 
 
-def test_summary_fits_80_columns_with_every_figure_whole(monkeypatch):
-    """A long published gpu name wraps; no figure, precision or count is cut or dropped."""
+def test_summary_fits_80_columns_with_names_whole_and_says_what_it_left_out(monkeypatch):
+    """A long published gpu name stays on one line; with no gpus= the table shows the baseline,
+    the study's pair and the measured gpus, and one line names the others."""
     import io
 
     from rich.console import Console
@@ -489,12 +490,34 @@ def test_summary_fits_80_columns_with_every_figure_whole(monkeypatch):
     long_name = "lambdacloud_h100_80gb_pcie_gen5"
     rows = [
         SummaryRow("language", "amp", 1, long_name, "lambda", 3.5234, 3.5178, ("a", "b", "c"), (), "amp"),
+        SummaryRow("language", "amp", 1, "rtx3090", "lambda", 1.0, 1.0, ("a", "b", "c"), (), "amp"),
         SummaryRow("vision", "fp32", 8, "rtx3090", "measured", 1.0, 1.0, ("a",), (), "fp32"),
+        SummaryRow("vision", "fp32", 8, "h200", "measured", 2.0, 2.0, ("a",), (), "fp32"),
+        SummaryRow("vision", "fp32", 8, "rtx_4090", "lambda", 1.5, 1.5, ("a",), (), "fp32"),
     ]
-    print_summary(rows, "rtx3090")
-    lines = out.getvalue().splitlines()
+    print_summary(rows, "rtx3090", [], "/out")
+    text = out.getvalue()
+    lines = text.splitlines()
     assert max(map(len, lines)) <= 80
-    assert "gpu [source]" in out.getvalue()
-    (first,) = [line for line in lines if long_name in line]
-    assert first.split()[:3] == ["language", "amp", "1"] and first.split()[-3:] == ["3.52x", "3.52x", "3"]
-    assert "[lambda]" in lines[lines.index(first) + 1]
+    assert "language, amp, 1 GPU" in text and "vision, fp32, 8 GPUs" in text
+    assert any(line.split() == ["rtx3090", "[lambda]", "1.00x", "1.00x", "3"] for line in lines)
+    assert any(line.split() == ["h200", "2.00x", "2.00x", "1"] for line in lines)  # measured: shown
+    table, _, left_out = text.partition("left out")
+    assert long_name not in table and "rtx_4090" not in table
+    said = " ".join(left_out.split())  # wrapped at 80 columns: this console is a terminal's
+    assert text.count("left out") == 1 and said.startswith(f"of this table ({long_name}, rtx_4090)")
+    assert "2 more gpu(s)" in table
+
+    out.seek(0)
+    out.truncate()
+    print_summary(rows, "rtx3090", [long_name, "rtx3090"])
+    (line,) = [line for line in out.getvalue().splitlines() if long_name in line]
+    assert line.split() == [long_name, "[lambda]", "3.52x", "3.52x", "3"]  # whole, on one line
+    assert "h200" in out.getvalue().partition("left out")[2]
+
+
+def test_a_gpu_asked_for_with_no_runs_is_said(store, tmp_path, capsys):
+    result = run(store, tmp_path / "asked", "gpus=[rtx3090,a6000,h200]")
+    said = "gpus: h200 has no FINISHED run with a throughput that matches the filters (gpus with runs: a6000, h100"
+    assert said in (result.out / "report.md").read_text()
+    assert said in " ".join(capsys.readouterr().out.split())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +64,7 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     analysis.check_comparable(measurements, rows, cfg.baseline)
     summary, nothing_common = analysis.summarize(rows)
     stand_ins = profile_stand_ins(measurements)
+    unanswered = asked_without_figures(list(cfg.gpus), records, measurements, summary, cfg.baseline)
     efficiency = anomalies.scaling_efficiency(measurements)
     found = anomalies.stopping_anomalies(measurements)
     found += anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
@@ -85,7 +87,9 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         summary_table,
         relative,
         anomaly_table,
-        _notes(rows, measurements, cfg.baseline, nothing_common) + ([stand_ins] if stand_ins else []),
+        unanswered
+        + _notes(rows, measurements, cfg.baseline, nothing_common)
+        + ([stand_ins] if stand_ins else []),
         pictures,
     )
     (out / report.REPORT_MD).write_text(text)
@@ -94,10 +98,40 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     if cfg.tag_runs:
         anomalies.tag_runs(cfg.tracking.uri, measurements, found)
     run_id = _log_report_run(cfg, files, found, text)
-    report.print_summary(summary, cfg.baseline)
+    for line in unanswered:
+        console.warning(line)
+    report.print_summary(summary, cfg.baseline, list(cfg.gpus), str(out))
     if stand_ins:
         console.note(stand_ins)
     return CompareResult(out, measurements, rows, summary, found, files, run_id, experiment_ids)
+
+
+def asked_without_figures(
+    asked: list[str],
+    records: list,
+    measurements: list[Measurement],
+    summary: list[analysis.SummaryRow],
+    baseline: str,
+) -> list[str]:
+    """A gpu named in `gpus=` that no table or chart will show, and why (`records`: every run read)."""
+    with_means = {s.gpu for s in summary}
+    lines = []
+    for gpu in dict.fromkeys(asked):
+        if gpu not in {m.gpu for m in measurements}:
+            names = sorted({r.gpu for r in records})
+            found = f"gpus with runs: {', '.join(names) or 'none'}"
+            if len(names) > 8:  # Lambda's tables hold about twenty: the likeliest few
+                close = difflib.get_close_matches(gpu, names, n=4, cutoff=0.3)
+                found = f"{len(names)} gpus have runs; the closest names: {', '.join(close) or 'none'}"
+            lines.append(
+                f"gpus: {gpu} has no FINISHED run with a throughput that matches the filters ({found})"
+            )
+        elif gpu not in with_means:
+            lines.append(
+                f"gpus: {gpu} has runs, but none shares a model, GPU count and precision group with "
+                f"baseline={baseline}: no ratio for it (relative_throughput.csv lists its runs)"
+            )
+    return lines
 
 
 def _facts(

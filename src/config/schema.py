@@ -9,6 +9,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from src.config.help_groups import command_line_groups
 from src.paths import PROJECT_ROOT, claim_folder
 
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
@@ -297,6 +298,8 @@ def register_configs(*schemas: str) -> None:
             store.store(group="model/family", name=name, node=node)
     if not OmegaConf.has_resolver("project_root"):
         OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
+    if not OmegaConf.has_resolver("command_line_groups"):
+        OmegaConf.register_new_resolver("command_line_groups", command_line_groups)  # for --help
     if not OmegaConf.has_resolver("claim_folder"):
         # cached like Hydra's `now`: every job of a sweep (and Hydra's copies) sees the same folder
         OmegaConf.register_new_resolver("claim_folder", claim_folder, use_cache=True)

@@ -26,15 +26,17 @@ HTTP_DEFAULTS = {
 START_ATTEMPTS, START_BACKOFF_S = 3, 1.0
 
 
-class _ReportedByCaller(logging.Filter):
+class _WarningsOnly(logging.Filter):
     """MLflow logs a traceback for every database error it then raises; the entry point reports
-    that error once, in one line (problem() below)."""
+    that error once, in one line (problem() below). Its INFO lines on creating and migrating a
+    store ("Creating initial MLflow database tables...") are its business, not the user's."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.exc_info is None and record.levelno < logging.ERROR
+        return record.exc_info is None and logging.WARNING <= record.levelno < logging.ERROR
 
 
-logging.getLogger("mlflow.store.db.utils").addFilter(_ReportedByCaller())
+logging.getLogger("mlflow.store.db.utils").addFilter(_WarningsOnly())
+logging.getLogger("alembic").setLevel(logging.WARNING)  # the migrations' own INFO lines
 
 
 def prepare_store(uri: str) -> None:
