@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tomllib
 
 import pytest
 
 from src import commands
 from src.paths import PROJECT_ROOT
 
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 SCRIPTS = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 
 
