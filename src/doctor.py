@@ -102,6 +102,8 @@ def check_gpus(missing: str | None) -> Check:
 
 
 def check_tracking(cfg) -> Check:
+    import mlflow  # noqa: F401  (it sets its logger's level on import: set ours after)
+
     from src.credentials import redact
     from src.errors import TrackingUnavailable
     from src.tracking import store

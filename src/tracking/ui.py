@@ -16,7 +16,7 @@ LOCAL_UI = "http://127.0.0.1:5000"
 
 def runs_url(uri: str, experiment_id: str, view: str | None = None) -> str:
     base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else LOCAL_UI
-    shared = f"&viewStateShareKey={view}" if view else ""
+    shared = f"&viewStateShareKey={view}&compareRunsMode={views.MODES[view]}" if view else ""
     return redact(f"{base}/#/experiments/{experiment_id}/runs?workflowType=machine_learning{shared}")
 
 

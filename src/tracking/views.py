@@ -1,7 +1,10 @@
-"""Saved views of an experiment's runs page in the MLflow UI (3.x), as its own Share button makes them.
+"""Saved views of an experiment's runs page in the MLflow UI, as its own Views menu saves them.
 
-The UI stores a shared view as the experiment tag `mlflow.sharedViewState.<key>` (JSON of the runs
-page's state) and opens it from `...#/experiments/<id>/runs?viewStateShareKey=<key>`. Two views:
+MLflow 3.17 keeps a saved view as the experiment tag `mlflow.sharedViewState.<key>`: JSON of
+{name, createdAt, updatedAt, state}, where state is the runs page's state as a JSON string. The
+Views menu lists them by name; `...#/experiments/<id>/runs?viewStateShareKey=<key>` opens one.
+Which of table and chart view shows is not part of a view: the address says it (`compareRunsMode`).
+Two views:
 
 - `runs`: the table with the columns that say what a run measured (gpu, model, precision, GPU
   count, throughput and its spread), newest first; every run shown in the charts;
@@ -15,9 +18,12 @@ the filter is typed in the search box once the view is open.
 from __future__ import annotations
 
 import json
+import time
 
 TAG_PREFIX = "mlflow.sharedViewState."
 RUNS, BY_GPU = "gpubench-runs", "gpubench-by-gpu"
+NAMES = {RUNS: "gpubench: what each run measured", BY_GPU: "gpubench: throughput by gpu"}
+MODES = {RUNS: "TABLE", BY_GPU: "CHART"}  # the address's compareRunsMode for each
 COLUMNS = [
     *(f"tags.`{tag}`" for tag in ("gpu", "model", "precision", "gpu_count", "unit")),
     *(f"metrics.`{metric}`" for metric in ("throughput", "throughput_per_gpu", "step_time_ci95_rel", "mfu")),
@@ -45,5 +51,7 @@ def state(key: str) -> dict:
 
 def save(client, experiment_id: str) -> None:
     """Write both views onto the experiment (again each time: a newer release may change them)."""
-    for key in (RUNS, BY_GPU):
-        client.set_experiment_tag(experiment_id, TAG_PREFIX + key, json.dumps(state(key)))
+    now = int(time.time() * 1000)
+    for key, name in NAMES.items():
+        envelope = {"name": name, "createdAt": now, "updatedAt": now, "state": json.dumps(state(key))}
+        client.set_experiment_tag(experiment_id, TAG_PREFIX + key, json.dumps(envelope))
