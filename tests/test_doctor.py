@@ -138,7 +138,7 @@ def test_a_bad_override_exits_2():
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and "nonesuch" in done.stderr
