@@ -208,6 +208,8 @@ def test_report_is_one_mlflow_run_tagged_report(store, result):
     client = MlflowClient(tracking_uri=store)
     report_run = client.get_run(result.report_run_id)
     assert report_run.data.tags["report"] == "true" and report_run.info.status == "FINISHED"
+    # apart from the job runs, in an experiment of its own
+    assert client.get_experiment(report_run.info.experiment_id).name == "gpubench-reports"
     assert report_run.data.tags["baseline"] == "rtx3090"
     assert "Training throughput relative to rtx3090" in report_run.data.tags["mlflow.note.content"]
     logged = {a.path for a in client.list_artifacts(result.report_run_id)}

@@ -33,6 +33,8 @@ class CompareResult:
 def validate_compare(cfg: DictConfig) -> None:
     """Key, value and what is allowed, for every bad value, before any run is read."""
     errors = tracking_errors(cfg.tracking)
+    if not cfg.tracking.report_experiment:
+        errors.append("tracking.report_experiment='': must name the experiment report runs go to")
     if not cfg.baseline:
         errors.append(f"baseline={cfg.baseline!r}: must name a gpu profile, e.g. baseline=rtx3090")
     if cfg.baseline_source == "":
@@ -230,7 +232,7 @@ def profile_stand_ins(measurements: list[Measurement]) -> str | None:
 def _log_report_run(cfg: DictConfig, files: list[Path], found: list[anomalies.Anomaly], text: str) -> str:
     from src.tracking import job_run, store
 
-    experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
+    experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.report_experiment)
     kinds = sorted({a.kind for a in found})
     tags = {
         tag.REPORT: "true",

@@ -207,6 +207,7 @@ class TrackingConfig:
     uri: str = MISSING
     experiment: str = "gpubench"
     published_experiment: str = "gpubench-published"  # imported results; src.compare reads both
+    report_experiment: str = "gpubench-reports"  # src.compare's report runs, apart from the measured ones
     retries: int = 4  # attempts to deliver a job's result at its end before it waits in the spool
     backoff_s: float = 2.0  # first wait between attempts; doubles each time
 
