@@ -340,6 +340,23 @@ def test_four_parallel_jobs_into_one_sqlite_store_all_arrive(tmp_path):
 # --- tracking outages and credentials ---
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "runs in postgresql://mlflow:p@ss/w@db-host:5432/mlflow, artifacts in /srv",
+        'runs in postgresql://mlflow2:pa ss"x@127.0.0.1:15432/mlflow2',
+        "tracking.uri='postgresql://mlflow:p%40ss%2Fw@db-host/mlflow': cannot connect",
+        "overrides: tracking.uri=http\\://mlflow\\:p@ss/w@db-host\\:5000",  # as Hydra escapes `:`
+    ],
+)
+def test_redact_masks_every_user_info_however_written(text):
+    from src.credentials import redact
+
+    masked = redact(text)
+    assert "***@" in masked and ("db-host" in masked or "127.0.0.1" in masked)
+    assert not any(part in masked for part in ("ss/w", "%40ss", 'ss"x', "mlflow:", "mlflow2:"))
+
+
 def test_unreachable_tracking_server_stops_a_sweep_before_any_job(tmp_path):
     uri = f"http://127.0.0.1:{free_port()}"
     cli = Cli(["-m", *TINY, "model.name=tiny,oom"], tmp_path, uri, {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"})
