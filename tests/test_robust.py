@@ -325,6 +325,31 @@ def test_sigterm_is_handled_like_ctrl_c_and_repeats_wait_for_the_cleanup():
 
 
 @pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
+def test_a_joblib_sweep_killed_hard_takes_its_workers_ranks_and_preloaders_with_it(tmp_path, tracking_uri):
+    pids = tmp_path / "pids"
+    args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *TINY, "model.name=hang"]
+    cli = Cli([*args, "precision=fp32,bf16"], tmp_path, tracking_uri, {"GPUBENCH_TEST_PIDS": str(pids)})
+    deadline = time.monotonic() + 300
+    while len(list(tmp_path.glob("multirun/*/ranks/node0/launch.json"))) < 2 or not (pids / "rank0.pid").exists():
+        assert cli.proc.poll() is None and time.monotonic() < deadline, cli.output[-3000:]
+        time.sleep(0.2)
+    time.sleep(2)  # the second job's ranks start too
+    os.kill(cli.proc.pid, signal.SIGKILL)  # the sweep's main process: no handler, no atexit, no finally
+    cli.wait()
+    assert len(cli.tree.seen) >= 2 * 4  # two workers, each with a preloader, an agent and a rank
+    deadline = time.monotonic() + 120
+    while cli.tree.alive() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:120] for pid in cli.tree.alive()}
+    for pid in left:  # not to leave them to the next test
+        os.kill(pid, signal.SIGKILL)
+    assert left == {}
+    runs = read_runs(tracking_uri)
+    assert len(runs) == 3 and {r.info.status for r in runs} == {"KILLED"}, [r.info for r in runs]
+    assert parent_run(tracking_uri).data.tags["error"] == "owner process vanished"
+
+
+@pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
 def test_four_parallel_jobs_into_one_sqlite_store_all_arrive(tmp_path):
     tracking_uri = f"sqlite:///{tmp_path}/fresh/mlflow.db"  # made by the sweep, before its jobs start
     args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=4", *TINY, "model.name=tiny"]
