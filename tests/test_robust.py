@@ -390,6 +390,14 @@ def test_unreachable_tracking_server_stops_a_sweep_before_any_job(tmp_path):
     assert not (tmp_path / "multirun" / "0").exists()  # no job folder: nothing was run
 
 
+def test_a_folder_store_is_refused_before_any_job_naming_the_sqlite_file_to_use(tmp_path):
+    cli = Cli(["-m", *TINY, "model.name=tiny"], tmp_path, f"file://{tmp_path}/store")
+    assert cli.wait(120) == 2
+    (line,) = [line for line in cli.output.splitlines() if "tracking.uri" in line]
+    assert line.endswith(f"use an sqlite file in that folder instead, tracking.uri=sqlite:///{tmp_path}/store/mlflow.db")
+    assert not (tmp_path / "multirun" / "0").exists() and not (tmp_path / "store").exists()
+
+
 @pytest.fixture(scope="module")
 def outage(tmp_path_factory):
     """A sweep whose server stops while its job trains, then `src.sync` once it is back.
@@ -497,6 +505,11 @@ def test_credentials_reach_no_param_tag_artifact_log_or_file(outage):
             "/etc/hostname is not a folder this user can write",
         ),
         (["tracking.retries=0"], "tracking.retries=0: must be a positive integer"),
+        (
+            ["tracking.uri=file:///tmp/store"],
+            "tracking.uri='file:///tmp/store': MLflow's folder stores are not supported here; use an "
+            "sqlite file in that folder instead, tracking.uri=sqlite:////tmp/store/mlflow.db",
+        ),
     ],
 )
 def test_bad_value_is_named_with_what_is_allowed(overrides, message):
