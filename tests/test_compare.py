@@ -474,6 +474,17 @@ def test_a_figure_that_missed_its_stopping_rule_is_flagged(variants_store, tmp_p
     assert row(rel, gpu="cpu", model="resnet50")["anomalies"] == ""
 
 
+def test_a_window_shorter_than_min_steps_is_flagged_whatever_its_tag():
+    from src.compare.runs import ci_missed
+
+    params = {"benchmark.target_ci": "0.01", "benchmark.min_steps": "100000"}
+    short = {"step_time_ci95_rel": 0.004, "measured_steps": 9.0}
+    for reason in ("ci", "time_limit"):  # `ci`: as runs cut short by the time limit were tagged
+        assert ci_missed({"stop_reason": reason}, short, params) is not None
+    assert "after 9 of min_steps 100,000 steps" in ci_missed({"stop_reason": "time_limit"}, short, params)
+    assert ci_missed({"stop_reason": "ci"}, short | {"measured_steps": 100000.0}, params) is None
+
+
 def test_summary_fits_80_columns_with_every_figure_whole(monkeypatch):
     """A long published gpu name wraps; no figure, precision or count is cut or dropped."""
     import io

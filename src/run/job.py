@@ -137,8 +137,9 @@ def _run_job(
         run.log_files({"step_times.csv": _step_times_csv(outcome.step_times_s)})
         run.end("FINISHED")
         console.result_line(
-            name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled
-        )
+            name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled,
+            min_steps=cfg.benchmark.min_steps,
+        )  # fmt: skip
         return metrics["throughput"]
     except KeyboardInterrupt:
         stop = signals.received()
