@@ -464,6 +464,12 @@ def test_smoke_runs_count_only_when_asked_for(variants_store, tmp_path):
     assert smoke[0].n_runs == 1  # never pooled with the full-size d_model=64 runs
 
 
+def test_the_console_says_smoke_runs_were_left_out(variants_store, tmp_path, capsys):
+    result = run(variants_store, tmp_path, "baseline=cpu", "models=[gpt2]")
+    assert all(m.throughput != 5000.0 for m in result.measurements)
+    assert "1 benchmark=smoke run(s) left out; include_smoke=true counts them" in capsys.readouterr().out
+
+
 def test_a_figure_that_missed_its_stopping_rule_is_flagged(variants_store, tmp_path):
     result = run(variants_store, tmp_path, "baseline=cpu", "models=[resnet50]")
     (flagged,) = [a for a in result.anomalies if a.kind == "ci_not_met"]

@@ -13,6 +13,7 @@ from src.compare import analysis, anomalies, charts, report
 from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
 from src.config.schema import PRECISIONS
 from src.config.tracking_uri import tracking_errors
+from src.console import note
 from src.errors import ConfigError
 from src.tracking import tags as tag
 
@@ -58,6 +59,8 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     runs, experiment_ids = search_finished(cfg.tracking.uri, experiments, cfg.filter_string)
     records = [r for r in map(to_record, runs) if r is not None]
     kept, smoke_left_out = select(records, cfg)
+    if smoke_left_out:  # said before anything can fail for want of runs: they may be all there is
+        note(f"{smoke_left_out:,} benchmark=smoke run(s) left out; include_smoke=true counts them")
     measurements = aggregate(kept)
     rows = analysis.relative_table(measurements, cfg.baseline, cfg.baseline_source)
     analysis.check_comparable(measurements, rows, cfg.baseline)
