@@ -272,6 +272,11 @@ def test_bad_filters_are_refused_before_any_work(store, tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+def test_a_list_of_lists_is_refused_naming_the_key(store, tmp_path):
+    with pytest.raises(ConfigError, match=r"gpus=\[\['cpu'\]\]: must be one flat list"):
+        run(store, tmp_path / "never", "gpus=[[cpu]]")
+
+
 def test_cli_prints_the_summary_and_writes_the_folder(store, tmp_path):
     proc = run_cli(["models=[txl_base]", f"out={tmp_path}/cli"], tmp_path, store, module="src.compare")
     assert proc.returncode == 0, proc.stderr

@@ -37,6 +37,11 @@ def validate_compare(cfg: DictConfig) -> None:
         errors.append(f"baseline={cfg.baseline!r}: must name a gpu profile, e.g. baseline=rtx3090")
     if cfg.baseline_source == "":
         errors.append("baseline_source='': must be null (the row's own source first) or a source name")
+    nested = [k for k in ("gpus", "models", "precisions", "gpu_counts", "sources") if not _flat(cfg[k])]
+    for key in nested:  # OmegaConf lets a list of lists through a list[str] field
+        errors.append(f"{key}={OmegaConf.to_container(cfg[key])}: must be one flat list, e.g. {key}=[a,b]")
+    if nested:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
     wrong = [p for p in cfg.precisions if p not in PRECISIONS]
     if wrong:
         errors.append(f"precisions={list(cfg.precisions)}: each must be one of {', '.join(PRECISIONS)}")
@@ -49,6 +54,10 @@ def validate_compare(cfg: DictConfig) -> None:
         errors.append(f"out={cfg.out!r}: is a file; must be a folder (created when missing)")
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+
+
+def _flat(values) -> bool:
+    return all(isinstance(v, (str, int, float)) for v in values)
 
 
 def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
