@@ -272,6 +272,13 @@ def test_bad_filters_are_refused_before_any_work(store, tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+def test_compare_on_a_store_that_does_not_exist_creates_none(tmp_path):
+    uri = f"sqlite:///{tmp_path}/new/mlflow.db"
+    with pytest.raises(CompareError, match=r"no store there \(.*/new/mlflow.db does not exist\)"):
+        run(uri, tmp_path / "out")
+    assert not (tmp_path / "new").exists()
+
+
 def test_a_list_of_lists_is_refused_naming_the_key(store, tmp_path):
     with pytest.raises(ConfigError, match=r"gpus=\[\['cpu'\]\]: must be one flat list"):
         run(store, tmp_path / "never", "gpus=[[cpu]]")

@@ -94,8 +94,15 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
     filter is MLflow's syntax."""
     from mlflow.exceptions import MlflowException
 
+    from src.paths import sqlite_path
     from src.tracking import store
 
+    database = sqlite_path(uri)
+    if database is not None and not database.exists():  # opening it would create a whole new store
+        raise CompareError(
+            f"tracking.uri={uri!r}: no store there ({database} does not exist); run a benchmark or "
+            "import published results first, or name the store they went to"
+        )
     mlflow_client = store.client(uri)
     found = [e for e in map(mlflow_client.get_experiment_by_name, dict.fromkeys(experiments)) if e]
     if not found:
