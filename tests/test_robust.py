@@ -382,6 +382,14 @@ def test_redact_masks_every_user_info_however_written(text):
     assert not any(part in masked for part in ("ss/w", "%40ss", 'ss"x', "mlflow:", "mlflow2:"))
 
 
+def test_unreachable_tracking_server_is_one_line_without_urllib3s_retry_warnings(tmp_path):
+    uri = f"http://127.0.0.1:{free_port()}"
+    cli = Cli([*TINY, "model.name=tiny"], tmp_path, uri)  # MLflow's own retries, as a user has them
+    assert cli.wait(180) == 2
+    assert cli.output.strip().splitlines() == [line for line in cli.output.strip().splitlines() if "error:" in line]
+    assert f"tracking.uri='{uri}': the tracking store cannot be reached" in cli.output
+
+
 def test_unreachable_tracking_server_stops_a_sweep_before_any_job(tmp_path):
     uri = f"http://127.0.0.1:{free_port()}"
     cli = Cli(["-m", *TINY, "model.name=tiny,oom"], tmp_path, uri, {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"})
