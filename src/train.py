@@ -15,7 +15,16 @@ from src import credentials
 from src.config import cli
 from src.config.finalise import finalize
 from src.config.schema import register_configs
-from src.errors import RESULT_SPOOLED, ConfigError, DeviceUnavailable, TrackingUnavailable, exit_with_error
+from src.errors import (
+    JOB_FAILED,
+    RESULT_SPOOLED,
+    ConfigError,
+    DeviceUnavailable,
+    JobFailed,
+    PointFailed,
+    TrackingUnavailable,
+    exit_with_error,
+)
 from src.run import signals, sweep_watch
 
 register_configs("config_schema")
@@ -53,8 +62,15 @@ def main(cfg: DictConfig) -> float:
     except (ConfigError, TrackingUnavailable) as exc:
         if multirun:
             print(f"error: {credentials.redact(str(exc))}", file=sys.stderr)
-            raise  # this point fails; Hydra goes on with the rest of the sweep
+            return PointFailed(credentials.redact(str(exc)), has_run=False)  # the sweep goes on
         exit_with_error(exc)
+    except JobFailed as exc:  # its FAILED line said why; a traceback would only repeat it
+        if multirun:
+            return PointFailed(str(exc), has_run=True)
+        for line in str(exc).splitlines()[1:]:  # where the ranks' own tracebacks are
+            if line.startswith("(rank logs under"):
+                print(line, file=sys.stderr)
+        sys.exit(JOB_FAILED)
 
 
 def _keep_credentials_out(cfg: DictConfig, hydra_cfg) -> None:

@@ -180,7 +180,21 @@ def test_bad_points_fail_alone_and_the_sweep_reports_them(fault_sweep):
     parent = parent_run(uri)
     assert parent.info.status == "FAILED"
     assert {"failed_job.1", "failed_job.2", "failed_job.3"} <= set(parent.data.tags)
-    assert rc != 0
+    assert rc == 1
+    # each failure said once, in its own line, and the bad-input point in the summary too
+    assert "Traceback" not in output and "Error executing job" not in output and "HYDRA_FULL_ERROR" not in output
+    summary = output[output.index("Sweep summary") :]
+    assert "point #3 (no run)" in summary and "model.name='': must be a non-empty name" in summary
+
+
+def test_a_single_job_that_fails_says_so_in_its_failed_line_without_a_traceback(tmp_path, tracking_uri):
+    cli = Cli([*TINY, "model.name=broken"], tmp_path, tracking_uri)
+    assert cli.wait() == 1
+    assert "FAILED cpux1-broken-fp32-smoke: rank 0 failed: RuntimeError: broken on purpose" in " ".join(
+        cli.output.split()
+    )
+    assert "Traceback" not in cli.output and "HYDRA_FULL_ERROR" not in cli.output
+    assert f"(rank logs under {tmp_path}/run/ranks/node0)" in cli.output
 
 
 def test_jobs_of_a_sweep_get_fresh_agents_and_ranks_from_one_preloader(fault_sweep):

@@ -19,7 +19,7 @@ from src import console, credentials
 from src.config import points
 from src.config.finalise import default_batch_size
 from src.config.validate import validate
-from src.errors import ConfigError, DeviceUnavailable
+from src.errors import ConfigError, DeviceUnavailable, JobFailed
 from src.hardware import devices, gpu_lock
 from src.run import launch, owner, phases, resume, signals
 from src.run.results import JobOutcome, combine_ranks, efficiency, mfu
@@ -151,6 +151,8 @@ def _run_job(
         run.set_tags({tag.ERROR: reason[:5000]})
         run.end("FAILED")
         console.failure_line(name, reason.splitlines()[0] if reason else "")
+        if isinstance(exc, Exception):
+            raise JobFailed(reason) from exc  # said: the entry point adds no traceback
         raise
 
 
