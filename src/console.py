@@ -11,6 +11,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from src.stats import rule_missed
+
 PIPED_WIDTH = 10_000  # a pipe or file has no width: lines stay whole for grep
 
 
@@ -85,15 +87,14 @@ def result_line(
     stop_reason: str = "ci",
     target_ci: float = 0.0,
     spooled: Path | None = None,
+    min_steps: int = 0,
 ) -> None:
-    """The job's figure; one that stopped (max_steps, time_limit) before target_ci says so, and one
-    the store could not take says where it waits (`spooled`: its folder)."""
-    missed = (
-        f"; [yellow]stopped at {stop_reason} before target_ci: CI +/-{metrics['step_time_ci95_rel']:.1%} "
-        f"> {target_ci:.1%}[/]"
-        if stop_reason != "ci"
-        else ""
+    """The job's figure; one that stopped (max_steps, time_limit) before target_ci, or short of
+    min_steps, says so, and one the store could not take says where it waits (`spooled`: its folder)."""
+    missed = rule_missed(
+        stop_reason, metrics.get("measured_steps"), min_steps, metrics.get("step_time_ci95_rel"), target_ci
     )
+    missed = f"; [yellow]stopped at {missed}[/]" if missed else ""
     waiting = (
         f"; [yellow]spooled[/]: not in the store yet, kept in {escape(str(spooled))}; "
         "`python -m src.sync` delivers it"

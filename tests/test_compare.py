@@ -274,6 +274,18 @@ def test_bad_filters_are_refused_before_any_work(store, tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+def test_compare_on_a_store_that_does_not_exist_creates_none(tmp_path):
+    uri = f"sqlite:///{tmp_path}/new/mlflow.db"
+    with pytest.raises(CompareError, match=r"no store there \(.*/new/mlflow.db does not exist\)"):
+        run(uri, tmp_path / "out")
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_list_of_lists_is_refused_naming_the_key(store, tmp_path):
+    with pytest.raises(ConfigError, match=r"gpus=\[\['cpu'\]\]: must be one flat list"):
+        run(store, tmp_path / "never", "gpus=[[cpu]]")
+
+
 def test_cli_prints_the_summary_and_writes_the_folder(store, tmp_path):
     proc = run_cli(["models=[txl_base]", f"out={tmp_path}/cli"], tmp_path, store, module="src.compare")
     assert proc.returncode == 0, proc.stderr
@@ -466,6 +478,12 @@ def test_smoke_runs_count_only_when_asked_for(variants_store, tmp_path):
     assert smoke[0].n_runs == 1  # never pooled with the full-size d_model=64 runs
 
 
+def test_the_console_says_smoke_runs_were_left_out(variants_store, tmp_path, capsys):
+    result = run(variants_store, tmp_path, "baseline=cpu", "models=[gpt2]")
+    assert all(m.throughput != 5000.0 for m in result.measurements)
+    assert "1 benchmark=smoke run(s) left out; include_smoke=true counts them" in capsys.readouterr().out
+
+
 def test_a_figure_that_missed_its_stopping_rule_is_flagged(variants_store, tmp_path):
     result = run(variants_store, tmp_path, "baseline=cpu", "models=[resnet50]")
     (flagged,) = [a for a in result.anomalies if a.kind == "ci_not_met"]
@@ -474,6 +492,17 @@ def test_a_figure_that_missed_its_stopping_rule_is_flagged(variants_store, tmp_p
     rel = read_csv(result.out / "relative_throughput.csv")
     assert row(rel, gpu="a6000", model="resnet50")["anomalies"] == "ci_not_met"
     assert row(rel, gpu="cpu", model="resnet50")["anomalies"] == ""
+
+
+def test_a_window_shorter_than_min_steps_is_flagged_whatever_its_tag():
+    from src.compare.runs import ci_missed
+
+    params = {"benchmark.target_ci": "0.01", "benchmark.min_steps": "100000"}
+    short = {"step_time_ci95_rel": 0.004, "measured_steps": 9.0}
+    for reason in ("ci", "time_limit"):  # `ci`: as runs cut short by the time limit were tagged
+        assert ci_missed({"stop_reason": reason}, short, params) is not None
+    assert "after 9 of min_steps 100,000 steps" in ci_missed({"stop_reason": "time_limit"}, short, params)
+    assert ci_missed({"stop_reason": "ci"}, short | {"measured_steps": 100000.0}, params) is None
 
 
 def test_summary_fits_80_columns_with_names_whole_and_says_what_it_left_out(monkeypatch):

@@ -127,6 +127,44 @@ def test_processes_that_open_a_new_store_at_once_all_get_their_runs_in(tmp_path)
     assert sorted(r.info.run_name for r in read_runs(uri)) == [f"racer {n}" for n in range(4)]
 
 
+COMPARE_OUT = OmegaConf.load(PROJECT_ROOT / "conf" / "compare.yaml")._get_node("out")._value()
+
+
+@pytest.mark.slow  # three compares at once on a shared host: CI's slow set (README)
+def test_compares_started_in_the_same_second_each_own_a_folder_and_log_what_they_computed(tmp_path):
+    """Three baselines at once: each report folder, and each report run's files, are its own."""
+    import csv
+
+    from test_compare import make_run
+
+    from src.tracking import store
+
+    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    client = store.client(uri)
+    experiment_id = store.ensure_experiment(uri, "gpubench")
+    for gpu, figure in (("rtx3090", 100.0), ("a6000", 150.0), ("a100", 300.0)):
+        make_run(client, experiment_id, gpu, 1, "resnet50", "vision", "fp32", figure, {})
+    out = COMPARE_OUT.replace("${project_root:}", str(tmp_path))
+    baselines = ["rtx3090", "a6000", "a100"]
+    clis = [
+        SameSecond([f"baseline={b}", "tag_runs=false", f"out='{out}'"], tmp_path, uri, "src.compare")
+        for b in baselines
+    ]
+    for cli in clis:
+        assert cli.wait() == 0, cli.output[-3000:]
+    folders = sorted(tmp_path.glob("multirun/compare/*/*"))
+    assert len(folders) == 3, folders
+    for folder in folders:
+        with open(folder / "relative_throughput.csv", newline="") as handle:
+            assert len({row["baseline_gpu"] for row in csv.DictReader(handle)}) == 1
+    reports = [r for r in read_runs(uri) if r.data.tags.get("report") == "true"]
+    assert sorted(r.data.tags["baseline"] for r in reports) == sorted(baselines)
+    for run in reports:  # the CSV a report run logged was computed against its own baseline
+        logged = client.download_artifacts(run.info.run_id, "relative_throughput.csv", str(tmp_path / run.info.run_id))
+        with open(logged, newline="") as handle:
+            assert {row["baseline_gpu"] for row in csv.DictReader(handle)} == {run.data.tags["baseline"]}
+
+
 HOLD_GPU = """
 import sys, time
 sys.path.insert(0, "tests")

@@ -39,6 +39,12 @@ def test_a_figure_that_stopped_before_target_ci_says_why(printed):
     assert "stopped at time_limit before target_ci: CI +/-5.0% > 1.0%" in printed.getvalue()
 
 
+def test_a_window_shorter_than_min_steps_warns_even_with_a_tight_ci(printed):
+    metrics = {**METRICS, "measured_steps": 9, "step_time_ci95_rel": 0.004}
+    console.result_line("cpux1-gpt2-fp32", metrics, "tokens/s", "time_limit", 0.01, min_steps=100000)
+    assert "stopped at time_limit after 9 of min_steps 100,000 steps" in " ".join(printed.getvalue().split())
+
+
 def test_a_figure_that_met_target_ci_prints_no_warning(printed):
     metrics = {**METRICS, "measured_steps": 20, "step_time_ci95_rel": 0.004}
     console.result_line("cpux1-gpt2-fp32", metrics, "tokens/s", "ci", 0.01)

@@ -369,3 +369,12 @@ def test_a_preloader_that_does_not_answer_fails_the_job_and_is_replaced(tmp_path
         assert launch._preloader() is not preloader
     finally:
         launch._discard()
+
+
+def test_sync_of_a_folder_that_does_not_exist_is_bad_input(tmp_path, capsys):
+    from src import sync
+
+    with pytest.raises(SystemExit) as exited:
+        sync.main([str(tmp_path / "nonexistent")])
+    assert exited.value.code == 2
+    assert f"{tmp_path}/nonexistent: no such folder" in capsys.readouterr().err

@@ -14,6 +14,7 @@ from src.compare import analysis, anomalies, charts, report
 from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
 from src.config.schema import PRECISIONS
 from src.config.tracking_uri import tracking_errors
+from src.console import note
 from src.errors import ConfigError
 from src.tracking import tags as tag
 
@@ -39,6 +40,11 @@ def validate_compare(cfg: DictConfig) -> None:
         errors.append(f"baseline={cfg.baseline!r}: must name a gpu profile, e.g. baseline=rtx3090")
     if cfg.baseline_source == "":
         errors.append("baseline_source='': must be null (the row's own source first) or a source name")
+    nested = [k for k in ("gpus", "models", "precisions", "gpu_counts", "sources") if not _flat(cfg[k])]
+    for key in nested:  # OmegaConf lets a list of lists through a list[str] field
+        errors.append(f"{key}={OmegaConf.to_container(cfg[key])}: must be one flat list, e.g. {key}=[a,b]")
+    if nested:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
     wrong = [p for p in cfg.precisions if p not in PRECISIONS]
     if wrong:
         errors.append(f"precisions={list(cfg.precisions)}: each must be one of {', '.join(PRECISIONS)}")
@@ -53,6 +59,10 @@ def validate_compare(cfg: DictConfig) -> None:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
 
+def _flat(values) -> bool:
+    return all(isinstance(v, (str, int, float)) for v in values)
+
+
 def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     validate_compare(cfg)
     experiments = [cfg.tracking.experiment] + (
@@ -61,6 +71,8 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     runs, experiment_ids = search_finished(cfg.tracking.uri, experiments, cfg.filter_string)
     records = [r for r in map(to_record, runs) if r is not None]
     kept, smoke_left_out = select(records, cfg)
+    if smoke_left_out:  # said before anything can fail for want of runs: they may be all there is
+        note(f"{smoke_left_out:,} benchmark=smoke run(s) left out; include_smoke=true counts them")
     measurements = aggregate(kept)
     rows = analysis.relative_table(measurements, cfg.baseline, cfg.baseline_source)
     analysis.check_comparable(measurements, rows, cfg.baseline)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from hydra.errors import HydraException, MissingConfigException
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import OmegaConfBaseException
 
 from src.errors import ConfigError, exit_with_error
@@ -39,6 +39,9 @@ def composed() -> None:
 def composition_error(exc: BaseException) -> str:
     """Hydra's message in one line: its own lines joined, the search path and the `+` hint left out,
     the option lists inline, and the first line of the OmegaConf error under it (the key and why)."""
+    if isinstance(exc, OverrideParseException):  # Hydra's message names neither the key nor the value
+        reason = exc.message.split("See https")[0].strip().rstrip(";")
+        return f"{exc.override}: not an override Hydra can read ({reason}); lists are written key=[a,b]"
     text = str(exc).split("Config search path:")[0]
     parts: list[str] = []
     for line in text.splitlines():

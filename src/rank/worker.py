@@ -89,8 +89,9 @@ STOP_REASONS = ("ci", "max_steps", "time_limit")  # where ranks differ, the late
 
 
 def _stop_reason(ci: float, n: int, elapsed: float, over_time: bool, bench: dict) -> str | None:
-    """Why this rank would stop now: its CI met target_ci, else its time or step budget ran out."""
-    if ci <= bench["target_ci"]:
+    """Why this rank would stop now: its CI met target_ci over min_steps or more, else its time or
+    step budget ran out (a window the time limit cut short of min_steps never met its rule)."""
+    if ci <= bench["target_ci"] and n >= bench["min_steps"]:
         return "ci"
     if over_time or elapsed >= bench["time_limit_s"]:
         return "time_limit"

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from src import console, credentials
 from src.config import points
 from src.config.finalise import finalize
-from src.errors import ConfigError, DeviceUnavailable
+from src.errors import ConfigError, DeviceUnavailable, JobFailed
 from src.hardware import devices, gpu_lock
 from src.run import launch, phases, resume, signals
 from src.run.job_store import JobStore, note_on_parent
@@ -91,8 +91,9 @@ def _run_job(
             outcome = _launch(cfg, selection, job_dir, name, job_started)
         metrics = _log_result(run, cfg, env, outcome, watch.summary(outcome), phases_start, job_started)
         console.result_line(
-            name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled
-        )
+            name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled,
+            min_steps=cfg.benchmark.min_steps,
+        )  # fmt: skip
         return metrics["throughput"]
     except KeyboardInterrupt:
         stop = signals.received()
@@ -104,6 +105,8 @@ def _run_job(
         run.set_tags({tag.ERROR: reason[:5000]})
         run.end("FAILED")
         console.failure_line(name, reason.splitlines()[0] if reason else "")
+        if isinstance(exc, Exception):
+            raise JobFailed(reason) from exc  # said: the entry point adds no traceback
         raise
 
 

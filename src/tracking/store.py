@@ -37,6 +37,8 @@ class _WarningsOnly(logging.Filter):
 
 logging.getLogger("mlflow.store.db.utils").addFilter(_WarningsOnly())
 logging.getLogger("alembic").setLevel(logging.WARNING)  # the migrations' own INFO lines
+# urllib3 warns at every HTTP retry; the caller says once what became of the request (error, spool)
+logging.getLogger("urllib3.connectionpool").addFilter(lambda record: not record.getMessage().startswith("Retrying"))
 
 
 def prepare_store(uri: str) -> None:
