@@ -1,18 +1,18 @@
 """The explanation's charts: where each point's step time went (stacked bars, one per gpu, one panel
 per model, precision and GPU count) and every point's achieved TFLOP/s against its card's measured
-ceiling and spec-sheet peak. Kept apart from charts.py's relative-throughput charts; it takes their
-gpu colours, so a gpu looks the same in every chart."""
+ceiling and spec-sheet peak. Kept apart from charts.py's relative-throughput charts; it takes
+style.py's gpu colours, so a gpu looks the same in every chart."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
 
+from src.compare import style
 from src.compare.explain import SHARE_TITLES, SHARES, Explanation, Placement
 
 BREAKDOWN_PNG = "step_breakdown.png"
 CEILINGS_PNG = "ceilings.png"
-DPI = 100
 PANEL_W_IN, PANEL_H_IN = 3.2, 3.4
 # one fixed colour per share, apart from the gpu colours: a share reads the same in every panel
 SHARE_COLOURS = {
@@ -24,9 +24,9 @@ SHARE_COLOURS = {
 }
 
 
-def draw(explanation: Explanation, colours: dict, out: Path) -> list[Path]:
+def draw(explanation: Explanation, out: Path) -> list[Path]:
     drawn = [breakdown_chart(explanation.placements, out / BREAKDOWN_PNG)]
-    drawn.append(ceilings_chart(explanation.placements, colours, out / CEILINGS_PNG))
+    drawn.append(ceilings_chart(explanation.placements, out / CEILINGS_PNG))
     return [p for p in drawn if p is not None]
 
 
@@ -69,11 +69,11 @@ def breakdown_chart(placements: list[Placement], path: Path) -> Path | None:
         handles, labels, loc="outside lower center", ncols=3 if ncols < 3 else len(SHARES), fontsize="small"
     )
     fig.suptitle("Where the step time goes (profiled after the measured window)", fontsize="medium")
-    fig.savefig(path, dpi=DPI)
+    fig.savefig(path, dpi=style.DPI)
     return path
 
 
-def ceilings_chart(placements: list[Placement], colours: dict, path: Path) -> Path | None:
+def ceilings_chart(placements: list[Placement], path: Path) -> Path | None:
     """A bar per point of its achieved TFLOP/s per GPU, with its card's measured ceiling (black) and
     spec-sheet peak (grey) for the math that ran, on a log axis (strict fp32 and bf16 differ 15x)."""
     from matplotlib.figure import Figure
@@ -95,7 +95,7 @@ def ceilings_chart(placements: list[Placement], colours: dict, path: Path) -> Pa
     ax = fig.subplots()
     y = range(len(points))
     ax.barh(
-        y, [p.achieved_tflops for p in points], color=[colours.get(p.measurement.gpu, "grey") for p in points]
+        y, [p.achieved_tflops for p in points], color=[style.gpu_colour(p.measurement.gpu) for p in points]
     )
     peaks = [p.measurement.spec.peak_tflops for p in points]  # the spec sheet the run logged
     for i, (p, peak) in enumerate(zip(points, peaks, strict=True)):
@@ -131,5 +131,5 @@ def ceilings_chart(placements: list[Placement], colours: dict, path: Path) -> Pa
     ax.set_title(
         "Achieved TFLOP/s against each card's ceilings, for the math that ran", fontsize="medium", loc="left"
     )
-    fig.savefig(path, dpi=DPI)
+    fig.savefig(path, dpi=style.DPI)
     return path

@@ -84,7 +84,7 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     ]
     pictures = charts.draw_all(rows, summary, measurements, cfg.baseline, out, flagged)
     why = explain.explain(runs, measurements, rows, summary, cfg.baseline)
-    why_pictures = explain_charts.draw(why, charts.gpu_colours(measurements), out)
+    why_pictures = explain_charts.draw(why, out)
     files.append(report.write_csv(out / explain.CSV, explain.COLUMNS, why.records()))
     text = report.markdown(
         f"Training throughput relative to {cfg.baseline}",
