@@ -149,7 +149,7 @@ def test_help_says_what_the_tool_is_and_shows_the_study(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("gpubench: GPU training throughput")
     assert "python -m src.train -m gpu=a6000,rtx3090 precision=fp32,amp" in proc.stdout
-    assert "model: bert_large, gpt2, llama" in proc.stdout  # Hydra's group listing stays
+    assert "model: bert_large, ceilings, gpt2, llama" in proc.stdout  # Hydra's group listing stays
     assert "powered by Hydra" not in proc.stdout
     # the groups of the README's table, and none of the internal ones (no page explains them)
     listed = {line.split(":")[0] for line in proc.stdout.splitlines() if ": " in line}

@@ -10,7 +10,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from src import console
-from src.compare import analysis, anomalies, charts, report
+from src.compare import analysis, anomalies, charts, explain, explain_charts, report
 from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
 from src.config.schema import PRECISIONS
 from src.config.tracking_uri import tracking_errors
@@ -95,6 +95,9 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         report.write_csv(out / report.ANOMALIES_CSV, report.ANOMALY_COLUMNS, anomaly_table),
     ]
     pictures = charts.draw_all(rows, summary, measurements, cfg.baseline, out, flagged)
+    why = explain.explain(runs, measurements, rows, summary, cfg.baseline)
+    why_pictures = explain_charts.draw(why, out)
+    files.append(report.write_csv(out / explain.CSV, explain.COLUMNS, why.records()))
     text = report.markdown(
         f"Training throughput relative to {cfg.baseline}",
         _facts(cfg, experiments, len(runs), len(records), measurements, smoke_left_out),
@@ -105,9 +108,9 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         + _notes(rows, measurements, cfg.baseline, nothing_common)
         + ([stand_ins] if stand_ins else []),
         pictures,
-    )
+    ) + "\n".join(explain.markdown(why, why_pictures))
     (out / report.REPORT_MD).write_text(text)
-    files += [*pictures, out / report.REPORT_MD]
+    files += [*pictures, *why_pictures, out / report.REPORT_MD]
 
     if cfg.tag_runs:
         anomalies.tag_runs(cfg.tracking.uri, measurements, found)

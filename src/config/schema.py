@@ -13,7 +13,7 @@ from src.config.help_groups import command_line_groups
 from src.paths import PROJECT_ROOT, claim_folder
 
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
-CATEGORIES = ("vision", "language")
+CATEGORIES = ("vision", "language", "ceilings")  # ceilings: the card's own limits (model=ceilings)
 AUTO_BATCH = "auto"  # model.batch_size=auto: the largest batch that trains, found by src.rank.autobatch
 RESNETS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")  # model.backbone choices
 SIZE_KEYS = (  # model keys that must be positive integers, in whichever family has them
@@ -162,6 +162,21 @@ class TransformerXLModel(LanguageModel):
     div_val: int = MISSING  # each rarer cluster's width is divided by this
 
 
+@dataclass
+class CeilingsModel(ModelConfig):
+    """model=ceilings: the card's matmul, memory, host and all-reduce ceilings (src/rank/ceilings.py)."""
+
+    category: str = "ceilings"
+    unit: str = "TFLOP/s"
+    matmul_sizes: list[int] = MISSING  # square n x n x n products; the best shape is the figure
+    max_call_s: float = MISSING  # once one product takes longer, larger sizes are skipped
+    memory_mb: float = MISSING  # device buffer copied and read (several times the L2)
+    host_mb: float = MISSING  # pinned host buffer copied to and from the device
+    allreduce_mb: list[float] = MISSING  # all-reduce message sizes (gpu.count >= 2)
+    sample_s: float = MISSING  # each timed sample is a block of calls about this long
+    samples: int = MISSING  # timed samples per figure (median and 95% CI)
+
+
 # conf/model/*.yaml pick one in their defaults list (`- family@_here_: vision`)
 MODEL_FAMILIES = {
     "vision": VisionModel,
@@ -171,6 +186,7 @@ MODEL_FAMILIES = {
     "language": LanguageModel,
     "llama": LlamaModel,
     "transformer_xl": TransformerXLModel,
+    "ceilings": CeilingsModel,
 }
 
 
@@ -198,6 +214,7 @@ class BenchmarkConfig:
     channels_last: bool | None = None  # NHWC memory format; null: on for vision models, off otherwise
     cudnn_benchmark: bool | None = None  # cuDNN autotuning; null: on unless model.static_shapes is false
     cudnn_benchmark_limit: int | None = None  # algorithms autotuning tries per convolution; null: torch's 10
+    breakdown_steps: int = 3  # steps profiled after the window for the step-time breakdown; 0: off
     timeout_s: float = 900.0  # a job (or a hung collective) past this is failed
     rerun: bool = False  # run a point even if its config already has a FINISHED run (see src/run/resume.py)
 

@@ -193,7 +193,7 @@ def summarize(rows: dict[str, list[tuple]], window: tuple[float, float], items: 
         if all(e is not None for e in energy):
             metrics["energy_j"] = sum(energy)
             # per GPU over items per rank: right also when other nodes hold the rest of the ranks
-            metrics["energy_per_item_j"] = sum(energy) / len(gpus) / (items / world)
+            metrics["energy_per_item_j"] = sum(energy) / len(gpus) / (items / world) if items else None
     return {k: v for k, v in metrics.items() if v is not None}
 
 

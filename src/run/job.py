@@ -20,7 +20,7 @@ from src.config import points
 from src.config.finalise import finalize
 from src.errors import ConfigError, DeviceUnavailable, JobFailed
 from src.hardware import devices, gpu_lock
-from src.run import launch, phases, resume, signals
+from src.run import breakdown, ceilings, launch, phases, resume, signals
 from src.run.job_store import JobStore, note_on_parent
 from src.run.results import JobOutcome, combine_ranks, efficiency, mfu
 from src.tracking import job_run, spool
@@ -90,6 +90,8 @@ def _run_job(
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
             outcome = _launch(cfg, selection, job_dir, name, job_started)
         metrics = _log_result(run, cfg, env, outcome, watch.summary(outcome), phases_start, job_started)
+        if outcome.ceilings_table is not None:  # the card's figures: no throughput to return
+            return ceilings.result_line(name, metrics)
         console.result_line(
             name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled,
             min_steps=cfg.benchmark.min_steps,
@@ -164,6 +166,11 @@ def _log_result(
     """The job's figures, logged and the run ended FINISHED; a diverged run logs none and fails."""
     env["versions"] |= outcome.runtime_versions  # what the ranks ran with: CUDA, cuDNN, NCCL
     _log_environment(run, env)
+    marks = outcome.marks | {"job_entry": job_started, "logged": time.time()}
+    if outcome.ceilings_table is not None:  # the card's own figures: no throughput, no step times
+        return ceilings.log(
+            run, outcome, outcome.metrics | telemetry_figures | phases.phase_metrics(phases_start, marks)
+        )
     if not outcome.all_finite:  # its figures are not a result: none is logged
         run.set_tags({tag.DIVERGED: "true"})
         raise Diverged("training diverged: non-finite loss in the measured window")
@@ -173,14 +180,16 @@ def _log_result(
     metrics["mfu"] = mfu(metrics.get("achieved_tflops_per_gpu"), peak)
     metrics |= telemetry_figures
     metrics |= efficiency(metrics, cfg.gpu, _gpu_count(cfg))
-    marks = outcome.marks | {"job_entry": job_started, "logged": time.time()}
     metrics |= phases.phase_metrics(phases_start, marks)
+    metrics |= breakdown.metrics(outcome.breakdown)  # taken after the window
     run.log_metrics(metrics)
     run.set_tags(
         {tag.UNIT: cfg.model.unit, tag.STOP_REASON: outcome.stop_reason}
         | {f"{tag.MATH_PREFIX}{k}": v for k, v in outcome.precision_math.items()}
     )
-    run.log_files({"step_times.csv": _step_times_csv(outcome.step_times_s)})
+    run.log_files(
+        {"step_times.csv": _step_times_csv(outcome.step_times_s)} | breakdown.files(outcome.breakdown)
+    )
     run.end("FINISHED")
     return metrics
 
