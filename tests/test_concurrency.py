@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import read_runs
 from omegaconf import OmegaConf
-from test_robust import TINY
+from test_robust import TINY, Cli
 
 from src.paths import PROJECT_ROOT
 
@@ -125,6 +125,61 @@ def test_processes_that_open_a_new_store_at_once_all_get_their_runs_in(tmp_path)
     outputs = [r.communicate(timeout=180)[0] for r in racers]
     assert [r.returncode for r in racers] == [0, 0, 0, 0], "\n".join(o[-1500:] for o in outputs)
     assert sorted(r.info.run_name for r in read_runs(uri)) == [f"racer {n}" for n in range(4)]
+
+
+PLAIN_CLIENT_CREATING = """
+import sys, time
+from pathlib import Path
+from alembic.runtime import migration
+from mlflow.tracking import MlflowClient
+
+uri, folder = sys.argv[1], Path(sys.argv[2])
+stamp, held = migration.HeadMaintainer.update_to_step, []
+
+def held_once(self, step):
+    # MLflow's first migration has changed the tables, not yet recorded it: held there until released
+    if not held:
+        held.append(step)
+        (folder / "creating").touch()
+        while not (folder / "release").exists():
+            time.sleep(0.05)
+    return stamp(self, step)
+
+migration.HeadMaintainer.update_to_step = held_once
+print(len(MlflowClient(uri).search_experiments()), "experiment(s)")
+"""
+
+
+@pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
+def test_a_new_store_that_a_plain_mlflow_client_is_creating_is_waited_for(tmp_path):
+    """A plain MLflow client (`mlflow ui`, a script) creates the new store as the first job opens
+    it: the job waits for it, says so, and runs. The client is held inside its migrations, where a
+    busy host leaves it, until the job has said it waits; before, the job stopped: 'unreachable'."""
+    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    plain = subprocess.Popen(
+        [sys.executable, "-c", PLAIN_CLIENT_CREATING, uri, str(tmp_path)],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    wait_until(lambda: (tmp_path / "creating").exists(), plain)
+    job = Cli([*TINY, "model.name=tiny"], tmp_path, uri)
+    wait_until(lambda: "another client is creating this new store" in job.output, job.proc, lambda: job.output)
+    (tmp_path / "release").touch()
+    assert plain.wait(300) == 0, plain.communicate()[0][-3000:]
+    assert job.wait() == 0, job.output[-3000:]
+    (run,) = read_runs(uri)
+    assert run.info.status == "FINISHED" and run.data.metrics["throughput"] > 0
+
+
+def wait_until(condition, proc: subprocess.Popen, output=None, timeout: float = 300) -> None:
+    """Poll `condition` while `proc` runs (its end, or the hang guard, fails the test)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, (output() if output else proc.communicate()[0])[-3000:]
+        assert time.monotonic() < deadline, "hang guard"
+        time.sleep(0.1)
 
 
 HOLD_GPU = """
