@@ -163,9 +163,11 @@ def test_a_new_store_that_a_plain_mlflow_client_is_creating_is_waited_for(tmp_pa
         stderr=subprocess.STDOUT,
         text=True,
     )
-    wait_until(lambda: (tmp_path / "creating").exists(), plain)
+    wait_until(lambda: (tmp_path / "creating").exists(), [plain], lambda: plain.communicate()[0])
     job = Cli([*TINY, "model.name=tiny"], tmp_path, uri)
-    wait_until(lambda: "another client is creating this new store" in job.output, job.proc, lambda: job.output)
+    wait_until(
+        lambda: "another client is creating this new store" in job.output, [job.proc], lambda: job.output
+    )
     (tmp_path / "release").touch()
     assert plain.wait(300) == 0, plain.communicate()[0][-3000:]
     assert job.wait() == 0, job.output[-3000:]
@@ -173,17 +175,18 @@ def test_a_new_store_that_a_plain_mlflow_client_is_creating_is_waited_for(tmp_pa
     assert run.info.status == "FINISHED" and run.data.metrics["throughput"] > 0
 
 
-def wait_until(condition, proc: subprocess.Popen, output=None, timeout: float = 300) -> None:
-    """Poll `condition` while `proc` runs (its end, or the hang guard, fails the test)."""
+def wait_until(condition, procs: list[subprocess.Popen], output, timeout: float = 300) -> None:
+    """Poll `condition` while all `procs` run (one's end, or the hang guard, fails the test)."""
     deadline = time.monotonic() + timeout
     while not condition():
-        assert proc.poll() is None, (output() if output else proc.communicate()[0])[-3000:]
+        assert all(p.poll() is None for p in procs), output()[-3000:]
         assert time.monotonic() < deadline, "hang guard"
         time.sleep(0.1)
 
 
 HOLD_GPU = """
 import sys, time
+from pathlib import Path
 sys.path.insert(0, "tests")
 from fake_nvml import FakeGpu, FakeNvml
 sys.modules["pynvml"] = FakeNvml([FakeGpu(name="NVIDIA H200", bus_id="00000000:19:00.0", uuid=sys.argv[1])])
@@ -192,9 +195,11 @@ from src.hardware import devices, gpu_lock
 
 devices.INHERITED_VISIBLE_DEVICES = None
 selection = devices.select(compose_cfg(["gpu=h200"]).gpu, devices.list_devices())
+release = Path(sys.argv[3])
 with gpu_lock.exclusive(selection.devices, f"job {sys.argv[2]}"):
     print("measuring", time.time(), flush=True)
-    time.sleep(3)
+    while not release.exists():  # held until the other job is seen waiting, however slow it starts
+        time.sleep(0.05)
     print("done", time.time(), flush=True)
 """
 
@@ -202,19 +207,25 @@ with gpu_lock.exclusive(selection.devices, f"job {sys.argv[2]}"):
 def test_two_jobs_on_one_gpu_take_turns_and_the_second_says_it_waits(tmp_path):
     """Two processes started together want the same (fake NVML) H200: one measures, then the other."""
     uuid = f"GPU-test-{tmp_path.name}-{os.getpid()}"  # a GPU of this test alone
-    jobs = [
-        subprocess.Popen(
-            [sys.executable, "-c", HOLD_GPU, uuid, str(n)],
-            cwd=PROJECT_ROOT,
-            env={**os.environ, "COLUMNS": "200"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for n in (1, 2)
-    ]
-    outputs = [j.communicate(timeout=180)[0] for j in jobs]
-    assert [j.returncode for j in jobs] == [0, 0], outputs
+    release, logs = tmp_path / "release", [tmp_path / f"job{n}.log" for n in (1, 2)]
+    jobs = []
+    for n, log in enumerate(logs, 1):
+        with open(log, "w") as out:
+            jobs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", HOLD_GPU, uuid, str(n), str(release)],
+                    cwd=PROJECT_ROOT,
+                    env={**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"},
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    texts = lambda: " ".join(log.read_text() for log in logs)  # noqa: E731
+    # whichever measures first, the other finds the GPU taken
+    wait_until(lambda: "measuring" in texts() and "waiting for GPU" in texts(), jobs, texts)
+    release.touch()
+    assert [j.wait(300) for j in jobs] == [0, 0], texts()
+    outputs = [log.read_text() for log in logs]
     windows = []
     for output in outputs:
         times = {

