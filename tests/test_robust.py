@@ -291,7 +291,7 @@ def test_interrupted_sweep_stops_and_leaves_nothing_running(tmp_path, tracking_u
     )
     wait_for(pids / "rank0.pid", cli)
     os.killpg(cli.proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its foreground process group
-    assert cli.wait(120) == 130
+    assert cli.wait() == 130
     runs = runs_by_name(tracking_uri)
     assert "cpux1-tiny-fp32-smoke" not in runs  # the sweep stopped: the next point never started
     (hang,) = runs["cpux1-hang-fp32-smoke"]
@@ -348,7 +348,7 @@ def test_four_parallel_jobs_into_one_sqlite_store_all_arrive(tmp_path):
 def test_unreachable_tracking_server_stops_a_sweep_before_any_job(tmp_path):
     uri = f"http://127.0.0.1:{free_port()}"
     cli = Cli(["-m", *TINY, "model.name=tiny,oom"], tmp_path, uri, {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"})
-    assert cli.wait(120) == 2
+    assert cli.wait() == 2
     assert f"tracking.uri='{uri}': the tracking store cannot be reached" in cli.output
     assert not (tmp_path / "multirun" / "0").exists()  # no job folder: nothing was run
 
