@@ -8,6 +8,7 @@ The processes are started in the same second on purpose: Hydra's `now` is frozen
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -173,6 +174,26 @@ def test_a_new_store_that_a_plain_mlflow_client_is_creating_is_waited_for(tmp_pa
     assert job.wait() == 0, job.output[-3000:]
     (run,) = read_runs(uri)
     assert run.info.status == "FINISHED" and run.data.metrics["throughput"] > 0
+
+
+def test_an_old_store_is_reported_at_once_not_waited_for(tmp_path):
+    """An out-of-date schema alone is an old store, not another client creating a new one."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    from src.tracking import store
+
+    store.client(uri)
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:
+        db.execute("UPDATE alembic_version SET version_num = '451aebb31d03'")  # MLflow's first schema
+    opened = subprocess.run(
+        [sys.executable, "-c", f"from src.tracking import store; store.client({uri!r})"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert opened.returncode != 0
+    assert "out-of-date database schema (found version 451aebb31d03" in opened.stderr, opened.stderr[-2000:]
+    assert "another client is creating" not in opened.stdout + opened.stderr
 
 
 def wait_until(condition, procs: list[subprocess.Popen], output, timeout: float = 300) -> None:

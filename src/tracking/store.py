@@ -28,12 +28,10 @@ START_ATTEMPTS, START_BACKOFF_S = 3, 1.0
 # What MLflow raises when another client (`mlflow ui`, a script) creates the same new database at
 # the same moment: its tables and migrations cross ours. Once the file has stood still a while
 # the other creator is done (or gone), and opening again finds the store made (or finishes it).
-CREATED_ELSEWHERE = (
-    "already exists",
-    "duplicate column",
-    "out-of-date database schema",
-    "expected to match one row",
-)
+# An out-of-date schema is only the other creator's work in progress once a crossing was seen:
+# alone, it is an old store.
+CROSSED = ("already exists", "duplicate column", "expected to match one row")
+UNFINISHED = (*CROSSED, "out-of-date database schema")
 CREATION_ATTEMPTS, CREATION_STILL_S, CREATION_WAIT_MAX_S = 5, 10.0, 120.0
 
 
@@ -95,7 +93,9 @@ def _open(open_client, database: Path | None):
             return open_client()
         except Exception as exc:
             text = " ".join(str(e) for e in _chain(exc)).lower()
-            created_elsewhere = database is not None and any(words in text for words in CREATED_ELSEWHERE)
+            created_elsewhere = database is not None and any(
+                w in text for w in (UNFINISHED if attempt else CROSSED)
+            )
             if not created_elsewhere or attempt == CREATION_ATTEMPTS - 1:
                 raise
             if attempt == 0:
