@@ -268,25 +268,30 @@ def test_killed_rank_fails_the_job_quickly_and_leaves_no_process(tmp_path, track
     os.kill(rank_pids[1], signal.SIGKILL)
     killed = time.monotonic()
     assert cli.wait() != 0
-    assert time.monotonic() - killed < 60  # far below benchmark.timeout_s (900 s)
+    # the death ends the job, not benchmark.timeout_s: the reason names it, and it came sooner
+    assert time.monotonic() - killed < compose_cfg(TINY).benchmark.timeout_s
     (run,) = read_runs(tracking_uri)
     assert run.info.status == "FAILED"
     assert "rank 1 failed" in run.data.tags["error"] and "SIGKILL" in run.data.tags["error"]
     assert len(cli.tree.seen) >= 3 and cli.tree.alive() == []  # agent and both ranks were seen, none is left
 
 
+# The hung rank's bound: it covers starting the ranks (importing torch), slow on a busy host;
+# the job must stop them at this bound, however long it is.
+HUNG_TIMEOUT_S = 60
+
+
+@pytest.mark.slow  # waits out its whole bound: a drill, in CI's slow set (README)
 def test_hung_rank_times_out_and_leaves_no_process(tmp_path, tracking_uri):
-    args = [*TINY, "model.name=hang", "benchmark.time_limit_s=1", "benchmark.timeout_s=10"]
+    args = [*TINY, "model.name=hang", "benchmark.time_limit_s=1", f"benchmark.timeout_s={HUNG_TIMEOUT_S}"]
+    started = time.monotonic()
     cli = Cli(args, tmp_path, tracking_uri, {"GPUBENCH_TEST_PIDS": str(tmp_path / "pids")})
-    wait_for(
-        tmp_path / "run" / "ranks" / "node0" / "launch.json", cli
-    )  # written just before the agent takes the job
-    launched = time.monotonic()
+    wait_for(tmp_path / "pids" / "rank0.pid", cli)  # the rank is in its step, and stays there
     assert cli.wait() != 0
-    assert time.monotonic() - launched < 10 + 5 + 30  # timeout + grace + closing the run on a busy host
+    assert time.monotonic() - started >= HUNG_TIMEOUT_S  # stopped by the bound, not before it
     (run,) = read_runs(tracking_uri)
     assert run.info.status == "FAILED"
-    assert run.data.tags["error"].startswith("timed out after 10 s (benchmark.timeout_s)")
+    assert run.data.tags["error"].startswith(f"timed out after {HUNG_TIMEOUT_S} s (benchmark.timeout_s)")
     assert cli.tree.seen and cli.tree.alive() == []
 
 
@@ -300,7 +305,7 @@ def test_interrupted_sweep_stops_and_leaves_nothing_running(tmp_path, tracking_u
     )
     wait_for(pids / "rank0.pid", cli)
     os.killpg(cli.proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its foreground process group
-    assert cli.wait(120) == 130
+    assert cli.wait() == 130
     runs = runs_by_name(tracking_uri)
     assert "cpux1-tiny-fp32-smoke" not in runs  # the sweep stopped: the next point never started
     (hang,) = runs["cpux1-hang-fp32-smoke"]
@@ -407,7 +412,7 @@ def test_unreachable_tracking_server_is_one_line_without_urllib3s_retry_warnings
 def test_unreachable_tracking_server_stops_a_sweep_before_any_job(tmp_path):
     uri = f"http://127.0.0.1:{free_port()}"
     cli = Cli(["-m", *TINY, "model.name=tiny,oom"], tmp_path, uri, {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"})
-    assert cli.wait(120) == 2
+    assert cli.wait() == 2
     assert f"tracking.uri='{uri}': the tracking store cannot be reached" in cli.output
     assert not (tmp_path / "multirun" / "0").exists()  # no job folder: nothing was run
 
