@@ -115,12 +115,12 @@ class TrackingServer:
     def start(self, timeout_s: float = 180) -> TrackingServer:
         command = [
             sys.executable, "-m", "src.server", f"--port={self.port}",
-            f"--backend-store-uri={self.backend_store_uri}", f"--artifacts-destination={self.artifacts}",
-            "--", f"--workers={self.workers}",
+            f"--artifacts-destination={self.artifacts}", f"--workers={self.workers}",
         ]  # fmt: skip
+        env = {**os.environ, "MLFLOW_BACKEND_STORE_URI": self.backend_store_uri}  # off the process list
         with self.log.open("a") as log:
             self.proc = subprocess.Popen(
-                command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

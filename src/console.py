@@ -6,12 +6,32 @@ import json
 import threading
 from pathlib import Path
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-console = Console(highlight=False)
+from src.stats import rule_missed
+
+PIPED_WIDTH = 10_000  # a pipe or file has no width: lines stay whole for grep
+
+
+class _Console(Console):
+    """Wraps at the terminal's width only when it writes to that terminal: rich takes the width of
+    any terminal among stdin, stdout and stderr, so `... > log` in a terminal was cut at 80."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        size = Console.size.fget(self)
+        return size if self.is_terminal else ConsoleDimensions(PIPED_WIDTH, size.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)
+
+
+console = _Console(highlight=False)
+_said: set[str] = set()  # run names whose skip reason this process printed: the summary says it once
 
 
 class JobProgress:
@@ -67,15 +87,14 @@ def result_line(
     stop_reason: str = "ci",
     target_ci: float = 0.0,
     spooled: Path | None = None,
+    min_steps: int = 0,
 ) -> None:
-    """The job's figure; one that stopped (max_steps, time_limit) before target_ci says so, and one
-    the store could not take says where it waits (`spooled`: its folder)."""
-    missed = (
-        f"; [yellow]stopped at {stop_reason} before target_ci: CI +/-{metrics['step_time_ci95_rel']:.1%} "
-        f"> {target_ci:.1%}[/]"
-        if stop_reason != "ci"
-        else ""
+    """The job's figure; one that stopped (max_steps, time_limit) before target_ci, or short of
+    min_steps, says so, and one the store could not take says where it waits (`spooled`: its folder)."""
+    missed = rule_missed(
+        stop_reason, metrics.get("measured_steps"), min_steps, metrics.get("step_time_ci95_rel"), target_ci
     )
+    missed = f"; [yellow]stopped at {missed}[/]" if missed else ""
     waiting = (
         f"; [yellow]spooled[/]: not in the store yet, kept in {escape(str(spooled))}; "
         "`python -m src.sync` delivers it"
@@ -95,7 +114,8 @@ def failure_line(name: str, reason: str) -> None:
 
 def summary_table(rows: list[dict]) -> None:
     """One line per job, fitting an 80-column terminal or log: run names stay whole (a reader
-    searches for them); why a job failed or was skipped follows the table, one line each."""
+    searches for them); why a job failed or was skipped follows the table, one line each, unless
+    this process printed that skip already."""
     from rich import box
 
     names = [escape(row["name"]) for row in rows]
@@ -117,7 +137,7 @@ def summary_table(rows: list[dict]) -> None:
         )
     console.print(table)
     for name, row in zip(names, rows, strict=True):
-        if row.get("error"):
+        if row.get("error") and not (row["status"] == "SKIPPED" and row["name"] in _said):
             console.print(f"  {name}: {escape(row['error'])}")
 
 
@@ -143,6 +163,7 @@ def link_line(message: str) -> None:
 
 def skip_line(name: str, run_id: str, throughput: float | None, unit: str) -> None:
     figure = f"{throughput:,.1f} {unit}" if throughput is not None else "no throughput"
+    _said.add(name)
     console.print(
         f"[cyan]skip[/] {name}: already FINISHED as run {run_id} ({figure}); "
         f"benchmark.rerun=true runs it again"
@@ -151,4 +172,5 @@ def skip_line(name: str, run_id: str, throughput: float | None, unit: str) -> No
 
 def unavailable_line(name: str, shortfall: str) -> None:
     """One unwrapped line per point this host cannot run, grep-able in a piped log."""
+    _said.add(name)
     console.print(f"[cyan]skipped[/] {name}: {escape(shortfall)}", soft_wrap=True)

@@ -13,12 +13,14 @@ import logging
 import os
 import re
 from pathlib import Path
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 SECRET_ENV = ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
 MASK = "***"
-# scheme://user:password@ ; Hydra prints overrides with `:` escaped as `\:`, so allow that too
-_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*\\?://)[^/@\s'\"]+@")
+# scheme://user:password@host ; Hydra prints overrides with `:` escaped as `\:`, so allow that too.
+# A password written raw may hold any character (`p@ss/w`, spaces, quotes): the user-info runs to
+# the line's last `@`. Masking too much of a line is harmless; a password's tail is not.
+_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*\\?://)[^\n]*@")
 _MIN_SECRET_LEN = 4  # shorter values would mask ordinary text
 
 
@@ -48,7 +50,8 @@ def redact(text: str) -> str:
     for name in SECRET_ENV:
         value = os.environ.get(name, "")
         if len(value) >= _MIN_SECRET_LEN:
-            text = text.replace(value, MASK)
+            for form in {value, quote(value, safe=""), quote(value)}:  # as written, or percent-encoded
+                text = text.replace(form, MASK)
     return text
 
 

@@ -6,10 +6,12 @@ Exit statuses are documented in docs/failures.md.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from typing import NoReturn
 
 from src.credentials import redact
 
+JOB_FAILED = 1  # a job failed (a sweep: any point did), and said why
 USAGE_ERROR = 2  # bad input or an unusable store: nothing was run
 RESULT_SPOOLED = 3  # measured, but the result waits on disk for `python -m src.sync`
 
@@ -36,6 +38,23 @@ class TrackingUnavailable(RuntimeError):
 
 class RankFailure(RuntimeError):
     """A rank raised, died or hung; the message carries its traceback or exit reason."""
+
+
+class JobFailed(RuntimeError):
+    """A job failed after opening its run: its FAILED line is printed and its run ended FAILED
+    with the reason (the cause is chained), so nothing more needs showing."""
+
+
+@dataclass(frozen=True)
+class PointFailed:
+    """What a sweep's job returns for a point that failed and said why (its `error:` or FAILED line).
+
+    Returned, not raised: Hydra takes a raised exception for the whole sweep's failure, skipping
+    on_multirun_end (the summary) and printing a traceback, twice. The sweep's exit status says it.
+    """
+
+    reason: str
+    has_run: bool  # its run was opened (and ended FAILED); else only the sweep's summary shows it
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:

@@ -95,14 +95,15 @@ def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
     )
     uri, source, precision = cfg.tracking.uri, cfg.source, cfg.precision.name
     experiment_id = store.ensure_experiment(uri, cfg.tracking.published_experiment)
-    existing = _existing_keys(store.client(uri), experiment_id, source)
+    existing = _existing_figures(store.client(uri), experiment_id, source)
+    _refuse_changed_figures(path, table.results, existing, source, precision)
     created = already_there = 0
     for result in table.results:
         key = import_key(source, precision, result.system, result.gpu_count, result.task)
         if key in existing:
             already_there += 1
             continue
-        existing.add(key)  # a row published twice imports once
+        existing[key] = (result.throughput, "")  # a row published twice imports once
         tags = {
             tag.GPU: result.gpu,
             tag.GPU_NAME: result.gpu_name,
@@ -139,8 +140,9 @@ def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
     return ImportSummary(created, already_there, table.not_run, experiment_id)
 
 
-def _existing_keys(mlflow_client, experiment_id: str, source: str) -> set[str]:
-    keys, token = set(), None
+def _existing_figures(mlflow_client, experiment_id: str, source: str) -> dict[str, tuple[float | None, str]]:
+    """import_key -> (throughput, run id) of the figures this source has in the store."""
+    figures, token = {}, None
     while True:
         page = mlflow_client.search_runs(
             [experiment_id],
@@ -148,10 +150,33 @@ def _existing_keys(mlflow_client, experiment_id: str, source: str) -> set[str]:
             max_results=1000,
             page_token=token,
         )
-        keys.update(r.data.tags[tag.IMPORT_KEY] for r in page if tag.IMPORT_KEY in r.data.tags)
+        for run in page:
+            if tag.IMPORT_KEY in run.data.tags:
+                figures[run.data.tags[tag.IMPORT_KEY]] = (run.data.metrics.get("throughput"), run.info.run_id)
         token = page.token
         if not token:
-            return keys
+            return figures
+
+
+def _refuse_changed_figures(path: Path, results: list, existing: dict, source: str, precision: str) -> None:
+    """A figure the store holds for the same published row with another value: refused, as two
+    figures for one row within a file are, before anything is imported."""
+    from src.compare.published import TableError
+
+    changed = []
+    for r in results:
+        before = existing.get(import_key(source, precision, r.system, r.gpu_count, r.task))
+        if before and before[0] is not None and before[0] != r.throughput:
+            changed.append(
+                f"{path}:{r.line}: {r.task}={r.throughput:g} for {r.system!r} x{r.gpu_count} conflicts with "
+                f"{before[0]:g} imported before (run {before[1]})"
+            )
+    if changed:
+        more = f"\n  ... and {len(changed) - 5} more" if len(changed) > 5 else ""
+        raise TableError(
+            "\n  ".join(changed[:5]) + more + f"\n  nothing imported: a corrected table goes in under another "
+            f"source= (e.g. source={source}-v2), or delete those runs from {source!r} first"
+        )
 
 
 def file_argument_as_override(argv: list[str]) -> list[str]:

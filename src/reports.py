@@ -34,6 +34,8 @@ class RankReport:
     window_start: float
     window_end: float
     agent_ready: float | None = None  # stamped by the node's elastic agent, not the rank
+    # the step-time breakdown, profiled after the window (src/rank/breakdown.py); None: off
+    breakdown: dict | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -41,3 +43,32 @@ class RankReport:
     @classmethod
     def from_json(cls, data: dict) -> RankReport:
         return cls(**data)
+
+
+@dataclass(frozen=True)
+class CeilingsReport:
+    """A model=ceilings rank's report: its device's figures (src/rank/ceilings.py), no training."""
+
+    rank: int
+    world_size: int
+    figures: dict  # metric name -> {value, min, max, ci95_rel, samples, ...}
+    device_name: str
+    runtime_versions: dict
+    rank_started: float
+    window_start: float  # the measurements run from here...
+    window_end: float  # ...to here
+    built: float | None = None  # phase marks a training rank has (src/run/phases.py): none here
+    first_step_done: float | None = None
+    agent_ready: float | None = None
+    kind: str = "ceilings"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+Report = RankReport | CeilingsReport
+
+
+def from_json(data: dict) -> Report:
+    """A report read back from the agent's outcome file, of whichever kind the rank wrote."""
+    return CeilingsReport(**data) if data.get("kind") == "ceilings" else RankReport.from_json(data)

@@ -18,6 +18,8 @@ from src.paths import PROJECT_ROOT
 
 SERVER_DIR = PROJECT_ROOT / "mlruns" / "server"  # apart from the embedded store: its own runs
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+STORE_ENV = "MLFLOW_BACKEND_STORE_URI"  # mlflow server's own variable: a URI kept off command lines
+CONNECT_TIMEOUT_S = 10
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -31,9 +33,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=5000, help="port to listen on (default: 5000)")
     parser.add_argument(
         "--backend-store-uri",
-        default=f"sqlite:///{SERVER_DIR / 'mlflow.db'}",
-        help="SQL database of runs: sqlite:///abs/path.db (default: mlruns/server/mlflow.db) or "
-        "postgresql://USER:PASSWORD@DBHOST:5432/DB (pip install -e '.[server]' brings its driver)",
+        default=os.environ.get(STORE_ENV) or f"sqlite:///{SERVER_DIR / 'mlflow.db'}",
+        help="SQL database of runs: sqlite:////abs/path.db (default: $MLFLOW_BACKEND_STORE_URI, else "
+        "mlruns/server/mlflow.db) or postgresql://USER:PASSWORD@DBHOST:5432/DB (pip install -e "
+        "'.[server]' brings its driver); with a password, prefer the variable or a ~/.pgpass file to "
+        "this option, which other users see in the process list while the server starts",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server worker processes (default: 1; one per core of a busy team's server, see "
+        "docs/deployment.md)",
     )
     parser.add_argument(
         "--artifacts-destination",
@@ -45,6 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not 0 < args.port < 65536:
         parser.error(f"--port={args.port}: must be a port number from 1 to 65535")
+    if args.workers < 1:
+        parser.error(f"--workers={args.workers}: must be a whole number >= 1")
     problem = store_problem(args.backend_store_uri)
     if problem:
         parser.error(f"--backend-store-uri={credentials.redact(args.backend_store_uri)}: {problem}")
@@ -60,12 +73,38 @@ def store_problem(uri: str) -> str | None:
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
     try:
-        make_url(uri).get_dialect().import_dbapi()
+        url = make_url(uri)
+        url.get_dialect().import_dbapi()
     except (ArgumentError, NoSuchModuleError):
-        return "not a database URI (sqlite:///abs/path.db or postgresql://USER:PASSWORD@HOST:PORT/DB)"
+        return "not a database URI (sqlite:////abs/path.db or postgresql://USER:PASSWORD@HOST:PORT/DB)"
     except ImportError as exc:
         return f"its database driver is missing ({exc}); PostgreSQL's comes with pip install -e '.[server]'"
+    if url.get_backend_name() == "sqlite" and not Path(url.database or "").is_absolute():
+        return "an sqlite store needs an absolute path (four slashes: sqlite:////abs/path.db)"
     return None
+
+
+def connect_problem(uri: str) -> str | None:
+    """Why the server's database refuses a connection now (wrong password, no such host), else None.
+
+    Tried once before MLflow starts: MLflow retries a refused login for minutes, one traceback each.
+    """
+    import sqlalchemy
+    from sqlalchemy.exc import SQLAlchemyError
+
+    url = sqlalchemy.engine.make_url(uri)
+    if url.get_backend_name() == "sqlite":
+        return None  # a file: prepare_local_paths made its folder, sqlite creates it
+    args = {"connect_timeout": CONNECT_TIMEOUT_S} if url.get_backend_name() in ("postgresql", "mysql") else {}
+    engine = sqlalchemy.create_engine(url, connect_args=args, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with engine.connect():
+            return None
+    except SQLAlchemyError as exc:
+        cause = str(getattr(exc, "orig", None) or exc).strip()
+        return "cannot connect: " + " ".join(cause.split())
+    finally:
+        engine.dispose()
 
 
 def server_command(args: argparse.Namespace) -> list[str]:
@@ -78,13 +117,13 @@ def server_command(args: argparse.Namespace) -> list[str]:
         args.host,
         "--port",
         str(args.port),
-        "--backend-store-uri",
-        args.backend_store_uri,
+        "--workers",
+        str(args.workers),
         "--serve-artifacts",  # clients upload through the server: no shared disk or cloud keys
         "--artifacts-destination",
         args.artifacts_destination,
         *args.mlflow_args,
-    ]
+    ]  # the store URI goes by the environment (STORE_ENV): only its owner reads a process's environment
 
 
 def prepare_local_paths(args: argparse.Namespace) -> None:
@@ -98,6 +137,11 @@ def prepare_local_paths(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     prepare_local_paths(args)
+    problem = connect_problem(args.backend_store_uri)
+    if problem:
+        print(f"error: --backend-store-uri={credentials.redact(args.backend_store_uri)}: {credentials.redact(problem)}",
+              file=sys.stderr)  # fmt: skip
+        sys.exit(2)
     url_host = f"[{args.host}]" if ":" in args.host else args.host
     if args.host in ("0.0.0.0", "::"):
         url_host = "<this machine's address>"
@@ -114,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     # Tracking needs none of MLflow's background job runners (GenAI jobs): fewer processes to host.
     os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     command = server_command(args)
-    os.execv(command[0], command)
+    os.execve(command[0], command, {**os.environ, STORE_ENV: args.backend_store_uri})
 
 
 if __name__ == "__main__":

@@ -72,3 +72,16 @@ def summarize_step_times(step_times_s: list[float]) -> dict:
         "step_time_cv": statistics.stdev(step_times_s) / mean if len(step_times_s) > 1 else 0.0,
         "measured_steps": len(step_times_s),
     }
+
+
+def rule_missed(
+    stop_reason: str | None, steps: int | None, min_steps: int | None, ci: float | None, target_ci: float | None
+) -> str | None:
+    """How a window fell short of its stopping rule (at least min_steps measured, and its CI within
+    target_ci), e.g. `time_limit after 9 of min_steps 100 steps`; None when it met it or it cannot
+    be told (a run logged without the figures). A window shorter than min_steps never met it."""
+    if steps is not None and min_steps and steps < min_steps:
+        return f"{'stopped' if stop_reason in (None, 'ci') else stop_reason} after {steps:,} of min_steps {min_steps:,} steps"
+    if stop_reason == "ci" or ci is None or target_ci is None or (stop_reason is None and ci <= target_ci):
+        return None
+    return f"{stop_reason or 'stopped'} before target_ci: CI +/-{ci:.1%} > {target_ci:.1%}"

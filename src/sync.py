@@ -102,6 +102,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--uri", help="tracking URI to deliver to (default: the one each job used)")
     args = parser.parse_args(argv)
+    missing = [str(f) for f in args.folders if not f.is_dir() and f != PROJECT_ROOT / "multirun"]
+    if missing:  # a typo would otherwise report "nothing to deliver" and exit 0
+        parser.error(f"{', '.join(missing)}: no such folder (a sweep's or job's folder, or multirun/)")
     uri = credentials.adopt_uri_credentials(args.uri) if args.uri else None
     sys.exit(1 if sync(args.folders, uri) else 0)
 

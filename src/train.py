@@ -15,8 +15,17 @@ from src import credentials
 from src.config import cli
 from src.config.finalise import finalize
 from src.config.schema import register_configs
-from src.errors import RESULT_SPOOLED, ConfigError, DeviceUnavailable, TrackingUnavailable, exit_with_error
-from src.run import signals
+from src.errors import (
+    JOB_FAILED,
+    RESULT_SPOOLED,
+    ConfigError,
+    DeviceUnavailable,
+    JobFailed,
+    PointFailed,
+    TrackingUnavailable,
+    exit_with_error,
+)
+from src.run import signals, sweep_watch
 
 register_configs("config_schema")
 
@@ -28,6 +37,8 @@ def main(cfg: DictConfig) -> float:
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     _keep_credentials_out(cfg, hydra_cfg)
+    if multirun:
+        sweep_watch.watch(cfg.tracking.uri)  # in a parallel launcher's worker: end with the sweep
     try:
         # Bad input and missing hardware stop here, before any run is opened or rank started.
         cfg = finalize(cfg)
@@ -37,7 +48,8 @@ def main(cfg: DictConfig) -> float:
         parent = store.read_parent_run(Path(hydra_cfg.sweep.dir)) if multirun else None
         job_dir = Path(hydra_cfg.runtime.output_dir)
         try:
-            throughput = job.run_job(cfg, job_dir, parent)
+            with sweep_watch.job():
+                throughput = job.run_job(cfg, job_dir, parent)
         except DeviceUnavailable as exc:
             # a Slurm job holds the GPUs its profile asked for: a mismatch (a site's gres names) fails
             if not multirun or os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
@@ -50,8 +62,15 @@ def main(cfg: DictConfig) -> float:
     except (ConfigError, TrackingUnavailable) as exc:
         if multirun:
             print(f"error: {credentials.redact(str(exc))}", file=sys.stderr)
-            raise  # this point fails; Hydra goes on with the rest of the sweep
+            return PointFailed(credentials.redact(str(exc)), has_run=False)  # the sweep goes on
         exit_with_error(exc)
+    except JobFailed as exc:  # its FAILED line said why; a traceback would only repeat it
+        if multirun:
+            return PointFailed(str(exc), has_run=True)
+        for line in str(exc).splitlines()[1:]:  # where the ranks' own tracebacks are
+            if line.startswith("(rank logs under"):
+                print(line, file=sys.stderr)
+        sys.exit(JOB_FAILED)
 
 
 def _keep_credentials_out(cfg: DictConfig, hydra_cfg) -> None:
@@ -83,16 +102,11 @@ def _runs_jobs_here(argv: list[str]) -> bool:
     return not any(a in NO_LOCAL_JOB or a.startswith(("hydra/launcher=", "--cfg=")) for a in argv)
 
 
-CPU_DRY_RUN = "experiment=cpu_dry_run"
-
-
 def with_cpu_dry_run(argv: list[str]) -> list[str]:
     """A single job left at gpu=auto on a host without a GPU runs the CPU dry run: ResNet-50 at full
     size on a few cores takes minutes and misses its stopping rule. Naming gpu= or an experiment, a
     sweep (-m), or an option that prints instead of running (--cfg job) keeps the command as it is."""
-    if not _runs_jobs_here(argv) or any(
-        a in ("-m", "--multirun") or a.startswith(("gpu=", "experiment=")) for a in argv
-    ):
+    if not _runs_jobs_here(argv) or cli.names_the_hardware(argv):
         return argv
     from src.hardware import devices
 
@@ -100,12 +114,13 @@ def with_cpu_dry_run(argv: list[str]) -> list[str]:
         return argv
     from src import console
 
-    console.note(f"no GPU here: a CPU dry run ({CPU_DRY_RUN}), not a GPU figure")
-    return [CPU_DRY_RUN, *argv]
+    console.note(f"no GPU here: a CPU dry run ({cli.CPU_DRY_RUN}), not a GPU figure")
+    return [cli.CPU_DRY_RUN, *argv]
 
 
 if __name__ == "__main__":
     signals.install()  # before the sweep's parent run opens
+    sweep_watch.mark_sweep_process()
     sys.argv[1:] = with_cpu_dry_run(sys.argv[1:])
     if _runs_jobs_here(sys.argv[1:]):
         from src.run import launch

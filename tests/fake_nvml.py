@@ -46,12 +46,13 @@ class FakeNvml:
 
     NVMLError = NVMLError
 
-    def __init__(self, gpus, missing=(), unsupported=(), init_error: int | None = None):
+    def __init__(self, gpus, missing=(), unsupported=(), init_error: int | None = None, clock=time.time):
         self.gpus = list(gpus)
         self.missing, self.unsupported = set(missing), set(unsupported)
         self.init_error = init_error
         self.calls: Counter = Counter()
-        self.started = time.time()
+        self.clock = clock  # what the energy counter integrates over
+        self.started = clock()
 
     def __getattribute__(self, name):
         if name.startswith("nvml"):
@@ -110,7 +111,7 @@ class FakeNvml:
         return int(h.power_w * 1000)  # mW
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h):
-        return int(h.power_w * (time.time() - self.started) * 1000)  # mJ at constant power
+        return int(h.power_w * (self.clock() - self.started) * 1000)  # mJ at constant power
 
     def nvmlDeviceGetTemperature(self, h, sensor):
         return h.temperature

@@ -208,6 +208,8 @@ def test_report_is_one_mlflow_run_tagged_report(store, result):
     client = MlflowClient(tracking_uri=store)
     report_run = client.get_run(result.report_run_id)
     assert report_run.data.tags["report"] == "true" and report_run.info.status == "FINISHED"
+    # apart from the job runs, in an experiment of its own
+    assert client.get_experiment(report_run.info.experiment_id).name == "gpubench-reports"
     assert report_run.data.tags["baseline"] == "rtx3090"
     assert "Training throughput relative to rtx3090" in report_run.data.tags["mlflow.note.content"]
     logged = {a.path for a in client.list_artifacts(result.report_run_id)}
@@ -270,6 +272,18 @@ def test_bad_filters_are_refused_before_any_work(store, tmp_path):
     assert "precisions=['fp16']: each must be one of fp32, tf32, amp, bf16" in message
     assert "gpu_counts=[0]" in message and "anomalies.spec_tolerance=-1" in message
     assert not (tmp_path / "never").exists()
+
+
+def test_compare_on_a_store_that_does_not_exist_creates_none(tmp_path):
+    uri = f"sqlite:///{tmp_path}/new/mlflow.db"
+    with pytest.raises(CompareError, match=r"no store there \(.*/new/mlflow.db does not exist\)"):
+        run(uri, tmp_path / "out")
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_list_of_lists_is_refused_naming_the_key(store, tmp_path):
+    with pytest.raises(ConfigError, match=r"gpus=\[\['cpu'\]\]: must be one flat list"):
+        run(store, tmp_path / "never", "gpus=[[cpu]]")
 
 
 def test_cli_prints_the_summary_and_writes_the_folder(store, tmp_path):
@@ -464,6 +478,12 @@ def test_smoke_runs_count_only_when_asked_for(variants_store, tmp_path):
     assert smoke[0].n_runs == 1  # never pooled with the full-size d_model=64 runs
 
 
+def test_the_console_says_smoke_runs_were_left_out(variants_store, tmp_path, capsys):
+    result = run(variants_store, tmp_path, "baseline=cpu", "models=[gpt2]")
+    assert all(m.throughput != 5000.0 for m in result.measurements)
+    assert "1 benchmark=smoke run(s) left out; include_smoke=true counts them" in capsys.readouterr().out
+
+
 def test_a_figure_that_missed_its_stopping_rule_is_flagged(variants_store, tmp_path):
     result = run(variants_store, tmp_path, "baseline=cpu", "models=[resnet50]")
     (flagged,) = [a for a in result.anomalies if a.kind == "ci_not_met"]
@@ -474,8 +494,20 @@ def test_a_figure_that_missed_its_stopping_rule_is_flagged(variants_store, tmp_p
     assert row(rel, gpu="cpu", model="resnet50")["anomalies"] == ""
 
 
-def test_summary_fits_80_columns_with_every_figure_whole(monkeypatch):
-    """A long published gpu name wraps; no figure, precision or count is cut or dropped."""
+def test_a_window_shorter_than_min_steps_is_flagged_whatever_its_tag():
+    from src.compare.runs import ci_missed
+
+    params = {"benchmark.target_ci": "0.01", "benchmark.min_steps": "100000"}
+    short = {"step_time_ci95_rel": 0.004, "measured_steps": 9.0}
+    for reason in ("ci", "time_limit"):  # `ci`: as runs cut short by the time limit were tagged
+        assert ci_missed({"stop_reason": reason}, short, params) is not None
+    assert "after 9 of min_steps 100,000 steps" in ci_missed({"stop_reason": "time_limit"}, short, params)
+    assert ci_missed({"stop_reason": "ci"}, short | {"measured_steps": 100000.0}, params) is None
+
+
+def test_summary_fits_80_columns_with_names_whole_and_says_what_it_left_out(monkeypatch):
+    """A long published gpu name stays on one line; with no gpus= the table shows the baseline,
+    the study's pair and the measured gpus, and one line names the others."""
     import io
 
     from rich.console import Console
@@ -489,12 +521,34 @@ def test_summary_fits_80_columns_with_every_figure_whole(monkeypatch):
     long_name = "lambdacloud_h100_80gb_pcie_gen5"
     rows = [
         SummaryRow("language", "amp", 1, long_name, "lambda", 3.5234, 3.5178, ("a", "b", "c"), (), "amp"),
+        SummaryRow("language", "amp", 1, "rtx3090", "lambda", 1.0, 1.0, ("a", "b", "c"), (), "amp"),
         SummaryRow("vision", "fp32", 8, "rtx3090", "measured", 1.0, 1.0, ("a",), (), "fp32"),
+        SummaryRow("vision", "fp32", 8, "h200", "measured", 2.0, 2.0, ("a",), (), "fp32"),
+        SummaryRow("vision", "fp32", 8, "rtx_4090", "lambda", 1.5, 1.5, ("a",), (), "fp32"),
     ]
-    print_summary(rows, "rtx3090")
-    lines = out.getvalue().splitlines()
+    print_summary(rows, "rtx3090", [], "/out")
+    text = out.getvalue()
+    lines = text.splitlines()
     assert max(map(len, lines)) <= 80
-    assert "gpu [source]" in out.getvalue()
-    (first,) = [line for line in lines if long_name in line]
-    assert first.split()[:3] == ["language", "amp", "1"] and first.split()[-3:] == ["3.52x", "3.52x", "3"]
-    assert "[lambda]" in lines[lines.index(first) + 1]
+    assert "language, amp, 1 GPU" in text and "vision, fp32, 8 GPUs" in text
+    assert any(line.split() == ["rtx3090", "[lambda]", "1.00x", "1.00x", "3"] for line in lines)
+    assert any(line.split() == ["h200", "2.00x", "2.00x", "1"] for line in lines)  # measured: shown
+    table, _, left_out = text.partition("left out")
+    assert long_name not in table and "rtx_4090" not in table
+    said = " ".join(left_out.split())  # wrapped at 80 columns: this console is a terminal's
+    assert text.count("left out") == 1 and said.startswith(f"of this table ({long_name}, rtx_4090)")
+    assert "2 more gpu(s)" in table
+
+    out.seek(0)
+    out.truncate()
+    print_summary(rows, "rtx3090", [long_name, "rtx3090"])
+    (line,) = [line for line in out.getvalue().splitlines() if long_name in line]
+    assert line.split() == [long_name, "[lambda]", "3.52x", "3.52x", "3"]  # whole, on one line
+    assert "h200" in out.getvalue().partition("left out")[2]
+
+
+def test_a_gpu_asked_for_with_no_runs_is_said(store, tmp_path, capsys):
+    result = run(store, tmp_path / "asked", "gpus=[rtx3090,a6000,h200]")
+    said = "gpus: h200 has no FINISHED run with a throughput that matches the filters (gpus with runs: a6000, h100"
+    assert said in (result.out / "report.md").read_text()
+    assert said in " ".join(capsys.readouterr().out.split())

@@ -8,6 +8,7 @@ The processes are started in the same second on purpose: Hydra's `now` is frozen
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import read_runs
 from omegaconf import OmegaConf
-from test_robust import TINY
+from test_robust import TINY, Cli
 
 from src.paths import PROJECT_ROOT
 
@@ -127,8 +128,124 @@ def test_processes_that_open_a_new_store_at_once_all_get_their_runs_in(tmp_path)
     assert sorted(r.info.run_name for r in read_runs(uri)) == [f"racer {n}" for n in range(4)]
 
 
+COMPARE_OUT = OmegaConf.load(PROJECT_ROOT / "conf" / "compare.yaml")._get_node("out")._value()
+
+
+@pytest.mark.slow  # three compares at once on a shared host: CI's slow set (README)
+def test_compares_started_in_the_same_second_each_own_a_folder_and_log_what_they_computed(tmp_path):
+    """Three baselines at once: each report folder, and each report run's files, are its own."""
+    import csv
+
+    from test_compare import make_run
+
+    from src.tracking import store
+
+    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    client = store.client(uri)
+    experiment_id = store.ensure_experiment(uri, "gpubench")
+    for gpu, figure in (("rtx3090", 100.0), ("a6000", 150.0), ("a100", 300.0)):
+        make_run(client, experiment_id, gpu, 1, "resnet50", "vision", "fp32", figure, {})
+    out = COMPARE_OUT.replace("${project_root:}", str(tmp_path))
+    baselines = ["rtx3090", "a6000", "a100"]
+    clis = [
+        SameSecond([f"baseline={b}", "tag_runs=false", f"out='{out}'"], tmp_path, uri, "src.compare")
+        for b in baselines
+    ]
+    for cli in clis:
+        assert cli.wait() == 0, cli.output[-3000:]
+    folders = sorted(tmp_path.glob("multirun/compare/*/*"))
+    assert len(folders) == 3, folders
+    for folder in folders:
+        with open(folder / "relative_throughput.csv", newline="") as handle:
+            assert len({row["baseline_gpu"] for row in csv.DictReader(handle)}) == 1
+    reports = [r for r in read_runs(uri) if r.data.tags.get("report") == "true"]
+    assert sorted(r.data.tags["baseline"] for r in reports) == sorted(baselines)
+    for run in reports:  # the CSV a report run logged was computed against its own baseline
+        logged = client.download_artifacts(run.info.run_id, "relative_throughput.csv", str(tmp_path / run.info.run_id))
+        with open(logged, newline="") as handle:
+            assert {row["baseline_gpu"] for row in csv.DictReader(handle)} == {run.data.tags["baseline"]}
+
+
+PLAIN_CLIENT_CREATING = """
+import sys, time
+from pathlib import Path
+from alembic.runtime import migration
+from mlflow.tracking import MlflowClient
+
+uri, folder = sys.argv[1], Path(sys.argv[2])
+stamp, held = migration.HeadMaintainer.update_to_step, []
+
+def held_once(self, step):
+    # MLflow's first migration has changed the tables, not yet recorded it: held there until released
+    if not held:
+        held.append(step)
+        (folder / "creating").touch()
+        while not (folder / "release").exists():
+            time.sleep(0.05)
+    return stamp(self, step)
+
+migration.HeadMaintainer.update_to_step = held_once
+print(len(MlflowClient(uri).search_experiments()), "experiment(s)")
+"""
+
+
+@pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
+def test_a_new_store_that_a_plain_mlflow_client_is_creating_is_waited_for(tmp_path):
+    """A plain MLflow client (`mlflow ui`, a script) creates the new store as the first job opens
+    it: the job waits for it, says so, and runs. The client is held inside its migrations, where a
+    busy host leaves it, until the job has said it waits; before, the job stopped: 'unreachable'."""
+    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    plain = subprocess.Popen(
+        [sys.executable, "-c", PLAIN_CLIENT_CREATING, uri, str(tmp_path)],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    wait_until(lambda: (tmp_path / "creating").exists(), [plain], lambda: plain.communicate()[0])
+    job = Cli([*TINY, "model.name=tiny"], tmp_path, uri)
+    wait_until(
+        lambda: "another client is creating this new store" in job.output, [job.proc], lambda: job.output
+    )
+    (tmp_path / "release").touch()
+    assert plain.wait(300) == 0, plain.communicate()[0][-3000:]
+    assert job.wait() == 0, job.output[-3000:]
+    (run,) = read_runs(uri)
+    assert run.info.status == "FINISHED" and run.data.metrics["throughput"] > 0
+
+
+def test_an_old_store_is_reported_at_once_not_waited_for(tmp_path):
+    """An out-of-date schema alone is an old store, not another client creating a new one."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    from src.tracking import store
+
+    store.client(uri)
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:
+        db.execute("UPDATE alembic_version SET version_num = '451aebb31d03'")  # MLflow's first schema
+    opened = subprocess.run(
+        [sys.executable, "-c", f"from src.tracking import store; store.client({uri!r})"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert opened.returncode != 0
+    assert "out-of-date database schema (found version 451aebb31d03" in opened.stderr, opened.stderr[-2000:]
+    assert "another client is creating" not in opened.stdout + opened.stderr
+
+
+def wait_until(condition, procs: list[subprocess.Popen], output, timeout: float = 300) -> None:
+    """Poll `condition` while all `procs` run (one's end, or the hang guard, fails the test)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert all(p.poll() is None for p in procs), output()[-3000:]
+        assert time.monotonic() < deadline, "hang guard"
+        time.sleep(0.1)
+
+
 HOLD_GPU = """
 import sys, time
+from pathlib import Path
 sys.path.insert(0, "tests")
 from fake_nvml import FakeGpu, FakeNvml
 sys.modules["pynvml"] = FakeNvml([FakeGpu(name="NVIDIA H200", bus_id="00000000:19:00.0", uuid=sys.argv[1])])
@@ -137,9 +254,11 @@ from src.hardware import devices, gpu_lock
 
 devices.INHERITED_VISIBLE_DEVICES = None
 selection = devices.select(compose_cfg(["gpu=h200"]).gpu, devices.list_devices())
+release = Path(sys.argv[3])
 with gpu_lock.exclusive(selection.devices, f"job {sys.argv[2]}"):
     print("measuring", time.time(), flush=True)
-    time.sleep(3)
+    while not release.exists():  # held until the other job is seen waiting, however slow it starts
+        time.sleep(0.05)
     print("done", time.time(), flush=True)
 """
 
@@ -147,19 +266,25 @@ with gpu_lock.exclusive(selection.devices, f"job {sys.argv[2]}"):
 def test_two_jobs_on_one_gpu_take_turns_and_the_second_says_it_waits(tmp_path):
     """Two processes started together want the same (fake NVML) H200: one measures, then the other."""
     uuid = f"GPU-test-{tmp_path.name}-{os.getpid()}"  # a GPU of this test alone
-    jobs = [
-        subprocess.Popen(
-            [sys.executable, "-c", HOLD_GPU, uuid, str(n)],
-            cwd=PROJECT_ROOT,
-            env={**os.environ, "COLUMNS": "200"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for n in (1, 2)
-    ]
-    outputs = [j.communicate(timeout=180)[0] for j in jobs]
-    assert [j.returncode for j in jobs] == [0, 0], outputs
+    release, logs = tmp_path / "release", [tmp_path / f"job{n}.log" for n in (1, 2)]
+    jobs = []
+    for n, log in enumerate(logs, 1):
+        with open(log, "w") as out:
+            jobs.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", HOLD_GPU, uuid, str(n), str(release)],
+                    cwd=PROJECT_ROOT,
+                    env={**os.environ, "COLUMNS": "200", "PYTHONUNBUFFERED": "1"},
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    texts = lambda: " ".join(log.read_text() for log in logs)  # noqa: E731
+    # whichever measures first, the other finds the GPU taken
+    wait_until(lambda: "measuring" in texts() and "waiting for GPU" in texts(), jobs, texts)
+    release.touch()
+    assert [j.wait(300) for j in jobs] == [0, 0], texts()
+    outputs = [log.read_text() for log in logs]
     windows = []
     for output in outputs:
         times = {

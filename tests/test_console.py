@@ -39,6 +39,12 @@ def test_a_figure_that_stopped_before_target_ci_says_why(printed):
     assert "stopped at time_limit before target_ci: CI +/-5.0% > 1.0%" in printed.getvalue()
 
 
+def test_a_window_shorter_than_min_steps_warns_even_with_a_tight_ci(printed):
+    metrics = {**METRICS, "measured_steps": 9, "step_time_ci95_rel": 0.004}
+    console.result_line("cpux1-gpt2-fp32", metrics, "tokens/s", "time_limit", 0.01, min_steps=100000)
+    assert "stopped at time_limit after 9 of min_steps 100,000 steps" in " ".join(printed.getvalue().split())
+
+
 def test_a_figure_that_met_target_ci_prints_no_warning(printed):
     metrics = {**METRICS, "measured_steps": 20, "step_time_ci95_rel": 0.004}
     console.result_line("cpux1-gpt2-fp32", metrics, "tokens/s", "ci", 0.01)
@@ -65,3 +71,114 @@ def test_the_summary_table_fits_80_columns_with_run_names_whole(monkeypatch):
     assert max(map(len, lines)) <= 80
     for name in [*names, "cpux1-resnet50-fp32"]:
         assert any(name in line for line in lines), name
+
+
+# A job's result line and an NVML warning, each longer than 80 columns, printed by a fresh process.
+PRINTS = f"""
+from src import console
+metrics = {{**{METRICS!r}, "measured_steps": 40, "step_time_ci95_rel": 0.05}}
+console.result_line("a6000x1-resnet50-amp", metrics, "images/s", "time_limit", 0.01)
+console.warning("NVML: " + "; ".join(["cannot read the power limit of GPU 0000:01:00.0"] * 3))
+"""
+
+
+def _terminal(columns: int) -> tuple[int, int]:
+    """A pseudo-terminal `columns` wide: (our end, the child's end)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    ours, theirs = pty.openpty()
+    fcntl.ioctl(theirs, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    return ours, theirs
+
+
+def _run(stdout, stdin, stderr) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE")
+    }
+    subprocess.run([sys.executable, "-c", PRINTS], stdin=stdin, stdout=stdout, stderr=stderr, env=env,
+                   check=True, timeout=120)  # fmt: skip
+
+
+def test_a_piped_log_keeps_every_line_whole_though_the_terminal_is_80_wide(tmp_path):
+    """`python -m src.train ... > log` in an 80-column terminal: stdin and stderr are that
+    terminal, stdout is a file; no line is cut for grep."""
+    import os
+
+    ours, theirs = _terminal(80)
+    log = tmp_path / "log"
+    with open(log, "w") as stdout:
+        _run(stdout, theirs, theirs)
+    os.close(theirs)
+    os.close(ours)
+    lines = log.read_text().splitlines()
+    (done,) = [line for line in lines if line.startswith("done ")]
+    assert done.endswith("stopped at time_limit before target_ci: CI +/-5.0% > 1.0%)")
+    (warned,) = [line for line in lines if line.startswith("warning NVML")]
+    assert len(warned) > 80 and warned == warned.rstrip()
+    assert len(lines) == 2
+
+
+def test_a_terminal_gets_lines_wrapped_at_its_width():
+    import os
+
+    ours, theirs = _terminal(80)
+    _run(theirs, theirs, theirs)
+    os.close(theirs)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(ours, 65536)
+        except OSError:  # the child's end is closed: everything is read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(ours)
+    import re
+
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in shown.decode().splitlines()]
+    assert len(lines) > 2 and max(map(len, lines)) <= 80
+
+
+def test_a_skip_reason_is_said_once(printed, monkeypatch):
+    """The skipped line said why; the sweep summary does not repeat it, but keeps a reason this
+    process never printed (a job run elsewhere, e.g. on Slurm)."""
+    monkeypatch.setattr(console, "_said", set())
+    console.unavailable_line("a6000x1-resnet50-amp", "needs 1 x RTX A6000; this host has 1 x NVIDIA H200")
+    rows = [
+        {
+            "name": "a6000x1-resnet50-amp",
+            "status": "SKIPPED",
+            "error": "needs 1 x RTX A6000; this host has 1 x NVIDIA H200",
+        },
+        {
+            "name": "a6000x1-gpt2-amp",
+            "status": "SKIPPED",
+            "error": "needs 1 x RTX A6000; this host has 2 x CPU",
+        },
+    ]
+    console.summary_table(rows)
+    assert printed.getvalue().count("needs 1 x RTX A6000; this host has 1 x NVIDIA H200") == 1
+    assert "a6000x1-gpt2-amp: needs 1 x RTX A6000; this host has 2 x CPU" in printed.getvalue()
+
+
+def test_mlflow_creating_a_store_says_nothing(tmp_path):
+    """MLflow's INFO lines on creating a store ("Creating initial MLflow database tables...")
+    stay out of the console."""
+    import subprocess
+    import sys
+
+    code = (
+        f"from src.tracking import store; store.client('sqlite:///{tmp_path}/mlflow.db').search_experiments()"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "mlflow.db").exists()
+    assert "INFO" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr

@@ -343,12 +343,25 @@ def test_job_refuses_an_outcome_written_for_another_job(tmp_path):
 def test_progress_of_another_job_is_not_shown(tmp_path):
     from src import console
 
+    class Watched:
+        """The progress file, counting the follower's reads."""
+
+        def __init__(self, path: Path):
+            self.path, self.reads = path, 0
+
+        def read_text(self) -> str:
+            self.reads += 1
+            return self.path.read_text()
+
     path = tmp_path / "progress.node0.json"
     shown = {}
     for writer in ("theirs", "mine"):
         path.write_text(json.dumps({"job_id": writer, "phase": "warmup", "step": 1, "of": 9}))
-        with console.JobProgress("cpux1-tiny-fp32", path, "images/s", job_id="mine") as progress:
-            time.sleep(1.2)  # it reads the file every 0.5 s
+        watched, deadline = Watched(path), time.monotonic() + 300
+        with console.JobProgress("cpux1-tiny-fp32", watched, "images/s", job_id="mine") as progress:
+            while watched.reads < 2:  # read and acted on once, however late its thread runs
+                assert time.monotonic() < deadline, "hang guard"
+                time.sleep(0.05)
         shown[writer] = progress._progress.tasks[0].fields["status"]
     assert shown == {"theirs": "starting ranks", "mine": "warm-up 1/9"}
 
@@ -369,3 +382,12 @@ def test_a_preloader_that_does_not_answer_fails_the_job_and_is_replaced(tmp_path
         assert launch._preloader() is not preloader
     finally:
         launch._discard()
+
+
+def test_sync_of_a_folder_that_does_not_exist_is_bad_input(tmp_path, capsys):
+    from src import sync
+
+    with pytest.raises(SystemExit) as exited:
+        sync.main([str(tmp_path / "nonexistent")])
+    assert exited.value.code == 2
+    assert f"{tmp_path}/nonexistent: no such folder" in capsys.readouterr().err

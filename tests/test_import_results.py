@@ -170,6 +170,10 @@ HEADER = "name_gpu,num_gpu,watt,price,resnet50,ssd\n"
         ),
         ("RTX 3090,1,350,2750,513\n", ":2: 5 cells, the header has 6 (missing ssd)"),
         ("RTX 3090,1,350,2750,513,144,99\n", ":2: 7 cells, the header has 6 (extra ['99'])"),
+        ("RTX 3090,1,350,2750,1_000,144\n", ":2: resnet50='1_000': must be a number"),
+        (" ,1,350,2750,513,144\n", ":2: name_gpu='': must name the system"),
+        ('RTX 3090,1,350,2750,513,144\n"RTX A6000,1,300,4437,514,153\nRTX A100,1,300,4437,514,153\n',
+         ":3: not a CSV row: unexpected end of data (a quote opened on this row is never closed)"),
     ],
 )
 def test_a_table_with_bad_cells_is_refused_with_file_line_and_cell(tmp_path, rows, message):
@@ -180,6 +184,33 @@ def test_a_table_with_bad_cells_is_refused_with_file_line_and_cell(tmp_path, row
     with pytest.raises(TableError) as error:
         read_table(path, {}, {})
     assert str(error.value).startswith(str(path)) and message in str(error.value)
+
+
+def test_a_header_naming_a_column_twice_is_refused_naming_it(tmp_path):
+    from src.compare.published import TableError, read_table
+
+    path = tmp_path / "twice.csv"
+    path.write_text(HEADER.replace(",ssd", ",resnet50") + "RTX 3090,1,350,2750,513,144\n")
+    with pytest.raises(TableError, match=r"twice.csv:1: column\(s\) 'resnet50' appear more than once"):
+        read_table(path, {}, {})
+
+
+def test_reimporting_a_changed_figure_is_refused_with_file_line_before_anything_is_imported(
+    tmp_path, tracking_uri
+):
+    from src.compare.published import TableError
+    from src.import_results import import_table
+
+    path = tmp_path / "table.csv"
+    path.write_text(HEADER + "RTX 3090,1,350,2750,513,144\n")
+    cfg = import_cfg("precision=fp32", "source=lambda", f"file={path}", f"tracking.uri={tracking_uri}")
+    assert import_table(cfg, path).created == 2
+    path.write_text(HEADER + "RTX A6000,1,300,4437,514,153\nRTX 3090,1,350,2750,513,150\n")
+    with pytest.raises(TableError) as error:
+        import_table(cfg, path)
+    assert str(error.value).startswith(f"{path}:3: ssd=150 for 'RTX 3090' x1 conflicts with 144 imported before")
+    runs = read_runs(tracking_uri, PUBLISHED)
+    assert sorted(r.data.metrics["throughput"] for r in runs) == [144, 513]  # neither changed nor added
 
 
 def test_the_same_row_published_twice_imports_once_and_a_binary_file_is_refused(tmp_path):

@@ -12,7 +12,15 @@ from pathlib import Path
 from src.paths import PROJECT_ROOT
 
 SRC = PROJECT_ROOT / "src"
-ENTRY_POINTS = {"src.train", "src.import_results", "src.sync", "src.server", "src.compare.__main__"}
+ENTRY_POINTS = {
+    "src.train",
+    "src.import_results",
+    "src.sync",
+    "src.server",
+    "src.compare.__main__",
+    "src.doctor",
+    "src.commands",
+}
 LEAVES = {"src.console", "src.errors", "src.paths", "src.credentials", "src.stats", "src.reports"}
 # package -> layer; a module may import its own package, leaves and lower layers, nothing above
 LAYERS = {"config": 1, "models": 1, "hardware": 2, "tracking": 2, "rank": 3, "run": 3, "compare": 3}

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import csv
+import os
+import pwd
+import subprocess
+import sys
+import time
+from urllib.parse import quote
 
 import pytest
 from conftest import read_runs, run_cli
+
+from src.paths import PROJECT_ROOT
+
+OTHER_USER = "gpubench-ps"  # an unprivileged user of the server's host, looking at its process list
 
 
 @pytest.mark.slow  # a PostgreSQL cluster, the server and real job processes end to end
@@ -52,3 +62,56 @@ def test_a_sweep_on_a_postgresql_server_is_read_back_by_compare(postgres_uri, st
         assert list(server.artifacts.rglob(f"{run.info.run_id}/artifacts/config.yaml"))
     password = postgres_uri.split(":")[2].split("@")[0]
     assert password not in server.log.read_text()
+
+
+def other_users_process_list() -> str:
+    """`ps -eo args` as another, unprivileged user of this host (made with useradd when missing)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create and become another user")
+    try:
+        pwd.getpwnam(OTHER_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER_USER], check=True)
+    return subprocess.run(
+        ["runuser", "-u", OTHER_USER, "--", "ps", "-eww", "-o", "args"], capture_output=True, text=True, check=True
+    ).stdout
+
+
+@pytest.mark.slow  # a PostgreSQL cluster and the server
+def test_the_database_password_is_in_no_console_log_or_process_list(postgres_uri, start_server, tmp_path):
+    import sqlalchemy
+
+    password = 'p@ss/w "x y%z'  # the characters people type: `@`, `/`, a quote, spaces, `%`
+    with sqlalchemy.create_engine(postgres_uri).connect() as db:
+        db.execute(sqlalchemy.text(f"alter user mlflow password '{password}'"))
+        db.commit()
+    old = postgres_uri.split(":")[2].split("@")[0]
+    encoded = postgres_uri.replace(old, quote(password, safe=""), 1)
+    server = start_server(encoded)
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient(server.url).create_experiment("through the server")
+    with sqlalchemy.create_engine(encoded).connect() as db:  # the server runs on this database
+        assert "through the server" in db.execute(sqlalchemy.text("select name from experiments")).scalars().all()
+    seen = other_users_process_list() + server.log.read_text()
+    assert "mlflow server" in seen or "mlflow.server" in seen  # the list does show the server
+    secrets = (password, quote(password, safe=""), quote(password), "p@ss", 'w "x')
+    assert not any(secret in seen for secret in secrets)
+    server.stop()
+
+    def refused(uri: str) -> str:
+        """src.server on a URI the database refuses: one line on stderr, exit 2, well within a minute."""
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "src.server", f"--port={server.port}", f"--artifacts-destination={tmp_path}/a"],
+            cwd=PROJECT_ROOT, env={**os.environ, "MLFLOW_BACKEND_STORE_URI": uri},
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 2 and time.monotonic() - started < 60, proc.stderr[-3000:]
+        (line,) = proc.stderr.strip().splitlines()  # no traceback
+        assert line.startswith("error: --backend-store-uri=postgresql://***@127.0.0.1:"), line
+        assert not any(secret in line for secret in secrets)
+        return line
+
+    assert "password authentication failed" in refused(encoded.replace(quote(password, safe=""), "wrong", 1))
+    refused(encoded.replace(quote(password, safe=""), password))  # typed unencoded: `@` ends the password

@@ -180,7 +180,21 @@ def test_bad_points_fail_alone_and_the_sweep_reports_them(fault_sweep):
     parent = parent_run(uri)
     assert parent.info.status == "FAILED"
     assert {"failed_job.1", "failed_job.2", "failed_job.3"} <= set(parent.data.tags)
-    assert rc != 0
+    assert rc == 1
+    # each failure said once, in its own line, and the bad-input point in the summary too
+    assert "Traceback" not in output and "Error executing job" not in output and "HYDRA_FULL_ERROR" not in output
+    summary = output[output.index("Sweep summary") :]
+    assert "point #3 (no run)" in summary and "model.name='': must be a non-empty name" in summary
+
+
+def test_a_single_job_that_fails_says_so_in_its_failed_line_without_a_traceback(tmp_path, tracking_uri):
+    cli = Cli([*TINY, "model.name=broken"], tmp_path, tracking_uri)
+    assert cli.wait() == 1
+    assert "FAILED cpux1-broken-fp32-smoke: rank 0 failed: RuntimeError: broken on purpose" in " ".join(
+        cli.output.split()
+    )
+    assert "Traceback" not in cli.output and "HYDRA_FULL_ERROR" not in cli.output
+    assert f"(rank logs under {tmp_path}/run/ranks/node0)" in cli.output
 
 
 def test_jobs_of_a_sweep_get_fresh_agents_and_ranks_from_one_preloader(fault_sweep):
@@ -254,25 +268,30 @@ def test_killed_rank_fails_the_job_quickly_and_leaves_no_process(tmp_path, track
     os.kill(rank_pids[1], signal.SIGKILL)
     killed = time.monotonic()
     assert cli.wait() != 0
-    assert time.monotonic() - killed < 60  # far below benchmark.timeout_s (900 s)
+    # the death ends the job, not benchmark.timeout_s: the reason names it, and it came sooner
+    assert time.monotonic() - killed < compose_cfg(TINY).benchmark.timeout_s
     (run,) = read_runs(tracking_uri)
     assert run.info.status == "FAILED"
     assert "rank 1 failed" in run.data.tags["error"] and "SIGKILL" in run.data.tags["error"]
     assert len(cli.tree.seen) >= 3 and cli.tree.alive() == []  # agent and both ranks were seen, none is left
 
 
+# The hung rank's bound: it covers starting the ranks (importing torch), slow on a busy host;
+# the job must stop them at this bound, however long it is.
+HUNG_TIMEOUT_S = 60
+
+
+@pytest.mark.slow  # waits out its whole bound: a drill, in CI's slow set (README)
 def test_hung_rank_times_out_and_leaves_no_process(tmp_path, tracking_uri):
-    args = [*TINY, "model.name=hang", "benchmark.time_limit_s=1", "benchmark.timeout_s=10"]
+    args = [*TINY, "model.name=hang", "benchmark.time_limit_s=1", f"benchmark.timeout_s={HUNG_TIMEOUT_S}"]
+    started = time.monotonic()
     cli = Cli(args, tmp_path, tracking_uri, {"GPUBENCH_TEST_PIDS": str(tmp_path / "pids")})
-    wait_for(
-        tmp_path / "run" / "ranks" / "node0" / "launch.json", cli
-    )  # written just before the agent takes the job
-    launched = time.monotonic()
+    wait_for(tmp_path / "pids" / "rank0.pid", cli)  # the rank is in its step, and stays there
     assert cli.wait() != 0
-    assert time.monotonic() - launched < 10 + 5 + 30  # timeout + grace + closing the run on a busy host
+    assert time.monotonic() - started >= HUNG_TIMEOUT_S  # stopped by the bound, not before it
     (run,) = read_runs(tracking_uri)
     assert run.info.status == "FAILED"
-    assert run.data.tags["error"].startswith("timed out after 10 s (benchmark.timeout_s)")
+    assert run.data.tags["error"].startswith(f"timed out after {HUNG_TIMEOUT_S} s (benchmark.timeout_s)")
     assert cli.tree.seen and cli.tree.alive() == []
 
 
@@ -286,7 +305,7 @@ def test_interrupted_sweep_stops_and_leaves_nothing_running(tmp_path, tracking_u
     )
     wait_for(pids / "rank0.pid", cli)
     os.killpg(cli.proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals its foreground process group
-    assert cli.wait(120) == 130
+    assert cli.wait() == 130
     runs = runs_by_name(tracking_uri)
     assert "cpux1-tiny-fp32-smoke" not in runs  # the sweep stopped: the next point never started
     (hang,) = runs["cpux1-hang-fp32-smoke"]
@@ -325,6 +344,31 @@ def test_sigterm_is_handled_like_ctrl_c_and_repeats_wait_for_the_cleanup():
 
 
 @pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
+def test_a_joblib_sweep_killed_hard_takes_its_workers_ranks_and_preloaders_with_it(tmp_path, tracking_uri):
+    pids = tmp_path / "pids"
+    args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", *TINY, "model.name=hang"]
+    cli = Cli([*args, "precision=fp32,bf16"], tmp_path, tracking_uri, {"GPUBENCH_TEST_PIDS": str(pids)})
+    deadline = time.monotonic() + 300
+    while len(list(tmp_path.glob("multirun/*/ranks/node0/launch.json"))) < 2 or not (pids / "rank0.pid").exists():
+        assert cli.proc.poll() is None and time.monotonic() < deadline, cli.output[-3000:]
+        time.sleep(0.2)
+    time.sleep(2)  # the second job's ranks start too
+    os.kill(cli.proc.pid, signal.SIGKILL)  # the sweep's main process: no handler, no atexit, no finally
+    cli.wait()
+    assert len(cli.tree.seen) >= 2 * 4  # two workers, each with a preloader, an agent and a rank
+    deadline = time.monotonic() + 120
+    while cli.tree.alive() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = {pid: Path(f"/proc/{pid}/cmdline").read_bytes()[:120] for pid in cli.tree.alive()}
+    for pid in left:  # not to leave them to the next test
+        os.kill(pid, signal.SIGKILL)
+    assert left == {}
+    runs = read_runs(tracking_uri)
+    assert len(runs) == 3 and {r.info.status for r in runs} == {"KILLED"}, [r.info for r in runs]
+    assert parent_run(tracking_uri).data.tags["error"] == "owner process vanished"
+
+
+@pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
 def test_four_parallel_jobs_into_one_sqlite_store_all_arrive(tmp_path):
     tracking_uri = f"sqlite:///{tmp_path}/fresh/mlflow.db"  # made by the sweep, before its jobs start
     args = ["-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=4", *TINY, "model.name=tiny"]
@@ -340,12 +384,45 @@ def test_four_parallel_jobs_into_one_sqlite_store_all_arrive(tmp_path):
 # --- tracking outages and credentials ---
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "runs in postgresql://mlflow:p@ss/w@db-host:5432/mlflow, artifacts in /srv",
+        'runs in postgresql://mlflow2:pa ss"x@127.0.0.1:15432/mlflow2',
+        "tracking.uri='postgresql://mlflow:p%40ss%2Fw@db-host/mlflow': cannot connect",
+        "overrides: tracking.uri=http\\://mlflow\\:p@ss/w@db-host\\:5000",  # as Hydra escapes `:`
+    ],
+)
+def test_redact_masks_every_user_info_however_written(text):
+    from src.credentials import redact
+
+    masked = redact(text)
+    assert "***@" in masked and ("db-host" in masked or "127.0.0.1" in masked)
+    assert not any(part in masked for part in ("ss/w", "%40ss", 'ss"x', "mlflow:", "mlflow2:"))
+
+
+def test_unreachable_tracking_server_is_one_line_without_urllib3s_retry_warnings(tmp_path):
+    uri = f"http://127.0.0.1:{free_port()}"
+    cli = Cli([*TINY, "model.name=tiny"], tmp_path, uri)  # MLflow's own retries, as a user has them
+    assert cli.wait(180) == 2
+    assert cli.output.strip().splitlines() == [line for line in cli.output.strip().splitlines() if "error:" in line]
+    assert f"tracking.uri='{uri}': the tracking store cannot be reached" in cli.output
+
+
 def test_unreachable_tracking_server_stops_a_sweep_before_any_job(tmp_path):
     uri = f"http://127.0.0.1:{free_port()}"
     cli = Cli(["-m", *TINY, "model.name=tiny,oom"], tmp_path, uri, {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"})
-    assert cli.wait(120) == 2
+    assert cli.wait() == 2
     assert f"tracking.uri='{uri}': the tracking store cannot be reached" in cli.output
     assert not (tmp_path / "multirun" / "0").exists()  # no job folder: nothing was run
+
+
+def test_a_folder_store_is_refused_before_any_job_naming_the_sqlite_file_to_use(tmp_path):
+    cli = Cli(["-m", *TINY, "model.name=tiny"], tmp_path, f"file://{tmp_path}/store")
+    assert cli.wait(120) == 2
+    (line,) = [line for line in cli.output.splitlines() if "tracking.uri" in line]
+    assert line.endswith(f"use an sqlite file in that folder instead, tracking.uri=sqlite:///{tmp_path}/store/mlflow.db")
+    assert not (tmp_path / "multirun" / "0").exists() and not (tmp_path / "store").exists()
 
 
 @pytest.fixture(scope="module")
@@ -455,6 +532,11 @@ def test_credentials_reach_no_param_tag_artifact_log_or_file(outage):
             "/etc/hostname is not a folder this user can write",
         ),
         (["tracking.retries=0"], "tracking.retries=0: must be a positive integer"),
+        (
+            ["tracking.uri=file:///tmp/store"],
+            "tracking.uri='file:///tmp/store': MLflow's folder stores are not supported here; use an "
+            "sqlite file in that folder instead, tracking.uri=sqlite:////tmp/store/mlflow.db",
+        ),
     ],
 )
 def test_bad_value_is_named_with_what_is_allowed(overrides, message):

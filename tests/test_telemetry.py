@@ -97,11 +97,27 @@ class RecordingRun:
         self.files.update(files)
 
 
-def watch_for(seconds: float, devices, run, **overrides) -> telemetry.Watch:
+def watch_for(samples: int, devices, run, **overrides) -> telemetry.Watch:
+    """Sample until every source has `samples` rows (or the sampler stopped), however slow the host."""
     cfg = SimpleNamespace(**{"enabled": True, "interval_ms": 10, "pcie_interval_ms": 20, **overrides})
     with telemetry.Watch(cfg, devices, run) as watch:
-        time.sleep(seconds)
+        sampler = watch.sampler
+        while sampler and sampler.error is None and min(map(len, sampler.rows.values())) < samples:
+            time.sleep(0.01)
     return watch
+
+
+class SampleClock:
+    """The sampler's wall clock, remembering its last reading: a fake energy counter that reads
+    `last` rises exactly with the samples' own time stamps, however late the thread runs."""
+
+    def __init__(self, monkeypatch):
+        self.last = time.time()
+        monkeypatch.setattr(telemetry, "time", SimpleNamespace(time=self.time, monotonic=time.monotonic))
+
+    def time(self) -> float:
+        self.last = time.time()
+        return self.last
 
 
 def column(rows, field):
@@ -119,7 +135,7 @@ def test_sampler_survives_missing_and_unsupported_functions(monkeypatch):
     )
     fake.gpus[1].reasons = 0x04  # the A6000: NVML index 1, first on the bus
     run = RecordingRun()
-    watch = watch_for(0.2, devices.list_devices(), run)
+    watch = watch_for(3, devices.list_devices(), run)
     rows = watch.sampler.rows
     assert set(rows) == {"host", "gpu0", "gpu1"}
     assert len(rows["gpu0"]) >= 3
@@ -142,9 +158,10 @@ def test_sampler_survives_missing_and_unsupported_functions(monkeypatch):
 
 
 def test_watch_logs_series_in_batches_and_a_csv(monkeypatch):
-    install(monkeypatch, FakeNvml(mixed_host()))
+    clock = SampleClock(monkeypatch)
+    install(monkeypatch, FakeNvml(mixed_host(), clock=lambda: clock.last))
     run = RecordingRun()
-    watch = watch_for(0.15, devices.list_devices(), run)
+    watch = watch_for(6, devices.list_devices(), run)
     assert len(run.series) == 1  # one hand-over; JobRun splits it into 1000-point batches
     keys = {key for key, *_ in run.series[0]}
     assert {"telemetry/gpu0/power_w", "telemetry/gpu1/sm_clock_mhz", "telemetry/host/cpu_util_pct"} <= keys
@@ -155,18 +172,19 @@ def test_watch_logs_series_in_batches_and_a_csv(monkeypatch):
     assert lines[0].startswith("time,device,gpu_util_pct")
     assert len(lines) == 1 + 3 * samples
     rows = watch.sampler.rows
-    window = (rows["gpu0"][1][0], rows["gpu0"][-2][0])
+    # each tick samples gpu0, then gpu1: this window holds ticks 1 to n-2 of both
+    window = (rows["gpu0"][1][0], rows["gpu1"][-2][0])
     outcome = SimpleNamespace(window=window, measured_items=640, world_size=2)
     summary = watch.summary(outcome)
     assert summary["power_mean_w"] == pytest.approx((280.0 + 340.0) / 2)
     # the fake's counter rises at the power draw: energy per item = power x window / items per rank
     span = window[1] - window[0]
-    assert summary["energy_per_item_j"] == pytest.approx((280 + 340) / 2 * span / 320, rel=0.05)
+    assert summary["energy_per_item_j"] == pytest.approx((280 + 340) / 2 * span / 320, rel=1e-3)
 
 
 def test_telemetry_faults_never_fail_the_job(monkeypatch, capsys):
     install(monkeypatch, FakeNvml(mixed_host()))
-    watch_for(0.05, devices.list_devices(), RecordingRun(fail=True))
+    watch_for(1, devices.list_devices(), RecordingRun(fail=True))
     assert "telemetry not logged: store is gone" in capsys.readouterr().out
 
     def broken(tick):
@@ -177,7 +195,7 @@ def test_telemetry_faults_never_fail_the_job(monkeypatch, capsys):
     sampler.stop()
     assert sampler.error == "RuntimeError: bad read"
     bad_outcome = SimpleNamespace(window=(0, 1), world_size=1)  # its items are missing
-    assert watch_for(0.02, [], RecordingRun()).summary(bad_outcome) == {}
+    assert watch_for(1, [], RecordingRun()).summary(bad_outcome) == {}
 
 
 def test_without_nvml_one_notice_and_host_figures_only(monkeypatch, capsys):
@@ -185,15 +203,15 @@ def test_without_nvml_one_notice_and_host_figures_only(monkeypatch, capsys):
     found = devices.list_devices()
     install(monkeypatch, FakeNvml([], init_error=12))  # the driver went away
     run = RecordingRun()
-    watch = watch_for(0.05, found, run)
-    watch_for(0.05, found, run)
+    watch = watch_for(1, found, run)
+    watch_for(1, found, run)
     assert set(watch.sampler.rows) == {"host"}
     assert capsys.readouterr().out.count("NVML is not available") == 1
 
 
 def test_disabled_telemetry_samples_and_logs_nothing():
     run = RecordingRun()
-    watch = watch_for(0.03, [], run, enabled=False)
+    watch = watch_for(1, [], run, enabled=False)
     assert watch.sampler is None and run.series == [] and run.files == {}
     assert watch.summary(SimpleNamespace(window=(0, 1), measured_items=1, world_size=1)) == {}
 

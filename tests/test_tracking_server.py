@@ -9,6 +9,7 @@ import sys
 import pytest
 from conftest import read_runs
 
+from src import server
 from src.paths import PROJECT_ROOT
 from src.server import main
 
@@ -38,19 +39,37 @@ def test_sweep_logs_to_the_server_named_by_mlflow_tracking_uri(server, tmp_path)
         assert len(stored) == 1
 
 
-def test_server_warns_when_bound_beyond_loopback(monkeypatch, tmp_path, capsys):
+@pytest.mark.parametrize(
+    "store",
+    [
+        "postgresql://bench:secret@db.example:5432/mlflow",
+        'postgresql://bench:pa ss"secret@db.example:5432/mlflow',  # spaces and a quote, as typed
+        "postgresql://bench:p@ss/secret@db.example:5432/mlflow",  # `@` and `/` unencoded
+        "postgresql://bench:p%40ss%2Fsecret@db.example:5432/mlflow",  # percent-encoded
+    ],
+)
+def test_server_keeps_the_password_off_its_console_and_command_line(monkeypatch, tmp_path, capsys, store):
     started = []
-    monkeypatch.setattr(os, "execv", lambda path, argv: started.append(argv))
+    monkeypatch.setattr(os, "execv", lambda *args: pytest.fail("started with the store URI as an argument"))
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: started.append((argv, env)))
+    monkeypatch.setattr(server, "connect_problem", lambda uri: None)  # no db.example to reach
     monkeypatch.delenv("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", raising=False)  # main() sets it
-    store = "postgresql://bench:secret@db.example:5432/mlflow"
     main(["--host", "0.0.0.0", "--backend-store-uri", store, "--artifacts-destination", str(tmp_path / "a")])
-    argv = started[0]
+    argv, env = started[0]
     assert argv[argv.index("--host") + 1] == "0.0.0.0"
-    assert argv[argv.index("--backend-store-uri") + 1] == store  # passed on as given
+    assert env[server.STORE_ENV] == store  # handed over whole, by the environment
+    assert not any("secret" in arg for arg in argv)  # the process list shows every argument
     printed = capsys.readouterr()
     assert "warning: bound to 0.0.0.0" in printed.err
     assert "runs in postgresql://***@db.example:5432/mlflow" in printed.out  # the console may be a log
     assert "secret" not in printed.out + printed.err
+
+
+def test_server_refuses_a_relative_sqlite_path(monkeypatch, capsys):
+    monkeypatch.setattr(os, "execve", lambda *args: pytest.fail("started"))
+    with pytest.raises(SystemExit):
+        main(["--backend-store-uri", "sqlite:///rel.db"])
+    assert "--backend-store-uri=sqlite:///rel.db: an sqlite store needs an absolute path" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -62,7 +81,7 @@ def test_server_warns_when_bound_beyond_loopback(monkeypatch, tmp_path, capsys):
 )
 def test_server_refuses_a_store_it_cannot_open_before_starting(monkeypatch, capsys, store, says):
     started = []
-    monkeypatch.setattr(os, "execv", lambda path, argv: started.append(argv))
+    monkeypatch.setattr(os, "execve", lambda path, argv, env: started.append(argv))
     monkeypatch.setitem(sys.modules, "psycopg", None)  # a server installed without the [server] extra
     with pytest.raises(SystemExit):
         main(["--backend-store-uri", store])

@@ -29,7 +29,8 @@ def main(cfg: DictConfig) -> None:
         exit_with_error(exc)
     console.print(
         f"{len(result.anomalies)} anomal{'y' if len(result.anomalies) == 1 else 'ies'} flagged; "
-        f"report in {result.out} and in MLflow run {result.report_run_id} (tags.report = 'true')",
+        f"report in {result.out} and in MLflow run {result.report_run_id} (experiment "
+        f"{cfg.tracking.report_experiment})",
         soft_wrap=True,
     )
     link_line(ui.how_to_open(cfg.tracking.uri, result.experiment_ids[0]))

@@ -1,8 +1,8 @@
 """PNG charts of a comparison, drawn like Lambda's A6000 vs 3090 study: horizontal bars of relative
 throughput per category and per model, one bar per gpu labelled with its ratio, a line at the
-baseline's 1.0, fp32-group and mixed-precision panels side by side. Each gpu keeps one colour in
-every chart; published figures are hatched. Absolute throughput and efficiency bars per model, and
-a scaling chart where a gpu ran at several GPU counts.
+baseline's 1.0, fp32-group and mixed-precision panels side by side. Absolute throughput and
+efficiency bars per model, and a scaling chart where a gpu ran at several GPU counts. How they look
+(a gpu's colour, titles, legends, pages) is src/compare/style.py's.
 
 Built on matplotlib's Figure directly (no pyplot): no global state, no display needed.
 """
@@ -12,17 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from src.compare.analysis import GROUP_TITLES, RelativeRow, SummaryRow, precision_group
+from src.compare import style
+from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.runs import MEASURED, Measurement
 from src.console import number
 from src.hardware.devices import slug
 
 PANEL_GROUPS = ("fp32", "mixed")  # fp32 and mixed precision side by side, as in the study
+PANEL_TITLES = {"fp32": "fp32, tf32", "mixed": "amp, bf16"}  # short: a panel's title is never cut
 BAR_IN = 0.26  # inches per bar
 PANEL_PAD_IN = 0.9  # title and axis of one panel row
-PUBLISHED_HATCH = "///"
-DPI = 100
-LABEL_BOX = {"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8}
 
 
 @dataclass(frozen=True)
@@ -38,14 +37,6 @@ class Bar:
         return f"{self.gpu} {self.precision}" + (f" [{self.source}]" if self.source != MEASURED else "")
 
 
-def gpu_colours(measurements: list[Measurement]) -> dict[str, str]:
-    """One colour per gpu, the same in every chart of the comparison."""
-    from matplotlib import colormaps
-
-    palette = colormaps["tab10" if len({m.gpu for m in measurements}) <= 10 else "tab20"]
-    return {gpu: palette(i % palette.N) for i, gpu in enumerate(sorted({m.gpu for m in measurements}))}
-
-
 def draw_all(
     rows: list[RelativeRow],
     summary: list[SummaryRow],
@@ -55,33 +46,28 @@ def draw_all(
     flagged: dict[tuple, list[str]],
 ) -> list[Path]:
     """Every chart; `flagged` maps a point to its anomaly kinds, printed beside its bar."""
-    colours = gpu_colours(measurements)
     by_category = [
         ((f"{s.category}, {_gpus(s.gpu_count)}", precision_group(s.precision)),
          Bar(s.gpu, s.precision, s.source, s.relative_mean))
         for s in summary
     ]  # fmt: skip
-    paths = [
-        relative_bars(
-            _grouped(by_category),
-            baseline,
-            colours,
-            "mean over the models every gpu has",
-            out / "relative_by_category.png",
-        )
-    ]
+    paths = relative_bars(
+        _grouped(by_category),
+        baseline,
+        "per category: the mean over the models every gpu of the category has",
+        out / "relative_by_category",
+    )
     for count in sorted({r.measurement.gpu_count for r in rows if r.relative is not None}):
         per_model = [
             ((r.measurement.workload, precision_group(r.measurement.precision)), _bar(r, flagged))
             for r in rows
             if r.relative is not None and r.measurement.gpu_count == count
         ]
-        name = f"relative_by_model_x{count}.png"
-        paths.append(relative_bars(_grouped(per_model), baseline, colours, _gpus(count), out / name))
-    scaling = scaling_chart(measurements, colours, out / "scaling.png")
-    paths += [scaling] if scaling else []
-    paths += throughput_per_model(measurements, colours, out)
-    paths += efficiency_per_model(measurements, colours, out)
+        what = f"per model on {_gpus(count)}"
+        paths += relative_bars(_grouped(per_model), baseline, what, out / f"relative_by_model_x{count}")
+    paths += scaling_chart(measurements, out / "scaling")
+    paths += throughput_per_model(measurements, out)
+    paths += efficiency_per_model(measurements, out)
     return paths
 
 
@@ -105,72 +91,77 @@ def _grouped(items) -> dict[str, dict[str, list[Bar]]]:
     return grouped
 
 
+def _panel_groups(keys) -> list[str]:
+    present = {group for panel in keys for group in panel}
+    return [g for g in PANEL_GROUPS if g in present] + sorted(present - set(PANEL_GROUPS))
+
+
 def relative_bars(
-    grouped: dict[str, dict[str, list[Bar]]], baseline: str, colours: dict, what: str, path: Path
-) -> Path:
-    """One row of panels per title, one column per precision group; bars from 0, labelled."""
-    from matplotlib.figure import Figure
-
-    groups = [g for g in PANEL_GROUPS if any(g in panels for panels in grouped.values())]
-    groups += sorted({g for panels in grouped.values() for g in panels} - set(groups))
-    heights = [max(len(panels.get(g, [])) for g in groups) for panels in grouped.values()]
-    fig = Figure(
-        figsize=(6.2 * len(groups) + 1.6, sum(BAR_IN * h + PANEL_PAD_IN for h in heights) + 0.8),
-        layout="constrained",
-    )
-    axes = fig.subplots(len(grouped), len(groups), squeeze=False, height_ratios=[h + 3 for h in heights])
-    top = max((b.value for panels in grouped.values() for bars in panels.values() for b in bars), default=1)
-    for row, (title, panels) in enumerate(grouped.items()):
-        for col, group in enumerate(groups):
-            ax, bars = axes[row][col], panels.get(group, [])
-            y = range(len(bars))
-            drawn = ax.barh(
-                y,
-                [b.value for b in bars],
-                color=[colours[b.gpu] for b in bars],
-                hatch=[PUBLISHED_HATCH if b.source != MEASURED else "" for b in bars],
-                edgecolor="white",
-            )
-            ax.bar_label(
-                drawn,
-                labels=[f"{number(b.value)}x" + (f"  ! {b.flags}" if b.flags else "") for b in bars],
-                padding=3,
-                fontsize="small",
-                bbox=LABEL_BOX,
-            )
-            ax.set_yticks(list(y), [b.label for b in bars], fontsize="small")
-            ax.invert_yaxis()
-            ax.set_xlim(0, max(top, 1.0) * 1.18)  # one scale for every panel: bar lengths compare
-            ax.axvline(1.0, color="black", linewidth=1, zorder=1.5)  # over the grid, under the labels
-            ax.set_title(f"{title}: {GROUP_TITLES.get(group, group)}", fontsize="medium", loc="left")
-            ax.grid(axis="x", alpha=0.3)
-            if not bars:
-                ax.text(0.5, 0.5, "no runs", transform=ax.transAxes, ha="center", va="center", color="grey")
-            if row == len(grouped) - 1:
-                ax.set_xlabel(f"training throughput relative to {baseline} (= 1.0)")
-    fig.suptitle(f"Relative training throughput, {what}", fontsize="large")
-    _legend(
-        fig, colours, any(b.source != MEASURED for p in grouped.values() for bs in p.values() for b in bs)
-    )
-    fig.savefig(path, dpi=DPI)
-    return path
-
-
-def _legend(fig, colours: dict, published: bool) -> None:
-    from matplotlib.patches import Patch
-
-    handles = [Patch(color=c, label=gpu) for gpu, c in colours.items()]
-    if published:
-        handles.append(
-            Patch(facecolor="lightgrey", hatch=PUBLISHED_HATCH, edgecolor="white", label="published")
+    grouped: dict[str, dict[str, list[Bar]]], baseline: str, what: str, stem: Path
+) -> list[Path]:
+    """One row of panels per title, one column per precision group; bars from 0, labelled; a grid
+    too tall for one picture is split into pages."""
+    groups = _panel_groups(grouped.values())
+    titles = list(grouped)
+    heights = [BAR_IN * max(len(grouped[t].get(g, [])) for g in groups) + PANEL_PAD_IN for t in titles]
+    bars_all = [b for panels in grouped.values() for bars in panels.values() for b in bars]
+    end = style.axis_end([max(b.value, 1.0) for b in bars_all], ["outside_spec" in b.flags for b in bars_all])
+    published = any(b.source != MEASURED for b in bars_all)
+    paths = []
+    pages = style.pages(heights)
+    for page, rows in enumerate(pages, start=1):
+        fig = style.figure(6.2 * len(groups) + 1.6, sum(heights[i] for i in rows) + 1.0)
+        axes = fig.subplots(len(rows), len(groups), squeeze=False, height_ratios=[heights[i] for i in rows])
+        for r, i in enumerate(rows):
+            for col, group in enumerate(groups):
+                _relative_panel(axes[r][col], grouped[titles[i]].get(group, []), end)
+                axes[r][col].set_title(
+                    f"{titles[i]} · {PANEL_TITLES.get(group, group)}", fontsize="medium", loc="left"
+                )
+            axes[r][0].set_ylabel("gpu, precision", fontsize="small")
+        for ax in axes[-1]:
+            ax.set_xlabel(f"training throughput relative to {baseline} (= 1.0)")
+        style.title(
+            fig,
+            f"Training throughput relative to {baseline}, {what}",
+            "bars from 0 on one scale; ! marks a flagged figure (report.md says why)",
+            (page, len(pages)),
         )
-    fig.legend(handles=handles, loc="outside right upper", fontsize="small", title="gpu")
+        style.legend(fig, [style.published_handle()] if published else [])
+        path = stem.parent / style.page_name(stem.name, page, len(pages))
+        fig.savefig(path, dpi=style.DPI)
+        paths.append(path)
+    return paths
 
 
-def scaling_chart(measurements: list[Measurement], colours: dict, path: Path) -> Path | None:
-    """Speed-up over the same gpu's 1-GPU point against GPU count, per model and precision group;
-    None when no gpu ran a model at several GPU counts."""
-    from matplotlib.figure import Figure
+def _relative_panel(ax, bars: list[Bar], end: float) -> None:
+    y = range(len(bars))
+    drawn = ax.barh(
+        y,
+        [b.value for b in bars],
+        color=[style.gpu_colour(b.gpu) for b in bars],
+        hatch=[style.PUBLISHED_HATCH if b.source != MEASURED else "" for b in bars],
+        edgecolor="white",
+    )
+    texts = [style.ratio_text(b.value) + (f"  ! {b.flags}" if b.flags else "") for b in bars]
+    style.bar_values(ax, drawn, [b.value for b in bars], texts, end)
+    ax.set_yticks(list(y), [b.label for b in bars], fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlim(0, end)  # one scale for every panel: bar lengths compare
+    ax.axvline(1.0, color="black", linewidth=1, zorder=1.5)  # over the grid, under the labels
+    ax.grid(axis="x", alpha=0.3)
+    if not bars:
+        ax.text(0.5, 0.5, "no runs", transform=ax.transAxes, ha="center", va="center", color="grey")
+
+
+SCALING_PANEL_IN = 2.8
+PRECISION_MARKERS = {"fp32": "o", "tf32": "s", "amp": "o", "bf16": "s"}
+
+
+def scaling_chart(measurements: list[Measurement], stem: Path) -> list[Path]:
+    """Speed-up over the same gpu's 1-GPU point against GPU count: one row per model, one column
+    per precision group, one legend for all; nothing when no gpu ran a model at several counts."""
+    from matplotlib.lines import Line2D
 
     lines: dict[tuple, dict[tuple, list[Measurement]]] = {}
     for m in measurements:
@@ -182,54 +173,95 @@ def scaling_chart(measurements: list[Measurement], colours: dict, path: Path) ->
     }
     lines = {key: series for key, series in lines.items() if series}
     if not lines:
-        return None
-    fig = Figure(figsize=(7.5, 3.2 * len(lines) + 0.6), layout="constrained")
-    axes = fig.subplots(len(lines), 1, squeeze=False)[:, 0]
-    for ax, ((workload, group), series) in zip(axes, sorted(lines.items()), strict=True):
-        counts = sorted({m.gpu_count for ms in series.values() for m in ms})
-        ax.plot(counts, counts, color="grey", linestyle="--", linewidth=1, label="linear")
-        for (gpu, precision, source, _), ms in sorted(series.items()):
-            one = ms[0].throughput
-            ax.plot(
-                [m.gpu_count for m in ms],
-                [m.throughput / one for m in ms],
-                marker="o",
-                color=colours[gpu],
-                linestyle="-" if source == MEASURED else ":",
-                label=Bar(gpu, precision, source, 0).label,
-            )
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log", base=2)
-        ax.set_xticks(counts, [str(c) for c in counts])
-        ax.set_yticks(counts, [str(c) for c in counts])
-        ax.set_title(f"{workload}: {GROUP_TITLES.get(group, group)}", fontsize="medium", loc="left")
-        ax.set_xlabel("GPUs")
-        ax.set_ylabel("speed-up over 1 GPU")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize="x-small", loc="upper left")
-    fig.savefig(path, dpi=DPI)
-    return path
+        return []
+    workloads = sorted({workload for workload, _ in lines})
+    groups = _panel_groups([[group for _, group in lines]])
+    drawn = {(gpu, precision, source) for series in lines.values() for gpu, precision, source, _ in series}
+    pages = style.pages([SCALING_PANEL_IN] * len(workloads))
+    paths = []
+    for page, rows in enumerate(pages, start=1):
+        fig = style.figure(4.6 * len(groups) + 2.4, SCALING_PANEL_IN * len(rows) + 1.0)
+        axes = fig.subplots(len(rows), len(groups), squeeze=False)
+        for r, i in enumerate(rows):
+            for col, group in enumerate(groups):
+                ax = axes[r][col]
+                ax.set_title(
+                    f"{workloads[i]} · {PANEL_TITLES.get(group, group)}", fontsize="medium", loc="left"
+                )
+                _scaling_panel(ax, lines.get((workloads[i], group), {}))
+        style.title(
+            fig,
+            "Scaling: training throughput over the same gpu's 1-GPU figure",
+            "per model",
+            (page, len(pages)),
+        )
+        handles = style.gpu_handles(sorted({gpu for gpu, _, _ in drawn}))
+        precisions = sorted({p for _, p, _ in drawn})
+        for marker in dict.fromkeys(PRECISION_MARKERS.get(p, "o") for p in precisions):
+            label = ", ".join(p for p in precisions if PRECISION_MARKERS.get(p, "o") == marker)
+            handles.append(Line2D([], [], color="black", marker=marker, linestyle="", label=label))
+        for source_is_measured, linestyle, label in ((True, "-", "measured"), (False, ":", "published")):
+            if any((source == MEASURED) == source_is_measured for _, _, source in drawn):
+                handles.append(Line2D([], [], color="black", linestyle=linestyle, label=label))
+        handles.append(Line2D([], [], color="grey", linestyle="--", label="linear"))
+        style.legend(fig, handles)
+        path = stem.parent / style.page_name(stem.name, page, len(pages))
+        fig.savefig(path, dpi=style.DPI)
+        paths.append(path)
+    return paths
+
+
+def _scaling_panel(ax, series: dict[tuple, list[Measurement]]) -> None:
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("speed-up over 1 GPU")
+    if not series:
+        ax.text(0.5, 0.5, "no runs at several GPU counts", transform=ax.transAxes, ha="center", color="grey")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return
+    counts = sorted({m.gpu_count for ms in series.values() for m in ms})
+    ax.plot(counts, counts, color="grey", linestyle="--", linewidth=1)
+    for (gpu, precision, source, _), ms in sorted(series.items()):
+        one = ms[0].throughput
+        ax.plot(
+            [m.gpu_count for m in ms],
+            [m.throughput / one for m in ms],
+            marker=PRECISION_MARKERS.get(precision, "o"),
+            color=style.gpu_colour(gpu),
+            linestyle="-" if source == MEASURED else ":",
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xticks(counts, [str(c) for c in counts])
+    ax.set_yticks(counts, [str(c) for c in counts])
+    ax.grid(alpha=0.3)
 
 
 def _scales(points: list[Measurement]) -> bool:
     return len(points) > 1 and points[0].gpu_count == 1
 
 
-def throughput_per_model(measurements: list[Measurement], colours: dict, out: Path) -> list[Path]:
+def throughput_per_model(measurements: list[Measurement], out: Path) -> list[Path]:
     """One bar chart per model: the median throughput of each point, whiskers from min to max."""
     paths = []
     for model, points in _by_model(measurements).items():
+        unit = points[0].unit
         values = [m.throughput for m in points]
         spread = [
             [m.throughput - m.throughput_min for m in points],
             [m.throughput_max - m.throughput for m in points],
         ]
-        title = f"{model}: training throughput ({points[0].unit}), median of runs, whiskers min-max"
-        paths.append(_bars(points, [(values, title, spread)], colours, out / f"throughput_{slug(model)}.png"))
+        paths += _bars(
+            points,
+            [(values, f"training throughput ({unit})", spread)],
+            f"{model}: training throughput, every gpu, GPU count and precision",
+            "median of runs; whiskers from the slowest to the fastest run",
+            out / f"throughput_{slug(model)}",
+        )
     return paths
 
 
-def efficiency_per_model(measurements: list[Measurement], colours: dict, out: Path) -> list[Path]:
+def efficiency_per_model(measurements: list[Measurement], out: Path) -> list[Path]:
     """Per model where the runs have them: items/s per watt and per 1,000 USD of GPUs."""
     paths = []
     for model, points in _by_model(measurements).items():
@@ -238,11 +270,17 @@ def efficiency_per_model(measurements: list[Measurement], colours: dict, out: Pa
         watt = [m for m in points if m.per_watt is not None]
         if watt:
             bases = "/".join(sorted({m.per_watt_basis for m in watt}))
-            panels.append(([m.per_watt or 0.0 for m in points], f"{unit} per watt ({bases} power)", None))
+            panels.append(([m.per_watt for m in points], f"{unit} per watt ({bases} power)", None))
         if any(m.per_kusd is not None for m in points):
-            panels.append(([m.per_kusd or 0.0 for m in points], f"{unit} per 1,000 USD of GPUs", None))
+            panels.append(([m.per_kusd for m in points], f"{unit} per 1,000 USD of GPUs", None))
         if panels:
-            paths.append(_bars(points, panels, colours, out / f"efficiency_{slug(model)}.png"))
+            paths += _bars(
+                points,
+                panels,
+                f"{model}: training efficiency, every gpu, GPU count and precision",
+                "per watt: measured power where telemetry logged it, else the spec sheet's TDP",
+                out / f"efficiency_{slug(model)}",
+            )
     return paths
 
 
@@ -255,10 +293,9 @@ def _by_model(measurements: list[Measurement]) -> dict[str, list[Measurement]]:
     return models
 
 
-def _bars(points: list[Measurement], panels: list[tuple], colours: dict, path: Path) -> Path:
-    """Horizontal bars, one per point, in one panel per (values, title, whiskers)."""
-    from matplotlib.figure import Figure
-
+def _bars(points: list[Measurement], panels: list[tuple], what: str, detail: str, stem: Path) -> list[Path]:
+    """Horizontal bars, one per point, in one panel per (values, axis label, whiskers); a value of
+    None is a figure the runs lack, written as such; too many bars for one picture make pages."""
     labels = [
         f"{m.gpu} x{m.gpu_count} {m.precision}"
         + (f" [{m.variant}]" if m.variant else "")
@@ -266,24 +303,36 @@ def _bars(points: list[Measurement], panels: list[tuple], colours: dict, path: P
         + (f" n={m.n_runs}" if m.n_runs > 1 else "")
         for m in points
     ]
-    fig = Figure(figsize=(6.5 * len(panels) + 1.5, 1.3 + BAR_IN * len(points)), layout="constrained")
-    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
-    for ax, (values, title, whiskers) in zip(axes, panels, strict=True):
-        bars = ax.barh(
-            range(len(points)),
-            values,
-            xerr=whiskers,
-            color=[colours[m.gpu] for m in points],
-            hatch=[PUBLISHED_HATCH if m.source != MEASURED else "" for m in points],
-            edgecolor="white",
-        )
-        ax.bar_label(bars, labels=[number(v) if v else "" for v in values], fontsize="x-small", padding=3)
-        ax.set_yticks(range(len(points)), labels, fontsize="small")
-        ax.invert_yaxis()
-        ends = [v + (whiskers[1][i] if whiskers else 0) for i, v in enumerate(values)]
-        ax.set_xlim(0, max(ends, default=1) * 1.2 or 1)
-        ax.set_title(title, fontsize="small", loc="left")
-        ax.grid(axis="x", alpha=0.3)
-    _legend(fig, {m.gpu: colours[m.gpu] for m in points}, any(m.source != MEASURED for m in points))
-    fig.savefig(path, dpi=DPI)
-    return path
+    per_page = max(1, int((style.PAGE_IN - 1.3) / BAR_IN))
+    pages = [range(i, min(i + per_page, len(points))) for i in range(0, len(points), per_page)]
+    published = any(m.source != MEASURED for m in points)
+    paths = []
+    for page, rows in enumerate(pages, start=1):
+        fig = style.figure(6.5 * len(panels) + 3.5, 1.6 + BAR_IN * len(rows))
+        axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
+        for ax, (values, axis_label, whiskers) in zip(axes, panels, strict=True):
+            shown = [values[i] for i in rows]
+            drawn = ax.barh(
+                range(len(rows)),
+                [v or 0.0 for v in shown],
+                xerr=[[whiskers[0][i] for i in rows], [whiskers[1][i] for i in rows]] if whiskers else None,
+                color=[style.gpu_colour(points[i].gpu) for i in rows],
+                hatch=[style.PUBLISHED_HATCH if points[i].source != MEASURED else "" for i in rows],
+                edgecolor="white",
+            )
+            ends = [v + (whiskers[1][i] if whiskers else 0) for i, v in enumerate(values) if v is not None]
+            end = style.axis_end(ends)  # every page of a model on one scale
+            texts = [number(v) if v is not None else "not logged" for v in shown]
+            style.bar_values(ax, drawn, [v or 0.0 for v in shown], texts, end)
+            ax.set_xlim(0, end)
+            ax.set_xlabel(axis_label)
+            ax.grid(axis="x", alpha=0.3)
+        axes[0].set_yticks(range(len(rows)), [labels[i] for i in rows], fontsize="small")
+        axes[0].invert_yaxis()  # once: the panels share this axis
+        axes[0].set_ylabel("gpu x GPUs, precision", fontsize="small")
+        style.title(fig, what, detail, (page, len(pages)))
+        style.legend(fig, [style.published_handle()] if published else [])
+        path = stem.parent / style.page_name(stem.name, page, len(pages))
+        fig.savefig(path, dpi=style.DPI)
+        paths.append(path)
+    return paths

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import datetime
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from src import console
-from src.compare import analysis, anomalies, charts, report
+from src.compare import analysis, anomalies, charts, explain, explain_charts, report
 from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
 from src.config.schema import PRECISIONS
 from src.config.tracking_uri import tracking_errors
+from src.console import note
 from src.errors import ConfigError
 from src.tracking import tags as tag
 
@@ -32,10 +34,17 @@ class CompareResult:
 def validate_compare(cfg: DictConfig) -> None:
     """Key, value and what is allowed, for every bad value, before any run is read."""
     errors = tracking_errors(cfg.tracking)
+    if not cfg.tracking.report_experiment:
+        errors.append("tracking.report_experiment='': must name the experiment report runs go to")
     if not cfg.baseline:
         errors.append(f"baseline={cfg.baseline!r}: must name a gpu profile, e.g. baseline=rtx3090")
     if cfg.baseline_source == "":
         errors.append("baseline_source='': must be null (the row's own source first) or a source name")
+    nested = [k for k in ("gpus", "models", "precisions", "gpu_counts", "sources") if not _flat(cfg[k])]
+    for key in nested:  # OmegaConf lets a list of lists through a list[str] field
+        errors.append(f"{key}={OmegaConf.to_container(cfg[key])}: must be one flat list, e.g. {key}=[a,b]")
+    if nested:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
     wrong = [p for p in cfg.precisions if p not in PRECISIONS]
     if wrong:
         errors.append(f"precisions={list(cfg.precisions)}: each must be one of {', '.join(PRECISIONS)}")
@@ -50,6 +59,10 @@ def validate_compare(cfg: DictConfig) -> None:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
 
+def _flat(values) -> bool:
+    return all(isinstance(v, (str, int, float)) for v in values)
+
+
 def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     validate_compare(cfg)
     experiments = [cfg.tracking.experiment] + (
@@ -58,11 +71,14 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     runs, experiment_ids = search_finished(cfg.tracking.uri, experiments, cfg.filter_string)
     records = [r for r in map(to_record, runs) if r is not None]
     kept, smoke_left_out = select(records, cfg)
+    if smoke_left_out:  # said before anything can fail for want of runs: they may be all there is
+        note(f"{smoke_left_out:,} benchmark=smoke run(s) left out; include_smoke=true counts them")
     measurements = aggregate(kept)
     rows = analysis.relative_table(measurements, cfg.baseline, cfg.baseline_source)
     analysis.check_comparable(measurements, rows, cfg.baseline)
     summary, nothing_common = analysis.summarize(rows)
     stand_ins = profile_stand_ins(measurements)
+    unanswered = asked_without_figures(list(cfg.gpus), records, measurements, summary, cfg.baseline)
     efficiency = anomalies.scaling_efficiency(measurements)
     found = anomalies.stopping_anomalies(measurements)
     found += anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
@@ -79,25 +95,60 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         report.write_csv(out / report.ANOMALIES_CSV, report.ANOMALY_COLUMNS, anomaly_table),
     ]
     pictures = charts.draw_all(rows, summary, measurements, cfg.baseline, out, flagged)
+    why = explain.explain(runs, measurements, rows, summary, cfg.baseline)
+    why_pictures = explain_charts.draw(why, out)
+    files.append(report.write_csv(out / explain.CSV, explain.COLUMNS, why.records()))
     text = report.markdown(
         f"Training throughput relative to {cfg.baseline}",
         _facts(cfg, experiments, len(runs), len(records), measurements, smoke_left_out),
         summary_table,
         relative,
         anomaly_table,
-        _notes(rows, measurements, cfg.baseline, nothing_common) + ([stand_ins] if stand_ins else []),
+        unanswered
+        + _notes(rows, measurements, cfg.baseline, nothing_common)
+        + ([stand_ins] if stand_ins else []),
         pictures,
-    )
+    ) + "\n".join(explain.markdown(why, why_pictures))
     (out / report.REPORT_MD).write_text(text)
-    files += [*pictures, out / report.REPORT_MD]
+    files += [*pictures, *why_pictures, out / report.REPORT_MD]
 
     if cfg.tag_runs:
         anomalies.tag_runs(cfg.tracking.uri, measurements, found)
     run_id = _log_report_run(cfg, files, found, text)
-    report.print_summary(summary, cfg.baseline)
+    for line in unanswered:
+        console.warning(line)
+    report.print_summary(summary, cfg.baseline, list(cfg.gpus), str(out))
     if stand_ins:
         console.note(stand_ins)
     return CompareResult(out, measurements, rows, summary, found, files, run_id, experiment_ids)
+
+
+def asked_without_figures(
+    asked: list[str],
+    records: list,
+    measurements: list[Measurement],
+    summary: list[analysis.SummaryRow],
+    baseline: str,
+) -> list[str]:
+    """A gpu named in `gpus=` that no table or chart will show, and why (`records`: every run read)."""
+    with_means = {s.gpu for s in summary}
+    lines = []
+    for gpu in dict.fromkeys(asked):
+        if gpu not in {m.gpu for m in measurements}:
+            names = sorted({r.gpu for r in records})
+            found = f"gpus with runs: {', '.join(names) or 'none'}"
+            if len(names) > 8:  # Lambda's tables hold about twenty: the likeliest few
+                close = difflib.get_close_matches(gpu, names, n=4, cutoff=0.3)
+                found = f"{len(names)} gpus have runs; the closest names: {', '.join(close) or 'none'}"
+            lines.append(
+                f"gpus: {gpu} has no FINISHED run with a throughput that matches the filters ({found})"
+            )
+        elif gpu not in with_means:
+            lines.append(
+                f"gpus: {gpu} has runs, but none shares a model, GPU count and precision group with "
+                f"baseline={baseline}: no ratio for it (relative_throughput.csv lists its runs)"
+            )
+    return lines
 
 
 def _facts(
@@ -196,7 +247,7 @@ def profile_stand_ins(measurements: list[Measurement]) -> str | None:
 def _log_report_run(cfg: DictConfig, files: list[Path], found: list[anomalies.Anomaly], text: str) -> str:
     from src.tracking import job_run, store
 
-    experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
+    experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.report_experiment)
     kinds = sorted({a.kind for a in found})
     tags = {
         tag.REPORT: "true",

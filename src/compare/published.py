@@ -37,6 +37,7 @@ class PublishedResult:
     throughput: float
     watt: float | None  # the whole system's GPU power as published
     price_usd: float | None  # the whole system's GPU price as published
+    line: int = 0  # where the table has it
 
 
 @dataclass
@@ -53,12 +54,13 @@ def gpu_name(system: str) -> str:
 def read_table(path: Path, tasks: dict, gpu_profiles: dict) -> PublishedTable:
     """Every positive cell of the table; `tasks` maps a column to {model, category, unit}.
 
-    Refused with file:line and the cell: text that is not UTF-8, a row with more or fewer cells
-    than the header, a cell that is not a finite number, and one system, GPU count and task
+    Refused with file:line and the cell: text that is not UTF-8, a header naming a column twice,
+    a row with more or fewer cells than the header, a quote never closed, an empty name_gpu, a cell
+    that is not a plain finite number (`1_000` is not), and one system, GPU count and task
     published twice with different figures (the same figure twice imports once).
     """
     lines = _text_lines(path)
-    reader = csv.DictReader(lines)
+    reader = csv.DictReader(lines, strict=True)  # strict: a quote never closed is an error, not the rest of the file
     header = _read_header(reader, path)
     task_columns = [c for c in header if c not in SYSTEM_COLUMNS]
     results: dict[tuple, tuple[int, PublishedResult]] = {}
@@ -66,6 +68,8 @@ def read_table(path: Path, tasks: dict, gpu_profiles: dict) -> PublishedTable:
     for row in _rows(reader, path, len(header)):
         line = reader.line_num
         system = row["name_gpu"].strip()
+        if not system:
+            raise TableError(f"{path}:{line}: name_gpu='': must name the system (e.g. 'RTX 3090')")
         count = _number(row, "num_gpu", path, line)
         if count is None or count < 1 or count != int(count):
             raise TableError(f"{path}:{line}: num_gpu={row['num_gpu']!r}: must be a whole number >= 1")
@@ -88,6 +92,7 @@ def read_table(path: Path, tasks: dict, gpu_profiles: dict) -> PublishedTable:
                 throughput=value,
                 watt=_positive(_number(row, "watt", path, line)),
                 price_usd=_positive(_number(row, "price", path, line)),
+                line=line,
             )
             identity = (system, int(count), task)
             if identity in results and results[identity][1].throughput != value:
@@ -116,7 +121,13 @@ def _text_lines(path: Path) -> list[str]:
 
 
 def _read_header(reader: csv.DictReader, path: Path) -> list[str]:
-    header = [c.strip() for c in reader.fieldnames or []]
+    try:
+        header = [c.strip() for c in reader.fieldnames or []]
+    except csv.Error as exc:
+        raise TableError(f"{path}:1: not a CSV header: {exc}") from None
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise TableError(f"{path}:1: column(s) {', '.join(map(repr, twice))} appear more than once in the header")
     reader.fieldnames = header
     missing = [c for c in SYSTEM_COLUMNS if c not in header]
     if missing:
@@ -129,8 +140,10 @@ def _read_header(reader: csv.DictReader, path: Path) -> list[str]:
 
 def _rows(reader: csv.DictReader, path: Path, width: int):
     """The rows, each with exactly one cell per column."""
+    start = reader.line_num + 1
     try:
         for row in reader:
+            start = reader.line_num + 1  # where the next row begins
             cells = len(row) - 1 + len(row[None]) if None in row else sum(v is not None for v in row.values())
             if cells != width:
                 raise TableError(
@@ -139,7 +152,8 @@ def _rows(reader: csv.DictReader, path: Path, width: int):
                 )
             yield row
     except csv.Error as exc:
-        raise TableError(f"{path}:{reader.line_num}: not a CSV row: {exc}") from None
+        unclosed = " (a quote opened on this row is never closed)" if "end of data" in str(exc) else ""
+        raise TableError(f"{path}:{start}: not a CSV row: {exc}{unclosed}") from None
 
 
 def _missing(row: dict) -> str:
@@ -151,9 +165,11 @@ def _number(row: dict, column: str, path: Path, line: int) -> float | None:
     if not text:
         return None
     try:
+        if "_" in text:  # Python's float() reads 1_000; a published table means no such thing
+            raise ValueError(text)
         value = float(text)
     except ValueError:
-        raise TableError(f"{path}:{line}: {column}={text!r}: must be a number") from None
+        raise TableError(f"{path}:{line}: {column}={text!r}: must be a number (digits, '.', 'e')") from None
     if not math.isfinite(value):
         raise TableError(f"{path}:{line}: {column}={text!r}: must be a finite number")
     return value

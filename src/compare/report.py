@@ -7,6 +7,7 @@ from pathlib import Path
 
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.anomalies import Anomaly
+from src.compare.runs import MEASURED
 from src.console import number
 
 RELATIVE_CSV = "relative_throughput.csv"
@@ -165,44 +166,60 @@ def _md_value(column: str, value) -> str:
     return str(value).replace("|", "/")
 
 
-def print_summary(summary: list[SummaryRow], baseline: str) -> None:
-    """The category means in an 80-column terminal or a piped log, short headers; summary.csv
-    keeps every column. Every figure and short column is printed whole; a gpu name too long for
-    what is left wraps onto a second line."""
+STUDY_PAIR = ("a6000", "rtx3090")  # the seed study's gpus: shown by default beside your own
+
+
+def console_gpus(summary: list[SummaryRow], baseline: str, asked: list[str]) -> tuple[list[str], list[str]]:
+    """(shown, left out): the gpus asked for (`gpus=`), else the baseline, the study's pair and
+    every gpu with runs of this project's own; the other gpus of `summary` are left out of the
+    console (summary.csv and report.md keep them all)."""
+    present = sorted({s.gpu for s in summary})
+    if asked:
+        wanted = set(asked)
+    else:
+        wanted = {baseline, *STUDY_PAIR} | {s.gpu for s in summary if s.source == MEASURED}
+    return [g for g in present if g in wanted], [g for g in present if g not in wanted]
+
+
+def print_summary(summary: list[SummaryRow], baseline: str, asked: list[str] = (), out: str = "") -> None:
+    """The category means in an 80-column terminal or a piped log: one section per category,
+    precision and GPU count, a gpu's name never wrapped; summary.csv keeps every column and row.
+    With many gpus (Lambda's tables hold about twenty) only those of console_gpus are shown, and
+    a line says how many more there are and how to see them."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table
 
-    from src.console import console
+    from src.console import console, note
 
-    table = Table(
-        title=f"Throughput relative to {baseline}, mean over the models every gpu has",
-        box=box.SIMPLE_HEAD,
-        padding=(0, 1),
-    )
-    rows = [
-        (
-            s.category,
-            s.precision,
-            str(s.gpu_count),
-            escape(s.gpu + ("" if s.source == "measured" else f" [{s.source}]")),
+    shown, left_out = console_gpus(summary, baseline, list(asked))
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
+    table.add_column(escape("category, precision, GPUs / gpu [source]"), no_wrap=True)
+    for header in ("mean", "geo", "n"):  # n: models averaged
+        table.add_column(header, justify="right", no_wrap=True)
+    section = None
+    for s in summary:
+        if s.gpu not in shown:
+            continue
+        if (s.category, s.precision, s.gpu_count) != section:
+            section = (s.category, s.precision, s.gpu_count)
+            table.add_row(f"[bold]{escape(s.category)}, {escape(s.precision)}, {s.gpu_count} GPU"
+                          f"{'s' if s.gpu_count > 1 else ''}[/]", "", "", "")  # fmt: skip
+        name = s.gpu + ("" if s.source == MEASURED else f" [{s.source}]")
+        table.add_row(
+            "  " + escape(name),
             _console_ratio(s.relative_mean),
             _console_ratio(s.relative_geomean),
             str(s.n_models),
         )
-        for s in summary
-    ]
-    headers = ("category", "prec", "GPUs", "gpu [source]", "mean", "geo", "n")  # n: models averaged
-    for i, header in enumerate(headers):
-        if header == "gpu [source]":
-            table.add_column(escape(header), overflow="fold")  # [source] is not markup
-            continue
-        widest = max([len(header), *(len(row[i]) for row in rows)])
-        justify = "left" if header in ("category", "prec") else "right"
-        table.add_column(header, justify=justify, no_wrap=True, min_width=widest)
-    for row in rows:
-        table.add_row(*row)
+    note(f"Throughput relative to {baseline}, mean over the models every gpu has")
     console.print(table)
+    if left_out:
+        where = f" in {out}" if out else ""
+        note(
+            f"{len(left_out)} more gpu(s) left out of this table ({', '.join(left_out)}): every one is in "
+            f"summary.csv, report.md and the charts{where}; gpus=[...] picks the gpus to compare"
+        )
 
 
 def _console_ratio(value: float) -> str:

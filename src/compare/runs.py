@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from src.compare.specs import Spec, positive_number, run_spec
 from src.config import points
+from src.stats import rule_missed
 from src.tracking import tags as tag
 
 MEASURED = "measured"
@@ -93,8 +94,15 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
     filter is MLflow's syntax."""
     from mlflow.exceptions import MlflowException
 
+    from src.paths import sqlite_path
     from src.tracking import store
 
+    database = sqlite_path(uri)
+    if database is not None and not database.exists():  # opening it would create a whole new store
+        raise CompareError(
+            f"tracking.uri={uri!r}: no store there ({database} does not exist); run a benchmark or "
+            "import published results first, or name the store they went to"
+        )
     mlflow_client = store.client(uri)
     found = [e for e in map(mlflow_client.get_experiment_by_name, dict.fromkeys(experiments)) if e]
     if not found:
@@ -124,15 +132,18 @@ def measured_config(params: dict, tags: dict | None = None) -> tuple:
 
 
 def ci_missed(tags: dict, metrics: dict, params: dict) -> str | None:
-    """How a run stopped short of its target_ci: its `stop_reason` tag, else (runs logged before
-    the tag existed) its CI metric against the target param. None when it met it or cannot tell."""
-    ci, target = metrics.get("step_time_ci95_rel"), positive_number(params.get("benchmark.target_ci"))
-    reason = tags.get(tag.STOP_REASON)
-    if reason == "ci" or ci is None or target is None:
-        return None
-    if reason is None and ci <= target:
-        return None
-    return f"{reason or 'stopped'} before target_ci: CI +/-{ci:.1%} > {target:.1%}"
+    """How a run stopped short of its stopping rule: fewer steps than min_steps (whatever its tag
+    says: runs tagged `ci` after a cut-short window were logged before that was caught), its
+    `stop_reason` tag, else (runs logged before the tag existed) its CI metric against the target
+    param. None when it met it or cannot tell."""
+    steps, min_steps = metrics.get("measured_steps"), positive_number(params.get("benchmark.min_steps"))
+    return rule_missed(
+        tags.get(tag.STOP_REASON),
+        None if steps is None else int(steps),
+        None if min_steps is None else int(min_steps),
+        metrics.get("step_time_ci95_rel"),
+        positive_number(params.get("benchmark.target_ci")),
+    )
 
 
 def to_record(run) -> RunRecord | None:

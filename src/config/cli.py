@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from hydra.errors import HydraException, MissingConfigException
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf.errors import OmegaConfBaseException
 
 from src.errors import ConfigError, exit_with_error
@@ -39,6 +39,9 @@ def composed() -> None:
 def composition_error(exc: BaseException) -> str:
     """Hydra's message in one line: its own lines joined, the search path and the `+` hint left out,
     the option lists inline, and the first line of the OmegaConf error under it (the key and why)."""
+    if isinstance(exc, OverrideParseException):  # Hydra's message names neither the key nor the value
+        reason = exc.message.split("See https")[0].strip().rstrip(";")
+        return f"{exc.override}: not an override Hydra can read ({reason}); lists are written key=[a,b]"
     text = str(exc).split("Config search path:")[0]
     parts: list[str] = []
     for line in text.splitlines():
@@ -53,3 +56,12 @@ def composition_error(exc: BaseException) -> str:
     if exc.__cause__ is not None and str(exc.__cause__).strip():
         parts.append(str(exc.__cause__).strip().splitlines()[0])
     return "; ".join(parts) or type(exc).__name__
+
+
+CPU_DRY_RUN = "experiment=cpu_dry_run"  # a single job's default on a host without a GPU
+
+
+def names_the_hardware(argv: list[str]) -> bool:
+    """Whether a command names its gpu or experiment, or sweeps (-m): if not, its single job on a
+    host without a GPU is the CPU dry run (src.train runs it, src.doctor reports it)."""
+    return any(a in ("-m", "--multirun") or a.startswith(("gpu=", "experiment=")) for a in argv)

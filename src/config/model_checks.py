@@ -111,6 +111,36 @@ def _check_sizes_fit(m: DictConfig, errors: Errors) -> None:
         )
     if get("cutoffs") is not None:
         _check_cutoffs(m, errors)
+    if get("matmul_sizes") is not None:
+        _check_ceilings(m, errors)
+
+
+def _check_ceilings(m: DictConfig, errors: Errors) -> None:
+    """model=ceilings: its sizes and sampling."""
+    sizes = list(m.matmul_sizes)
+    errors.need(
+        sizes and all(positive_int(n) for n in sizes),
+        "model.matmul_sizes",
+        sizes,
+        "a non-empty list of positive integers",
+    )
+    messages = list(m.allreduce_mb)
+    errors.need(
+        all(positive_or_none(mb) and mb is not None for mb in messages),
+        "model.allreduce_mb",
+        messages,
+        "a list of positive sizes in MB",
+    )
+    for key in ("max_call_s", "memory_mb", "host_mb", "sample_s"):
+        errors.need(
+            positive_or_none(m[key]) and m[key] is not None, f"model.{key}", m[key], "a positive number"
+        )
+    errors.need(
+        positive_int(m.samples) and m.samples >= 2,
+        "model.samples",
+        m.samples,
+        "an integer >= 2 (a spread needs two)",
+    )
 
 
 def _check_cutoffs(m: DictConfig, errors: Errors) -> None:

@@ -74,6 +74,7 @@ KEYS: dict[str, Declared] = {
         MEASURED, tag="cudnn_benchmark_limit", since=None, needs="benchmark.cudnn_benchmark"
     ),
     "benchmark.rerun": Declared(PLUMBING),
+    "benchmark.breakdown_steps": Declared(PLUMBING),  # profiled after the window: the figure is the same
     "telemetry.": Declared(PROCEDURE),  # the sampling behind the power and clock figures
     # hashed since the first runs, so kept in the hash: as plumbing every finished point would rerun
     "launcher.": Declared(PROCEDURE),

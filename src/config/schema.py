@@ -9,10 +9,11 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from src.config.help_groups import command_line_groups
 from src.paths import PROJECT_ROOT, claim_folder
 
 PRECISIONS = ("fp32", "tf32", "amp", "bf16")
-CATEGORIES = ("vision", "language")
+CATEGORIES = ("vision", "language", "ceilings")  # ceilings: the card's own limits (model=ceilings)
 AUTO_PRECISION = "auto"  # precision=auto: the gpu profile's default_precision, once the device is known
 AUTO_BATCH = "auto"  # model.batch_size=auto: the largest batch that trains, found by src.rank.autobatch
 RESNETS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")  # model.backbone choices
@@ -144,6 +145,21 @@ class TransformerXLModel(LanguageModel):
     div_val: int = MISSING  # each rarer cluster's width is divided by this
 
 
+@dataclass
+class CeilingsModel(ModelConfig):
+    """model=ceilings: the card's matmul, memory, host and all-reduce ceilings (src/rank/ceilings.py)."""
+
+    category: str = "ceilings"
+    unit: str = "TFLOP/s"
+    matmul_sizes: list[int] = MISSING  # square n x n x n products; the best shape is the figure
+    max_call_s: float = MISSING  # once one product takes longer, larger sizes are skipped
+    memory_mb: float = MISSING  # device buffer copied and read (several times the L2)
+    host_mb: float = MISSING  # pinned host buffer copied to and from the device
+    allreduce_mb: list[float] = MISSING  # all-reduce message sizes (gpu.count >= 2)
+    sample_s: float = MISSING  # each timed sample is a block of calls about this long
+    samples: int = MISSING  # timed samples per figure (median and 95% CI)
+
+
 # conf/model/*.yaml pick one in their defaults list (`- family@_here_: vision`)
 MODEL_FAMILIES = {
     "vision": VisionModel,
@@ -153,6 +169,7 @@ MODEL_FAMILIES = {
     "language": LanguageModel,
     "llama": LlamaModel,
     "transformer_xl": TransformerXLModel,
+    "ceilings": CeilingsModel,
 }
 NON_NEGATIVE_SIZES = ("mem_len",)  # integer sizes where 0 is a setting (no recurrence memory)
 # model keys that must be positive integers: every family's own integer fields (a new size is
@@ -195,6 +212,7 @@ class BenchmarkConfig:
     cudnn_benchmark_limit: int | None = (
         None  # algorithms autotuning tries per convolution, 0: all; null: torch's 10
     )
+    breakdown_steps: int = 3  # steps profiled after the window for the step-time breakdown; 0: off
     timeout_s: float = 900.0  # a job (or a hung collective) past this is failed
     rerun: bool = False  # run a point even if its config already has a FINISHED run (see src/run/resume.py)
 
@@ -204,6 +222,7 @@ class TrackingConfig:
     uri: str = MISSING
     experiment: str = "gpubench"
     published_experiment: str = "gpubench-published"  # imported results; src.compare reads both
+    report_experiment: str = "gpubench-reports"  # src.compare's report runs, apart from the measured ones
     retries: int = 4  # attempts to deliver a job's result at its end before it waits in the spool
     backoff_s: float = 2.0  # first wait between attempts; doubles each time
 
@@ -297,6 +316,8 @@ def register_configs(*schemas: str) -> None:
             store.store(group="model/family", name=name, node=node)
     if not OmegaConf.has_resolver("project_root"):
         OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
+    if not OmegaConf.has_resolver("command_line_groups"):
+        OmegaConf.register_new_resolver("command_line_groups", command_line_groups)  # for --help
     if not OmegaConf.has_resolver("claim_folder"):
         # cached like Hydra's `now`: every job of a sweep (and Hydra's copies) sees the same folder
         OmegaConf.register_new_resolver("claim_folder", claim_folder, use_cache=True)

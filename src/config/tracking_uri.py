@@ -12,7 +12,7 @@ from src.config.checks import Errors, positive_int
 from src.credentials import redact
 
 URI_FORMS = (
-    "must be sqlite:////absolute/path/mlflow.db, file:///absolute/path, http(s)://host[:port][/path], "
+    "must be sqlite:////absolute/path/mlflow.db, http(s)://host[:port][/path], "
     "databricks, or postgresql|mysql|mssql://host/database"
 )
 
@@ -37,10 +37,12 @@ def _uri_problem(uri: str) -> str | None:
         if path == uri or not Path(path).is_absolute():
             return f"an sqlite store needs an absolute path (four slashes); {URI_FORMS}"
         return _unwritable(Path(path))
-    if scheme == "file":
-        if not parts.path.startswith("/"):
-            return f"a file store needs an absolute path; {URI_FORMS}"
-        return _unwritable(Path(parts.path))
+    if scheme == "file":  # MLflow 3.13+ refuses a folder store unless forced, and then runs one job
+        folder = Path(parts.path) if parts.path.startswith("/") else Path("/abs/path")
+        return (
+            "MLflow's folder stores are not supported here; use an sqlite file in that folder instead, "
+            f"tracking.uri=sqlite:///{folder / 'mlflow.db'}"
+        )
     if scheme in ("http", "https", "postgresql", "mysql", "mssql"):
         try:
             return (

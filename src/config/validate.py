@@ -136,6 +136,12 @@ def _check_benchmark(b: DictConfig, m: DictConfig, errors: Errors) -> None:
         b.timeout_s,
         f"more seconds than benchmark.time_limit_s ({b.time_limit_s:g}): it bounds the whole job",
     )
+    errors.need(
+        isinstance(b.breakdown_steps, int) and b.breakdown_steps >= 0,
+        "benchmark.breakdown_steps",
+        b.breakdown_steps,
+        "an integer >= 0 (steps profiled after the window; 0: no step-time breakdown)",
+    )
     limit = b.cudnn_benchmark_limit
     errors.need(
         limit is None or (isinstance(limit, int) and limit >= 0),

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 from src import console
-from src.hardware import host, nvml
+from src.hardware import host, nvml, system_metrics
 
 GPU_FIELDS = (
     "gpu_util_pct",
@@ -193,7 +193,7 @@ def summarize(rows: dict[str, list[tuple]], window: tuple[float, float], items: 
         if all(e is not None for e in energy):
             metrics["energy_j"] = sum(energy)
             # per GPU over items per rank: right also when other nodes hold the rest of the ranks
-            metrics["energy_per_item_j"] = sum(energy) / len(gpus) / (items / world)
+            metrics["energy_per_item_j"] = sum(energy) / len(gpus) / (items / world) if items else None
     return {k: v for k, v in metrics.items() if v is not None}
 
 
@@ -290,7 +290,7 @@ class Watch:
         if self.sampler.error:
             console.warning(f"telemetry stopped early: {self.sampler.error}")
         try:
-            self.run.log_series(series_points(self.sampler.rows))
+            self.run.log_series(system_metrics.with_mlflow_names(series_points(self.sampler.rows)))
             self.run.log_files({"telemetry.csv": to_csv(self.sampler.rows)})
         except Exception as exc:
             console.warning(f"telemetry not logged: {exc}")

@@ -29,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from src.errors import RankFailure
+from src.rank import stack_check
 
 # Multicast over NVLink (NVLS) can take the shared host's GPUs out of service: keep it off.
 SAFE_NCCL_ENV = {
@@ -162,6 +163,8 @@ def run_agent(job: dict) -> int:
     _log_to(Path(spec["log_dir"]) / "launcher.log")
     try:
         _preload(spec["rank_cfg"]["model"]["_target_"])
+        if broken := stack_check.problem():  # one line naming the fix, before any rank starts
+            raise RankFailure(broken)
         outcome = {"job_id": spec["job_id"], "ranks": _elastic_launch(spec)}
     except RankFailure as exc:
         outcome = {"job_id": spec["job_id"], "error": str(exc)}
@@ -200,6 +203,7 @@ def main(job_pid: int) -> None:
     replies = os.dup(1)
     os.dup2(2, 1)  # what imports print goes to the early log, not into the replies
     _preload()  # while Hydra composes and the job process opens its run
+    stack_check.report()  # checked once here; every job's agent, forked from here, reads the answer
     while line := sys.stdin.readline():
         request = json.loads(line)
         if "preload" in request:  # at a job's start: nothing measures now

@@ -20,7 +20,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from src.hardware.environment import runtime_versions
 from src.models import build_workload
 from src.rank.precision import PrecisionContext
-from src.reports import RankReport
+from src.reports import CeilingsReport, RankReport
 from src.stats import relative_ci_halfwidth
 
 
@@ -89,8 +89,9 @@ STOP_REASONS = ("ci", "max_steps", "time_limit")  # where ranks differ, the late
 
 
 def _stop_reason(ci: float, n: int, elapsed: float, over_time: bool, bench: dict) -> str | None:
-    """Why this rank would stop now: its CI met target_ci, else its time or step budget ran out."""
-    if ci <= bench["target_ci"]:
+    """Why this rank would stop now: its CI met target_ci over min_steps or more, else its time or
+    step budget ran out (a window the time limit cut short of min_steps never met its rule)."""
+    if ci <= bench["target_ci"] and n >= bench["min_steps"]:
         return "ci"
     if over_time or elapsed >= bench["time_limit_s"]:
         return "time_limit"
@@ -211,7 +212,7 @@ def _explain_oom(train):
 
 @record
 @_explain_oom
-def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport]:
+def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport | CeilingsReport]:
     """Entry point of each rank. `cfg` is the finalised config as a plain dict.
 
     Returns the reports of all ranks of the job on each node's first rank, [] on the others.
@@ -222,6 +223,10 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport]:
     torch.manual_seed(bench["seed"] + rank)
     if device.type == "cpu" and cfg["runtime"].get("cpu_threads"):
         torch.set_num_threads(cfg["runtime"]["cpu_threads"])
+    if cfg["model"]["category"] == "ceilings":  # the card's own limits, not a training loop
+        from src.rank.ceilings import rank_report
+
+        return _gather(rank_report(cfg, device, world, rank, started), world, local_rank)
 
     step = TrainingStep(cfg, device, world)
     built = time.time()
@@ -275,6 +280,12 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport]:
             break
     _sync(device)
     window_end = time.time()
+    all_finite = bool(step.finite)  # the window's, before any step outside it
+    breakdown = None
+    if bench["breakdown_steps"]:  # after the window, so the measured figure never sees the profiler
+        from src.rank.breakdown import profile_steps
+
+        breakdown = profile_steps(step, device, bench["breakdown_steps"])
 
     result = RankReport(
         rank=rank,
@@ -286,7 +297,7 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport]:
         batch_size=batch_size,
         loss_first=float(first_loss),
         loss_last=float(last_loss),
-        all_finite=bool(step.finite),
+        all_finite=all_finite,
         stop_reason=stop_reason,
         precision_math=step.precision.describe(),
         device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
@@ -297,11 +308,16 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport]:
         first_step_done=first_step_done,
         window_start=window_start,
         window_end=window_end,
+        breakdown=breakdown,
     )
+    return _gather(result, world, local_rank)
+
+
+def _gather(result, world: int, local_rank: int) -> list:
+    """An elastic agent collects only its own node's ranks: every rank's report is gathered so that
+    node 0's job process can combine the whole job, whichever global ranks it holds."""
     reports = [result]
     if world > 1:
-        # An elastic agent collects only its own node's ranks: gather every rank's report so that
-        # node 0's job process can combine the whole job, whichever global ranks it holds.
         reports = [None] * world
         dist.all_gather_object(reports, result)
         dist.destroy_process_group()

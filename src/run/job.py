@@ -17,13 +17,14 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src import console, credentials
 from src.config import points
-from src.config.finalise import default_batch_size, resolve_precision
-from src.config.validate import validate
-from src.errors import ConfigError, DeviceUnavailable
+from src.config.finalise import finalize
+from src.errors import ConfigError, DeviceUnavailable, JobFailed
 from src.hardware import devices, gpu_lock
-from src.run import launch, owner, phases, resume, signals
+from src.reports import CeilingsReport
+from src.run import breakdown, ceilings, launch, phases, resume, signals
+from src.run.job_store import JobStore, note_on_parent
 from src.run.results import JobOutcome, combine_ranks, efficiency, mfu
-from src.tracking import job_run, spool, store
+from src.tracking import job_run, spool
 from src.tracking import tags as tag
 
 
@@ -33,7 +34,8 @@ def run_name(profile: str, count: int, model: str, precision: str, benchmark: st
 
 
 def adopt_profile(cfg: DictConfig, selection: devices.Selection) -> DictConfig:
-    """For gpu=auto, take the spec sheet of the profile the detected device matched."""
+    """For gpu=auto, take the spec sheet of the profile the detected device matched, and finalise
+    what depends on it (precision=auto's math, its batch sizes; the precision must suit the device)."""
     if cfg.gpu.device != "auto":
         return cfg
     cfg = cfg.copy()
@@ -43,12 +45,7 @@ def adopt_profile(cfg: DictConfig, selection: devices.Selection) -> DictConfig:
         cfg.gpu = OmegaConf.merge(cfg.gpu, profile)
         cfg.gpu.count = count
         cfg.gpu.device = selection.device_kind
-    cfg = resolve_precision(cfg)
-    with open_dict(cfg):
-        if cfg.model.batch_size is None:
-            cfg.model.batch_size = default_batch_size(cfg)
-    validate(cfg)  # the precision must suit the device that auto found
-    return cfg
+    return finalize(cfg)
 
 
 def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) -> float | None:
@@ -71,76 +68,35 @@ def _run_job(
     phases_start: float,
     job_started: float,
 ) -> float | None:
-    found = devices.list_devices() if cfg.gpu.device != "cpu" else []
-    selection = devices.select(cfg.gpu, found)
-    cfg = adopt_profile(cfg, selection)
-    nnodes = cfg.launcher.nnodes
-    count = cfg.gpu.count * nnodes
-    name = run_name(selection.profile, count, cfg.model.name, cfg.precision.name, cfg.benchmark.name)
+    cfg, selection = _select_hardware(cfg)
+    name = run_name(
+        selection.profile, _gpu_count(cfg), cfg.model.name, cfg.precision.name, cfg.benchmark.name
+    )
     if cfg.launcher.node_rank != 0:
         _launch(cfg, selection, job_dir, name, job_started)
         console.console.print(
-            f"node {cfg.launcher.node_rank} of {nnodes}: {name} trained; node 0 logs the run"
+            f"node {cfg.launcher.node_rank} of {cfg.launcher.nnodes}: {name} trained; node 0 logs the run"
         )
         return None
 
-    experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
-    owner.close_vanished(cfg.tracking.uri, [experiment_id])
+    tracking = JobStore(cfg.tracking)
     digest = resume.config_hash(cfg)
-    if not cfg.benchmark.rerun:
-        done = resume.finished_run(store.client(cfg.tracking.uri), experiment_id, digest)
-        if done is not None:
-            return _skip(cfg, name, done, digest, parent_run_id)
-    tags = {
-        tag.GPU: selection.profile,
-        tag.GPU_NAME: selection.gpu_name,
-        tag.GPU_COUNT: count,
-        tag.NNODES: nnodes,
-        tag.GPUS_PER_NODE: cfg.gpu.count,
-        tag.MODEL: cfg.model.name,
-        tag.CATEGORY: cfg.model.category,
-        tag.PRECISION: cfg.precision.name,
-        tag.BENCHMARK: cfg.benchmark.name,
-        tag.HOST: socket.gethostname(),
-        tag.CONFIG_HASH: digest,
-        **points.setting_tags(cfg),  # compile, channels_last, ...: each measured setting with a tag
-        **owner.tags(),
-    }
-    run = job_run.JobRun(cfg.tracking, experiment_id, name, tags, parent_run_id, job_dir / spool.SPOOL_DIR)
+    if not cfg.benchmark.rerun and (done := tracking.finished_run(digest)) is not None:
+        return _skip(cfg, name, done, digest, parent_run_id)
+    run = tracking.open_run(name, _run_tags(cfg, selection, digest), parent_run_id, job_dir / spool.SPOOL_DIR)
     try:
-        from src.hardware import environment, telemetry
+        from src.hardware import telemetry
 
-        env = environment.capture(selection.devices)
-        _log_environment(run, env)
-        run.log_params(job_run.flatten(cfg))
-        run.log_files({"config.yaml": OmegaConf.to_yaml(cfg, resolve=True)})
-        run.flush()  # the running run shows its set-up; the rest goes in one write at its end
-
+        env = _log_set_up(run, cfg, selection)
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
             outcome = _launch(cfg, selection, job_dir, name, job_started)
-        env["versions"] |= outcome.runtime_versions  # what the ranks ran with: CUDA, cuDNN, NCCL
-        _log_environment(run, env)
-        if not outcome.all_finite:  # its figures are not a result: none is logged
-            run.set_tags({tag.DIVERGED: "true"})
-            raise Diverged("training diverged: non-finite loss in the measured window")
-        metrics = outcome.metrics
-        run.log_params({"batch_size": metrics["batch_size"]})  # the per-GPU batch that ran
-        peak = cfg.gpu.peak_tflops.get(cfg.precision.peak_key) if cfg.gpu.peak_tflops else None
-        metrics["mfu"] = mfu(metrics.get("achieved_tflops_per_gpu"), peak)
-        metrics |= watch.summary(outcome)
-        metrics |= efficiency(metrics, cfg.gpu, count)
-        marks = outcome.marks | {"job_entry": job_started, "logged": time.time()}
-        metrics |= phases.phase_metrics(phases_start, marks)
-        run.log_metrics(metrics)
-        run.set_tags(
-            {tag.UNIT: cfg.model.unit, tag.STOP_REASON: outcome.stop_reason}
-            | {f"{tag.MATH_PREFIX}{k}": v for k, v in outcome.precision_math.items()}
-        )
-        run.log_files({"step_times.csv": _step_times_csv(outcome.step_times_s)})
-        run.end("FINISHED")
+        metrics = _log_result(run, cfg, env, outcome, watch.summary(outcome), phases_start, job_started)
+        if outcome.ceilings_table is not None:  # the card's figures: no throughput to return
+            return ceilings.result_line(name, metrics)
         console.result_line(
-            name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled
-        )
+            name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled,
+            min_steps=cfg.benchmark.min_steps,
+        )  # fmt: skip
         return metrics["throughput"]
     except KeyboardInterrupt:
         stop = signals.received()
@@ -152,7 +108,91 @@ def _run_job(
         run.set_tags({tag.ERROR: reason[:5000]})
         run.end("FAILED")
         console.failure_line(name, reason.splitlines()[0] if reason else "")
+        if isinstance(exc, Exception):
+            raise JobFailed(reason) from exc  # said: the entry point adds no traceback
         raise
+
+
+def _select_hardware(cfg: DictConfig) -> tuple[DictConfig, devices.Selection]:
+    """The devices this job runs on, and its config with the profile they matched (gpu=auto)."""
+    found = devices.list_devices() if cfg.gpu.device != "cpu" else []
+    selection = devices.select(cfg.gpu, found)
+    return adopt_profile(cfg, selection), selection
+
+
+def _gpu_count(cfg: DictConfig) -> int:
+    return cfg.gpu.count * cfg.launcher.nnodes
+
+
+def _run_tags(cfg: DictConfig, selection: devices.Selection, digest: str) -> dict:
+    """What the run is of, set when it opens: the point's fields and the measured settings."""
+    return {
+        tag.GPU: selection.profile,
+        tag.GPU_NAME: selection.gpu_name,
+        tag.GPU_COUNT: _gpu_count(cfg),
+        tag.NNODES: cfg.launcher.nnodes,
+        tag.GPUS_PER_NODE: cfg.gpu.count,
+        tag.MODEL: cfg.model.name,
+        tag.CATEGORY: cfg.model.category,
+        tag.PRECISION: cfg.precision.name,
+        tag.BENCHMARK: cfg.benchmark.name,
+        tag.HOST: socket.gethostname(),
+        tag.CONFIG_HASH: digest,
+        **points.setting_tags(cfg),  # compile, channels_last, ...: each measured setting with a tag
+    }
+
+
+def _log_set_up(run: job_run.JobRun, cfg: DictConfig, selection: devices.Selection) -> dict:
+    """Environment, params and config, sent now so the running run shows its set-up; returns the
+    environment, which the ranks' versions complete."""
+    from src.hardware import environment
+
+    env = environment.capture(selection.devices)
+    _log_environment(run, env)
+    run.log_params(job_run.flatten(cfg))
+    run.log_files({"config.yaml": OmegaConf.to_yaml(cfg, resolve=True)})
+    run.flush()  # the rest goes in one write at the run's end
+    return env
+
+
+def _log_result(
+    run: job_run.JobRun,
+    cfg: DictConfig,
+    env: dict,
+    outcome: JobOutcome,
+    telemetry_figures: dict,
+    phases_start: float,
+    job_started: float,
+) -> dict:
+    """The job's figures, logged and the run ended FINISHED; a diverged run logs none and fails."""
+    env["versions"] |= outcome.runtime_versions  # what the ranks ran with: CUDA, cuDNN, NCCL
+    _log_environment(run, env)
+    marks = outcome.marks | {"job_entry": job_started, "logged": time.time()}
+    if outcome.ceilings_table is not None:  # the card's own figures: no throughput, no step times
+        return ceilings.log(
+            run, outcome, outcome.metrics | telemetry_figures | phases.phase_metrics(phases_start, marks)
+        )
+    if not outcome.all_finite:  # its figures are not a result: none is logged
+        run.set_tags({tag.DIVERGED: "true"})
+        raise Diverged("training diverged: non-finite loss in the measured window")
+    metrics = outcome.metrics
+    run.log_params({points.RAN_BATCH: metrics["batch_size"]})  # the per-GPU batch that ran
+    peak = cfg.gpu.peak_tflops.get(cfg.precision.peak_key) if cfg.gpu.peak_tflops else None
+    metrics["mfu"] = mfu(metrics.get("achieved_tflops_per_gpu"), peak)
+    metrics |= telemetry_figures
+    metrics |= efficiency(metrics, cfg.gpu, _gpu_count(cfg))
+    metrics |= phases.phase_metrics(phases_start, marks)
+    metrics |= breakdown.metrics(outcome.breakdown)  # taken after the window
+    run.log_metrics(metrics)
+    run.set_tags(
+        {tag.UNIT: cfg.model.unit, tag.STOP_REASON: outcome.stop_reason}
+        | {f"{tag.MATH_PREFIX}{k}": v for k, v in outcome.precision_math.items()}
+    )
+    run.log_files(
+        {"step_times.csv": _step_times_csv(outcome.step_times_s)} | breakdown.files(outcome.breakdown)
+    )
+    run.end("FINISHED")
+    return metrics
 
 
 def _log_environment(run: job_run.JobRun, env: dict) -> None:
@@ -169,22 +209,17 @@ def _skip(cfg: DictConfig, name: str, done, digest: str, parent_run_id: str | No
     """Report the point as done by an earlier run; its parent (if any) lists it."""
     throughput = done.data.metrics.get("throughput")
     console.skip_line(name, done.info.run_id, throughput, cfg.model.unit)
-    if parent_run_id:
-        store.client(cfg.tracking.uri).set_tag(
-            parent_run_id, f"{tag.SKIPPED_PREFIX}{digest}", done.info.run_id
-        )
+    note_on_parent(cfg.tracking.uri, parent_run_id, f"{tag.SKIPPED_PREFIX}{digest}", done.info.run_id)
     return throughput
 
 
 def skip_unavailable(cfg: DictConfig, exc: DeviceUnavailable, parent_run_id: str | None, num: int) -> None:
     """A sweep's point whose GPUs this host lacks: one line, and a note on the parent (no run)."""
-    count = cfg.gpu.count * cfg.launcher.nnodes
-    name = run_name(cfg.gpu.name, count, cfg.model.name, cfg.precision.name, cfg.benchmark.name)
+    name = run_name(cfg.gpu.name, _gpu_count(cfg), cfg.model.name, cfg.precision.name, cfg.benchmark.name)
     console.unavailable_line(name, exc.shortfall)
-    if parent_run_id:
-        store.client(cfg.tracking.uri).set_tag(
-            parent_run_id, f"{tag.UNAVAILABLE_PREFIX}{num}", f"{name}: {exc.shortfall}"
-        )
+    note_on_parent(
+        cfg.tracking.uri, parent_run_id, f"{tag.UNAVAILABLE_PREFIX}{num}", f"{name}: {exc.shortfall}"
+    )
 
 
 def _launch(
@@ -210,7 +245,10 @@ def _launch(
             reports = launch.launch_ranks(
                 rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks" / node, progress_file, run_id
             )
-    outcome = combine_ranks(reports, job_started + waited_s)  # start-up figures leave the wait out
+    if isinstance(reports[0], CeilingsReport):  # a model=ceilings job: figures of the card, no steps
+        outcome = ceilings.combine(reports)
+    else:
+        outcome = combine_ranks(reports, job_started + waited_s)  # start-up figures leave the wait out
     outcome.marks |= {"launch": launched, "outcome": time.time()}
     return outcome
 

@@ -25,8 +25,8 @@ import time
 import uuid
 from pathlib import Path
 
+from src import reports
 from src.errors import RankFailure
-from src.reports import RankReport
 from src.run.memory_guard import HostMemoryGuard
 
 GRACE_S = 5.0  # after SIGTERM, how long the ranks get before SIGKILL
@@ -46,7 +46,7 @@ def rendezvous_id(run_name: str, nnodes: int) -> str:
 
 def launch_ranks(
     rank_cfg: dict, nproc: int, launcher: dict, log_dir: Path, progress_path: Path, run_id: str
-) -> list[RankReport]:
+) -> list[reports.Report]:
     """Run this node's ranks; returns the reports of all the job's ranks, on every node.
 
     Raises RankFailure if any rank failed or time ran out.
@@ -222,7 +222,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 
 def _read_outcome(
     path: Path, exit_code: int | None, early_output, log_dir: Path, job_id: str
-) -> list[RankReport]:
+) -> list[reports.Report]:
     try:
         outcome = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -236,4 +236,4 @@ def _read_outcome(
         raise RankFailure(f"{path} was written by another job (id {outcome.get('job_id')}, not {job_id})")
     if "error" in outcome:
         raise RankFailure(outcome["error"])
-    return [RankReport.from_json(report) for report in outcome["ranks"]]
+    return [reports.from_json(report) for report in outcome["ranks"]]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from src.reports import RankReport
+from src.reports import Report
+from src.run import breakdown
 from src.run.phases import rank_marks
 from src.stats import summarize_step_times
 
@@ -24,14 +25,16 @@ class JobOutcome:
     device_name: str
     runtime_versions: dict
     world_size: int
+    breakdown: dict | None = None  # the step-time breakdown, combined (src/run/breakdown.py)
+    ceilings_table: str | None = None  # a model=ceilings job's ceilings.csv (src/run/ceilings.py)
 
     @property
     def measured_items(self) -> float:
-        """Items every rank trained in the window, together."""
-        return self.metrics["items_per_step"] * self.metrics["measured_steps"]
+        """Items every rank trained in the window, together (none in a ceilings job)."""
+        return self.metrics.get("items_per_step", 0) * self.metrics.get("measured_steps", 0)
 
 
-def combine_ranks(ranks: list[RankReport], job_started: float) -> JobOutcome:
+def combine_ranks(ranks: list[Report], job_started: float) -> JobOutcome:
     """Global figures: every rank's items per step over the step time of the slowest rank.
 
     DDP synchronises ranks every step, so a step ends when its slowest rank ends it.
@@ -75,6 +78,7 @@ def combine_ranks(ranks: list[RankReport], job_started: float) -> JobOutcome:
         device_name=first.device_name,
         runtime_versions=first.runtime_versions,
         world_size=world,
+        breakdown=breakdown.combine(ranks),
     )
 
 

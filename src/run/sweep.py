@@ -20,9 +20,11 @@ from omegaconf import DictConfig
 from src import console, credentials
 from src.config.tracking_uri import tracking_errors
 from src.errors import (
+    JOB_FAILED,
     RESULT_SPOOLED,
     USAGE_ERROR,
     ConfigError,
+    PointFailed,
     TrackingUnavailable,
     exit_with_error,
     first_line,
@@ -39,6 +41,7 @@ class SweepRunCallback(Callback):
         self.sweep_dir: Path | None = None
         self.experiment_id: str | None = None
         self.spooled = False  # a run of this sweep waits in a spool folder
+        self.failed = False  # a point failed (known here when the jobs run in this process)
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         """Open the parent run, or stop the sweep before any job with a clear error.
@@ -85,20 +88,25 @@ class SweepRunCallback(Callback):
 
     def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:
         """Note a failed point on the parent: one that failed before its run existed shows nowhere else."""
-        if job_return.status != JobStatus.FAILED or not self.parent_run_id:
+        value = job_return._return_value  # the public property prints "Error executing job" and raises
+        if not isinstance(value, PointFailed) and job_return.status != JobStatus.FAILED:
             return
-        try:
-            _ = job_return.return_value  # re-raises the job's exception
-            reason = "failed"
-        except Exception as exc:
-            reason = " ".join(credentials.redact(str(exc) or type(exc).__name__).split())[:500]
-        store.client(self.uri).set_tag(
-            self.parent_run_id, f"{tag.FAILED_JOB_PREFIX}{config.hydra.job.num}", reason
+        self.failed = True
+        if not self.parent_run_id:
+            return
+        reason = value.reason if isinstance(value, PointFailed) else str(value) or type(value).__name__
+        num, client = config.hydra.job.num, store.client(self.uri)
+        client.set_tag(
+            self.parent_run_id,
+            f"{tag.FAILED_JOB_PREFIX}{num}",
+            " ".join(credentials.redact(reason).split())[:500],
         )
+        if not (isinstance(value, PointFailed) and value.has_run):  # raised: it never got as far as its run
+            client.set_tag(self.parent_run_id, f"{tag.NO_RUN_JOB_PREFIX}{num}", "true")
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        """Every job returned: exit 2 if no point could run on this host, 3 if a result (or the
-        parent run) waits on disk for `python -m src.sync`."""
+        """Every job returned: exit 2 if no point could run on this host, 1 if a point failed, 3 if
+        a result (or the parent run) waits on disk for `python -m src.sync`."""
         rows = self.close()
         if rows and all(row.get("unavailable") for row in rows):
             # the same command on a host with none of its GPUs: say so in the exit status
@@ -106,6 +114,8 @@ class SweepRunCallback(Callback):
                 "error: no point of this sweep can run on this host (see the skipped lines)", file=sys.stderr
             )
             raise SystemExit(USAGE_ERROR)
+        if self.failed or any(row["status"] == "FAILED" for row in rows or []):
+            raise SystemExit(JOB_FAILED)  # before RESULT_SPOOLED: a failure matters more
         if self.spooled:
             raise SystemExit(RESULT_SPOOLED)
 
@@ -174,7 +184,15 @@ def finish_parent(client, run_id: str, interrupted: bool, sweep_dir: Path | None
     client.set_terminated(run_id, parent_status(list(statuses.values()), len(failed), interrupted, ran))
     rows = [_row(c, statuses[c.info.run_id], c.data.tags.get(tag.ERROR, "")) for c in children]
     rows += [_row(s, "SKIPPED", f"done earlier in run {s.info.run_id}") for s in skipped]
-    return sorted(rows, key=lambda r: r.pop("start")) + unavailable
+    rows = sorted(rows, key=lambda r: r.pop("start"))
+    no_run = sorted(
+        int(k.removeprefix(tag.NO_RUN_JOB_PREFIX)) for k in parent_tags if k.startswith(tag.NO_RUN_JOB_PREFIX)
+    )
+    return (
+        rows
+        + [_no_run_row(num, parent_tags.get(f"{tag.FAILED_JOB_PREFIX}{num}", "")) for num in no_run]
+        + unavailable
+    )
 
 
 def _unavailable_rows(parent_tags: dict) -> list[dict]:
@@ -189,6 +207,12 @@ def _unavailable_rows(parent_tags: dict) -> list[dict]:
         name, _, shortfall = notes[num].partition(": ")
         rows.append({"name": name, "status": "SKIPPED", "error": shortfall, "unavailable": True})
     return rows
+
+
+def _no_run_row(num: int, reason: str) -> dict:
+    """A point that failed before its run was opened (bad input): its job number, no figures."""
+    return {"name": f"point #{num} (no run)", "status": "FAILED", "throughput": None, "unit": "",
+            "step_time_ms": None, "error": reason}  # fmt: skip
 
 
 def _row(run, status: str, note: str) -> dict:

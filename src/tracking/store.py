@@ -11,6 +11,7 @@ import os
 import time
 from pathlib import Path
 
+from src import console
 from src.credentials import redact
 from src.errors import TrackingUnavailable, first_line
 from src.paths import sqlite_path
@@ -24,17 +25,29 @@ HTTP_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
 }
 START_ATTEMPTS, START_BACKOFF_S = 3, 1.0
+# What MLflow raises when another client (`mlflow ui`, a script) creates the same new database at
+# the same moment: its tables and migrations cross ours. Once the file has stood still a while
+# the other creator is done (or gone), and opening again finds the store made (or finishes it).
+# An out-of-date schema is only the other creator's work in progress once a crossing was seen:
+# alone, it is an old store.
+CROSSED = ("already exists", "duplicate column", "expected to match one row")
+UNFINISHED = (*CROSSED, "out-of-date database schema")
+CREATION_ATTEMPTS, CREATION_STILL_S, CREATION_WAIT_MAX_S = 5, 10.0, 120.0
 
 
-class _ReportedByCaller(logging.Filter):
+class _WarningsOnly(logging.Filter):
     """MLflow logs a traceback for every database error it then raises; the entry point reports
-    that error once, in one line (problem() below)."""
+    that error once, in one line (problem() below). Its INFO lines on creating and migrating a
+    store ("Creating initial MLflow database tables...") are its business, not the user's."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.exc_info is None and record.levelno < logging.ERROR
+        return record.exc_info is None and logging.WARNING <= record.levelno < logging.ERROR
 
 
-logging.getLogger("mlflow.store.db.utils").addFilter(_ReportedByCaller())
+logging.getLogger("mlflow.store.db.utils").addFilter(_WarningsOnly())
+logging.getLogger("alembic").setLevel(logging.WARNING)  # the migrations' own INFO lines
+# urllib3 warns at every HTTP retry; the caller says once what became of the request (error, spool)
+logging.getLogger("urllib3.connectionpool").addFilter(lambda record: not record.getMessage().startswith("Retrying"))
 
 
 def prepare_store(uri: str) -> None:
@@ -69,9 +82,41 @@ def client(uri: str):
     try:
         prepare_store(uri)
         with creation_lock(uri):
-            return MlflowClient(tracking_uri=uri)
+            return _open(lambda: MlflowClient(tracking_uri=uri), sqlite_path(uri))
     except Exception as exc:
         raise TrackingUnavailable(problem(uri, exc)) from None
+
+
+def _open(open_client, database: Path | None):
+    """open_client(), waiting while another client creates the new sqlite `database`: the lock
+    above only serialises gpubench's own processes."""
+    for attempt in range(CREATION_ATTEMPTS):
+        try:
+            return open_client()
+        except Exception as exc:
+            text = " ".join(str(e) for e in _chain(exc)).lower()
+            created_elsewhere = database is not None and any(
+                w in text for w in (UNFINISHED if attempt else CROSSED)
+            )
+            if not created_elsewhere or attempt == CREATION_ATTEMPTS - 1:
+                raise
+            if attempt == 0:
+                console.note(f"{database}: another client is creating this new store; waiting for it")
+            _wait_still(database)
+
+
+def _wait_still(path: Path) -> None:
+    """Until `path` has not changed for CREATION_STILL_S (CREATION_WAIT_MAX_S at most)."""
+    started = still_since = time.monotonic()
+    seen = None
+    while (
+        time.monotonic() - still_since < CREATION_STILL_S and time.monotonic() - started < CREATION_WAIT_MAX_S
+    ):
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            if (stat.st_mtime_ns, stat.st_size) != seen:
+                seen, still_since = (stat.st_mtime_ns, stat.st_size), time.monotonic()
+        time.sleep(0.2)
 
 
 def problem(uri: str, exc: BaseException) -> str:

@@ -42,6 +42,7 @@ SWEEP_DIR = "sweep_dir"
 SKIPPED_PREFIX = "skipped."  # skipped.<config_hash> = the id of the FINISHED run that did the point
 UNAVAILABLE_PREFIX = "unavailable."  # unavailable.<num> = "<run name>: needs ..."
 FAILED_JOB_PREFIX = "failed_job."  # failed_job.<num> = why that point failed
+NO_RUN_JOB_PREFIX = "no_run_job."  # no_run_job.<num> = true: that point failed before opening a run
 
 # who runs it: a RUNNING run whose process is gone is closed (src/run/owner.py)
 OWNER_HOST, OWNER_PID, OWNER_STARTED = "owner.host", "owner.pid", "owner.started"

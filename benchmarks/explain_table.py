@@ -1,0 +1,62 @@
+"""Each job run of a store against its card's ceilings, with its step-time breakdown and what the
+breakdown cost: the figures docs/performance.md gives per workload.
+
+    python -m src.train -m gpu=h200 model=ssd300,resnet50,maskrcnn,txl_base,txl_large,gpt2,ceilings \
+        precision=amp tracking.uri=sqlite:////tmp/h200/mlflow.db
+    python benchmarks/explain_table.py /tmp/h200
+
+One line per run: achieved TFLOP/s per GPU, MFU (spec sheet), share of the measured ceiling of the
+math that ran, the five shares, the profiled step against the window's median step, and
+`breakdown_s` (the seconds the profiled stretch added to the job, inside its rank_exit phase).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from common import ROOT, job_runs
+
+sys.path.insert(0, str(ROOT))  # the suite's own modules
+from src.compare.explain import SHARES, ceilings_runs, matching_ceilings  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("store", type=Path, help="folder holding mlflow.db")
+    runs = [r for r in job_runs(parser.parse_args().store, newest_first=False) if r.info.status == "FINISHED"]
+    runs = [r for r in runs if r.data.tags.get("source") is None]  # this project's runs, not imported ones
+    ceilings = ceilings_runs(runs)
+    for c in ceilings:
+        figures = ", ".join(
+            f"{k.removeprefix('ceiling_')} {v:,.4g}"
+            for k, v in sorted(c.metrics.items())
+            if k.startswith("ceiling_") and not k.endswith(("_ci95_rel", "_shape"))
+        )
+        print(
+            f"ceilings {c.gpu_name} x{c.gpu_count} ({c.metrics.get('measured_window_s', 0):.1f} s): {figures}"
+        )
+    head = f"{'run':<28}{'TFLOP/s':>8}{'MFU':>6}{'ceil':>6}" + "".join(f"{s[:6]:>7}" for s in SHARES)
+    print(f"\n{head}{'prof ms':>9}{'step ms':>9}{'cost s':>8}")
+    for run in runs:
+        m, tags = run.data.metrics, run.data.tags
+        if tags.get("model") == "ceilings":
+            continue
+        math = run.data.params.get("precision.peak_key")
+        card = matching_ceilings(ceilings, tags, tags.get("benchmark") == "smoke")
+        ceiling = card.matmul(math) if card else None
+        achieved = m.get("achieved_tflops_per_gpu")
+        share = f"{achieved / ceiling:.0%}" if achieved and ceiling else "-"
+        cells = "".join(
+            f"{m[f'breakdown_{s}_share']:>7.1%}" if f"breakdown_{s}_share" in m else f"{'-':>7}"
+            for s in SHARES
+        )
+        print(
+            f"{run.info.run_name:<28}{achieved or 0:>8.3g}{m.get('mfu', 0):>6.0%}{share:>6}{cells}"
+            f"{m.get('breakdown_step_ms', 0):>9.1f}{m.get('step_time_ms', 0):>9.1f}{m.get('breakdown_s', 0):>8.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,344 @@
+"""Why one GPU is faster: every measured point against its card's measured ceilings, where its step
+time went, one sentence per model pair, and the seed study's category claims checked.
+
+Computed at compare time from what the runs logged, so runs logged before a ceilings run existed
+are placed too. A point's ceilings run is the latest FINISHED `model=ceilings` run of the same GPU
+name, GPU count and software stack (torch, CUDA, cuDNN, NCCL, driver), smoke with smoke only; none
+found: the point says so. Share of ceiling = achieved TFLOP/s per GPU / the ceiling of the math
+that ran (its spec's peak key: fp32, tf32, fp16, bf16), beside MFU against the spec sheet.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from src.compare.analysis import RelativeRow, SummaryRow
+from src.compare.runs import MEASURED, Measurement
+from src.tracking import tags as tag
+
+CEILINGS_MODEL = "ceilings"
+STACK_TAGS = (*(f"{p}{tag.VERSION_SUFFIX}" for p in ("torch", "cuda", "cudnn", "nccl")), tag.DRIVER_VERSION)
+SHARES = ("matmul", "other", "comm", "memcpy", "idle")  # src/rank/breakdown.py's categories
+SHARE_TITLES = {"matmul": "matmul/conv", "other": "other compute", "comm": "communication",
+                "memcpy": "memory copies", "idle": "GPU idle"}  # fmt: skip
+CSV = "explain.csv"
+COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "gpu_name", "achieved_tflops_per_gpu",
+           "mfu", "ceiling_math", "ceiling_tflops", "share_of_ceiling", "ceilings_run",
+           *(f"{s}_share" for s in SHARES), "note")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    run_id: str
+    gpu: str
+    gpu_name: str
+    gpu_count: int
+    stack: tuple
+    smoke: bool
+    started: int  # ms since the epoch
+    metrics: dict
+
+    def matmul(self, math: str) -> float | None:
+        return self.metrics.get(f"ceiling_matmul_{math}_tflops")
+
+
+@dataclass
+class Placement:
+    measurement: Measurement
+    gpu_name: str
+    achieved_tflops: float | None  # per GPU, median of the point's runs
+    mfu: float | None
+    math: str | None  # the ceiling the math that ran is held against
+    ceilings: Ceilings | None
+    shares: dict[str, float] | None  # step-time breakdown, median of the runs that have one
+    note: str = ""
+
+    @property
+    def ceiling_tflops(self) -> float | None:
+        return self.ceilings.matmul(self.math) if self.ceilings and self.math else None
+
+    @property
+    def share_of_ceiling(self) -> float | None:
+        ceiling = self.ceiling_tflops
+        return self.achieved_tflops / ceiling if ceiling and self.achieved_tflops else None
+
+
+@dataclass
+class Explanation:
+    placements: list[Placement]
+    ceilings: list[Ceilings]
+    sentences: list[str]  # one per model pair
+    claims: list[str]  # the seed study's category claims, checked
+
+    def records(self) -> list[dict]:
+        return [_record(p) for p in self.placements]
+
+
+def _smoke(run) -> bool:
+    return run.data.params.get("benchmark.smoke") == "True" or run.data.tags.get(tag.BENCHMARK) == "smoke"
+
+
+def _stack(tags: dict) -> tuple:
+    return tuple(tags.get(t, "") for t in STACK_TAGS)
+
+
+def ceilings_runs(runs: list) -> list[Ceilings]:
+    """The FINISHED model=ceilings runs among `runs`."""
+    found = []
+    for run in runs:
+        tags = run.data.tags
+        if tags.get(tag.MODEL) != CEILINGS_MODEL or not str(tags.get(tag.GPU_COUNT, "")).isdigit():
+            continue
+        found.append(
+            Ceilings(
+                run.info.run_id,
+                tags.get(tag.GPU, ""),
+                tags.get(tag.GPU_NAME, ""),
+                int(tags[tag.GPU_COUNT]),
+                _stack(tags),
+                _smoke(run),
+                run.info.start_time or 0,
+                dict(run.data.metrics),
+            )  # fmt: skip
+        )
+    return found
+
+
+def matching_ceilings(ceilings: list[Ceilings], tags: dict, smoke: bool) -> Ceilings | None:
+    """The latest ceilings run of this GPU name, count and stack (smoke with smoke only)."""
+    same = [
+        c
+        for c in ceilings
+        if c.gpu_name == tags.get(tag.GPU_NAME)
+        and str(c.gpu_count) == tags.get(tag.GPU_COUNT)
+        and c.stack == _stack(tags)
+        and c.smoke == smoke
+    ]
+    return max(same, key=lambda c: c.started, default=None)
+
+
+def _median(values) -> float | None:
+    found = [v for v in values if v is not None]
+    return statistics.median(found) if found else None
+
+
+def place(measurement: Measurement, by_id: dict, ceilings: list[Ceilings]) -> Placement:
+    runs = [by_id[r.run_id] for r in measurement.runs if r.run_id in by_id]
+    first = runs[0].data
+    math = measurement.spec.peak_key  # the math that ran (src/compare/specs.py)
+    found = [matching_ceilings(ceilings, r.data.tags, _smoke(r)) for r in runs]
+    matched = max((c for c in found if c), key=lambda c: c.started, default=None)
+    with_shares = [r.data.metrics for r in runs if "breakdown_matmul_share" in r.data.metrics]
+    shares = (
+        {s: _median(m.get(f"breakdown_{s}_share") for m in with_shares) for s in SHARES}
+        if with_shares
+        else None
+    )
+    placement = Placement(
+        measurement=measurement,
+        gpu_name=first.tags.get(tag.GPU_NAME, ""),
+        achieved_tflops=_median(r.data.metrics.get("achieved_tflops_per_gpu") for r in runs),
+        mfu=_median(r.data.metrics.get("mfu") for r in runs),
+        math=math,
+        ceilings=matched,
+        shares=shares,
+    )
+    if matched is None:
+        placement.note = (
+            f"no ceilings run of {placement.gpu_name} x{measurement.gpu_count} with this software stack: "
+            f"python -m src.train model=ceilings gpu={measurement.gpu} gpu.count={measurement.gpu_count}"
+        )
+    elif placement.ceiling_tflops is None:
+        placement.note = f"the ceilings run has no {math} matmul figure"
+    return placement
+
+
+def explain(
+    runs: list,
+    measurements: list[Measurement],
+    rows: list[RelativeRow],
+    summary: list[SummaryRow],
+    baseline: str,
+) -> Explanation:
+    """Place every measured point; a sentence per model pair; the category claims checked."""
+    ceilings = ceilings_runs(runs)
+    by_id = {r.info.run_id: r for r in runs}
+    placements = [place(m, by_id, ceilings) for m in measurements if m.source == MEASURED]
+    placed = {p.measurement.label: p for p in placements}
+    sentences = [
+        pair_sentence(row, placed[row.measurement.label], placed[row.baseline.label])
+        for row in rows
+        if row.baseline is not None
+        and row.baseline.gpu != row.measurement.gpu
+        and row.measurement.label in placed
+        and row.baseline.label in placed
+    ]
+    return Explanation(placements, ceilings, sentences, check_claims(summary, baseline))
+
+
+def _pct(value: float | None) -> str:
+    return "?" if value is None else f"{value:.0%}"
+
+
+def _side(p: Placement) -> str:
+    """`reaches 55% of its measured bf16 ceiling (780 TFLOP/s), with 62% of its step in matmul/conv
+    and 30% other compute`."""
+    if p.share_of_ceiling is not None:
+        text = f"reaches {_pct(p.share_of_ceiling)} of its measured {p.math} ceiling ({p.ceiling_tflops:,.0f} TFLOP/s)"
+    else:
+        text = "has no measured ceiling"
+    if not p.shares:
+        return text + ", no step-time breakdown"
+    top = max((s for s in SHARES if s != "matmul"), key=lambda s: p.shares[s] or 0)
+    return f"{text}, with {_pct(p.shares['matmul'])} of its step in matmul/conv and {_pct(p.shares[top])} {SHARE_TITLES[top]}"
+
+
+def pair_sentence(row: RelativeRow, a: Placement, b: Placement) -> str:
+    """One sentence: the ratio, each side's breakdown and share of ceiling, and where both have a
+    ceiling, the ratio split into the ceilings' ratio times the ratio of shares of them."""
+    m = row.measurement
+    head = f"{m.workload} {m.precision} x{m.gpu_count}, {m.gpu} vs {row.baseline.gpu} {row.relative:.2f}x"
+    text = f"{head}: {m.gpu} {_side(a)}; {row.baseline.gpu} {_side(b)}"
+    if a.share_of_ceiling and b.share_of_ceiling and a.math == b.math:
+        from_ceiling = a.ceiling_tflops / b.ceiling_tflops
+        text += (
+            f". Of the {row.relative:.2f}x, {from_ceiling:.2f}x is the cards' {a.math} ceilings and "
+            f"{a.share_of_ceiling / b.share_of_ceiling:.2f}x how much of them each run used"
+        )
+        copies = [p.ceilings.metrics.get("ceiling_memory_copy_gbs") for p in (a, b)]
+        if all(copies):
+            text += f"; their memory copy bandwidths differ {copies[0] / copies[1]:.2f}x"
+    return text + "."
+
+
+def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
+    """The published study's category means (each source other than `measured`) against the
+    measured ones: per category, vision against language, and the smallest GPU count against the
+    largest, each said in words."""
+    rows = {
+        (s.category, s.precision, s.gpu_count, s.gpu, s.source): s.relative_mean
+        for s in summary
+        if s.gpu != baseline  # the baseline's own rows are 1.0 by definition: no claim
+    }
+    published = sorted({s.source for s in summary if s.source != MEASURED})
+    if not published:
+        return ["No published figures in the store: the study's claims are not checked "
+                "(import them: python -m src.import_results reference/lambda/... , docs/compare.md)."]  # fmt: skip
+    claims = []
+    for source in published:
+        for (category, precision, count, gpu, src), value in sorted(rows.items()):
+            if src != source:
+                continue
+            ours = _measured(rows, category, precision, count, gpu)
+            where = f"{category}, {precision}, {count} GPU{'s' if count > 1 else ''}: {gpu}"
+            if ours is None:
+                claims.append(f"{source} {where} {value:.2f}x; not measured here.")
+                continue
+            same = (value - 1) * (ours - 1) > 0 or abs(ours - value) < 0.02
+            claims.append(
+                f"{source} {where} {value:.2f}x; measured {ours:.2f}x ({ours / value - 1:+.0%}): "
+                + (
+                    "holds in direction."
+                    if same
+                    else "does not hold: the measured ratio is on the other side of 1."
+                )
+            )
+        claims += _ordering_claims(rows, source, a="vision", b="language")
+        claims += _count_claims(rows, source)
+    return claims
+
+
+def _measured(rows: dict, category: str, precision: str, count: int, gpu: str) -> float | None:
+    return rows.get((category, precision, count, gpu, MEASURED))
+
+
+def _ordering_claims(rows: dict, source: str, a: str, b: str) -> list[str]:
+    """Published: category `a`'s mean against `b`'s at one precision, count and gpu; measured: the same?"""
+    claims = []
+    keys = {(p, n, g) for (c, p, n, g, s) in rows if s == source}
+    for precision, count, gpu in sorted(keys):
+        pa, pb = rows.get((a, precision, count, gpu, source)), rows.get((b, precision, count, gpu, source))
+        if pa is None or pb is None:
+            continue
+        ma, mb = (_measured(rows, c, precision, count, gpu) for c in (a, b))
+        claim = f"{source}: {gpu} gains {'more' if pb > pa else 'less'} on {b} ({pb:.2f}x) than on {a} ({pa:.2f}x) at {precision}, {count} GPU(s)"
+        if ma is None or mb is None:
+            claims.append(f"{claim}; not measured here for both categories.")
+        else:
+            holds = (pb > pa) == (mb > ma)
+            claims.append(
+                f"{claim}; measured {b} {mb:.2f}x, {a} {ma:.2f}x: {'holds' if holds else 'does not hold'}."
+            )
+    return claims
+
+
+def _count_claims(rows: dict, source: str) -> list[str]:
+    """Published: the ratio at the largest GPU count against the smallest; measured: the same?"""
+    claims = []
+    series: dict[tuple, dict[int, float]] = {}
+    for (category, precision, count, gpu, src), value in rows.items():
+        if src == source:
+            series.setdefault((category, precision, gpu), {})[count] = value
+    for (category, precision, gpu), by_count in sorted(series.items()):
+        if len(by_count) < 2:
+            continue
+        low, high = min(by_count), max(by_count)
+        pl, ph = by_count[low], by_count[high]
+        claim = (f"{source}: {gpu}'s {category} {precision} ratio is {'higher' if ph > pl else 'lower'} at "
+                 f"{high} GPUs ({ph:.2f}x) than at {low} ({pl:.2f}x)")  # fmt: skip
+        ml, mh = (_measured(rows, category, precision, n, gpu) for n in (low, high))
+        if ml is None or mh is None:
+            claims.append(f"{claim}; not measured here at both counts.")
+        else:
+            holds = (ph > pl) == (mh > ml)
+            claims.append(
+                f"{claim}; measured {mh:.2f}x and {ml:.2f}x: {'holds' if holds else 'does not hold'}."
+            )
+    return claims
+
+
+def _record(p: Placement) -> dict:
+    m = p.measurement
+    shares = {f"{s}_share": (p.shares or {}).get(s) for s in SHARES}
+    return {
+        "model": m.model, "variant": m.variant, "precision": m.precision, "gpu_count": m.gpu_count,
+        "gpu": m.gpu, "gpu_name": p.gpu_name, "achieved_tflops_per_gpu": p.achieved_tflops, "mfu": p.mfu,
+        "ceiling_math": p.math, "ceiling_tflops": p.ceiling_tflops, "share_of_ceiling": p.share_of_ceiling,
+        "ceilings_run": p.ceilings.run_id if p.ceilings else None, **shares, "note": p.note,
+    }  # fmt: skip
+
+
+def markdown(explanation: Explanation, charts: list) -> list[str]:
+    """The report's section: the sentences, the claims, a table of placements, its charts."""
+    lines = ["", "## Why: ceilings and step time", ""]
+    lines += [
+        "Each measured point against its card's own ceilings (the latest `model=ceilings` run of the same "
+        "GPU name, count and software stack) and where its step time went (a few steps profiled after "
+        "the measured window). Share of ceiling: achieved TFLOP/s over the measured matmul ceiling of "
+        "the math that ran; MFU: over the spec sheet. docs/metrics.md says what each share means.",
+        "",
+    ]
+    lines += [f"- {s}" for s in explanation.sentences] or ["- No model pair has runs on two GPUs to explain."]
+    lines += ["", "### The seed study's claims, checked", ""]
+    lines += [f"- {c}" for c in explanation.claims]
+    lines += ["", "### Points against their ceilings", ""]
+    header = ("point", "achieved TFLOP/s", "MFU (spec)", "share of ceiling", "matmul", "other", "comm",
+              "memcpy", "idle", "note")  # fmt: skip
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for p in explanation.placements:
+        shares = [_pct((p.shares or {}).get(s)) if p.shares else "" for s in SHARES]
+        achieved = f"{p.achieved_tflops:,.3g}" if p.achieved_tflops is not None else ""
+        ceiling = (f"{_pct(p.share_of_ceiling)} of {p.ceiling_tflops:,.3g} ({p.math})"
+                   if p.share_of_ceiling is not None else "")  # fmt: skip
+        cells = [
+            p.measurement.label,
+            achieved,
+            _pct(p.mfu) if p.mfu is not None else "",
+            ceiling,
+            *shares,
+            p.note,
+        ]
+        lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
+    lines += ["", *[f"![{c.stem}]({c.name})" for c in charts], ""]
+    return lines

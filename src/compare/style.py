@@ -1,0 +1,128 @@
+"""How every chart of a comparison looks, in one place: a gpu's colour, titles, the shared legend,
+pages for tall grids, and bar values that stay readable when a bar is too short or too long to draw.
+
+Charts of other modules call these too, so a gpu looks the same in every picture.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+from src.console import number
+
+# The gpu profiles (conf/gpu/) keep fixed colours, whatever else a comparison holds.
+PROFILE_COLOURS = {
+    "rtx3090": "tab:blue",
+    "a6000": "tab:orange",
+    "a100": "tab:green",
+    "h100": "tab:red",
+    "h200": "tab:purple",
+    "cpu": "tab:gray",
+}
+PUBLISHED_HATCH = "///"
+DPI = 100
+PAGE_IN = 18.0  # a chart taller than this many inches is split into pages
+TOO_SHORT = 0.005  # a bar under this fraction of its axis cannot be seen: its value says so
+LABEL_BOX = {"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8}
+
+
+def gpu_colour(gpu: str):
+    """The profiles' colours first; any other gpu by a stable hash of its name into palettes the
+    profiles do not use, so it keeps its colour in every comparison."""
+    if gpu in PROFILE_COLOURS:
+        return PROFILE_COLOURS[gpu]
+    from matplotlib import colormaps
+
+    palette = [colormaps[name](i) for name in ("tab20b", "tab20c") for i in range(20)]
+    palette = [c for i, c in enumerate(palette) if i % 4 != 3]  # the palest shade reads as no bar
+    return palette[zlib.crc32(gpu.encode()) % len(palette)]
+
+
+def figure(width_in: float, height_in: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width_in, height_in), layout="constrained")
+
+
+def title(fig, what: str, detail: str = "", page: tuple[int, int] = (1, 1)) -> None:
+    """What the chart shows on its first line; model, precision, GPU count, baseline and page on
+    the second."""
+    number_of = f"page {page[0]} of {page[1]}" if page[1] > 1 else ""
+    second = "; ".join(part for part in (detail, number_of) if part)
+    fig.suptitle(what + (f"\n{second}" if second else ""), fontsize="large", x=0.02, ha="left")
+
+
+def legend(fig, handles: list, title_text: str | None = None) -> None:
+    """One legend for the whole figure, outside every axes: never over data or a title."""
+    if handles:
+        fig.legend(handles=handles, loc="outside right upper", fontsize="small", title=title_text)
+
+
+def published_handle():
+    from matplotlib.patches import Patch
+
+    return Patch(facecolor="lightgrey", hatch=PUBLISHED_HATCH, edgecolor="white", label="published figure")
+
+
+def gpu_handles(gpus: Sequence[str]) -> list:
+    from matplotlib.patches import Patch
+
+    return [Patch(color=gpu_colour(gpu), label=gpu) for gpu in dict.fromkeys(gpus)]
+
+
+def pages(heights: Sequence[float], budget_in: float = PAGE_IN) -> list[range]:
+    """Consecutive rows of a grid, each page at most `budget_in` tall (a taller row has a page
+    of its own)."""
+    found, start, used = [], 0, 0.0
+    for i, height in enumerate(heights):
+        if i > start and used + height > budget_in:
+            found.append(range(start, i))
+            start, used = i, 0.0
+        used += height
+    if heights:
+        found.append(range(start, len(heights)))
+    return found
+
+
+def page_name(stem: str, page: int, n_pages: int) -> str:
+    return f"{stem}.png" if n_pages == 1 else f"{stem}_p{page}.png"
+
+
+def axis_end(values: Sequence[float], outliers: Sequence[bool] | None = None) -> float:
+    """Where a bar axis ends: past the largest value that is not an outlier (a figure no hardware
+    can produce would squash every other bar to nothing; it is drawn to the edge and written)."""
+    outliers = outliers or [False] * len(values)
+    kept = [v for v, out in zip(values, outliers, strict=True) if not out] or list(values)
+    return max(kept, default=1.0) * 1.18 or 1.0
+
+
+def bar_values(ax, drawn, values: Sequence[float], texts: Sequence[str], end: float) -> None:
+    """Write each bar's value beside it; one too short to see says so, one beyond the axis is cut
+    at its edge and says so."""
+    labels = []
+    for value, text in zip(values, texts, strict=True):
+        if value > end:
+            labels.append("")
+        elif 0 < value < TOO_SHORT * end:
+            labels.append(f"{text} (too short to draw)")
+        else:
+            labels.append(text)
+    ax.bar_label(drawn, labels=labels, padding=3, fontsize="small", bbox=LABEL_BOX)
+    for bar, value, text in zip(drawn, values, texts, strict=True):
+        if value > end:
+            bar.set_width(end)
+            y = bar.get_y() + bar.get_height() / 2
+            ax.text(
+                end,
+                y,
+                f"{text} (beyond the axis) ",
+                ha="right",
+                va="center",
+                fontsize="small",
+                bbox=LABEL_BOX,
+            )
+
+
+def ratio_text(value: float) -> str:
+    return f"{number(value)}x"

@@ -1,0 +1,206 @@
+"""Entry point: `python -m src.doctor [key=value ...]` checks the install, one line per check.
+
+    ok    torch     torch 2.11.0+cu130 and torchvision 0.26.0+cu130 match; torchvision's compiled ops load
+    ok    gpus      NVML sees 1 x NVIDIA H200 (profile h200)
+    ok    tracking  sqlite:///.../mlruns/mlflow.db: reachable and writable (experiment gpubench, id 1)
+    ok    default   python -m src.train would run h200x1-resnet50-amp (batch 256, benchmark=default, on cuda)
+
+The overrides are those of `python -m src.train` (tracking.uri=..., gpu=a6000): the check is of
+what that command would do. Exit status 0 when nothing is broken (a `note` is not), 1 when a check
+failed, 2 when the overrides do not compose.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from src.config.schema import register_configs
+from src.errors import ConfigError, exit_with_error, first_line
+from src.paths import PROJECT_ROOT
+
+BROKEN = 1
+NVIDIA_DRIVER = Path("/proc/driver/nvidia")  # present when the kernel driver is loaded
+CHECKED_TAG = "gpubench.doctor_checked"  # the write that proves the store takes writes
+STACK_CHECK_TIMEOUT_S = 300  # a first torch import on a cold disk takes tens of seconds
+
+
+@dataclass
+class Check:
+    status: str  # ok | note | FAIL
+    name: str
+    text: str
+
+    def line(self) -> str:
+        return f"{self.status:<5} {self.name:<9} {self.text}"
+
+
+def check_torch() -> Check:
+    """In a subprocess, as the ranks would import it: a broken build may crash the interpreter."""
+    paths = [p for p in (os.environ.get("PYTHONPATH", ""), *sys.path) if p]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "src.rank.stack_check"],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=STACK_CHECK_TIMEOUT_S,
+        )
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        return Check("FAIL", "torch", f"importing torch took over {STACK_CHECK_TIMEOUT_S} s")
+    except (ValueError, IndexError):
+        tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return Check("FAIL", "torch", f"importing torch and torchvision failed: {tail}")
+    if found["problem"]:
+        return Check("FAIL", "torch", found["problem"])
+    return Check(
+        "ok",
+        "torch",
+        f"torch {found['torch']} and torchvision {found['torchvision']} match; "
+        "torchvision's compiled ops load",
+    )
+
+
+def _nvml_problem() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+    except Exception as exc:
+        return first_line(exc)
+    return None
+
+
+def check_gpus(missing: str | None) -> Check:
+    from src.hardware import devices
+
+    if missing is not None:
+        if NVIDIA_DRIVER.exists():  # the driver is loaded, so NVML should answer
+            return Check("FAIL", "gpus", f"NVML does not start ({missing}) though an NVIDIA driver is loaded")
+        return Check("note", "gpus", f"no NVML ({missing}): no GPU here; jobs run on the CPU (gpu=cpu)")
+    found = devices.list_devices()
+    if not found:
+        return Check("note", "gpus", f"NVML sees {devices.host_summary(found)}; jobs run on the CPU")
+    profiles = devices.known_profiles()
+    described = []
+    for name in dict.fromkeys(d.name for d in found):
+        fits = [p for p, data in profiles.items() if devices.matches(data, name)]
+        n = sum(d.name == name for d in found)
+        described.append(
+            f"{n} x {name} (profile {', '.join(fits) or 'none: gpu=auto tags it ' + devices.slug(name)})"
+        )
+    return Check("ok", "gpus", "NVML sees " + ", ".join(described))
+
+
+def check_tracking(cfg) -> Check:
+    import mlflow  # noqa: F401  (it sets its logger's level on import: set ours after)
+
+    from src.credentials import redact
+    from src.errors import TrackingUnavailable
+    from src.tracking import store
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)  # its INFO lines on creating a new store
+    uri = redact(cfg.tracking.uri)
+    try:
+        experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
+        stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        store.client(cfg.tracking.uri).set_experiment_tag(experiment_id, CHECKED_TAG, stamp)
+    except TrackingUnavailable as exc:
+        return Check("FAIL", "tracking", str(exc).removesuffix("; nothing was run"))
+    except Exception as exc:
+        return Check(
+            "FAIL", "tracking", store.problem(cfg.tracking.uri, exc).removesuffix("; nothing was run")
+        )
+    return Check(
+        "ok",
+        "tracking",
+        f"{uri}: reachable and writable (experiment {cfg.tracking.experiment}, id {experiment_id})",
+    )
+
+
+def check_default(cfg, overrides: list[str], nvml_missing: str | None) -> Check:
+    from src.config.finalise import finalize
+    from src.hardware import devices
+    from src.run.job import adopt_profile, run_name
+
+    # the tracking store has its own line
+    command = " ".join(["python -m src.train", *(o for o in overrides if not o.startswith("tracking."))])
+    try:
+        cfg = finalize(cfg)
+        # without NVML a job sees no GPU (check_gpus said why; list_devices would say it again)
+        found = devices.list_devices() if cfg.gpu.device != "cpu" and nvml_missing is None else []
+        selection = devices.select(cfg.gpu, found)
+        cfg = adopt_profile(cfg, selection)
+    except ConfigError as exc:
+        return Check("FAIL", "default", f"{command} would stop: {first_line(exc)}")
+    count = cfg.gpu.count * cfg.launcher.nnodes
+    name = run_name(selection.profile, count, cfg.model.name, cfg.precision.name, cfg.benchmark.name)
+    return Check(
+        "ok",
+        "default",
+        f"{command} would run {name} (batch {cfg.model.batch_size}, benchmark={cfg.benchmark.name}, "
+        f"on {selection.device_kind})",
+    )
+
+
+def compose(overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from src.config.cli import composition_error
+
+    register_configs("config_schema")
+    try:
+        with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
+            return hydra_compose(config_name="config", overrides=overrides)
+    except Exception as exc:  # Hydra's and OmegaConf's errors: a bad override, as for src.train
+        exit_with_error(ConfigError(composition_error(exc)))
+
+
+def as_the_job_runs(overrides: list[str], nvml_missing: str | None) -> list[str]:
+    """The overrides as `python -m src.train` runs them: on a host without a GPU, a single job that
+    names no gpu= is the CPU dry run."""
+    from src.config import cli
+    from src.hardware import devices
+
+    if cli.names_the_hardware(overrides) or (nvml_missing is None and devices.list_devices()):
+        return overrides
+    return [cli.CPU_DRY_RUN, *overrides]
+
+
+def run_checks(overrides: list[str]) -> list[Check]:
+    nvml_missing = _nvml_problem()
+    cfg = compose(as_the_job_runs(overrides, nvml_missing))
+    return [
+        check_torch(),
+        check_gpus(nvml_missing),
+        check_tracking(cfg),
+        check_default(cfg, overrides, nvml_missing),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    overrides = sys.argv[1:] if argv is None else argv
+    if any(a in ("-h", "--help") for a in overrides):
+        print(__doc__.strip())
+        return 0
+    checks = run_checks(overrides)
+    for check in checks:
+        print(check.line(), flush=True)
+    broken = [c.name for c in checks if c.status == "FAIL"]
+    if broken:
+        print(f"broken: {', '.join(broken)} (each FAIL line says what to do)", flush=True)
+    return BROKEN if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

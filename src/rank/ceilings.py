@@ -1,0 +1,237 @@
+"""The card's own ceilings, measured in a rank: dense matmul per math, memory and host bandwidth, and
+all-reduce bus bandwidth across the job's ranks.
+
+`model=ceilings` runs this instead of a training loop (src/rank/worker.py); the job process logs
+the figures (src/run/ceilings.py). Every figure is the median of `samples` timed samples, each a
+block of calls sized to about `sample_s`, with its 95% CI; matmul takes the best shape of
+`matmul_sizes`. benchmarks/ceilings_plain.py measures the same in plain PyTorch, to check this one.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+
+from src.reports import CeilingsReport
+from src.stats import relative_ci_halfwidth
+
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def maths(device: torch.device) -> list[str]:
+    """The matmul maths the device has: TF32 and bf16 from Ampere on, fp8 from Ada/Hopper on
+    (torch._scaled_mm). The CPU: fp32 and bf16."""
+    if device.type != "cuda":
+        return ["fp32", "bf16"]
+    capability = torch.cuda.get_device_capability(device)
+    found = ["fp32", "tf32", "fp16", "bf16"] if capability >= (8, 0) else ["fp32", "fp16"]
+    if capability >= (8, 9) and hasattr(torch, "_scaled_mm"):
+        found.append("fp8")
+    return found
+
+
+def time_samples(
+    fn: Callable[[], object], device: torch.device, sample_s: float, samples: int
+) -> list[float]:
+    """Seconds per call of `fn`, one figure per sample. One call first, untimed (kernel selection,
+    allocation), then one more timed to size the blocks: each sample times back-to-back calls for
+    about `sample_s`, with CUDA events on a GPU (one sync per sample)."""
+    fn()
+    sync(device)
+    start = time.perf_counter()
+    fn()
+    sync(device)
+    calls = max(1, math.ceil(sample_s / max(time.perf_counter() - start, 1e-9)))
+    figures = []
+    for _ in range(samples):
+        if device.type == "cuda":
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            end.synchronize()
+            figures.append(begin.elapsed_time(end) / 1e3 / calls)
+        else:
+            begin_s = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            figures.append((time.perf_counter() - begin_s) / calls)
+    return figures
+
+
+def figure(samples_s: list[float], work: float, unit_scale: float, **detail) -> dict:
+    """A rate (work per second / unit_scale) from per-call times: median, range and 95% CI."""
+    rates = [work / t / unit_scale for t in samples_s]
+    return {
+        "value": statistics.median(rates),
+        "min": min(rates),
+        "max": max(rates),
+        "ci95_rel": relative_ci_halfwidth(rates),
+        "samples": len(rates),
+        **detail,
+    }
+
+
+def matmul_call(math_name: str, n: int, device: torch.device) -> Callable[[], object]:
+    """One n x n x n product in the given math, on inputs made once (random normal)."""
+    if math_name == "fp8":
+        a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()  # column-major, as it needs
+        one = torch.ones((), device=device)
+        return lambda: torch._scaled_mm(
+            a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True
+        )
+    a = torch.randn(n, n, device=device, dtype=DTYPES[math_name])
+    b = torch.randn(n, n, device=device, dtype=DTYPES[math_name])
+    out = torch.empty(n, n, device=device, dtype=DTYPES[math_name])
+    return lambda: torch.mm(a, b, out=out)
+
+
+def set_tf32(on: bool, device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = on
+    torch.set_float32_matmul_precision("high" if on else "highest")
+
+
+def best_matmul(math_name: str, cfg: dict, device: torch.device) -> dict:
+    """The best shape's figure. Shapes run smallest first; once one call takes more than
+    `max_call_s` the larger ones are skipped (a CPU would take minutes) and named as skipped."""
+    set_tf32(math_name == "tf32", device)
+    best, skipped, last_call_s = None, [], 0.0
+    for n in sorted(cfg["matmul_sizes"]):
+        if last_call_s > cfg["max_call_s"]:
+            skipped.append(n)
+            continue
+        samples = time_samples(matmul_call(math_name, n, device), device, cfg["sample_s"], cfg["samples"])
+        last_call_s = statistics.median(samples)
+        found = figure(samples, 2.0 * n**3, 1e12, shape=n)
+        if best is None or found["value"] > best["value"]:
+            best = found
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    set_tf32(False, device)
+    return best | {"skipped_sizes": skipped}
+
+
+def memory_figures(cfg: dict, device: torch.device) -> dict[str, dict]:
+    """Device-memory copy (read + write: twice the buffer's bytes per call) and read (a sum); on a
+    GPU also pinned host-to-device and device-to-host copies."""
+    size = int(cfg["memory_mb"] * 2**20)
+    figures = _device_memory(size, cfg, device)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        figures |= _host_copies(int(cfg["host_mb"] * 2**20), cfg, device)
+    return figures
+
+
+def _device_memory(size: int, cfg: dict, device: torch.device) -> dict[str, dict]:
+    source = torch.ones(size // 4, device=device)
+    target = torch.empty_like(source)
+    copy = time_samples(lambda: target.copy_(source), device, cfg["sample_s"], cfg["samples"])
+    read = time_samples(lambda: source.sum(), device, cfg["sample_s"], cfg["samples"])
+    return {
+        "memory_copy_gbs": figure(copy, 2.0 * size, 1e9, bytes=size),
+        "memory_read_gbs": figure(read, float(size), 1e9, bytes=size),
+    }
+
+
+def _host_copies(size: int, cfg: dict, device: torch.device) -> dict[str, dict]:
+    host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+    on_device = torch.empty(size, dtype=torch.uint8, device=device)
+    up = time_samples(
+        lambda: on_device.copy_(host, non_blocking=True), device, cfg["sample_s"], cfg["samples"]
+    )
+    down = time_samples(
+        lambda: host.copy_(on_device, non_blocking=True), device, cfg["sample_s"], cfg["samples"]
+    )
+    return {
+        "host_to_device_gbs": figure(up, float(size), 1e9, bytes=size),
+        "device_to_host_gbs": figure(down, float(size), 1e9, bytes=size),
+    }
+
+
+def bus_bandwidth_factor(world: int) -> float:
+    """nccl-tests' all-reduce bus bandwidth over algorithm bandwidth: 2(n-1)/n."""
+    return 2.0 * (world - 1) / world
+
+
+def allreduce_figures(cfg: dict, device: torch.device, world: int) -> dict[str, dict]:
+    """All-reduce (sum, fp32) bus bandwidth per message size, as nccl-tests defines it:
+    algbw = bytes / time, busbw = algbw * 2(n-1)/n. Every rank runs the same calls in step."""
+    figures = {}
+    for mb in cfg["allreduce_mb"]:
+        size = int(mb * 2**20) // 4 * 4
+        tensor = torch.ones(size // 4, device=device)
+        dist.barrier()
+        samples = _agreed_samples(lambda t=tensor: dist.all_reduce(t), device, cfg)
+        figures[f"allreduce_busbw_gbs_{_mb_label(mb)}"] = figure(
+            samples, size * bus_bandwidth_factor(world), 1e9, bytes=size, world=world
+        )
+        del tensor
+    return figures
+
+
+def _agreed_samples(fn, device: torch.device, cfg: dict) -> list[float]:
+    """time_samples for a collective: every rank must make the same number of calls, so the block
+    size is agreed (the largest any rank asks for) before timing."""
+    fn()
+    sync(device)
+    start = time.perf_counter()
+    fn()
+    sync(device)
+    calls = torch.tensor([max(1, math.ceil(cfg["sample_s"] / max(time.perf_counter() - start, 1e-9)))])
+    calls = calls.to(device)
+    dist.all_reduce(calls, op=dist.ReduceOp.MAX)
+    block = int(calls.item())
+    figures = []
+    for _ in range(cfg["samples"]):
+        sync(device)
+        begin = time.perf_counter()
+        for _ in range(block):
+            fn()
+        sync(device)
+        figures.append((time.perf_counter() - begin) / block)
+    return figures
+
+
+def _mb_label(mb: float) -> str:
+    return f"{mb:g}mb".replace(".", "p")
+
+
+def measure(cfg: dict, device: torch.device, world: int) -> dict[str, dict]:
+    """Every ceiling of this rank's device (and, across ranks, the all-reduce), by metric name."""
+    model = cfg["model"]
+    figures = {f"matmul_{m}_tflops": best_matmul(m, model, device) for m in maths(device)}
+    figures |= memory_figures(model, device)
+    if world > 1:
+        figures |= allreduce_figures(model, device, world)
+    return figures
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def rank_report(cfg: dict, device: torch.device, world: int, rank: int, started: float) -> CeilingsReport:
+    """What a ceilings rank returns: its figures, and the marks and versions every report has."""
+    from src.hardware.environment import runtime_versions
+
+    window_start = time.time()
+    figures = measure(cfg, device, world)
+    return CeilingsReport(
+        rank=rank,
+        world_size=world,
+        figures=figures,
+        device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        runtime_versions=runtime_versions(),
+        rank_started=started,
+        window_start=window_start,
+        window_end=time.time(),
+    )

@@ -1,0 +1,52 @@
+"""The job process's side of the step-time breakdown (src/rank/breakdown.py): combine the ranks'
+shares, and what is logged: `breakdown_<category>_share` metrics and top_kernels.csv."""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+
+from src.reports import RankReport
+
+CATEGORIES = ("matmul", "other", "comm", "memcpy", "idle")  # as src/rank/breakdown.py names them
+KERNEL_COLUMNS = ("kernel", "category", "calls", "total_ms", "share_of_span")
+
+
+def combine(ranks: list[RankReport]) -> dict | None:
+    """The mean share over ranks; time per profiled step and the cost: the slowest rank's; the top
+    kernels: rank 0's. None when the breakdown was off."""
+    found = [r.breakdown for r in sorted(ranks, key=lambda r: r.rank) if r.breakdown]
+    if not found:
+        return None
+    return {
+        "shares": {c: statistics.fmean(b["shares"][c] for b in found) for c in CATEGORIES},
+        "steps": found[0]["steps"],
+        "step_ms": max(b["step_ms"] for b in found),
+        "seconds": max(b["seconds"] for b in found),
+        "top_kernels": found[0]["top_kernels"],
+    }
+
+
+def metrics(breakdown: dict | None) -> dict:
+    if breakdown is None:
+        return {}
+    shares = {f"breakdown_{c}_share": v for c, v in breakdown["shares"].items()}
+    return shares | {
+        "breakdown_steps": breakdown["steps"],
+        "breakdown_step_ms": breakdown["step_ms"],
+        "breakdown_s": breakdown["seconds"],
+    }
+
+
+def files(breakdown: dict | None) -> dict[str, str]:
+    if breakdown is None:
+        return {}
+    out = io.StringIO()
+    writer = csv.DictWriter(out, KERNEL_COLUMNS)
+    writer.writeheader()
+    for row in breakdown["top_kernels"]:
+        writer.writerow(
+            row | {"total_ms": f"{row['total_ms']:.4f}", "share_of_span": f"{row['share_of_span']:.4f}"}
+        )
+    return {"top_kernels.csv": out.getvalue()}

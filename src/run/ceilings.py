@@ -1,0 +1,98 @@
+"""The job process's side of model=ceilings: combine the ranks' figures, log them, say them.
+
+Each figure is logged as `ceiling_<name>` (the mean over ranks of each rank's median sample) and
+`ceiling_<name>_ci95_rel` (the widest of the ranks' 95% CIs); `ceilings.csv` holds every rank's
+figure with its range, sample count and shape. docs/metrics.md says what each one is.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+
+from src import console
+from src.reports import CeilingsReport
+from src.run.phases import rank_marks
+from src.run.results import JobOutcome
+from src.tracking import tags as tag
+
+PREFIX = "ceiling_"
+ALLREDUCE = "allreduce_busbw_gbs"  # the best over message sizes; per size: allreduce_busbw_gbs_<mb>mb
+COLUMNS = ("figure", "rank", "value", "min", "max", "ci95_rel", "samples", "shape", "bytes", "skipped_sizes")
+
+
+def combine(ranks: list[CeilingsReport]) -> JobOutcome:
+    """The job's outcome, as a training job's, with the card's figures and no throughput."""
+    ranks = sorted(ranks, key=lambda r: r.rank)
+    names = [n for n in ranks[0].figures if all(n in r.figures for r in ranks)]
+    metrics = {}
+    for name in names:
+        found = [r.figures[name] for r in ranks]
+        metrics[PREFIX + name] = statistics.fmean(f["value"] for f in found)
+        metrics[f"{PREFIX}{name}_ci95_rel"] = max(f["ci95_rel"] for f in found)
+        if "shape" in found[0]:
+            metrics[f"{PREFIX}{name.removesuffix('_tflops')}_shape"] = found[0]["shape"]
+    sizes = [metrics[PREFIX + n] for n in names if n.startswith(ALLREDUCE + "_")]
+    if sizes:
+        metrics[PREFIX + ALLREDUCE] = max(sizes)
+    window = (min(r.window_start for r in ranks), max(r.window_end for r in ranks))
+    return JobOutcome(
+        metrics=metrics | {"measured_window_s": window[1] - window[0]},
+        step_times_s=[],
+        window=window,
+        marks=rank_marks(ranks),
+        all_finite=True,
+        stop_reason="complete",
+        precision_math={},
+        device_name=ranks[0].device_name,
+        runtime_versions=ranks[0].runtime_versions,
+        world_size=len(ranks),
+        ceilings_table=_table(ranks, names),
+    )
+
+
+def _table(ranks: list[CeilingsReport], names: list[str]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(COLUMNS)
+    for name in names:
+        for r in ranks:
+            f = r.figures[name]
+            skipped = " ".join(map(str, f.get("skipped_sizes", [])))
+            row = [name, r.rank, *(f"{f[k]:.6g}" for k in ("value", "min", "max", "ci95_rel")), f["samples"]]
+            writer.writerow(row + [f.get("shape", ""), f.get("bytes", ""), skipped])
+    return out.getvalue()
+
+
+def log(run, outcome: JobOutcome, metrics: dict) -> dict:
+    """Log the figures and the table and close the run FINISHED; returns the figures."""
+    run.log_metrics(metrics)
+    run.set_tags({tag.UNIT: "TFLOP/s", tag.STOP_REASON: outcome.stop_reason})
+    run.log_files({"ceilings.csv": outcome.ceilings_table})
+    run.end("FINISHED")
+    return metrics
+
+
+def result_line(name: str, metrics: dict) -> None:
+    """One line with the headline figures, unwrapped (grep-able in a piped log)."""
+    console.console.print(f"[green]done[/] {name}: {summary(metrics)}", soft_wrap=True)
+
+
+def summary(metrics: dict) -> str:
+    """`bf16 780 TFLOP/s (+/-0.4%), ... memory copy 4,240 GB/s ...`: the headline figures."""
+    parts = []
+    for key, value in metrics.items():
+        if (
+            not key.startswith(PREFIX)
+            or key.endswith(("_ci95_rel", "_shape"))
+            or "mb" in key.rsplit("_", 1)[-1]
+        ):
+            continue
+        figure = key.removeprefix(PREFIX)
+        unit = "TFLOP/s" if figure.endswith("_tflops") else "GB/s"
+        label = figure.removeprefix("matmul_").rsplit("_", 1)[0].replace("_", " ")
+        ci = metrics.get(f"{key}_ci95_rel")
+        spread = f" +/-{ci:.1%}" if ci is not None and ci == ci and ci != float("inf") else ""
+        parts.append(f"{label} {value:,.4g} {unit}{spread}")
+    return "; ".join(parts)

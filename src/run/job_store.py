@@ -1,0 +1,35 @@
+"""The job's one door into tracking: its experiment (made if missing, with the runs of processes
+that vanished closed), the FINISHED run that already measured its point, its own run, and the
+notes it leaves on its sweep's parent run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from src.run import owner, resume
+from src.tracking import job_run, store
+
+
+class JobStore:
+    def __init__(self, tracking: DictConfig):
+        self.tracking = tracking
+        self.experiment_id = store.ensure_experiment(tracking.uri, tracking.experiment)
+        owner.close_vanished(tracking.uri, [self.experiment_id])
+
+    def finished_run(self, digest: str):
+        """The latest FINISHED run of the point with this config hash, or None."""
+        return resume.finished_run(store.client(self.tracking.uri), self.experiment_id, digest)
+
+    def open_run(self, name: str, tags: dict, parent_run_id: str | None, spool_dir: Path) -> job_run.JobRun:
+        """This job's run, RUNNING, tagged with its owner so a vanished process's run gets closed."""
+        return job_run.JobRun(
+            self.tracking, self.experiment_id, name, tags | owner.tags(), parent_run_id, spool_dir
+        )
+
+
+def note_on_parent(uri: str, parent_run_id: str | None, key: str, value: str) -> None:
+    """A tag on the sweep's parent run (a point skipped or unavailable); nothing outside a sweep."""
+    if parent_run_id:
+        store.client(uri).set_tag(parent_run_id, key, value)

@@ -1,0 +1,60 @@
+"""The step-time breakdown: kernel names to categories, overlapping intervals counted once, and the
+profiled stretch running after the measured window (src/rank/breakdown.py, src/rank/worker.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from src.rank.breakdown import category, shares
+from src.rank.worker import train_rank
+from tests.test_worker import rank_cfg
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("nvjet_tst_256x128_64x4_2x1_v_bz_coopB_TNT", "matmul"),  # cuBLASLt on Hopper
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1", "matmul"),
+        ("sm80_xmma_fprop_implicit_gemm_indexed_f16f16_f16f32_f32_nhwckrsc_nhwc", "matmul"),
+        ("void cudnn::cnn::wgrad2d_grouped_direct_kernel<float>", "matmul"),
+        ("void flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>", "matmul"),
+        ("aten::mm", "matmul"),
+        ("aten::mkldnn_convolution", "matmul"),
+        ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "comm"),
+        ("gloo:all_reduce", "comm"),
+        ("Memcpy DtoD (Device -> Device)", "memcpy"),
+        ("Memset (Device)", "memcpy"),
+        ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<__half, float, 512, true, 1>", "other"),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::float16_copy_kernel_cuda>", "other"),
+        ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float>", "other"),
+        ("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>", "other"),
+        ("void at::native::unrolled_elementwise_kernel<convert_to_half>", "other"),  # convert is no conv
+    ],
+)
+def test_kernel_names_fall_in_their_category(name, expected):
+    assert category(name) == expected
+
+
+def test_overlapping_kernels_count_once_for_the_first_busy_category_and_gaps_are_idle():
+    # matmul 0-10 with communication 5-15 beside it, nothing 15-20, other compute 20-30
+    found, span = shares([(0, 10, "matmul"), (5, 15, "comm"), (20, 30, "other")])
+    assert span == 30
+    assert found == pytest.approx(
+        {"matmul": 1 / 3, "comm": 1 / 6, "idle": 1 / 6, "other": 1 / 3, "memcpy": 0}
+    )
+    nested, _ = shares([(0, 10, "other"), (2, 4, "matmul"), (3, 6, "matmul")])  # CPU operators nest
+    assert nested == pytest.approx({"matmul": 0.4, "other": 0.6, "comm": 0, "memcpy": 0, "idle": 0})
+
+
+def test_the_profiled_steps_follow_the_window_and_leave_it_as_it_was():
+    [report] = train_rank(rank_cfg("model.name=tiny", "benchmark.breakdown_steps=2"))
+    assert len(report.step_times_s) == 2  # smoke's max_steps: the profiled steps are not in it
+    breakdown = report.breakdown
+    assert breakdown["steps"] == 2 and breakdown["kernels"] > 0 and breakdown["seconds"] > 0
+    assert sum(breakdown["shares"].values()) == pytest.approx(1.0)
+    assert breakdown["shares"]["matmul"] > 0  # its linear layers
+    assert {k["category"] for k in breakdown["top_kernels"]} <= {"matmul", "other", "comm", "memcpy"}
+    [off] = train_rank(rank_cfg("model.name=tiny", "benchmark.breakdown_steps=0"))
+    assert off.breakdown is None

@@ -1,0 +1,92 @@
+"""model=ceilings: an ordinary job measuring the card (src/rank/ceilings.py, src/run/ceilings.py)."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+from omegaconf import OmegaConf
+
+from src.config.finalise import finalize
+from src.rank.ceilings import bus_bandwidth_factor, figure
+from src.rank.worker import train_rank
+from src.run.resume import config_hash
+from tests.conftest import compose_cfg, read_runs, run_cli
+
+CEILINGS = ["gpu=cpu", "benchmark=smoke", "model=ceilings"]
+
+
+def test_bus_bandwidth_is_nccl_tests_factor_of_the_algorithm_bandwidth():
+    assert bus_bandwidth_factor(2) == 1.0
+    assert bus_bandwidth_factor(8) == 1.75
+    # 1 GB in 10 ms on 8 ranks: algbw 100 GB/s, busbw 175 GB/s
+    assert figure([0.01, 0.01], 1e9 * bus_bandwidth_factor(8), 1e9)["value"] == pytest.approx(175.0)
+
+
+def test_one_ceilings_point_per_gpu_and_count_whatever_the_precision_and_breakdown():
+    ceilings = {config_hash(finalize(compose_cfg([*CEILINGS, f"precision={p}"]))) for p in ("fp32", "bf16")}
+    assert len(ceilings) == 1
+    gpt2 = {
+        config_hash(finalize(compose_cfg(["gpu=cpu", "model=gpt2", f"precision={p}"])))
+        for p in ("fp32", "bf16")
+    }
+    assert len(gpt2) == 2
+    steps = {
+        config_hash(finalize(compose_cfg(["gpu=cpu", f"benchmark.breakdown_steps={n}"]))) for n in (0, 5)
+    }
+    assert len(steps) == 1  # profiled after the window: the same measurement
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_ceilings_rank_measures_every_math_of_the_cpu_and_its_memory():
+    cfg = OmegaConf.to_container(finalize(compose_cfg(CEILINGS)), resolve=True)
+    [report] = train_rank(cfg | {"runtime": {"device": "cpu", "cpu_threads": 1}})
+    figures = report.figures
+    assert set(figures) == {"matmul_fp32_tflops", "matmul_bf16_tflops", "memory_copy_gbs", "memory_read_gbs"}
+    for found in figures.values():
+        assert found["value"] > 0 and found["samples"] == 3 and math.isfinite(found["ci95_rel"])
+    assert figures["matmul_fp32_tflops"]["shape"] in (64, 128)
+
+
+def test_shapes_larger_than_one_slow_call_are_skipped_and_named():
+    cfg = OmegaConf.to_container(finalize(compose_cfg([*CEILINGS, "model.max_call_s=1e-9"])), resolve=True)
+    import torch
+
+    from src.rank.ceilings import best_matmul
+
+    found = best_matmul("fp32", cfg["model"], torch.device("cpu"))
+    assert found["shape"] == 64 and found["skipped_sizes"] == [128]
+
+
+def test_a_two_rank_ceilings_job_logs_all_reduce_bus_bandwidth_and_a_workload_its_breakdown(
+    tmp_path, tracking_uri
+):
+    args = ["-m", "gpu=cpu", "gpu.count=2", "benchmark=smoke", "model=ceilings,gpt2"]
+    result = run_cli(args, tmp_path, tracking_uri)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    runs = {r.info.run_name: r for r in read_runs(tracking_uri) if r.data.tags.get("sweep") != "true"}
+    ceilings = runs["cpux2-ceilings-fp32-smoke"]
+    assert ceilings.info.status == "FINISHED" and "throughput" not in ceilings.data.metrics
+    metrics = ceilings.data.metrics
+    assert metrics["ceiling_allreduce_busbw_gbs"] == max(
+        metrics["ceiling_allreduce_busbw_gbs_0p25mb"], metrics["ceiling_allreduce_busbw_gbs_1mb"]
+    )
+    assert metrics["ceiling_matmul_fp32_tflops"] > 0 and "ceiling_matmul_fp32_tflops_ci95_rel" in metrics
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    table = client.download_artifacts(ceilings.info.run_id, "ceilings.csv", str(tmp_path))
+    with open(table) as f:
+        rows = list(csv.DictReader(f))
+    assert {r["rank"] for r in rows} == {"0", "1"}
+    assert "done cpux2-ceilings-fp32-smoke: fp32 " in result.stdout
+
+    gpt2 = runs["cpux2-gpt2-fp32-smoke"].data.metrics
+    shares = [gpt2[f"breakdown_{c}_share"] for c in ("matmul", "other", "comm", "memcpy", "idle")]
+    assert sum(shares) == pytest.approx(1.0) and gpt2["breakdown_comm_share"] > 0  # gloo's all-reduce
+    assert gpt2["breakdown_steps"] == 1 and gpt2["breakdown_s"] > 0
+    kernels = client.download_artifacts(
+        runs["cpux2-gpt2-fp32-smoke"].info.run_id, "top_kernels.csv", str(tmp_path)
+    )
+    assert open(kernels).readline().strip() == "kernel,category,calls,total_ms,share_of_span"

@@ -1,0 +1,59 @@
+"""How every chart looks (src/compare/style.py): a gpu keeps its colour in every comparison, tall
+grids become pages, and a bar too short or too long to draw still says its value."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from src.compare import style
+
+
+def test_profiles_keep_their_own_distinct_colours():
+    colours = [style.gpu_colour(gpu) for gpu in ("rtx3090", "a6000", "a100", "h100", "h200", "cpu")]
+    assert len(set(colours)) == len(colours)
+    assert style.gpu_colour("rtx3090") == style.PROFILE_COLOURS["rtx3090"]
+
+
+def test_any_other_gpu_has_the_same_colour_in_every_process():
+    """Not Python's salted hash(): a fresh process (another compare) gives the same colour."""
+    code = "from src.compare import style; print(style.gpu_colour('lambdacloud_h100_80gb_pcie_gen5'))"
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+            env={"PYTHONHASHSEED": seed},
+        ).stdout  # fmt: skip
+        for seed in ("1", "2")
+    }
+    assert len(seen) == 1
+    assert style.gpu_colour("rtx_4090") not in style.PROFILE_COLOURS.values()
+
+
+def test_a_tall_grid_is_split_into_pages_within_the_budget():
+    pages = style.pages([5.6] * 10, budget_in=18)
+    assert [list(p) for p in pages] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+    assert style.pages([30.0, 1.0], budget_in=18) == [range(0, 1), range(1, 2)]  # a tall row alone
+    assert (
+        style.page_name("scaling", 1, 1) == "scaling.png"
+        and style.page_name("scaling", 2, 3) == "scaling_p2.png"
+    )
+
+
+def test_a_flagged_outlier_does_not_squash_the_axis():
+    assert style.axis_end([1.0, 1.2, 157.0], [False, False, True]) == 1.2 * 1.18
+
+
+def test_values_too_short_or_too_long_to_draw_are_written():
+    from matplotlib.figure import Figure
+
+    ax = Figure().subplots()
+    drawn = ax.barh(range(3), [0.0002, 1.0, 150.0])
+    style.bar_values(ax, drawn, [0.0002, 1.0, 150.0], ["0.000200x", "1.00x", "150x"], end=2.0)
+    texts = [t.get_text() for t in ax.texts]
+    assert "0.000200x (too short to draw)" in texts and "1.00x" in texts
+    assert any(t.startswith("150x (beyond the axis)") for t in texts)
+    assert drawn[2].get_width() == 2.0  # cut at the axis' edge

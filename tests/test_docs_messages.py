@@ -1,0 +1,83 @@
+"""The error messages the docs quote are the ones the code prints: every `key=value: ...` quoted in
+README.md and docs/ is parsed out and produced from the code with the input it names."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
+
+from src.compare.analysis import check_comparable, relative_table
+from src.compare.runs import CompareError
+from src.config.cli import composition_error
+from src.config.finalise import finalize
+from src.errors import ConfigError
+from src.paths import PROJECT_ROOT
+from tests.conftest import compose_cfg
+from tests.test_compare import measurement
+
+# `model.batch_size=0: must be ...`, `error: baseline=h200: no FINISHED run ...`; a quote that
+# ends in "..." stands for the message's beginning.
+QUOTE = re.compile(r"`((?:error: )?[a-z_.]+=[^`\s]*: [^`]+)`")
+PAGES = [PROJECT_ROOT / "README.md", *sorted((PROJECT_ROOT / "docs").glob("*.md"))]
+
+
+def job_error(*overrides: str) -> str:
+    with pytest.raises(ConfigError) as error:
+        finalize(compose_cfg(["gpu=cpu", *overrides]))
+    return str(error.value)
+
+
+def compare_error(baseline: str, *gpus: str) -> str:
+    measurements = [measurement(gpu, "resnet50", 100.0) for gpu in gpus]
+    with pytest.raises(CompareError) as error:
+        check_comparable(measurements, relative_table(measurements, baseline), baseline)
+    return f"error: {error.value}"  # as exit_with_error prints it
+
+
+def override_error(override: str) -> str:
+    """What a command line Hydra cannot parse prints (src.train and src.compare alike)."""
+    with pytest.raises(OverrideParseException) as error:
+        OverridesParser.create().parse_overrides([override])
+    return f"error: {composition_error(error.value)}"
+
+
+# What makes each quoted message, by the key=value it starts with.
+PRODUCERS = {
+    "model.batch_size=0": lambda: job_error("model.batch_size=0"),
+    "precision='bf16'": lambda: job_error("gpu.name=v100", "gpu.precisions=[fp32,tf32,amp]", "precision=bf16"),
+    "tracking.uri='sqlite:///rel.db'": lambda: job_error("tracking.uri=sqlite:///rel.db"),
+    "model.image_size=3": lambda: job_error("model.image_size=3"),
+    "baseline=h200": lambda: compare_error("h200", "a6000", "rtx3090"),
+    "gpus=[cpu,": lambda: override_error("gpus=[cpu,"),
+}
+
+
+def quoted_messages() -> list[tuple[str, str]]:
+    found = []
+    for page in PAGES:
+        for number, line in enumerate(page.read_text().splitlines(), start=1):
+            found += [(f"{page.relative_to(PROJECT_ROOT)}:{number}", quote) for quote in QUOTE.findall(line)]
+    return found
+
+
+def key_of(quote: str) -> str:
+    return quote.removeprefix("error: ").split(": ", 1)[0]
+
+
+def test_the_docs_quote_messages():
+    """The parser finds the quotes (a change of the docs' markup must not turn the test off)."""
+    keys = {key_of(quote) for _, quote in quoted_messages()}
+    assert {"model.batch_size=0", "baseline=h200"} <= keys
+
+
+@pytest.mark.parametrize("where, quote", quoted_messages())
+def test_a_quoted_message_is_what_the_code_prints(where, quote):
+    assert key_of(quote) in PRODUCERS, f"{where}: no producer for the quoted message {quote!r}; add one"
+    printed = [line.strip() for line in PRODUCERS[key_of(quote)]().splitlines()]
+    if quote.endswith("..."):
+        assert any(line.startswith(quote.removesuffix("...")) for line in printed), (where, printed)
+    else:
+        assert quote in printed, (where, printed)

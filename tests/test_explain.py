@@ -1,0 +1,135 @@
+"""Compare explains: each point against its card's ceilings run, its step-time breakdown, a sentence
+per model pair and the published study's claims checked, from runs made in a temp MLflow store."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from tests.conftest import run_cli
+
+EXPERIMENT = "gpubench"
+STACK = {"torch_version": "2.11.0", "cuda_version": "13.0", "cudnn_version": "91000",
+         "nccl_version": "2.27.3", "driver_version": "580.1"}  # fmt: skip
+NAMES = {"a6000": "NVIDIA RTX A6000", "rtx3090": "NVIDIA GeForce RTX 3090", "h100": "NVIDIA H100 80GB HBM3"}
+# gpu -> (fp16 ceiling, tf32, fp32, memory copy GB/s)
+CEILINGS = {"a6000": (120.0, 62.0, 30.0, 690.0), "rtx3090": (68.0, 34.0, 31.0, 850.0)}
+# (gpu, model, category, precision, throughput, achieved TFLOP/s per GPU, mfu, breakdown shares)
+WORKLOADS = [
+    ("rtx3090", "resnet50", "vision", "amp", 1000.0, 24.0, 0.34, (0.55, 0.35, 0.0, 0.02, 0.08)),
+    ("a6000", "resnet50", "vision", "amp", 1200.0, 28.8, 0.19, (0.45, 0.45, 0.0, 0.02, 0.08)),
+    ("rtx3090", "txl_large", "language", "amp", 10000.0, 34.0, 0.48, (0.62, 0.30, 0.0, 0.01, 0.07)),
+    ("a6000", "txl_large", "language", "amp", 15000.0, 51.0, 0.33, (0.70, 0.25, 0.0, 0.01, 0.04)),
+    ("h100", "resnet50", "vision", "amp", 3000.0, 72.0, 0.09, (0.40, 0.50, 0.0, 0.02, 0.08)),
+]
+# Lambda-like published category means at x1, mixed: vision 1.1x, language 1.3x
+PUBLISHED = [
+    ("rtx3090", "resnet50", "vision", 1000.0),
+    ("a6000", "resnet50", "vision", 1100.0),
+    ("rtx3090", "txl_large", "language", 10000.0),
+    ("a6000", "txl_large", "language", 13000.0),
+]
+
+
+def _run(client, experiment_id, gpu, model, category, precision, tags=None, start=None):
+    tags = {"gpu": gpu, "gpu_name": NAMES[gpu], "gpu_count": "1", "model": model, "category": category,
+            "precision": precision, **STACK, **(tags or {})}  # fmt: skip
+    run = client.create_run(
+        experiment_id, run_name=f"{gpu}x1-{model}-{precision}", tags=tags, start_time=start
+    )
+    return run.info.run_id
+
+
+def _ceilings(client, experiment_id, gpu, figures, start, tags=None):
+    fp16, tf32, fp32, copy = figures
+    run_id = _run(client, experiment_id, gpu, "ceilings", "ceilings", "fp32", tags, start)
+    metrics = {"ceiling_matmul_fp16_tflops": fp16, "ceiling_matmul_tf32_tflops": tf32,
+               "ceiling_matmul_fp32_tflops": fp32, "ceiling_memory_copy_gbs": copy}  # fmt: skip
+    for key, value in metrics.items():
+        client.log_metric(run_id, key, value)
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path_factory.mktemp('explain')}/mlflow.db"
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.create_experiment(EXPERIMENT)
+    ids = {}
+    for gpu, figures in CEILINGS.items():
+        # an older run of the same stack and a newer one of another torch: neither is the match
+        _ceilings(client, experiment_id, gpu, tuple(f / 2 for f in figures), start=1_000)
+        ids[gpu] = _ceilings(client, experiment_id, gpu, figures, start=2_000)
+        _ceilings(
+            client, experiment_id, gpu, tuple(f * 3 for f in figures), 3_000, {"torch_version": "2.12.0"}
+        )
+    for gpu, model, category, precision, throughput, achieved, mfu, shares in WORKLOADS:
+        run_id = _run(client, experiment_id, gpu, model, category, precision, {"unit": "items/s"})
+        client.log_param(run_id, "precision.peak_key", "fp16")
+        metrics = {"throughput": throughput, "achieved_tflops_per_gpu": achieved, "mfu": mfu}
+        metrics |= {
+            f"breakdown_{s}_share": v
+            for s, v in zip(("matmul", "other", "comm", "memcpy", "idle"), shares, strict=True)
+        }
+        for key, value in metrics.items():
+            client.log_metric(run_id, key, value)
+        client.set_terminated(run_id, "FINISHED")
+    published = client.create_experiment("gpubench-published")
+    for gpu, model, category, throughput in PUBLISHED:
+        run_id = _run(client, published, gpu, model, category, "amp", {"source": "lambda", "unit": "items/s"})
+        client.log_metric(run_id, "throughput", throughput)
+        client.set_terminated(run_id, "FINISHED")
+    return uri, ids
+
+
+@pytest.fixture(scope="module")
+def compared(store, tmp_path_factory):
+    uri, ids = store
+    out = tmp_path_factory.mktemp("out")
+    result = run_cli([f"out={out}", "baseline=rtx3090"], out, uri, module="src.compare")
+    assert result.returncode == 0, result.stderr
+    return out, ids
+
+
+def _rows(out):
+    with open(out / "explain.csv") as f:
+        return {(r["gpu"], r["model"]): r for r in csv.DictReader(f)}
+
+
+def test_each_point_is_held_against_the_latest_ceilings_run_of_its_card_and_stack(compared):
+    out, ids = compared
+    rows = _rows(out)
+    a6000 = rows[("a6000", "txl_large")]
+    assert a6000["ceilings_run"] == ids["a6000"]
+    assert float(a6000["share_of_ceiling"]) == pytest.approx(51.0 / 120.0)
+    assert float(a6000["ceiling_tflops"]) == pytest.approx(120.0) and a6000["ceiling_math"] == "fp16"
+    assert float(rows[("rtx3090", "resnet50")]["share_of_ceiling"]) == pytest.approx(24.0 / 68.0)
+    assert float(a6000["matmul_share"]) == pytest.approx(0.70)
+    h100 = rows[("h100", "resnet50")]
+    assert not h100["share_of_ceiling"] and "no ceilings run of NVIDIA H100" in h100["note"]
+    with open(out / "relative_throughput.csv") as f:
+        assert "ceilings" not in {r["model"] for r in csv.DictReader(f)}  # no throughput: not a workload
+
+
+def test_the_report_says_what_each_ratio_is_made_of_and_checks_the_claims(compared):
+    out, _ = compared
+    text = (out / "report.md").read_text()
+    # 1.50x = (120 / 68) x ((51 / 120) / (34 / 68))
+    assert "txl_large amp x1, a6000 vs rtx3090 1.50x" in text
+    assert "Of the 1.50x, 1.76x is the cards' fp16 ceilings and 0.85x how much of them each run used" in text
+    assert (
+        "a6000 reaches 42% of its measured fp16 ceiling (120 TFLOP/s), with 70% of its step in matmul/conv"
+        in text
+    )
+    assert "memory copy bandwidths differ 0.81x" in text
+    # published: language 1.30x above vision 1.10x; measured language 1.50x above vision 1.20x
+    assert "lambda language, amp, 1 GPU: a6000 1.30x; measured 1.50x (+15%): holds in direction." in text
+    assert "gains more on language (1.30x) than on vision (1.10x)" in text
+    assert "measured language 1.50x, vision 1.20x: holds." in text
+    assert "![step_breakdown](step_breakdown.png)" in text and "![ceilings](ceilings.png)" in text
+    for png in ("step_breakdown.png", "ceilings.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
