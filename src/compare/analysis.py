@@ -86,13 +86,13 @@ class SummaryRow:
     models: tuple[str, ...]  # the models averaged: those every gpu of the group has
     left_out: tuple[str, ...]  # this gpu's models that some other gpu of the group lacks
     baselines: str  # which baseline measurements the ratios used, e.g. "fp32 [lambda]"
-    mean_spread: intervals.Spread | None = None  # of relative_mean, on the linear scale
+    mean_spread: intervals.Spread | None = None  # of log relative_mean
     geomean_spread: intervals.Spread | None = None  # of log relative_geomean
     flags: tuple[str, ...] = ()  # stack_differs when a ratio averaged has it
 
     @property
     def mean_interval(self) -> tuple[float, float] | None:
-        return self.mean_spread.interval(self.relative_mean, log_scale=False) if self.mean_spread else None
+        return self.mean_spread.interval(self.relative_mean) if self.mean_spread else None
 
     @property
     def geomean_interval(self) -> tuple[float, float] | None:

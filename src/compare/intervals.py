@@ -32,14 +32,12 @@ class Spread:
     dof: float
     basis: str  # "repeats", "within-run", "published", or several joined by "+"
 
-    def interval(self, value: float, log_scale: bool = True) -> tuple[float, float] | None:
+    def interval(self, value: float) -> tuple[float, float] | None:
         """The 95% interval around `value` (None when nothing of it has a spread)."""
         if self.se == 0 or not math.isfinite(self.se):
             return None
         half = t95(max(1, math.floor(self.dof))) * self.se
-        return (
-            (value * math.exp(-half), value * math.exp(half)) if log_scale else (value - half, value + half)
-        )
+        return (value * math.exp(-half), value * math.exp(half))
 
 
 def point_spread(
@@ -76,14 +74,15 @@ def ratio_spread(ours: Spread | None, baseline: Spread | None) -> Spread | None:
 
 
 def mean_spreads(ratios: list[float], spreads: list[Spread | None]) -> tuple[Spread | None, Spread | None]:
-    """Spreads of the geometric mean (log scale) and of the arithmetic mean (linear scale) of
-    independent ratios; None when one ratio has none. They are the uncertainty of the mean of these
-    models' ratios as measured, not the spread of ratios between models."""
+    """Spreads of the log of the geometric and of the arithmetic mean of independent ratios; None
+    when one ratio has none. They are the uncertainty of the mean of these models' ratios as
+    measured, not the spread of ratios between models. Both are on the log scale, so an interval
+    stays positive and, for one model, is that model's ratio interval."""
     if not spreads or any(s is None for s in spreads):
         return None, None
-    k = len(ratios)
+    k, total = len(ratios), sum(ratios)
     geometric = combine(spreads, [1 / k] * k)
-    arithmetic = combine(spreads, [r / k for r in ratios])  # delta method: d r = r d(log r)
+    arithmetic = combine(spreads, [r / total for r in ratios])  # delta method: d log(mean) = sum r_i d log r_i / sum r
     return geometric, arithmetic
 
 
