@@ -103,7 +103,7 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     out.mkdir(parents=True, exist_ok=True)
     flagged = report.flagged_points(found)
     relative = report.relative_records(rows, efficiency, flagged)
-    summary_table = report.summary_records(summary)
+    summary_table = report.summary_records(summary, baseline)
     anomaly_table = report.anomaly_records(found)
     split_table = [] if cfg.by else split.split_records(rows, measurements)
     files = [

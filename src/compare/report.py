@@ -90,7 +90,7 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
     return records
 
 
-def summary_records(summary: list[SummaryRow]) -> list[dict]:
+def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]:
     return [
         {
             **dict(zip(("relative_mean_low", "relative_mean_high"), _low_high(s.mean_interval), strict=True)),
@@ -101,7 +101,7 @@ def summary_records(summary: list[SummaryRow]) -> list[dict]:
                     strict=True,
                 )
             ),
-            "interval": intervals.describe(s.geomean_spread),
+            "interval": "baseline" if s.gpu == baseline else intervals.describe(s.geomean_spread),
             "difference": NO_DIFFERENCE if _holds_one(s) else "",
             "flags": " ".join(s.flags),
             "category": s.category,
