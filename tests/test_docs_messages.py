@@ -34,6 +34,17 @@ def compare_error(baseline: str, *gpus: str) -> str:
     return f"error: {error.value}"  # as exit_with_error prints it
 
 
+def parse_error(override: str) -> str:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    from src.config.cli import composition_error
+
+    with pytest.raises(OverrideParseException) as error:
+        OverridesParser.create().parse_overrides([override])
+    return f"error: {composition_error(error.value)}"  # as run_app prints it
+
+
 # What makes each quoted message, by the key=value it starts with.
 PRODUCERS = {
     "model.batch_size=0": lambda: job_error("model.batch_size=0"),
@@ -41,6 +52,7 @@ PRODUCERS = {
     "tracking.uri='sqlite:///rel.db'": lambda: job_error("tracking.uri=sqlite:///rel.db"),
     "model.image_size=3": lambda: job_error("model.image_size=3"),
     "baseline=h200": lambda: compare_error("h200", "a6000", "rtx3090"),
+    "gpus=[cpu,": lambda: parse_error("gpus=[cpu,"),
 }
 
 

@@ -20,6 +20,7 @@ from src.config import points
 from src.config.finalise import finalize
 from src.errors import ConfigError, DeviceUnavailable, JobFailed
 from src.hardware import devices, gpu_lock, occupancy
+from src.reports import CeilingsReport
 from src.run import breakdown, ceilings, launch, phases, resume, signals
 from src.run.job_store import JobStore, note_on_parent
 from src.run.results import JobOutcome, combine_ranks, efficiency, mfu
@@ -254,7 +255,10 @@ def _launch(
             reports = launch.launch_ranks(
                 rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks" / node, progress_file, run_id
             )
-    outcome = combine_ranks(reports, job_started + waited_s)  # start-up figures leave the wait out
+    if isinstance(reports[0], CeilingsReport):  # a model=ceilings job: the card's figures
+        outcome = ceilings.combine(reports)
+    else:
+        outcome = combine_ranks(reports, job_started + waited_s)  # start-up figures leave the wait out
     outcome.marks |= {"launch": launched, "outcome": time.time()}
     outcome.foreign = occupancy.describe(busy, watch.during(outcome.window))
     return outcome

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from src.reports import CeilingsReport, Report
+from src.reports import Report
 from src.run import breakdown
 from src.run.phases import rank_marks
 from src.stats import summarize_step_times
@@ -40,10 +40,6 @@ def combine_ranks(ranks: list[Report], job_started: float) -> JobOutcome:
 
     DDP synchronises ranks every step, so a step ends when its slowest rank ends it.
     """
-    if isinstance(ranks[0], CeilingsReport):
-        from src.run import ceilings
-
-        return ceilings.combine(ranks)
     ranks = sorted(ranks, key=lambda r: r.rank)
     first = ranks[0]
     n = min(len(r.step_times_s) for r in ranks)
