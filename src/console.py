@@ -88,9 +88,11 @@ def result_line(
     target_ci: float = 0.0,
     spooled: Path | None = None,
     min_steps: int = 0,
+    shared: str = "",
 ) -> None:
     """The job's figure; one that stopped (max_steps, time_limit) before target_ci, or short of
-    min_steps, says so, and one the store could not take says where it waits (`spooled`: its folder)."""
+    min_steps, says so, one measured while another program used its GPU says which (`shared`), and
+    one the store could not take says where it waits (`spooled`: its folder)."""
     missed = rule_missed(
         stop_reason, metrics.get("measured_steps"), min_steps, metrics.get("step_time_ci95_rel"), target_ci
     )
@@ -101,10 +103,11 @@ def result_line(
         if spooled
         else ""
     )
+    busy = f"; [yellow]GPU shared[/] with {escape(shared)}" if shared else ""
     console.print(
         f"[green]done[/] {name}: [bold]{metrics['throughput']:,.1f} {unit}[/] "
         f"(step {metrics['step_time_ms']:.1f} ms median, p10-p90 {metrics['step_time_p10_ms']:.1f}-"
-        f"{metrics['step_time_p90_ms']:.1f} ms, {metrics['measured_steps']} steps{missed}){waiting}"
+        f"{metrics['step_time_p90_ms']:.1f} ms, {metrics['measured_steps']} steps{missed}){busy}{waiting}"
     )
 
 

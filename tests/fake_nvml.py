@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 # nvml.h return codes
-INVALID_ARGUMENT, NOT_SUPPORTED, LIBRARY_NOT_FOUND = 2, 3, 12
+INVALID_ARGUMENT, NOT_SUPPORTED, NOT_FOUND, LIBRARY_NOT_FOUND = 2, 3, 6, 12
 
 
 class NVMLError(Exception):
@@ -38,6 +38,7 @@ class FakeGpu:
     pcie_kbs: int = 5000
     power_limit_w: float = 300.0
     nvlinks: dict[int, tuple[str, int]] = field(default_factory=dict)  # link -> (remote bus id, type)
+    processes: list[tuple[int, str, int]] = field(default_factory=list)  # compute: (pid, name, bytes)
 
 
 class FakeNvml:
@@ -172,6 +173,16 @@ class FakeNvml:
 
     def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
         return 30  # NVML_TOPOLOGY_HOSTBRIDGE
+
+    # processes
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, _, used in h.processes]
+
+    def nvmlSystemGetProcessName(self, pid):
+        names = {p: name for gpu in self.gpus for p, name, _ in gpu.processes}
+        if pid not in names:
+            raise NVMLError(NOT_FOUND)
+        return names[pid].encode()
 
 
 def install(monkeypatch, fake: FakeNvml) -> FakeNvml:

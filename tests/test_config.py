@@ -211,3 +211,21 @@ def test_the_autotuning_limit_keeps_old_resume_hashes_until_it_is_set():
     assert config_hash(cfg) == config_hash(OmegaConf.create(before_the_key))
     limited = finalize(compose_cfg(["gpu=h200", "model=ssd300", "benchmark.cudnn_benchmark_limit=6"]))
     assert config_hash(limited) != config_hash(cfg)
+
+
+def test_a_repeat_is_kept_as_its_own_run_but_repeat_0_hashes_as_runs_before_the_key():
+    """benchmark.repeat=0,1,2 must run three times (three hashes); repeat 0 and exclusive hash as
+    runs logged before those keys existed, so finished points are not run again."""
+    from src.run.resume import config_hash
+
+    cfg = finalize(compose_cfg(["gpu=h200", "model=resnet50"]))
+    before_the_keys = OmegaConf.to_container(cfg, resolve=True)
+    del before_the_keys["benchmark"]["repeat"], before_the_keys["benchmark"]["exclusive"]
+    assert config_hash(cfg) == config_hash(OmegaConf.create(before_the_keys))
+    hashes = {
+        config_hash(finalize(compose_cfg(["gpu=h200", "model=resnet50", f"benchmark.repeat={i}"])))
+        for i in range(3)
+    }
+    assert len(hashes) == 3
+    exclusive = finalize(compose_cfg(["gpu=h200", "model=resnet50", "benchmark.exclusive=true"]))
+    assert config_hash(exclusive) == config_hash(cfg)

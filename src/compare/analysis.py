@@ -4,7 +4,9 @@ Lambda's A6000 vs 3090 article: per model, throughput over the baseline's at the
 precision; per category, the arithmetic mean of those ratios. The geometric mean is given too: it
 does not let one model's large ratio outweigh another's small one. A category mean averages only
 the models that every gpu of its (category, precision group, GPU count) has, so means set side by
-side are over the same models.
+side are over the same models. Like math is set against like math and like software against like
+software where the baseline has it; a ratio that cannot be is flagged (`math_differs`, which also
+leaves it out of the means, and `stack_differs`). Every ratio and mean carries a 95% interval.
 """
 
 from __future__ import annotations
@@ -13,11 +15,15 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from src.compare.runs import CompareError, Measurement
+from src.compare import intervals
+from src.compare.runs import MEASURED, STACK_KEYS, CompareError, Measurement, stack_difference
+from src.config import points
 
 # Precisions compared in one panel of the charts; each stays distinct in the tables.
 PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "amp": "mixed", "bf16": "mixed"}
 GROUP_TITLES = {"fp32": "fp32 and tf32", "mixed": "mixed precision (amp, bf16)"}
+MATH_DIFFERS, STACK_DIFFERS = "math_differs", "stack_differs"
+NO_DIFFERENCE = "no measurable difference"
 
 
 def precision_group(precision: str) -> str:
@@ -28,10 +34,44 @@ def precision_group(precision: str) -> str:
 class RelativeRow:
     measurement: Measurement
     baseline: Measurement | None  # the baseline gpu's measurement this one is divided by
+    stack_keys: tuple[str, ...] = tuple(points.SOFTWARE)  # the stack a like-for-like ratio shares
 
     @property
     def relative(self) -> float | None:
         return self.measurement.throughput / self.baseline.throughput if self.baseline else None
+
+    @property
+    def spread(self) -> intervals.Spread | None:
+        if self.baseline is None or self.baseline is self.measurement:  # the baseline itself: 1 exactly
+            return None
+        return intervals.ratio_spread(self.measurement.spread, self.baseline.spread)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        spread = self.spread
+        return spread.interval(self.relative) if spread else None
+
+    @property
+    def math_differs(self) -> bool:
+        """Strict fp32 against TF32 math (published "fp32" ran TF32), either way round."""
+        return self.baseline is not None and {self.measurement.math, self.baseline.math} == {"fp32", "tf32"}
+
+    @property
+    def stack_differs(self) -> str:
+        """What differs between the two stacks, e.g. 'torch 2.14.1 vs 2.11.0'; '' when nothing, and
+        against a published figure, whose stack is unknown (its source marks it instead)."""
+        if self.baseline is None or {self.measurement.source, self.baseline.source} != {MEASURED}:
+            return ""
+        return stack_difference(self.measurement, self.baseline, self.stack_keys)
+
+    @property
+    def flags(self) -> list[str]:
+        flags = [MATH_DIFFERS] if self.math_differs else []
+        return flags + ([STACK_DIFFERS] if self.stack_differs else [])
+
+    @property
+    def no_difference(self) -> bool:
+        return intervals.holds_one(self.interval)
 
 
 @dataclass
@@ -46,6 +86,17 @@ class SummaryRow:
     models: tuple[str, ...]  # the models averaged: those every gpu of the group has
     left_out: tuple[str, ...]  # this gpu's models that some other gpu of the group lacks
     baselines: str  # which baseline measurements the ratios used, e.g. "fp32 [lambda]"
+    mean_spread: intervals.Spread | None = None  # of log relative_mean
+    geomean_spread: intervals.Spread | None = None  # of log relative_geomean
+    flags: tuple[str, ...] = ()  # stack_differs when a ratio averaged has it
+
+    @property
+    def mean_interval(self) -> tuple[float, float] | None:
+        return self.mean_spread.interval(self.relative_mean) if self.mean_spread else None
+
+    @property
+    def geomean_interval(self) -> tuple[float, float] | None:
+        return self.geomean_spread.interval(self.relative_geomean) if self.geomean_spread else None
 
     @property
     def n_models(self) -> int:
@@ -53,14 +104,18 @@ class SummaryRow:
 
 
 def find_baseline(
-    measurement: Measurement, baselines: list[Measurement], baseline_source: str | None
+    measurement: Measurement,
+    baselines: list[Measurement],
+    baseline_source: str | None,
+    stack_keys: tuple[str, ...] = tuple(points.SOFTWARE),
 ) -> Measurement | None:
     """The baseline's measurement of the same model, sizes, settings and GPU count.
 
     Same precision group always; the per-GPU batch may differ (gpu profiles size it by memory, as
     Lambda did) and a published figure, which logs no sizes, stands for its model as published.
-    Preferred: the row's own source (or `baseline_source` when set), the same precision, the same
-    batch.
+    Preferred, in order: the same math (strict fp32 and TF32 are not alike), the row's own source
+    (or `baseline_source` when set), the same software stack (else the fewest differences), the
+    same precision, the same batch.
     """
     group = precision_group(measurement.precision)
     candidates = [
@@ -75,7 +130,9 @@ def find_baseline(
     return min(
         candidates,
         key=lambda b: (
+            b.math != measurement.math,
             b.source != measurement.source,
+            _differences(dict(b.stack), dict(measurement.stack), stack_keys),
             b.precision != measurement.precision,
             b.config != measurement.config,
             b.source,
@@ -84,29 +141,43 @@ def find_baseline(
     )
 
 
+def _differences(one: dict, other: dict, keys: tuple[str, ...]) -> int:
+    return sum(one.get(k) != other.get(k) for k in keys)
+
+
 def same_workload(one: tuple, other: tuple) -> bool:
-    """The keys both configs have agree, the per-GPU batch aside."""
+    """The keys both configs have agree, the per-GPU batch and the stack aside (a ratio across
+    stacks is made where it must be, and flagged)."""
     a, b = dict(one), dict(other)
-    return all(a[k] == b[k] for k in a.keys() & b.keys() if k != "batch_size")
+    return all(a[k] == b[k] for k in a.keys() & b.keys() if k != "batch_size" and k not in STACK_KEYS)
 
 
 def relative_table(
-    measurements: list[Measurement], baseline: str, baseline_source: str | None = None
+    measurements: list[Measurement],
+    baseline: str,
+    baseline_source: str | None = None,
+    stack_keys: tuple[str, ...] = tuple(points.SOFTWARE),
 ) -> list[RelativeRow]:
+    """Each measurement over its baseline; `stack_keys`: what a like-for-like ratio shares (the
+    software for a GPU comparison; with compare by=, every stack key but the one compared)."""
     baselines = [m for m in measurements if m.gpu == baseline]
-    return [RelativeRow(m, find_baseline(m, baselines, baseline_source)) for m in measurements]
+    return [
+        RelativeRow(m, find_baseline(m, baselines, baseline_source, stack_keys), stack_keys)
+        for m in measurements
+    ]
 
 
 def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
     """Per (category, precision, gpu count, gpu, source): mean and geomean of the model ratios,
-    over the models every gpu of its (category, precision group, gpu count) has.
+    over the models every gpu of its (category, precision group, gpu count) has, with their 95%
+    intervals. A ratio of unlike math (`math_differs`) is left out (the report names it).
 
     Also returns the series that share no model with the rest of their group (no mean for them).
     """
     groups: dict[tuple, dict[tuple, dict[str, RelativeRow]]] = {}
     for row in rows:
-        if row.relative is not None:
-            m = row.measurement
+        m = row.measurement
+        if row.relative is not None and not row.math_differs:
             group = groups.setdefault((m.category, precision_group(m.precision), m.gpu_count), {})
             group.setdefault((m.precision, m.gpu, m.source), {})[m.workload] = row
     summary, nothing_common = [], []
@@ -118,6 +189,7 @@ def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
                 nothing_common.append(f"{category} {precision} x{count} {gpu} [{source}]")
                 continue
             ratios = [r.relative for r in members]
+            geomean_spread, mean_spread = intervals.mean_spreads(ratios, [r.spread for r in members])
             summary.append(
                 SummaryRow(
                     category,
@@ -132,6 +204,9 @@ def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
                     baselines=", ".join(
                         sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})
                     ),
+                    mean_spread=mean_spread,
+                    geomean_spread=geomean_spread,
+                    flags=tuple(sorted({flag for r in members for flag in r.flags})),
                 )
             )
     summary.sort(key=lambda s: (s.category, s.precision, s.gpu_count, s.gpu, s.source))

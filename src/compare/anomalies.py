@@ -6,7 +6,8 @@
 - a ratio to the baseline outside what the spec sheets allow: a training step is bound by compute
   or by memory bandwidth, so its speed-up lies between the two spec ratios (peak TFLOP/s for the
   math that ran, and GB/s), give or take `spec_tolerance`;
-- a figure whose runs stopped (max_steps, time limit) before their step times met target_ci.
+- a figure whose runs stopped (max_steps, time limit) before their step times met target_ci;
+- a figure whose runs shared a GPU with another program (the job's `gpu_foreign_processes` tag).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ SCALING_ABOVE_100 = "scaling_above_100"
 SLOWER_THAN_1GPU = "slower_than_1gpu"
 OUTSIDE_SPEC = "outside_spec"
 CI_NOT_MET = "ci_not_met"
+GPU_SHARED = "gpu_shared"
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,18 @@ def stopping_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
         if missed:
             detail = f"{len(missed)} of {m.n_runs} run(s) stopped early; {missed[0]}"
             found.append(Anomaly(CI_NOT_MET, m, detail))
+    return found
+
+
+def shared_gpu_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
+    """Points with a run during which another program held one of its GPUs."""
+    found = []
+    for m in measurements:
+        shared = [r.foreign for r in m.runs if r.foreign]
+        if shared:
+            found.append(
+                Anomaly(GPU_SHARED, m, f"{len(shared)} of {m.n_runs} run(s) shared a GPU: {shared[0]}")
+            )
     return found
 
 

@@ -1,5 +1,6 @@
 """PNG charts of a comparison, drawn like Lambda's A6000 vs 3090 study: horizontal bars of relative
-throughput per category and per model, one bar per gpu labelled with its ratio, a line at the
+throughput per category and per model, one bar per gpu labelled with its ratio and its 95%
+interval as an error bar (`~1` where it holds 1.0: no measurable difference), a line at the
 baseline's 1.0, fp32-group and mixed-precision panels side by side. Absolute throughput and
 efficiency bars per model, and a scaling chart where a gpu ran at several GPU counts. How they look
 (a gpu's colour, titles, legends, pages) is src/compare/style.py's.
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from src.compare import style
+from src.compare import intervals, style
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.runs import MEASURED, Measurement
 from src.console import number
@@ -30,7 +31,8 @@ class Bar:
     precision: str
     source: str
     value: float
-    flags: str = ""  # anomaly kinds of the figure, shown beside its ratio
+    flags: str = ""  # anomaly kinds and ratio flags of the figure, shown beside its ratio
+    interval: tuple[float, float] | None = None  # 95%, drawn as an error bar
 
     @property
     def label(self) -> str:
@@ -48,7 +50,7 @@ def draw_all(
     """Every chart; `flagged` maps a point to its anomaly kinds, printed beside its bar."""
     by_category = [
         ((f"{s.category}, {_gpus(s.gpu_count)}", precision_group(s.precision)),
-         Bar(s.gpu, s.precision, s.source, s.relative_mean))
+         Bar(s.gpu, s.precision, s.source, s.relative_mean, " ".join(s.flags), s.mean_interval))
         for s in summary
     ]  # fmt: skip
     paths = relative_bars(
@@ -73,7 +75,8 @@ def draw_all(
 
 def _bar(row: RelativeRow, flagged: dict[tuple, list[str]]) -> Bar:
     m = row.measurement
-    return Bar(m.gpu, m.precision, m.source, row.relative, " ".join(flagged.get(m.point, [])))
+    flags = " ".join(flagged.get(m.point, []) + row.flags)
+    return Bar(m.gpu, m.precision, m.source, row.relative, flags, row.interval)
 
 
 def _gpus(count: int) -> str:
@@ -105,7 +108,7 @@ def relative_bars(
     titles = list(grouped)
     heights = [BAR_IN * max(len(grouped[t].get(g, [])) for g in groups) + PANEL_PAD_IN for t in titles]
     bars_all = [b for panels in grouped.values() for bars in panels.values() for b in bars]
-    end = style.axis_end([max(b.value, 1.0) for b in bars_all], ["outside_spec" in b.flags for b in bars_all])
+    end = style.axis_end([max(_end(b), 1.0) for b in bars_all], ["outside_spec" in b.flags for b in bars_all])
     published = any(b.source != MEASURED for b in bars_all)
     paths = []
     pages = style.pages(heights)
@@ -124,7 +127,8 @@ def relative_bars(
         style.title(
             fig,
             f"Training throughput relative to {baseline}, {what}",
-            "bars from 0 on one scale; ! marks a flagged figure (report.md says why)",
+            "bars from 0 on one scale; whiskers: 95% interval, ~1: it holds 1.0 (no measurable "
+            "difference); ! marks a flagged figure (report.md says why)",
             (page, len(pages)),
         )
         style.legend(fig, [style.published_handle()] if published else [])
@@ -142,8 +146,10 @@ def _relative_panel(ax, bars: list[Bar], end: float) -> None:
         color=[style.gpu_colour(b.gpu) for b in bars],
         hatch=[style.PUBLISHED_HATCH if b.source != MEASURED else "" for b in bars],
         edgecolor="white",
+        xerr=_whiskers(bars),
+        error_kw={"elinewidth": 1, "capsize": 2, "ecolor": "dimgrey"},
     )
-    texts = [style.ratio_text(b.value) + (f"  ! {b.flags}" if b.flags else "") for b in bars]
+    texts = [_bar_text(b) for b in bars]
     style.bar_values(ax, drawn, [b.value for b in bars], texts, end)
     ax.set_yticks(list(y), [b.label for b in bars], fontsize="small")
     ax.invert_yaxis()
@@ -152,6 +158,23 @@ def _relative_panel(ax, bars: list[Bar], end: float) -> None:
     ax.grid(axis="x", alpha=0.3)
     if not bars:
         ax.text(0.5, 0.5, "no runs", transform=ax.transAxes, ha="center", va="center", color="grey")
+
+
+def _end(bar: Bar) -> float:
+    return bar.interval[1] if bar.interval else bar.value
+
+
+def _whiskers(bars: list[Bar]) -> list[list[float]]:
+    """matplotlib's xerr: distances below and above each bar's value; 0 where it has no interval."""
+    return [
+        [b.value - b.interval[0] if b.interval else 0.0 for b in bars],
+        [b.interval[1] - b.value if b.interval else 0.0 for b in bars],
+    ]
+
+
+def _bar_text(bar: Bar) -> str:
+    text = style.ratio_text(bar.value) + ("  ~1" if intervals.holds_one(bar.interval) else "")
+    return text + (f"  ! {bar.flags}" if bar.flags else "")
 
 
 SCALING_PANEL_IN = 2.8
@@ -242,20 +265,19 @@ def _scales(points: list[Measurement]) -> bool:
 
 
 def throughput_per_model(measurements: list[Measurement], out: Path) -> list[Path]:
-    """One bar chart per model: the median throughput of each point, whiskers from min to max."""
+    """One bar chart per model: the median throughput of each point, whiskers its 95% interval."""
     paths = []
     for model, points in _by_model(measurements).items():
         unit = points[0].unit
         values = [m.throughput for m in points]
-        spread = [
-            [m.throughput - m.throughput_min for m in points],
-            [m.throughput_max - m.throughput for m in points],
-        ]
+        spread = _whiskers(
+            [Bar(m.gpu, m.precision, m.source, m.throughput, interval=m.interval) for m in points]
+        )
         paths += _bars(
             points,
             [(values, f"training throughput ({unit})", spread)],
             f"{model}: training throughput, every gpu, GPU count and precision",
-            "median of runs; whiskers from the slowest to the fastest run",
+            "median of runs; whiskers: 95% interval (repeats; one run: within-run only; published: none)",
             out / f"throughput_{slug(model)}",
         )
     return paths

@@ -10,8 +10,9 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from src import console
-from src.compare import analysis, anomalies, charts, explain, explain_charts, report
+from src.compare import analysis, anomalies, axis, charts, explain, explain_charts, report, split
 from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
+from src.config import points
 from src.config.schema import PRECISIONS
 from src.config.tracking_uri import tracking_errors
 from src.console import note
@@ -36,8 +37,16 @@ def validate_compare(cfg: DictConfig) -> None:
     errors = tracking_errors(cfg.tracking)
     if not cfg.tracking.report_experiment:
         errors.append("tracking.report_experiment='': must name the experiment report runs go to")
-    if not cfg.baseline:
-        errors.append(f"baseline={cfg.baseline!r}: must name a gpu profile, e.g. baseline=rtx3090")
+    if cfg.baseline == "":
+        errors.append(
+            "baseline='': must name a gpu profile (baseline=rtx3090), a value of by= (baseline=2.11.0), "
+            "or be null (rtx3090; with by=, the oldest value)"
+        )
+    if cfg.by is not None and not str(cfg.by).replace("_", "").replace(".", "").isalnum():
+        errors.append(
+            f"by={cfg.by!r}: must be null (compare gpus), a stack key ({', '.join(points.STACK)}), "
+            "host, or another tag's name"
+        )
     if cfg.baseline_source == "":
         errors.append("baseline_source='': must be null (the row's own source first) or a source name")
     nested = [k for k in ("gpus", "models", "precisions", "gpu_counts", "sources") if not _flat(cfg[k])]
@@ -73,51 +82,67 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     kept, smoke_left_out = select(records, cfg)
     if smoke_left_out:  # said before anything can fail for want of runs: they may be all there is
         note(f"{smoke_left_out:,} benchmark=smoke run(s) left out; include_smoke=true counts them")
+    untagged = 0
+    if cfg.by:
+        kept, untagged = axis.along(kept, cfg.by)
+    baseline = axis.baseline(kept, cfg.by, cfg.baseline)
     measurements = aggregate(kept)
-    rows = analysis.relative_table(measurements, cfg.baseline, cfg.baseline_source)
-    analysis.check_comparable(measurements, rows, cfg.baseline)
+    rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, axis.stack_keys(cfg.by))
+    analysis.check_comparable(measurements, rows, baseline)
     summary, nothing_common = analysis.summarize(rows)
     stand_ins = profile_stand_ins(measurements)
-    unanswered = asked_without_figures(list(cfg.gpus), records, measurements, summary, cfg.baseline)
+    # with by=, gpus= filters the runs but the compared axis is KEY's values: no gpu is asked for there
+    asked = [] if cfg.by else list(cfg.gpus)
+    unanswered = asked_without_figures(asked, records, measurements, summary, baseline)
     efficiency = anomalies.scaling_efficiency(measurements)
     found = anomalies.stopping_anomalies(measurements)
+    found += anomalies.shared_gpu_anomalies(measurements)
     found += anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
     found += anomalies.spec_anomalies(rows, cfg.anomalies.spec_tolerance)
 
     out.mkdir(parents=True, exist_ok=True)
     flagged = report.flagged_points(found)
     relative = report.relative_records(rows, efficiency, flagged)
-    summary_table = report.summary_records(summary)
+    summary_table = report.summary_records(summary, baseline)
     anomaly_table = report.anomaly_records(found)
+    split_table = [] if cfg.by else split.split_records(rows, measurements)
     files = [
         report.write_csv(out / report.RELATIVE_CSV, report.RELATIVE_COLUMNS, relative),
         report.write_csv(out / report.SUMMARY_CSV, report.SUMMARY_COLUMNS, summary_table),
         report.write_csv(out / report.ANOMALIES_CSV, report.ANOMALY_COLUMNS, anomaly_table),
     ]
-    pictures = charts.draw_all(rows, summary, measurements, cfg.baseline, out, flagged)
-    why = explain.explain(runs, measurements, rows, summary, cfg.baseline)
+    if split_table:
+        files.append(report.write_csv(out / split.SPLIT_CSV, split.SPLIT_COLUMNS, split_table))
+    pictures = charts.draw_all(rows, summary, measurements, baseline, out, flagged)
+    why = explain.explain(runs, measurements, rows, summary, baseline)
     why_pictures = explain_charts.draw(why, out)
     files.append(report.write_csv(out / explain.CSV, explain.COLUMNS, why.records()))
+    facts = _facts(
+        cfg, baseline, experiments, len(runs), len(records), measurements, smoke_left_out, untagged
+    )
     text = report.markdown(
-        f"Training throughput relative to {cfg.baseline}",
-        _facts(cfg, experiments, len(runs), len(records), measurements, smoke_left_out),
+        f"Training throughput relative to {baseline}",
+        facts,
         summary_table,
         relative,
         anomaly_table,
         unanswered
-        + _notes(rows, measurements, cfg.baseline, nothing_common)
+        + _notes(rows, measurements, baseline, nothing_common, bool(cfg.by))
         + ([stand_ins] if stand_ins else []),
         pictures,
+        split_table,
+        split.SPLIT_COLUMNS,
     ) + "\n".join(explain.markdown(why, why_pictures))
     (out / report.REPORT_MD).write_text(text)
     files += [*pictures, *why_pictures, out / report.REPORT_MD]
 
     if cfg.tag_runs:
         anomalies.tag_runs(cfg.tracking.uri, measurements, found)
-    run_id = _log_report_run(cfg, files, found, text)
+    run_id = _log_report_run(cfg, baseline, files, found, text)
     for line in unanswered:
         console.warning(line)
-    report.print_summary(summary, cfg.baseline, list(cfg.gpus), str(out))
+    unlike = [_label(r) for r in rows if r.math_differs]
+    report.print_summary(summary, baseline, asked, str(out), unlike)
     if stand_ins:
         console.note(stand_ins)
     return CompareResult(out, measurements, rows, summary, found, files, run_id, experiment_ids)
@@ -151,13 +176,20 @@ def asked_without_figures(
     return lines
 
 
+def _label(row: analysis.RelativeRow) -> str:
+    m, base = row.measurement, row.baseline
+    return f"{m.gpu} {m.workload} {m.precision} x{m.gpu_count} [{m.source}] vs {base.precision} [{base.source}]"
+
+
 def _facts(
     cfg: DictConfig,
+    baseline: str,
     experiments: list[str],
     n_finished: int,
     n_benchmark: int,
     measurements: list[Measurement],
     smoke_left_out: int,
+    untagged: int,
 ) -> list[str]:
     filters = {k: list(cfg[k]) for k in ("gpus", "models", "precisions", "gpu_counts", "sources") if cfg[k]}
     if cfg.filter_string:
@@ -168,9 +200,16 @@ def _facts(
         if smoke_left_out
         else ""
     )
+    by = (
+        f"; by `{cfg.by}`: one value against another on the same gpu and point"
+        + (f", {untagged:,} run(s) without the tag left out" if untagged else "")
+        if cfg.by
+        else ""
+    )
     return [
-        f"Baseline: `{cfg.baseline}`"
-        + (f" from source `{cfg.baseline_source}`" if cfg.baseline_source else " (same source first)"),
+        f"Baseline: `{baseline}`"
+        + (f" from source `{cfg.baseline_source}`" if cfg.baseline_source else " (same source first)")
+        + by,
         f"Runs: experiments {', '.join(f'`{e}`' for e in experiments)} at `{cfg.tracking.uri}`; "
         f"{n_finished:,} FINISHED, {n_benchmark:,} with a throughput, {used:,} kept by the filters, as "
         f"{len(measurements):,} points (median of repeats of one measured configuration; n_runs says "
@@ -185,8 +224,15 @@ def _notes(
     measurements: list[Measurement],
     baseline: str,
     nothing_common: list[str],
+    by: bool = False,
 ) -> list[str]:
     notes = [
+        "Intervals (95%): a t-interval on log throughput; a point's spread comes from its repeats "
+        "(fresh processes), or for a single run from its step-time CI (`within-run only`: it misses "
+        "what differs between processes); a ratio combines both sides, a mean all its ratios "
+        "(the uncertainty of these models' mean as measured, not the spread between models). A ratio "
+        "whose interval holds 1.0 is marked `no measurable difference`. Published figures have no "
+        "spread: none is invented, and an interval against one rests on the measured side only.",
         "Precision groups: fp32 and tf32 are charted together as fp32, amp and bf16 as mixed "
         "precision; every table keeps the precision each run used. A ratio takes the baseline at the "
         "same precision when it has one, else at another of the same group (see baseline_precision).",
@@ -216,6 +262,20 @@ def _notes(
             "(published 'fp32' is the container default); this project's fp32 is strict IEEE fp32 "
             "and its tf32 is the like-for-like precision."
         )
+    unlike = sorted({_label(r) for r in rows if r.math_differs})
+    if unlike:
+        notes.append(
+            "math_differs: strict IEEE fp32 set against TF32 math (published 'fp32' ran TF32); shown "
+            f"flagged and left out of the category means: {'; '.join(unlike)}. Set tf32 runs beside them."
+        )
+    crossed_stacks = sorted({f"{_label(r)}: {r.stack_differs}" for r in rows if r.stack_differs})
+    if crossed_stacks:
+        notes.append(
+            "stack_differs: the baseline has no run on the same "
+            + ("stack (other than the key compared)" if by else "software stack")
+            + f", so these ratios set unlike stacks against each other: {'; '.join(crossed_stacks)}."
+            + ("" if by else " The hardware and software parts are split below where the runs exist.")
+        )
     variants = sorted({m.workload for m in measurements if m.variant})
     if variants:
         notes.append(
@@ -244,19 +304,21 @@ def profile_stand_ins(measurements: list[Measurement]) -> str | None:
     )
 
 
-def _log_report_run(cfg: DictConfig, files: list[Path], found: list[anomalies.Anomaly], text: str) -> str:
+def _log_report_run(
+    cfg: DictConfig, baseline: str, files: list[Path], found: list[anomalies.Anomaly], text: str
+) -> str:
     from src.tracking import job_run, store
 
     experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.report_experiment)
     kinds = sorted({a.kind for a in found})
     tags = {
         tag.REPORT: "true",
-        tag.BASELINE: cfg.baseline,
+        tag.BASELINE: baseline,
         tag.ANOMALIES: len(found),
         tag.ANOMALY_KINDS: ",".join(kinds) or "none",
         "mlflow.note.content": text[:50000],  # the report as the run's description in the UI
     }
-    run = job_run.JobRun(cfg.tracking, experiment_id, f"compare vs {cfg.baseline}", tags)
+    run = job_run.JobRun(cfg.tracking, experiment_id, f"compare vs {baseline}", tags)
     try:
         run.log_params(job_run.flatten(OmegaConf.to_container(cfg, resolve=True)))
         for path in files:

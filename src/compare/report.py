@@ -5,7 +5,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from src.compare.analysis import RelativeRow, SummaryRow, precision_group
+from src.compare import intervals
+from src.compare.analysis import NO_DIFFERENCE, RelativeRow, SummaryRow, precision_group
 from src.compare.anomalies import Anomaly
 from src.compare.runs import MEASURED
 from src.console import number
@@ -17,13 +18,16 @@ REPORT_MD = "report.md"
 
 RELATIVE_COLUMNS = (
     "model", "variant", "category", "precision", "precision_group", "gpu_count", "gpu", "source", "throughput",
-    "unit", "relative", "n_runs", "throughput_min", "throughput_max", "baseline_gpu",
-    "baseline_precision", "baseline_source", "baseline_throughput", "scaling_efficiency",
-    "per_watt", "per_watt_basis", "per_kusd", "anomalies", "run_ids",
+    "unit", "relative", "relative_low", "relative_high", "interval", "difference", "flags",
+    "stack_differs", "n_runs", "throughput_low", "throughput_high", "throughput_min", "throughput_max",
+    "baseline_gpu", "baseline_precision", "baseline_source", "baseline_throughput", "scaling_efficiency",
+    "per_watt", "per_watt_basis", "per_kusd", "anomalies", "stack", "run_ids",
 )  # fmt: skip
 SUMMARY_COLUMNS = (
     "category", "precision", "precision_group", "gpu_count", "gpu", "source", "relative_mean",
-    "relative_geomean", "n_models", "models", "models_left_out", "baselines",
+    "relative_mean_low", "relative_mean_high", "relative_geomean", "relative_geomean_low",
+    "relative_geomean_high", "interval", "difference", "flags", "n_models", "models",
+    "models_left_out", "baselines",
 )  # fmt: skip
 ANOMALY_COLUMNS = ("kind", "model", "precision", "gpu_count", "gpu", "source", "detail", "run_ids")
 
@@ -36,10 +40,16 @@ def flagged_points(anomalies: list[Anomaly]) -> dict[tuple, list[str]]:
     return kinds
 
 
+def _low_high(interval: tuple[float, float] | None) -> tuple[float | None, float | None]:
+    return interval if interval else (None, None)
+
+
 def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tuple, list[str]]) -> list[dict]:
     records = []
     for row in rows:
         m, base = row.measurement, row.baseline
+        low, high = _low_high(row.interval)
+        t_low, t_high = _low_high(m.interval)
         records.append(
             {
                 "model": m.model,
@@ -53,7 +63,15 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
                 "throughput": m.throughput,
                 "unit": m.unit,
                 "relative": row.relative,
+                "relative_low": low,
+                "relative_high": high,
+                "interval": intervals.describe(m.spread if base is None or base is m else row.spread),
+                "difference": NO_DIFFERENCE if row.no_difference else "",
+                "flags": " ".join(row.flags),
+                "stack_differs": row.stack_differs,
                 "n_runs": m.n_runs,
+                "throughput_low": t_low,
+                "throughput_high": t_high,
                 "throughput_min": m.throughput_min,
                 "throughput_max": m.throughput_max,
                 "baseline_gpu": base.gpu if base else None,
@@ -65,15 +83,27 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
                 "per_watt_basis": m.per_watt_basis,
                 "per_kusd": m.per_kusd,
                 "anomalies": " ".join(kinds.get(m.point, [])),
+                "stack": " ".join(f"{k}={v}" for k, v in m.stack),
                 "run_ids": " ".join(r.run_id for r in m.runs),
             }
         )
     return records
 
 
-def summary_records(summary: list[SummaryRow]) -> list[dict]:
+def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]:
     return [
         {
+            **dict(zip(("relative_mean_low", "relative_mean_high"), _low_high(s.mean_interval), strict=True)),
+            **dict(
+                zip(
+                    ("relative_geomean_low", "relative_geomean_high"),
+                    _low_high(s.geomean_interval),
+                    strict=True,
+                )
+            ),
+            "interval": "baseline" if s.gpu == baseline else intervals.describe(s.geomean_spread),
+            "difference": NO_DIFFERENCE if _holds_one(s) else "",
+            "flags": " ".join(s.flags),
             "category": s.category,
             "precision": s.precision,
             "precision_group": precision_group(s.precision),
@@ -89,6 +119,10 @@ def summary_records(summary: list[SummaryRow]) -> list[dict]:
         }
         for s in summary
     ]
+
+
+def _holds_one(s: SummaryRow) -> bool:
+    return intervals.holds_one(s.mean_interval)
 
 
 def anomaly_records(anomalies: list[Anomaly]) -> list[dict]:
@@ -130,14 +164,22 @@ def markdown(
     anomalies: list[dict],
     notes: list[str],
     charts: list[Path],
+    split: list[dict] = (),
+    split_columns: tuple[str, ...] = (),
 ) -> str:
     lines = [f"# {title}", "", *[f"- {fact}" for fact in facts], "", "## Category means", ""]
     lines += _table(summary, ("category", "precision", "gpu_count", "gpu", "source", "relative_mean",
-                              "relative_geomean", "models", "models_left_out", "baselines"))  # fmt: skip
+                              "relative_mean_low", "relative_mean_high", "relative_geomean", "interval",
+                              "difference", "flags", "models", "models_left_out", "baselines"))  # fmt: skip
     lines += ["", "## Per model", ""]
     lines += _table(relative, ("model", "variant", "precision", "gpu_count", "gpu", "source", "throughput",
-                               "unit", "n_runs", "relative", "baseline_precision", "baseline_source",
+                               "throughput_low", "throughput_high", "unit", "n_runs", "relative",
+                               "relative_low", "relative_high", "interval", "difference", "flags",
+                               "stack_differs", "baseline_precision", "baseline_source",
                                "scaling_efficiency", "anomalies"))  # fmt: skip
+    if split:
+        lines += ["", "## Hardware and software parts of cross-stack ratios", ""]
+        lines += _table(split, split_columns)
     lines += ["", f"## Anomalies ({len(anomalies)})", ""]
     lines += _table(anomalies, ANOMALY_COLUMNS[:-1]) if anomalies else ["None found."]
     if notes:
@@ -181,11 +223,15 @@ def console_gpus(summary: list[SummaryRow], baseline: str, asked: list[str]) -> 
     return [g for g in present if g in wanted], [g for g in present if g not in wanted]
 
 
-def print_summary(summary: list[SummaryRow], baseline: str, asked: list[str] = (), out: str = "") -> None:
+def print_summary(
+    summary: list[SummaryRow], baseline: str, asked: list[str] = (), out: str = "", unlike: list[str] = ()
+) -> None:
     """The category means in an 80-column terminal or a piped log: one section per category,
     precision and GPU count, a gpu's name never wrapped; summary.csv keeps every column and row.
     With many gpus (Lambda's tables hold about twenty) only those of console_gpus are shown, and
-    a line says how many more there are and how to see them."""
+    a line says how many more there are and how to see them. The mean's 95% interval is marked
+    `=` where it holds 1.0 (no measurable difference) and `!` where a ratio averaged set unlike
+    software stacks; `unlike` names the ratios of unlike math that no mean holds."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table
@@ -195,31 +241,52 @@ def print_summary(summary: list[SummaryRow], baseline: str, asked: list[str] = (
     shown, left_out = console_gpus(summary, baseline, list(asked))
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column(escape("category, precision, GPUs / gpu [source]"), no_wrap=True)
-    for header in ("mean", "geo", "n"):  # n: models averaged
+    for header in ("mean", "geo", "95% CI", "n"):  # 95% CI: the mean's; n: models averaged
         table.add_column(header, justify="right", no_wrap=True)
     section = None
+    intervals_shown = []
     for s in summary:
         if s.gpu not in shown:
             continue
         if (s.category, s.precision, s.gpu_count) != section:
             section = (s.category, s.precision, s.gpu_count)
             table.add_row(f"[bold]{escape(s.category)}, {escape(s.precision)}, {s.gpu_count} GPU"
-                          f"{'s' if s.gpu_count > 1 else ''}[/]", "", "", "")  # fmt: skip
+                          f"{'s' if s.gpu_count > 1 else ''}[/]", "", "", "", "")  # fmt: skip
         name = s.gpu + ("" if s.source == MEASURED else f" [{s.source}]")
+        interval = "-" if s.gpu == baseline else _console_interval(s)
+        intervals_shown.append(interval)
         table.add_row(
             "  " + escape(name),
             _console_ratio(s.relative_mean),
             _console_ratio(s.relative_geomean),
+            interval,
             str(s.n_models),
         )
     note(f"Throughput relative to {baseline}, mean over the models every gpu has")
     console.print(table)
+    marks = "".join(text[-2:] for text in intervals_shown)
+    if "=" in marks:
+        console.print("  = the interval holds 1.0: no measurable difference")
+    if "!" in marks:
+        console.print("  ! stack_differs: some ratios set unlike software stacks (see report.md)")
+    for line in unlike:
+        console.print(f"  math_differs, in no mean: {escape(line)}")
     if left_out:
         where = f" in {out}" if out else ""
         note(
             f"{len(left_out)} more gpu(s) left out of this table ({', '.join(left_out)}): every one is in "
             f"summary.csv, report.md and the charts{where}; gpus=[...] picks the gpus to compare"
         )
+
+
+def _console_interval(s: SummaryRow) -> str:
+    interval = s.mean_interval
+    text = f"{_console_ratio(interval[0])[:-1]}-{_console_ratio(interval[1])[:-1]}" if interval else "none"
+    if _holds_one(s):
+        text += "="
+    if "stack_differs" in s.flags:
+        text += "!"
+    return text
 
 
 def _console_ratio(value: float) -> str:

@@ -1,11 +1,12 @@
 """Read FINISHED runs back from MLflow and reduce repeats to one measurement per point.
 
 A point is (gpu, gpu_count, model, precision, source, measured configuration); its throughput is
-the median of its runs. The measured configuration is every logged param that changes what is
-measured (model sizes, the batch that ran, compile, channels_last, cudnn autotuning, smoke: the
-measured keys of src/config/points.py), so runs that differ in it are separate points, never
-pooled as repeats. Runs without a `source` tag
-are this project's own: source "measured".
+the median of its runs, with a 95% interval (src/compare/intervals.py). The measured configuration
+is every logged param that changes what is measured (model sizes, the batch that ran, compile,
+channels_last, cudnn autotuning, smoke: the measured keys of src/config/points.py) and the stack
+the run logged as tags (torch, CUDA, cuDNN, NCCL, driver, the card's name and power limit: points.py's
+TAGS), so runs that differ in either are separate points, never pooled as repeats. Runs without a
+`source` tag are this project's own: source "measured".
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from src.compare import intervals
 from src.compare.specs import Spec, positive_number, run_spec
 from src.config import points
 from src.stats import rule_missed
@@ -26,7 +28,10 @@ class CompareError(ValueError):
     """Nothing (or not enough) to compare; the message names what is missing."""
 
 
-@dataclass(frozen=True)
+STACK_KEYS = {f"tag:{name}": short for short, name in points.STACK.items()}  # config key -> short name
+
+
+@dataclass(frozen=True, kw_only=True)
 class Workpoint:
     """What a throughput figure is of: the fields that runs are grouped and compared by."""
 
@@ -38,17 +43,31 @@ class Workpoint:
     source: str
     unit: str
     config: tuple  # the measured configuration: sorted (key, value) pairs, see measured_config
+    tf32_math: bool = False  # matmuls ran (or were published) with TF32 tensor-core math
 
     @property
     def point(self) -> tuple:
         return (self.gpu, self.gpu_count, self.model, self.precision, self.source, self.config)
 
+    @property
+    def stack(self) -> tuple:
+        """The software and card it ran on: (short name, value) pairs, e.g. ("torch", "2.14.1")."""
+        return tuple((STACK_KEYS[k], v) for k, v in self.config if k in STACK_KEYS)
 
-@dataclass(frozen=True)
+    @property
+    def software(self) -> dict:
+        return {k: v for k, v in self.stack if k in points.SOFTWARE}
+
+    @property
+    def math(self) -> str:
+        """The math that ran: tf32 where fp32 matmuls ran (or were published) as TF32."""
+        return "tf32" if self.precision in ("fp32", "tf32") and self.tf32_math else self.precision
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunRecord(Workpoint):
     run_id: str
     throughput: float
-    tf32_math: bool  # matmuls ran (or were published) with TF32 tensor-core math
     per_watt: float | None
     per_watt_basis: str | None  # "measured" power, or the spec sheet's "tdp"
     per_kusd: float | None  # items/s per 1,000 USD of GPUs
@@ -56,19 +75,28 @@ class RunRecord(Workpoint):
     ci_missed: str | None  # how the run missed its target_ci ("max_steps: CI 27% > 1%"), else None
     anomaly_tag: str | None  # the `anomaly` tag an earlier compare left
     spec: Spec  # the spec-sheet figures it is judged by: its own, else today's profile (src/compare/specs.py)
+    step_ci_rel: float | None = None  # the run's step-time CI half-width, relative
+    measured_steps: int | None = None
+    foreign: str | None = None  # other programs seen on its GPUs (tags.GPU_FOREIGN_PROCESSES)
+    started_ms: int = 0
+    tags: dict = field(default_factory=dict, compare=False, repr=False)  # every tag, for compare by=
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Measurement(Workpoint):
     throughput: float  # median of the runs
     throughput_min: float
     throughput_max: float
-    tf32_math: bool
     per_watt: float | None
     per_watt_basis: str | None
     per_kusd: float | None
     runs: list[RunRecord] = field(repr=False)
     variant: str = ""  # what sets this point apart from others of its model, e.g. "d_model=128"
+    spread: intervals.Spread | None = None  # of its log throughput; None: no interval can be given
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return self.spread.interval(self.throughput) if self.spread else None
 
     @property
     def n_runs(self) -> int:
@@ -179,6 +207,11 @@ def to_record(run) -> RunRecord | None:
         ci_missed=ci_missed(tags, metrics, params),
         anomaly_tag=tags.get(tag.ANOMALY),
         spec=spec,
+        step_ci_rel=metrics.get("step_time_ci95_rel"),
+        measured_steps=int(metrics["measured_steps"]) if "measured_steps" in metrics else None,
+        foreign=tags.get(tag.GPU_FOREIGN_PROCESSES),
+        started_ms=run.info.start_time or 0,
+        tags=dict(tags),
     )
 
 
@@ -218,6 +251,7 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
         prices = [r.per_kusd for r in runs if r.per_kusd is not None]
         bases = sorted({r.per_watt_basis for r in runs if r.per_watt_basis})
         shown = differing.get(first.model, ())
+        lone = runs[0] if len(runs) == 1 else None
         measurements.append(
             Measurement(
                 gpu=first.gpu,
@@ -237,6 +271,12 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
                 per_kusd=statistics.median(prices) if prices else None,
                 runs=runs,
                 variant=", ".join(f"{points.label(k)}={v}" for k, v in first.config if k in shown),
+                spread=intervals.point_spread(
+                    throughputs,
+                    lone.step_ci_rel if lone else None,
+                    lone.measured_steps if lone else None,
+                    first.source != MEASURED,
+                ),
             )
         )
     return measurements
@@ -261,3 +301,9 @@ def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:
 def _sort_key(point: tuple) -> tuple:
     gpu, count, model, precision, source, config = point
     return (model, config, precision, count, gpu, source)
+
+
+def stack_difference(one: Workpoint, other: Workpoint, keys) -> str:
+    """What differs between two points' stacks among `keys`, e.g. 'torch 2.14.1 vs 2.13.0'; ''."""
+    a, b = dict(one.stack), dict(other.stack)
+    return ", ".join(f"{k} {a.get(k, '?')} vs {b.get(k, '?')}" for k in keys if a.get(k) != b.get(k))

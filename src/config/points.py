@@ -75,6 +75,10 @@ KEYS: dict[str, Declared] = {
     ),
     "benchmark.rerun": Declared(PLUMBING),
     "benchmark.breakdown_steps": Declared(PLUMBING),  # profiled after the window: the figure is the same
+    # a repeat of the point in fresh processes: its own run (hash), the same point; 0 as runs before it
+    "benchmark.repeat": Declared(PROCEDURE, since=0),
+    # whether a busy GPU is refused: the figure is flagged gpu_shared either way
+    "benchmark.exclusive": Declared(PLUMBING),
     "telemetry.": Declared(PROCEDURE),  # the sampling behind the power and clock figures
     # hashed since the first runs, so kept in the hash: as plumbing every finished point would rerun
     "launcher.": Declared(PROCEDURE),
@@ -84,8 +88,26 @@ KEYS: dict[str, Declared] = {
     RAN_BATCH: Declared(MEASURED),
 }
 
-# Run tags that are point fields (the environment a run measured, not its config): none yet.
-TAGS: dict[str, Declared] = {}
+# The stack a run measured on: the environment, not its config. Short name (compare's `by=`, the
+# variant label) -> the run tag. Software: the framework and libraries that run the step, and the
+# driver under them; the card: the device detected and its enforced power limit (docs/compare.md
+# says why each changes a figure).
+SOFTWARE = {
+    "torch": "torch_version",
+    "torchvision": "torchvision_version",
+    "transformers": "transformers_version",
+    "cuda": "cuda_version",
+    "cudnn": "cudnn_version",
+    "nccl": "nccl_version",
+    "driver": "driver_version",
+}
+CARD = {"gpu_name": "gpu_name", "power_limit": "power_limit_w"}
+STACK = SOFTWARE | CARD
+STACK_NAMES = {tag: name for name, tag in STACK.items()}
+
+# Run tags that are point fields; a run without one (published rows, runs from before the power
+# limit tag) has none in its point.
+TAGS: dict[str, Declared] = {name: Declared(MEASURED, since=None) for name in STACK.values()}
 
 LEGACY: dict[str, Declared] = {
     "model.builder": Declared(MEASURED, by="model"),  # before model._target_
@@ -190,7 +212,8 @@ def drop_unused(cfg) -> None:
 def label(key: str) -> str:
     """A measured key's name in the variant labels compare shows ("d_model", "compile", ...)."""
     if key.startswith("tag:"):
-        return key.removeprefix("tag:")
+        name = key.removeprefix("tag:")
+        return STACK_NAMES.get(name, name)
     return key.split(".", 1)[1] if "." in key else key
 
 

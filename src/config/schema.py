@@ -215,6 +215,8 @@ class BenchmarkConfig:
     breakdown_steps: int = 3  # steps profiled after the window for the step-time breakdown; 0: off
     timeout_s: float = 900.0  # a job (or a hung collective) past this is failed
     rerun: bool = False  # run a point even if its config already has a FINISHED run (see src/run/resume.py)
+    repeat: int = 0  # which repeat of the point (benchmark.repeat=0,1,2): a run of its own, the same point
+    exclusive: bool = False  # true: refuse to start on a GPU another program is using (else: run, flag it)
 
 
 @dataclass
@@ -266,8 +268,9 @@ class AnomalyConfig:
 class CompareConfig:
     """`python -m src.compare`: relative throughput against a baseline gpu, from MLflow runs."""
 
-    baseline: str = "rtx3090"
+    baseline: str | None = None  # null: rtx3090; with `by`, the oldest value
     baseline_source: str | None = None  # null: the row's own source when the baseline has it
+    by: str | None = None  # null: compare gpus; a stack key or tag: compare its values on one gpu
     out: str = MISSING
     # filters; empty = all
     gpus: list[str] = field(default_factory=list)

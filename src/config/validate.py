@@ -142,6 +142,7 @@ def _check_benchmark(b: DictConfig, m: DictConfig, errors: Errors) -> None:
         b.breakdown_steps,
         "an integer >= 0 (steps profiled after the window; 0: no step-time breakdown)",
     )
+    errors.need(isinstance(b.repeat, int) and b.repeat >= 0, "benchmark.repeat", b.repeat, "an integer >= 0")
     limit = b.cudnn_benchmark_limit
     errors.need(
         limit is None or (isinstance(limit, int) and limit >= 0),

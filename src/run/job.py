@@ -19,7 +19,7 @@ from src import console, credentials
 from src.config import points
 from src.config.finalise import finalize
 from src.errors import ConfigError, DeviceUnavailable, JobFailed
-from src.hardware import devices, gpu_lock
+from src.hardware import devices, gpu_lock, occupancy
 from src.reports import CeilingsReport
 from src.run import breakdown, ceilings, launch, phases, resume, signals
 from src.run.job_store import JobStore, note_on_parent
@@ -95,7 +95,7 @@ def _run_job(
             return ceilings.result_line(name, metrics)
         console.result_line(
             name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled,
-            min_steps=cfg.benchmark.min_steps,
+            min_steps=cfg.benchmark.min_steps, shared=outcome.foreign,
         )  # fmt: skip
         return metrics["throughput"]
     except KeyboardInterrupt:
@@ -167,6 +167,8 @@ def _log_result(
     """The job's figures, logged and the run ended FINISHED; a diverged run logs none and fails."""
     env["versions"] |= outcome.runtime_versions  # what the ranks ran with: CUDA, cuDNN, NCCL
     _log_environment(run, env)
+    if outcome.foreign:
+        run.set_tags({tag.GPU_FOREIGN_PROCESSES: outcome.foreign[:5000]})
     marks = outcome.marks | {"job_entry": job_started, "logged": time.time()}
     if outcome.ceilings_table is not None:  # the card's own figures: no throughput, no step times
         return ceilings.log(
@@ -196,8 +198,11 @@ def _log_result(
 
 
 def _log_environment(run: job_run.JobRun, env: dict) -> None:
-    versions = {f"{k}{tag.VERSION_SUFFIX}": v for k, v in env["versions"].items()}
-    run.set_tags(versions | {tag.DRIVER_VERSION: env["driver"]})
+    tags = {f"{k}{tag.VERSION_SUFFIX}": v for k, v in env["versions"].items()} | {tag.DRIVER_VERSION: env["driver"]}
+    limits = sorted({f"{d['power_limit_w']:g}" for d in env["devices"] if d.get("power_limit_w")})
+    if limits:  # the card's enforced power limit changes its figure: part of compare's point
+        tags[tag.POWER_LIMIT] = "/".join(limits)
+    run.set_tags(tags)
     run.log_dict(env, "environment.json")
 
 
@@ -240,8 +245,13 @@ def _launch(
     progress_file = job_dir / f"progress.{node}.json"
     run_id = launch.rendezvous_id(name, cfg.launcher.nnodes)
     with gpu_lock.exclusive(selection.devices, name) as waited_s:  # never two jobs on one GPU
+        # ...and see any other program on them: refused with benchmark.exclusive, else recorded
+        busy = occupancy.before_start(selection.devices, cfg.benchmark.exclusive)
         launched = time.time()
-        with console.JobProgress(name, progress_file, cfg.model.unit, job_id):
+        with (
+            console.JobProgress(name, progress_file, cfg.model.unit, job_id),
+            occupancy.Watch(selection.devices) as watch,
+        ):
             reports = launch.launch_ranks(
                 rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks" / node, progress_file, run_id
             )
@@ -250,6 +260,7 @@ def _launch(
     else:
         outcome = combine_ranks(reports, job_started + waited_s)  # start-up figures leave the wait out
     outcome.marks |= {"launch": launched, "outcome": time.time()}
+    outcome.foreign = occupancy.describe(busy, watch.during(outcome.window))
     return outcome
 
 

@@ -27,6 +27,7 @@ class JobOutcome:
     world_size: int
     breakdown: dict | None = None  # the step-time breakdown, combined (src/run/breakdown.py)
     ceilings_table: str | None = None  # a model=ceilings job's ceilings.csv (src/run/ceilings.py)
+    foreign: str = ""  # other programs seen on the job's GPUs (src/hardware/occupancy.py), else ''
 
     @property
     def measured_items(self) -> float:

@@ -1,0 +1,60 @@
+"""What a comparison sets side by side: gpus (the default), or with `by=KEY` the values of one
+stack key or tag (torch, cuda, cudnn, nccl, driver, power_limit, host, ...) on the same gpu and point.
+
+For `by=`, records are re-keyed so the rest of compare works unchanged: the compared axis (the
+`gpu` field) becomes `KEY=value`, the real gpu joins the measured configuration (a ratio takes its
+baseline on the same gpu) and KEY leaves the stack (the other stack keys still have to match, or
+the ratio is flagged `stack_differs`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from packaging.version import InvalidVersion, Version
+
+from src.compare.runs import CompareError, RunRecord
+from src.config import points
+
+DEFAULT_BASELINE = "rtx3090"
+
+
+def along(records: list[RunRecord], by: str) -> tuple[list[RunRecord], int]:
+    """Records re-keyed for `by=KEY`, and how many lack KEY (left out: published rows log no stack)."""
+    tag = points.STACK.get(by, by)
+    kept, missing = [], 0
+    for record in records:
+        value = record.tags.get(tag)
+        if not value:
+            missing += 1
+            continue
+        config = tuple((k, v) for k, v in record.config if k != f"tag:{tag}") + (("gpu", record.gpu),)
+        kept.append(dataclasses.replace(record, gpu=f"{by}={value}", config=tuple(sorted(config))))
+    return kept, missing
+
+
+def stack_keys(by: str | None) -> tuple[str, ...]:
+    """What a like-for-like ratio shares: the software stack between gpus; with by=, every stack key
+    but the one compared (the card too: by=torch must not set one card against another)."""
+    return tuple(k for k in points.STACK if k != by) if by else tuple(points.SOFTWARE)
+
+
+def baseline(records: list[RunRecord], by: str | None, wanted: str | None) -> str:
+    """The compared axis's baseline: `wanted` (a gpu; with by=, a value of KEY, where `2.13.0` also
+    names `2.13.0+cpu` when that is the only one), else rtx3090 for gpus and the oldest value for
+    by= (the lowest version where every value is one, else the value of the earliest run)."""
+    if not by:
+        return wanted or DEFAULT_BASELINE
+    values = sorted({r.gpu.split("=", 1)[1] for r in records})
+    if not values:
+        raise CompareError(f"by={by}: no run that the filters keep has a {points.STACK.get(by, by)!r} tag")
+    if wanted is None:
+        try:
+            return f"{by}={min(values, key=Version)}"
+        except InvalidVersion:
+            first = min(records, key=lambda r: r.started_ms)
+            return first.gpu
+    matches = [v for v in values if v == wanted] or [v for v in values if v.startswith(f"{wanted}+")]
+    if len(matches) != 1:
+        raise CompareError(f"baseline={wanted}: not one value of by={by}; values found: {', '.join(values)}")
+    return f"{by}={matches[0]}"

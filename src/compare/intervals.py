@@ -1,0 +1,101 @@
+"""95% intervals for a point's throughput, a ratio of two points and a mean of ratios.
+
+Every figure is carried on the log scale: a point is its log throughput's standard error and
+degrees of freedom. Throughput is positive and a ratio is a quotient, so on the log scale a ratio
+is a difference and independent sides add their variances; the degrees of freedom of a sum come
+from Welch-Satterthwaite and the interval from Student's t. A bootstrap over runs was not chosen:
+with the usual 2-3 repeats it has only a handful of distinct resamples and its interval is too
+narrow, and it has nothing to resample for a single run.
+
+A point's spread comes from its repeats (fresh processes: n runs, n-1 degrees of freedom), or, with
+one run, from that run's step-time confidence interval ("within-run": it misses what differs
+between processes, such as clocks, placement and autotuning choices). A published figure has no
+spread: it contributes none, and an interval made from it says so.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+from src.stats import t95
+
+REPEATS, WITHIN_RUN, PUBLISHED = "repeats", "within-run", "published"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Uncertainty of a log figure: standard error, degrees of freedom, where it came from."""
+
+    se: float  # 0 for a published figure: no spread is known
+    dof: float
+    basis: str  # "repeats", "within-run", "published", or several joined by "+"
+
+    def interval(self, value: float) -> tuple[float, float] | None:
+        """The 95% interval around `value` (None when nothing of it has a spread)."""
+        if self.se == 0 or not math.isfinite(self.se):
+            return None
+        half = t95(max(1, math.floor(self.dof))) * self.se
+        return (value * math.exp(-half), value * math.exp(half))
+
+
+def point_spread(
+    throughputs: list[float], ci_rel: float | None, steps: int | None, published: bool
+) -> Spread | None:
+    """The spread of a point's log throughput; None when a lone run logged no step-time CI."""
+    if published:
+        return Spread(0.0, math.inf, PUBLISHED)
+    if len(throughputs) > 1:
+        logs = [math.log(t) for t in throughputs]
+        return Spread(statistics.stdev(logs) / math.sqrt(len(logs)), len(logs) - 1, REPEATS)
+    if ci_rel is None or steps is None or steps < 2 or not math.isfinite(ci_rel):
+        return None
+    # the CI half-width of the mean step time is t * se; 1/mean is throughput, so its log has that se
+    return Spread(ci_rel / t95(steps - 1), steps - 1, WITHIN_RUN)
+
+
+def combine(spreads: list[Spread], weights: list[float] | None = None) -> Spread:
+    """The spread of sum(w_i * x_i) over independent figures x_i (a ratio: weights 1 and -1)."""
+    weights = weights or [1.0] * len(spreads)
+    terms = [(w * s.se) ** 2 for w, s in zip(weights, spreads, strict=True)]
+    variance = sum(terms)
+    measured = [(t, s.dof) for t, s in zip(terms, spreads, strict=True) if t > 0]
+    dof = variance**2 / sum(t**2 / d for t, d in measured) if measured else math.inf
+    parts = {part for s in spreads for part in s.basis.split("+")}
+    basis = "+".join(sorted(parts, key=(REPEATS, WITHIN_RUN, PUBLISHED).index))
+    return Spread(math.sqrt(variance), dof, basis)
+
+
+def ratio_spread(ours: Spread | None, baseline: Spread | None) -> Spread | None:
+    if ours is None or baseline is None:
+        return None
+    return combine([ours, baseline], [1.0, -1.0])
+
+
+def mean_spreads(ratios: list[float], spreads: list[Spread | None]) -> tuple[Spread | None, Spread | None]:
+    """Spreads of the log of the geometric and of the arithmetic mean of independent ratios; None
+    when one ratio has none. They are the uncertainty of the mean of these models' ratios as
+    measured, not the spread of ratios between models. Both are on the log scale, so an interval
+    stays positive and, for one model, is that model's ratio interval."""
+    if not spreads or any(s is None for s in spreads):
+        return None, None
+    k, total = len(ratios), sum(ratios)
+    geometric = combine(spreads, [1 / k] * k)
+    arithmetic = combine(spreads, [r / total for r in ratios])  # delta method: d log(mean) = sum r_i d log r_i / sum r
+    return geometric, arithmetic
+
+
+def holds_one(interval: tuple[float, float] | None) -> bool:
+    """A ratio whose interval holds 1.0: no measurable difference."""
+    return interval is not None and interval[0] <= 1.0 <= interval[1]
+
+
+def describe(spread: Spread | None) -> str:
+    """What an interval rests on, for tables: 'repeats', 'within-run only', 'published: none'."""
+    if spread is None:
+        return "none: a run without a step-time CI"
+    if spread.basis == PUBLISHED:
+        return "none: published figures have no spread"
+    text = spread.basis.replace(WITHIN_RUN, "within-run only")
+    return text.replace(f"+{PUBLISHED}", " (published side: no spread)")

@@ -1,0 +1,96 @@
+"""A ratio between two gpus on two software stacks, split into its hardware and software parts.
+
+gpu X on stack B against baseline gpu Y on stack A is (X on B / X on A) x (X on A / Y on A), or
+equally (X on B / Y on B) x (Y on B / Y on A): one more point, either X on the baseline's stack or
+the baseline on X's, splits it. Where neither was run, the split names the runs that would make it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from src.compare import intervals
+from src.compare.analysis import RelativeRow, precision_group, same_workload
+from src.compare.runs import Measurement
+
+SPLIT_CSV = "hardware_software.csv"
+SPLIT_COLUMNS = (
+    "model", "precision", "gpu_count", "gpu", "baseline_gpu", "relative", "stack_differs",
+    "hardware", "hardware_low", "hardware_high", "software", "software_low", "software_high", "via", "missing",
+)  # fmt: skip
+
+
+@dataclass
+class Part:
+    value: float
+    spread: intervals.Spread | None
+
+    @property
+    def interval(self):
+        return self.spread.interval(self.value) if self.spread else None
+
+
+def _part(ours: Measurement, theirs: Measurement) -> Part:
+    return Part(ours.throughput / theirs.throughput, intervals.ratio_spread(ours.spread, theirs.spread))
+
+
+def _find(measurements: list[Measurement], like: Measurement, gpu: str, software: dict) -> Measurement | None:
+    """`like`'s point on another gpu and software stack."""
+    for m in measurements:
+        if (
+            m.gpu == gpu
+            and (m.model, m.gpu_count, m.source) == (like.model, like.gpu_count, like.source)
+            and precision_group(m.precision) == precision_group(like.precision)
+            and m.math == like.math
+            and same_workload(m.config, like.config)
+            and m.software == software
+        ):
+            return m
+    return None
+
+
+def split_records(rows: list[RelativeRow], measurements: list[Measurement]) -> list[dict]:
+    """One record per cross-gpu ratio whose software stacks differ."""
+    records = []
+    for row in rows:
+        m, base = row.measurement, row.baseline
+        if base is None or m.gpu == base.gpu or not row.stack_differs:
+            continue
+        hardware = software = None
+        via = missing = ""
+        if (bridge := _find(measurements, m, m.gpu, base.software)) is not None:
+            hardware, software = _part(bridge, base), _part(m, bridge)
+            via = f"{m.gpu} on {base.gpu}'s stack (run {bridge.runs[0].run_id})"
+        elif (bridge := _find(measurements, base, base.gpu, m.software)) is not None:
+            hardware, software = _part(m, bridge), _part(bridge, base)
+            via = f"{base.gpu} on {m.gpu}'s stack (run {bridge.runs[0].run_id})"
+        else:
+            missing = (
+                f"run {m.gpu} {m.workload} {m.precision} x{m.gpu_count} on {_stack(base)}, "
+                f"or {base.gpu} on {_stack(m)}"
+            )
+        records.append(
+            {
+                "model": m.workload,
+                "precision": m.precision,
+                "gpu_count": m.gpu_count,
+                "gpu": m.gpu,
+                "baseline_gpu": base.gpu,
+                "relative": row.relative,
+                "stack_differs": row.stack_differs,
+                **_columns("hardware", hardware),
+                **_columns("software", software),
+                "via": via,
+                "missing": missing,
+            }
+        )
+    return records
+
+
+def _columns(name: str, part: Part | None) -> dict:
+    low, high = part.interval if part and part.interval else (None, None)
+    return {name: part.value if part else None, f"{name}_low": low, f"{name}_high": high}
+
+
+def _stack(m: Measurement) -> str:
+    return " ".join(f"{k}={v}" for k, v in m.software.items()) or "its stack"
