@@ -33,3 +33,18 @@ def check_batch_table(table: Any, key: str, errors: Errors) -> None:
             f"keyed by {', '.join(PRECISIONS)} or default",
         )
         errors.need(positive_int(value), f"{key}.{precision}", value, "a positive integer")
+
+
+def check_memory_cap(cap: Any, card_gb: float | None, device: str, card: str, errors: Errors) -> None:
+    """gpu.memory_limit_gb: null, or a positive size no larger than the card's memory (`card` says
+    whose figure that is). A CPU has no device allocator to cap: refused rather than ignored, so
+    no run is tagged with a cap that held nothing."""
+    if cap is None:
+        return
+    key = "gpu.memory_limit_gb"
+    if device == "cpu":
+        errors.need(False, key, cap, "null on a CPU (it caps a GPU's memory allocator)")
+    elif not positive_or_none(cap):
+        errors.need(False, key, cap, "a positive number of GB, or null (the whole card)")
+    elif card_gb is not None:
+        errors.need(cap <= card_gb, key, cap, f"at most {card_gb:g} GB, the memory of {card}, or null")

@@ -54,6 +54,7 @@ KEYS: dict[str, Declared] = {
     "gpu.count": Declared(MEASURED, by="gpu_count"),
     "gpu.slurm.": Declared(PLUMBING),  # how Slurm was asked (a longer time limit) measures the same point
     "gpu.default_precision": Declared(PLUMBING),  # what precision=auto picks; the point has what ran
+    "gpu.memory_limit_gb": Declared(MEASURED, tag="memory_limit_gb", since=None),  # a capped card
     # the model: its sizes separate points; what only names or describes it is the point's model
     "model.": Declared(MEASURED),
     "model.name": Declared(MEASURED, by="model"),

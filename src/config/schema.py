@@ -39,6 +39,9 @@ class GpuConfig:
     precisions: list[str] = field(default_factory=lambda: list(PRECISIONS))
     default_precision: str = "amp"  # what precision=auto (a single job's default) runs here
     memory_gb: float | None = None
+    # GB (GiB) of device memory each rank may allocate (the allocator's per-process cap), so a large
+    # card stands in for the capacity, not the speed, of a smaller one; null: the whole card
+    memory_limit_gb: float | None = None
     peak_tflops: dict[str, float] = field(default_factory=dict)
     memory_bandwidth_gbs: float | None = None
     tdp_w: float | None = None

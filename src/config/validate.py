@@ -7,7 +7,7 @@ import os
 
 from omegaconf import DictConfig, OmegaConf
 
-from src.config.checks import Errors, check_batch_table, positive_int, positive_or_none
+from src.config.checks import Errors, check_batch_table, check_memory_cap, positive_int, positive_or_none
 from src.config.model_checks import check_model
 from src.config.schema import AUTO_PRECISION, PRECISIONS
 from src.config.tracking_uri import tracking_errors
@@ -82,6 +82,7 @@ def _check_gpu(g: DictConfig, precision: str, errors: Errors) -> None:
     )
     for key in ("memory_gb", "memory_bandwidth_gbs", "tdp_w", "price_usd"):
         errors.need(positive_or_none(g[key]), f"gpu.{key}", g[key], "a positive number or null")
+    check_memory_cap(g.memory_limit_gb, g.memory_gb, g.device, f"gpu={g.name} (gpu.memory_gb)", errors)
     for key, value in g.peak_tflops.items():
         errors.need(positive_or_none(value), f"gpu.peak_tflops.{key}", value, "a positive number")
     for model, table in g.batch_sizes.items():

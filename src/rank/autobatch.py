@@ -21,6 +21,10 @@ MAX_BATCH = 4096  # a model that fits this many per GPU is not worth searching f
 TRIAL_STEPS = 3  # step 1 allocates the optimizer state, step 2 fills TXL's memory, 3 confirms
 
 
+class NothingFits(RuntimeError):
+    """Not even a batch of 1 trains in the memory the rank has."""
+
+
 def largest_fitting(fits: Callable[[int], bool], step: int = STEP, cap: int = MAX_BATCH) -> int:
     """The largest multiple of `step` up to `cap` for which `fits` holds, assuming that it holds
     for every smaller batch; falls back to steps of 1 below `step`. Raises if 1 does not fit."""
@@ -33,7 +37,7 @@ def largest_fitting(fits: Callable[[int], bool], step: int = STEP, cap: int = MA
         good, units = units, units * 2
     if good == 0:
         if step == 1:
-            raise RuntimeError("model.batch_size=auto: even a batch of 1 runs out of memory")
+            raise NothingFits("model.batch_size=auto: even a batch of 1 runs out of memory")
         return largest_fitting(fits, step=1, cap=step - 1)
     while bad - good > 1:
         middle = (good + bad) // 2
@@ -90,11 +94,21 @@ def _train_a_few_steps(batch_size, model_cfg, precision, device, ddp) -> None:
     del held
 
 
-def find_batch_size(model_cfg: dict, precision, device: torch.device, world: int) -> int:
-    """The per-GPU batch for model.batch_size=auto, the same on every rank."""
+def find_batch_size(model_cfg: dict, precision, device: torch.device, world: int, cap_note: str = "") -> int:
+    """The per-GPU batch for model.batch_size=auto, the same on every rank. `cap_note` names the
+    memory cap the rank runs under, for the one line that says the model does not fit it."""
     if device.type != "cuda":
         raise ValueError("model.batch_size=auto needs a CUDA device: it searches for the out-of-memory limit")
-    found = largest_fitting(lambda b: trains(b, model_cfg, precision, device, ddp=world > 1))
+    fits = lambda b: trains(b, model_cfg, precision, device, ddp=world > 1)  # noqa: E731
+    try:
+        found = largest_fitting(fits)
+    except NothingFits as exc:
+        if not cap_note:
+            raise
+        raise NothingFits(
+            f"{exc}{cap_note}: model={model_cfg['name']} needs more memory than that to start; "
+            "raise gpu.memory_limit_gb"
+        ) from None
     if world > 1:
         agreed = torch.tensor([found], device=device)
         dist.all_reduce(agreed, op=dist.ReduceOp.MIN)

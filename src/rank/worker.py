@@ -19,6 +19,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from src.hardware.environment import runtime_versions
 from src.models import build_workload
+from src.rank.memory_cap import apply_memory_cap, cap_note
 from src.rank.precision import PrecisionContext
 from src.reports import CeilingsReport, RankReport
 from src.stats import relative_ci_halfwidth
@@ -158,12 +159,13 @@ class TrainingStep:
         model_cfg = {**cfg["model"], "channels_last": cfg["benchmark"].get("channels_last", False)}
         if device.type == "cuda":
             set_cudnn_autotuning(cfg["benchmark"])
+        apply_memory_cap(cfg["gpu"].get("memory_limit_gb"), device)  # before anything is allocated
         self.precision = PrecisionContext(cfg["precision"], device)
         self.batch_size = model_cfg["batch_size"]
         if self.batch_size == "auto":  # searched in the rank's own process, before anything is timed
             from src.rank.autobatch import find_batch_size
 
-            self.batch_size = find_batch_size(model_cfg, self.precision, device, world)
+            self.batch_size = find_batch_size(model_cfg, self.precision, device, world, cap_note(cfg))
         self.workload = build_workload(model_cfg, self.batch_size, device)
         model = self.workload.model
         model.train()
@@ -205,7 +207,8 @@ def _explain_oom(train):
         try:
             return train(cfg, *args)
         except torch.OutOfMemoryError as exc:
-            raise OutOfMemory(f"out of memory at batch {cfg['model']['batch_size']} per GPU") from exc
+            batch = cfg["model"]["batch_size"]
+            raise OutOfMemory(f"out of memory at batch {batch} per GPU{cap_note(cfg)}") from exc
 
     return wrapper
 

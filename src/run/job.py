@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src import console, credentials
 from src.config import points
+from src.config.checks import Errors, check_memory_cap
 from src.config.finalise import finalize
 from src.errors import ConfigError, DeviceUnavailable, JobFailed
 from src.hardware import devices, gpu_lock, occupancy
@@ -45,6 +46,12 @@ def adopt_profile(cfg: DictConfig, selection: devices.Selection) -> DictConfig:
         cfg.gpu = OmegaConf.merge(cfg.gpu, profile)
         cfg.gpu.count = count
         cfg.gpu.device = selection.device_kind
+    if cfg.gpu.memory_gb is None and selection.devices:  # a card no profile knows: the detected size
+        errors = Errors()
+        smallest = min(d.memory_gb for d in selection.devices) * 1e9 / 2**30  # NVML bytes as GiB
+        check_memory_cap(cfg.gpu.memory_limit_gb, round(smallest, 1), "cuda", selection.gpu_name, errors)
+        if errors:
+            raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
     return finalize(cfg)
 
 
