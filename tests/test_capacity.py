@@ -1,0 +1,101 @@
+"""compare's split=[A,B]: speed (iso-batch), speed x capacity (max-batch), the capacity factor, the
+runs it lacks with their commands, the published context; and the memory curve's chart."""
+
+from __future__ import annotations
+
+import pytest
+
+from src.compare import capacity
+from src.compare.runs import Measurement
+
+
+def point(gpu, cap, model, precision, batch, throughput, source="measured", category="language"):
+    config = (("batch_size", str(batch)),) if batch is not None else ()
+    if cap is not None:
+        config += (("gpu.memory_limit_gb", f"{cap:.1f}"),)
+    return Measurement(
+        gpu=gpu, gpu_count=1, model=model, category=category, precision=precision, source=source,
+        unit="tokens/s", config=tuple(sorted(config)), throughput=throughput, throughput_min=throughput,
+        throughput_max=throughput, tf32_math=True, per_watt=None, per_watt_basis=None, per_kusd=None,
+        runs=[],
+    )  # fmt: skip
+
+
+PAIR = ["h200@48", "h200@24"]
+
+
+def test_the_split_divides_a_ratio_into_speed_and_capacity():
+    runs = [
+        point("h200", 24, "txl_large", "tf32", 4, 1000.0),  # the smaller card's largest batch
+        point("h200", 48, "txl_large", "tf32", 4, 1100.0),  # the larger card at that batch
+        point("h200", 48, "txl_large", "tf32", 16, 1650.0),  # the larger card's largest
+        point("h200", None, "txl_large", "tf32", 16, 9999.0),  # uncapped: another card, not in the pair
+    ]
+    (row,), missing = capacity.split(runs, PAIR)
+    assert missing == []
+    assert (row.iso_batch, row.max_batch, row.baseline_max_batch) == (4, 16, 4)
+    assert row.iso_ratio == pytest.approx(1.1)
+    assert row.max_ratio == pytest.approx(1.65)
+    assert row.capacity_factor == pytest.approx(1.5)
+    assert (row.published_batch, row.published_baseline_batch) == (16, 4)  # Lambda's A6000 and 3090
+
+
+def test_category_means_take_the_models_with_both_ratios():
+    runs = [
+        point("a6000", None, "txl_base", "amp", 24, 120.0), point("rtx3090", None, "txl_base", "amp", 24, 100.0),
+        point("a6000", None, "txl_base", "amp", 64, 150.0),
+        point("a6000", None, "txl_large", "amp", 8, 60.0), point("rtx3090", None, "txl_large", "amp", 8, 50.0),
+        point("a6000", None, "txl_large", "amp", 32, 90.0),
+        point("a6000", None, "resnet50", "amp", 448, 10.0, category="vision"),  # no baseline run
+    ]  # fmt: skip
+    rows, missing = capacity.split(runs, ["a6000", "rtx3090"])
+    (mean,) = capacity.category_means(rows)
+    assert mean["iso_ratio"] == pytest.approx(1.2)
+    assert mean["max_ratio"] == pytest.approx((1.5 + 1.8) / 2)
+    assert mean["capacity_factor"] == pytest.approx(1.65 / 1.2)
+    assert mean["models"] == "txl_base,txl_large"
+    assert missing == [
+        "split: rtx3090 has no resnet50 amp x1 run at batch auto (its largest batch); run: "
+        "python -m src.train gpu=rtx3090 model=resnet50 precision=amp model.batch_size=auto"
+    ]
+    assert "1.65x at each card's largest batch = 1.20x speed at the same batch x 1.38x capacity" in (
+        capacity.sentence(rows, [mean])
+    )
+
+
+def test_a_pair_without_a_common_batch_names_the_iso_batch_run_to_add():
+    runs = [
+        point("h200", 24, "txl_base", "tf32", 14, 100.0),
+        point("h200", 48, "txl_base", "tf32", 40, 130.0),
+    ]
+    (row,), missing = capacity.split(runs, PAIR)
+    assert (row.iso_ratio, row.capacity_factor) == (None, None)
+    assert row.max_ratio == pytest.approx(1.3)
+    assert missing == [
+        "split: h200@48 has no txl_base tf32 x1 run at batch 14 (the iso-batch point); run: "
+        "python -m src.train gpu=h200 gpu.memory_limit_gb=48 model=txl_base precision=tf32 model.batch_size=14"
+    ]
+
+
+def test_capped_cards_stand_for_the_profile_of_their_memory_beside_its_published_ratio():
+    assert (capacity.stands_for("h200@24"), capacity.stands_for("h200@48"), capacity.stands_for("h100")) == (
+        "rtx3090", "a6000", "h100",
+    )  # fmt: skip
+    runs = [
+        point("h200", 24, "resnet50", "tf32", 224, 1000.0, category="vision"),
+        point("h200", 48, "resnet50", "tf32", 224, 1000.0, category="vision"),
+        point("a6000", None, "resnet50", "fp32", None, 420.0, source="lambda", category="vision"),
+        point("rtx3090", None, "resnet50", "fp32", None, 400.0, source="lambda", category="vision"),
+    ]
+    (row,), _ = capacity.split(runs, PAIR)
+    assert row.published_ratio == pytest.approx(1.05)
+    assert (row.published_batch, row.published_baseline_batch) == (496, 224)
+
+
+def test_the_split_and_curve_charts_draw(tmp_path):
+    runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in
+            [(24, 2, 600.0), (24, 4, 1000.0), (48, 4, 1000.0), (48, 8, 1400.0), (48, 16, 1650.0)]]  # fmt: skip
+    rows, _ = capacity.split(runs, PAIR)
+    (split_png,) = capacity.split_chart(rows, tmp_path)
+    (curve_png,) = capacity.curve_chart(runs, tmp_path)
+    assert split_png.stat().st_size > 10_000 and curve_png.stat().st_size > 10_000
