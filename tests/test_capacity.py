@@ -99,3 +99,41 @@ def test_the_split_and_curve_charts_draw(tmp_path):
     (split_png,) = capacity.split_chart(rows, tmp_path)
     (curve_png,) = capacity.curve_chart(runs, tmp_path)
     assert split_png.stat().st_size > 10_000 and curve_png.stat().st_size > 10_000
+
+
+def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys):
+    """Through a real store: capped runs as a job logs them, compare split=[h200@48,h200@24]."""
+    from mlflow.tracking import MlflowClient
+
+    from tests.test_compare import EXPERIMENT, make_measured_run, read_csv, run
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.create_experiment(EXPERIMENT)
+    for cap, batch, throughput in [(24, 4, 1000.0), (48, 4, 1100.0), (48, 16, 1650.0)]:
+        params = {"gpu.memory_limit_gb": float(cap), "model.batch_size": "auto", "batch_size": batch}
+        make_measured_run(client, experiment_id, "h200", "txl_large", throughput, params)
+    make_measured_run(
+        client, experiment_id, "h200", "txl_base", 5000.0, {"gpu.memory_limit_gb": 24.0, "batch_size": 14}
+    )
+    result = run(uri, tmp_path / "out", "baseline=h200", "split=[h200@48,h200@24]")
+    rows = {r["model"]: r for r in read_csv(result.out / capacity.SPLIT_CSV)}
+    assert float(rows["txl_large"]["capacity_factor"]) == pytest.approx(1.5)
+    assert rows["txl_base"]["max_ratio"] == ""
+    command = "python -m src.train gpu=h200 gpu.memory_limit_gb=48 model=txl_base precision=fp32 model.batch_size=auto"
+    report = (result.out / "report.md").read_text()
+    assert "1.50x at each card's largest batch = 1.10x speed at the same batch x 1.36x capacity" not in report
+    assert "1.65x at each card's largest batch = 1.10x speed at the same batch x 1.50x capacity" in report
+    assert command in report and command in capsys.readouterr().out.replace("\n", " ")
+    assert (result.out / "capacity_split.png").is_file() and (result.out / "memory_curve.png").is_file()
+    assert (
+        "memory_limit_gb=24.0" in (result.out / "relative_throughput.csv").read_text()
+    )  # labels say the cap
+
+
+def test_a_split_of_one_card_is_refused_before_any_work(tmp_path):
+    from src.errors import ConfigError
+    from tests.test_compare import run
+
+    with pytest.raises(ConfigError, match=r"split=\['h200@48'\]: must be two different cards"):
+        run(f"sqlite:///{tmp_path}/none.db", tmp_path / "out", "split=[h200@48]")
