@@ -44,14 +44,35 @@ def override_error(override: str) -> str:
     return f"error: {composition_error(error.value)}"
 
 
+def nothing_fits_under_a_cap() -> str:
+    from unittest import mock
+
+    import torch
+
+    from src.rank import autobatch
+
+    with (
+        mock.patch.object(autobatch, "trains", return_value=False),
+        pytest.raises(autobatch.NothingFits) as error,
+    ):
+        autobatch.find_batch_size(
+            {"name": "txl_large"}, None, torch.device("cuda"), 1, " under gpu.memory_limit_gb=2"
+        )
+    return str(error.value)
+
+
 # What makes each quoted message, by the key=value it starts with.
 PRODUCERS = {
     "model.batch_size=0": lambda: job_error("model.batch_size=0"),
-    "precision='bf16'": lambda: job_error("gpu.name=v100", "gpu.precisions=[fp32,tf32,amp]", "precision=bf16"),
+    "precision='bf16'": lambda: job_error(
+        "gpu.name=v100", "gpu.precisions=[fp32,tf32,amp]", "precision=bf16"
+    ),
     "tracking.uri='sqlite:///rel.db'": lambda: job_error("tracking.uri=sqlite:///rel.db"),
     "model.image_size=3": lambda: job_error("model.image_size=3"),
     "baseline=h200": lambda: compare_error("h200", "a6000", "rtx3090"),
     "gpus=[cpu,": lambda: override_error("gpus=[cpu,"),
+    "gpu.memory_limit_gb=30.0": lambda: job_error("gpu=rtx3090", "gpu.memory_limit_gb=30"),
+    "model.batch_size=auto": lambda: nothing_fits_under_a_cap(),
 }
 
 
