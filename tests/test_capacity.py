@@ -140,7 +140,7 @@ def test_a_split_of_one_card_is_refused_before_any_work(tmp_path):
 
 
 def test_the_overlay_sweeps_both_caps_at_the_largest_and_the_smaller_cards_batch():
-    """+experiment=capacity_split: every point of its sweep composes and finalises, as its jobs will."""
+    """experiment=capacity_split: every point of its sweep composes and finalises, as its jobs will."""
     import itertools
 
     from hydra import compose, initialize_config_dir
@@ -152,13 +152,13 @@ def test_the_overlay_sweeps_both_caps_at_the_largest_and_the_smaller_cards_batch
 
     register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        hydra_cfg = compose("config", overrides=["+experiment=capacity_split"], return_hydra_config=True)
+        hydra_cfg = compose("config", overrides=["experiment=capacity_split"], return_hydra_config=True)
     params = {key: str(value).split(",") for key, value in hydra_cfg.hydra.sweeper.params.items()}
     assert params["gpu.memory_limit_gb"] == ["24", "48"] and params["model.batch_size"] == ["auto", "null"]
     jobs = [dict(zip(params, values, strict=True)) for values in itertools.product(*params.values())]
     batches, hashes = {}, set()
     for job in jobs:
-        cfg = finalize(compose_cfg(["+experiment=capacity_split", *(f"{k}={v}" for k, v in job.items())]))
+        cfg = finalize(compose_cfg(["experiment=capacity_split", *(f"{k}={v}" for k, v in job.items())]))
         assert cfg.gpu.name == "h200" and cfg.gpu.memory_limit_gb == float(job["gpu.memory_limit_gb"])
         batches[(cfg.model.name, cfg.precision.name, job["model.batch_size"])] = cfg.model.batch_size
         hashes.add(config_hash(cfg))

@@ -163,7 +163,7 @@ def stands_for(card: str) -> str:
         return gpu
     for path in sorted((PROJECT_ROOT / "conf" / "gpu").glob("*.yaml")):
         profile = OmegaConf.load(path)
-        if profile.get("memory_gb") == float(cap) and profile.get("device") == "cuda":
+        if profile.get("memory_gb") == float(cap) and profile.get("match"):
             return profile.name
     return gpu
 
