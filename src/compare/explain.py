@@ -263,14 +263,16 @@ def _ordering_claims(rows: dict, source: str, a: str, b: str) -> list[str]:
             continue
         ma, mb = (_measured(rows, c, precision, count, gpu) for c in (a, b))
         claim = f"{source}: {gpu} gains {'more' if pb > pa else 'less'} on {b} ({pb:.2f}x) than on {a} ({pa:.2f}x) at {precision}, {count} GPU(s)"
-        if ma is None or mb is None:
-            claims.append(f"{claim}; not measured here for both categories.")
-        else:
-            holds = (pb > pa) == (mb > ma)
-            claims.append(
-                f"{claim}; measured {b} {mb:.2f}x, {a} {ma:.2f}x: {'holds' if holds else 'does not hold'}."
-            )
+        measured = None if ma is None or mb is None else f"{b} {mb:.2f}x, {a} {ma:.2f}x"
+        claims.append(_verdict(claim, pb > pa, measured and mb > ma, measured, "for both categories"))
     return claims
+
+
+def _verdict(claim: str, published_up: bool, measured_up: bool, measured: str | None, lacking: str) -> str:
+    """A published claim checked against the measured runs: the same direction or not."""
+    if measured is None:
+        return f"{claim}; not measured here {lacking}."
+    return f"{claim}; measured {measured}: {'holds' if published_up == measured_up else 'does not hold'}."
 
 
 def _count_claims(rows: dict, source: str) -> list[str]:
@@ -288,13 +290,8 @@ def _count_claims(rows: dict, source: str) -> list[str]:
         claim = (f"{source}: {gpu}'s {category} {precision} ratio is {'higher' if ph > pl else 'lower'} at "
                  f"{high} GPUs ({ph:.2f}x) than at {low} ({pl:.2f}x)")  # fmt: skip
         ml, mh = (_measured(rows, category, precision, n, gpu) for n in (low, high))
-        if ml is None or mh is None:
-            claims.append(f"{claim}; not measured here at both counts.")
-        else:
-            holds = (ph > pl) == (mh > ml)
-            claims.append(
-                f"{claim}; measured {mh:.2f}x and {ml:.2f}x: {'holds' if holds else 'does not hold'}."
-            )
+        measured = None if ml is None or mh is None else f"{mh:.2f}x and {ml:.2f}x"
+        claims.append(_verdict(claim, ph > pl, measured and mh > ml, measured, "at both counts"))
     return claims
 
 
