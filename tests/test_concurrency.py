@@ -158,7 +158,7 @@ def test_compares_started_in_the_same_second_each_own_a_folder_and_log_what_they
     for folder in folders:
         with open(folder / "relative_throughput.csv", newline="") as handle:
             assert len({row["baseline_gpu"] for row in csv.DictReader(handle)}) == 1
-    reports = [r for r in read_runs(uri) if r.data.tags.get("report") == "true"]
+    reports = [r for r in read_runs(uri, "gpubench-reports") if r.data.tags.get("report") == "true"]
     assert sorted(r.data.tags["baseline"] for r in reports) == sorted(baselines)
     for run in reports:  # the CSV a report run logged was computed against its own baseline
         logged = client.download_artifacts(run.info.run_id, "relative_throughput.csv", str(tmp_path / run.info.run_id))

@@ -196,7 +196,7 @@ def _slurm_sweep(tmp_path: Path, profiles: dict[str, str], *extra: str) -> list[
 def _two_profile_sweep(tmp_path: Path, *extra: str) -> list[str]:
     """Two CPU profiles that ask Slurm for different GPU types: two resource shapes."""
     profiles = {
-        f"cpu_{kind}": "device: cpu\nmatch: []\nprecisions: [fp32, bf16]\n"
+        f"cpu_{kind}": "device: cpu\nmatch: []\nprecisions: [fp32, bf16]\ndefault_precision: fp32\n"
         f"batch_sizes: {{gpt2: {{default: 2}}}}\nslurm: {{gres: 'gpu:{kind}:1'}}\n"
         for kind in GRES_FILES
     }
