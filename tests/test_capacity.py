@@ -1,24 +1,37 @@
-"""compare's split=[A,B]: speed (iso-batch), speed x capacity (max-batch), the capacity factor, the
-runs it lacks with their commands, the published context; and the memory curve's chart."""
+"""compare's capacity_split=[A,B]: speed (iso-batch), speed x capacity (max-batch), the capacity
+factor and their 95% intervals, the runs it lacks with their commands, the published context; and
+the memory curve's chart."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
-from src.compare import capacity
+from src.compare import capacity, capacity_charts, capacity_report, intervals
 from src.compare.runs import Measurement
+from src.stats import t95
 
 
-def point(gpu, cap, model, precision, batch, throughput, source="measured", category="language"):
+def point(
+    gpu, cap, model, precision, batch, throughput, source="measured", category="language", spread_d=None
+):
+    """A measurement; with spread_d, of three repeats at throughput x e^-d, x, x e^d (median x, the
+    log's standard deviation d: standard error d / sqrt(3), 2 degrees of freedom)."""
     config = (("batch_size", str(batch)),) if batch is not None else ()
     if cap is not None:
         config += (("gpu.memory_limit_gb", f"{cap:.1f}"),)
+    repeats = [throughput * math.exp(k * spread_d) for k in (-1, 0, 1)] if spread_d else [throughput]
     return Measurement(
         gpu=gpu, gpu_count=1, model=model, category=category, precision=precision, source=source,
-        unit="tokens/s", config=tuple(sorted(config)), throughput=throughput, throughput_min=throughput,
-        throughput_max=throughput, tf32_math=True, per_watt=None, per_watt_basis=None, per_kusd=None,
-        runs=[],
+        unit="tokens/s", config=tuple(sorted(config)), throughput=throughput, throughput_min=min(repeats),
+        throughput_max=max(repeats), tf32_math=True, per_watt=None, per_watt_basis=None, per_kusd=None,
+        runs=[], spread=intervals.point_spread(repeats, None, None, source != "measured") if spread_d else None,
     )  # fmt: skip
+
+
+def around(value, half, rel=1e-9):
+    return pytest.approx((value * math.exp(-half), value * math.exp(half)), rel=rel)
 
 
 PAIR = ["h200@48", "h200@24"]
@@ -40,6 +53,63 @@ def test_the_split_divides_a_ratio_into_speed_and_capacity():
     assert (row.published_batch, row.published_baseline_batch) == (16, 4)  # Lambda's A6000 and 3090
 
 
+D = 0.01  # the log spread of every point's repeats below
+HALF_ONE_PAIR = t95(4) * math.sqrt(2 / 3) * D  # two points of 3 repeats: se^2 = 2 D^2/3, Welch's dof 4
+
+
+def test_each_split_ratio_carries_a_95_interval_from_the_repeats_of_the_points_it_divides():
+    runs = [
+        point("h200", 24, "txl_large", "tf32", 4, 1000.0, spread_d=D),  # the smaller card: iso and max
+        point("h200", 48, "txl_large", "tf32", 4, 1100.0, spread_d=D),
+        point("h200", 48, "txl_large", "tf32", 16, 1650.0, spread_d=D),
+    ]
+    (row,), _ = capacity.split(runs, PAIR)
+    assert row.interval("iso_ratio") == around(1.1, HALF_ONE_PAIR)
+    assert row.interval("max_ratio") == around(1.65, HALF_ONE_PAIR)
+    # max / iso = (A16 / B4) / (A4 / B4) = A16 / A4: the smaller card's point cancels, it is not
+    # counted twice (four points would give se^2 = 4 D^2/3 with 8 dof, a wider interval)
+    assert row.interval("capacity_factor") == around(1.5, HALF_ONE_PAIR)
+    record = capacity_report.records([row])[0]
+    assert record["capacity_factor_low"] == pytest.approx(1.5 * math.exp(-HALF_ONE_PAIR))
+    assert record["iso_ratio_high"] == pytest.approx(1.1 * math.exp(HALF_ONE_PAIR))
+    assert record["interval"] == "repeats" and record["difference"] == ""
+
+
+def test_a_split_ratio_without_a_spread_has_no_interval_and_one_that_holds_one_says_so():
+    runs = [
+        point("h200", 24, "txl_large", "amp", 8, 1000.0, spread_d=0.05),
+        point("h200", 48, "txl_large", "amp", 8, 1010.0, spread_d=0.05),  # the same card: speed ~1
+        point("h200", 48, "txl_large", "amp", 32, 1500.0),  # a lone run that logged no step-time CI
+    ]
+    (row,), _ = capacity.split(runs, PAIR)
+    low, high = row.interval("iso_ratio")
+    assert low < 1.0 < high
+    assert (row.interval("max_ratio"), row.interval("capacity_factor")) == (None, None)
+    record = capacity_report.records([row])[0]
+    assert (record["max_ratio_low"], record["capacity_factor_high"]) == (None, None)
+    assert record["difference"] == "speed: no measurable difference"
+    assert record["interval"] == "none: a run without a step-time CI"
+
+
+def test_category_means_carry_intervals_that_count_each_point_once():
+    runs = [
+        point("h200", cap, model, "tf32", batch, t, spread_d=D)
+        for model in ("txl_base", "txl_large")
+        for cap, batch, t in ((24, 4, 1000.0), (48, 4, 1100.0), (48, 16, 1650.0))
+    ]
+    rows, _ = capacity.split(runs, PAIR)
+    (mean,) = capacity.category_means(rows)
+    # two equal ratios, each of two independent points: the mean's log has se^2 = 4 (1/2)^2 D^2/3,
+    # Welch's dof 8; the factor's smaller-card points cancel as in one model's
+    half = t95(8) * math.sqrt(1 / 3) * D
+    assert mean.interval("iso_ratio") == around(1.1, half)
+    assert mean.interval("max_ratio") == around(1.65, half)
+    assert mean.interval("capacity_factor") == around(1.5, half)
+    assert "1.65x [1.63-1.67] at each card's largest batch = 1.10x [1.09-1.11] speed at the same batch" in (
+        capacity_report.sentence(rows, [mean])
+    )
+
+
 def test_category_means_take_the_models_with_both_ratios():
     runs = [
         point("a6000", None, "txl_base", "amp", 24, 120.0), point("rtx3090", None, "txl_base", "amp", 24, 100.0),
@@ -50,16 +120,17 @@ def test_category_means_take_the_models_with_both_ratios():
     ]  # fmt: skip
     rows, missing = capacity.split(runs, ["a6000", "rtx3090"])
     (mean,) = capacity.category_means(rows)
-    assert mean["iso_ratio"] == pytest.approx(1.2)
-    assert mean["max_ratio"] == pytest.approx((1.5 + 1.8) / 2)
-    assert mean["capacity_factor"] == pytest.approx(1.65 / 1.2)
-    assert mean["models"] == "txl_base,txl_large"
+    assert mean.iso_ratio == pytest.approx(1.2)
+    assert mean.max_ratio == pytest.approx((1.5 + 1.8) / 2)
+    assert mean.capacity_factor == pytest.approx(1.65 / 1.2)
+    assert mean.models == ("txl_base", "txl_large")
+    assert mean.interval("iso_ratio") is None  # runs without a spread: no interval is invented
     assert missing == [
-        "split: rtx3090 has no resnet50 amp x1 run at batch auto (its largest batch); run: "
+        "capacity_split: rtx3090 has no resnet50 amp x1 run at batch auto (its largest batch); run: "
         "python -m src.train gpu=rtx3090 model=resnet50 precision=amp model.batch_size=auto"
     ]
     assert "1.65x at each card's largest batch = 1.20x speed at the same batch x 1.38x capacity" in (
-        capacity.sentence(rows, [mean])
+        capacity_report.sentence(rows, [mean])
     )
 
 
@@ -72,7 +143,7 @@ def test_a_pair_without_a_common_batch_names_the_iso_batch_run_to_add():
     assert (row.iso_ratio, row.capacity_factor) == (None, None)
     assert row.max_ratio == pytest.approx(1.3)
     assert missing == [
-        "split: h200@48 has no txl_base tf32 x1 run at batch 14 (the iso-batch point); run: "
+        "capacity_split: h200@48 has no txl_base tf32 x1 run at batch 14 (the iso-batch point); run: "
         "python -m src.train gpu=h200 gpu.memory_limit_gb=48 model=txl_base precision=tf32 model.batch_size=14"
     ]
 
@@ -96,13 +167,14 @@ def test_the_split_and_curve_charts_draw(tmp_path):
     runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in
             [(24, 2, 600.0), (24, 4, 1000.0), (48, 4, 1000.0), (48, 8, 1400.0), (48, 16, 1650.0)]]  # fmt: skip
     rows, _ = capacity.split(runs, PAIR)
-    (split_png,) = capacity.split_chart(rows, tmp_path)
-    (curve_png,) = capacity.curve_chart(runs, tmp_path)
+    (split_png,) = capacity_charts.split_chart(rows, tmp_path)
+    (curve_png,) = capacity_charts.curve_chart(runs, tmp_path)
     assert split_png.stat().st_size > 10_000 and curve_png.stat().st_size > 10_000
 
 
 def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys):
-    """Through a real store: capped runs as a job logs them, compare split=[h200@48,h200@24]."""
+    """Through a real store: capped runs as a job logs them, three repeats of each txl_large point,
+    compare capacity_split=[h200@48,h200@24]."""
     from mlflow.tracking import MlflowClient
 
     from tests.test_compare import EXPERIMENT, make_measured_run, read_csv, run
@@ -112,19 +184,38 @@ def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys):
     experiment_id = client.create_experiment(EXPERIMENT)
     for cap, batch, throughput in [(24, 4, 1000.0), (48, 4, 1100.0), (48, 16, 1650.0)]:
         params = {"gpu.memory_limit_gb": float(cap), "model.batch_size": "auto", "batch_size": batch}
-        make_measured_run(client, experiment_id, "h200", "txl_large", throughput, params)
+        for k in (-1, 0, 1):
+            make_measured_run(
+                client, experiment_id, "h200", "txl_large", throughput * math.exp(k * D), params
+            )
     make_measured_run(
         client, experiment_id, "h200", "txl_base", 5000.0, {"gpu.memory_limit_gb": 24.0, "batch_size": 14}
     )
-    result = run(uri, tmp_path / "out", "baseline=h200", "split=[h200@48,h200@24]")
-    rows = {r["model"]: r for r in read_csv(result.out / capacity.SPLIT_CSV)}
+    result = run(uri, tmp_path / "out", "baseline=h200", "capacity_split=[h200@48,h200@24]")
+    rows = {r["model"]: r for r in read_csv(result.out / capacity_report.SPLIT_CSV)}
     assert float(rows["txl_large"]["capacity_factor"]) == pytest.approx(1.5)
-    assert rows["txl_base"]["max_ratio"] == ""
+    low, high = (float(rows["txl_large"][f"capacity_factor_{end}"]) for end in ("low", "high"))
+    assert (low, high) == around(1.5, HALF_ONE_PAIR, rel=1e-5)  # a CSV keeps 6 figures
+    assert rows["txl_base"]["max_ratio"] == rows["txl_base"]["max_ratio_low"] == ""
+    (mean,) = read_csv(result.out / capacity_report.MEANS_CSV)
+    assert (mean["models"], mean["interval"]) == ("txl_large", "repeats")
+    assert float(mean["iso_ratio_low"]) == pytest.approx(1.1 * math.exp(-HALF_ONE_PAIR), rel=1e-5)
     command = "python -m src.train gpu=h200 gpu.memory_limit_gb=48 model=txl_base precision=fp32 model.batch_size=auto"
     report = (result.out / "report.md").read_text()
-    assert "1.50x at each card's largest batch = 1.10x speed at the same batch x 1.36x capacity" not in report
-    assert "1.65x at each card's largest batch = 1.10x speed at the same batch x 1.50x capacity" in report
-    assert command in report and command in capsys.readouterr().out.replace("\n", " ")
+    assert (
+        "1.65x [1.61-1.69] at each card's largest batch = 1.10x [1.08-1.13] speed at the same batch x "
+        "1.50x [1.47-1.53] capacity" in report
+    )
+    assert (
+        "| txl_large | fp32 | 1 | 4 | 16 / 4 | 1.10x [1.08-1.13] | 1.65x [1.61-1.69] | 1.50x [1.47-1.53] |"
+        in report
+    )
+    printed = capsys.readouterr().out
+    assert command in report and command in printed.replace("\n", " ")
+    lines = [line.split() for line in printed.splitlines()]
+    assert ["capacity", "factor", "1.50x", "1.47-1.53"] in lines  # the console's split table
+    assert ["speed", "x", "capacity", "(max-batch)", "1.65x", "1.61-1.69", "16", "/", "4"] in lines
+    assert ["mean:", "language,", "fp32,", "1", "GPU", "1", "model"] in lines
     assert (result.out / "capacity_split.png").is_file() and (result.out / "memory_curve.png").is_file()
     assert (
         "memory_limit_gb=24.0" in (result.out / "relative_throughput.csv").read_text()
@@ -135,8 +226,8 @@ def test_a_split_of_one_card_is_refused_before_any_work(tmp_path):
     from src.errors import ConfigError
     from tests.test_compare import run
 
-    with pytest.raises(ConfigError, match=r"split=\['h200@48'\]: must be two different cards"):
-        run(f"sqlite:///{tmp_path}/none.db", tmp_path / "out", "split=[h200@48]")
+    with pytest.raises(ConfigError, match=r"capacity_split=\['h200@48'\]: must be two different cards"):
+        run(f"sqlite:///{tmp_path}/none.db", tmp_path / "out", "capacity_split=[h200@48]")
 
 
 def test_the_overlay_sweeps_both_caps_at_the_largest_and_the_smaller_cards_batch():

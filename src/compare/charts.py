@@ -165,11 +165,7 @@ def _end(bar: Bar) -> float:
 
 
 def _whiskers(bars: list[Bar]) -> list[list[float]]:
-    """matplotlib's xerr: distances below and above each bar's value; 0 where it has no interval."""
-    return [
-        [b.value - b.interval[0] if b.interval else 0.0 for b in bars],
-        [b.interval[1] - b.value if b.interval else 0.0 for b in bars],
-    ]
+    return style.whiskers([b.value for b in bars], [b.interval for b in bars])
 
 
 def _bar_text(bar: Bar) -> str:

@@ -36,7 +36,8 @@ class Spread:
         """The 95% interval around `value` (None when nothing of it has a spread)."""
         if self.se == 0 or not math.isfinite(self.se):
             return None
-        half = t95(max(1, math.floor(self.dof))) * self.se
+        # Welch's dof of equal sides is a whole number that floats can land just below (3.9999...)
+        half = t95(max(1, math.floor(self.dof + 1e-9))) * self.se
         return (value * math.exp(-half), value * math.exp(half))
 
 
@@ -73,6 +74,28 @@ def ratio_spread(ours: Spread | None, baseline: Spread | None) -> Spread | None:
     return combine([ours, baseline], [1.0, -1.0])
 
 
+def net_spread(terms: list[tuple[object, Spread | None, float]]) -> Spread | None:
+    """The spread of sum(w * log x) over terms (key, spread of log x, w) in which one figure (one
+    key) may appear more than once: its weights add first, so a figure on both sides of a quotient
+    cancels instead of counting twice. None when a figure left has no spread, or none is left (the
+    value is then exact: the same figures on both sides)."""
+    weights: dict[object, float] = {}
+    spreads: dict[object, Spread | None] = {}
+    for key, spread, weight in terms:
+        weights[key] = weights.get(key, 0.0) + weight
+        spreads[key] = spread
+    kept = [key for key, weight in weights.items() if weight != 0.0]
+    if not kept or any(spreads[key] is None for key in kept):
+        return None
+    return combine([spreads[key] for key in kept], [weights[key] for key in kept])
+
+
+def mean_weights(ratios: list[float]) -> list[float]:
+    """d log(mean of ratios) = sum w_i d log r_i with w_i = r_i / sum r (the delta method)."""
+    total = sum(ratios)
+    return [r / total for r in ratios]
+
+
 def mean_spreads(ratios: list[float], spreads: list[Spread | None]) -> tuple[Spread | None, Spread | None]:
     """Spreads of the log of the geometric and of the arithmetic mean of independent ratios; None
     when one ratio has none. They are the uncertainty of the mean of these models' ratios as
@@ -80,10 +103,8 @@ def mean_spreads(ratios: list[float], spreads: list[Spread | None]) -> tuple[Spr
     stays positive and, for one model, is that model's ratio interval."""
     if not spreads or any(s is None for s in spreads):
         return None, None
-    k, total = len(ratios), sum(ratios)
-    geometric = combine(spreads, [1 / k] * k)
-    arithmetic = combine(spreads, [r / total for r in ratios])  # delta method: d log(mean) = sum r_i d log r_i / sum r
-    return geometric, arithmetic
+    k = len(ratios)
+    return combine(spreads, [1 / k] * k), combine(spreads, mean_weights(ratios))
 
 
 def holds_one(interval: tuple[float, float] | None) -> bool:

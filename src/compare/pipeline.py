@@ -10,7 +10,19 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from src import console
-from src.compare import analysis, anomalies, axis, capacity, charts, explain, explain_charts, report, split
+from src.compare import (
+    analysis,
+    anomalies,
+    axis,
+    capacity,
+    capacity_charts,
+    capacity_report,
+    charts,
+    explain,
+    explain_charts,
+    report,
+    split,
+)
 from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
 from src.config import points
 from src.config.schema import PRECISIONS
@@ -62,9 +74,10 @@ def validate_compare(cfg: DictConfig) -> None:
     for key in ("scaling_tolerance", "spec_tolerance"):
         if cfg.anomalies[key] < 0:
             errors.append(f"anomalies.{key}={cfg.anomalies[key]}: must be >= 0 (a fraction: 0.02 = 2%)")
-    if cfg.split and (len(cfg.split) != 2 or cfg.split[0] == cfg.split[1]):
-        errors.append(f"split={list(cfg.split)}: must be two different cards, gpu or gpu@<memory_limit_gb>, "
-                      "e.g. split=[a6000,rtx3090] or split=[h200@48,h200@24]")  # fmt: skip
+    pair = cfg.capacity_split
+    if pair and (len(pair) != 2 or pair[0] == pair[1]):
+        errors.append(f"capacity_split={list(pair)}: must be two different cards, gpu or gpu@<memory_limit_gb>, "
+                      "e.g. capacity_split=[a6000,rtx3090] or capacity_split=[h200@48,h200@24]")  # fmt: skip
     if Path(cfg.out).exists() and not Path(cfg.out).is_dir():
         errors.append(f"out={cfg.out!r}: is a file; must be a folder (created when missing)")
     if errors:
@@ -91,7 +104,7 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     baseline = axis.baseline(kept, cfg.by, cfg.baseline)
     measurements = aggregate(kept)
     rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, axis.stack_keys(cfg.by))
-    if not cfg.split:  # a split compares its own pair, which may be one gpu under two caps
+    if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, rows, baseline)
     summary, nothing_common = analysis.summarize(rows)
     stand_ins = profile_stand_ins(measurements)
@@ -118,7 +131,7 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     if split_table:
         files.append(report.write_csv(out / split.SPLIT_CSV, split.SPLIT_COLUMNS, split_table))
     pictures = charts.draw_all(rows, summary, measurements, baseline, out, flagged)
-    pictures += capacity.curve_chart(measurements, out)
+    pictures += capacity_charts.curve_chart(measurements, out)
     why = explain.explain(runs, measurements, rows, summary, baseline)
     why_pictures = explain_charts.draw(why, out)
     files.append(report.write_csv(out / explain.CSV, explain.COLUMNS, why.records()))
@@ -138,37 +151,52 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         split_table,
         split.SPLIT_COLUMNS,
     ) + "\n".join(explain.markdown(why, why_pictures))
-    split_files, split_lines = _capacity(cfg, measurements, out)
-    text += "".join(f"\n{line}\n" for line in split_lines)
+    capacity_rows, missing = _capacity_split(cfg, measurements)
+    split_files, split_lines = _capacity_files(capacity_rows, missing, out)
+    text += "".join(f"{line}\n" for line in split_lines)
     (out / report.REPORT_MD).write_text(text)
     files += [*split_files, *pictures, *why_pictures, out / report.REPORT_MD]
 
     if cfg.tag_runs:
         anomalies.tag_runs(cfg.tracking.uri, measurements, found)
     run_id = _log_report_run(cfg, baseline, files, found, text)
-    for line in unanswered + [line for line in split_lines if line.startswith("split: ")]:
+    for line in unanswered + missing:
         console.warning(line)
     unlike = [_label(r) for r in rows if r.math_differs]
     report.print_summary(summary, baseline, asked, str(out), unlike)
+    if capacity_rows:
+        capacity_report.print_table(capacity_rows, capacity.category_means(capacity_rows))
     if stand_ins:
         console.note(stand_ins)
     return CompareResult(out, measurements, rows, summary, found, files, run_id, experiment_ids)
 
 
-def _capacity(cfg: DictConfig, measurements: list[Measurement], out: Path) -> tuple[list[Path], list[str]]:
-    """split=[A,B]: the CSV and chart of the speed/capacity split, and report.md's lines (its
-    sentence, the category means, the runs it lacks with their commands)."""
-    if not cfg.split:
+def _capacity_split(
+    cfg: DictConfig, measurements: list[Measurement]
+) -> tuple[list[capacity.SplitRow], list[str]]:
+    """capacity_split=[A,B]: the split's rows, and the runs it lacks with their commands."""
+    if not cfg.capacity_split:
         return [], []
-    rows, missing = capacity.split(measurements, list(cfg.split))
+    rows, missing = capacity.split(measurements, list(cfg.capacity_split))
     if not rows:
-        return [], [f"split: neither {cfg.split[0]} nor {cfg.split[1]} has a run with a batch size"] + missing
+        first, second = cfg.capacity_split
+        missing.insert(0, f"capacity_split: neither {first} nor {second} has a run with a batch size")
+    return rows, missing
+
+
+def _capacity_files(
+    rows: list[capacity.SplitRow], missing: list[str], out: Path
+) -> tuple[list[Path], list[str]]:
+    """The split's CSVs and chart, and report.md's section."""
+    if not rows:
+        return [], [f"\n{line}" for line in missing]
     means = capacity.category_means(rows)
-    path = report.write_csv(out / capacity.SPLIT_CSV, capacity.SPLIT_COLUMNS, capacity.records(rows))
-    chart = capacity.split_chart(rows, out)
-    shown = f"; chart: ![split]({chart[0].name})" if chart else ""
-    lines = [capacity.sentence(rows, means), f"Per model: {capacity.SPLIT_CSV}{shown}"] + missing
-    return [path, *chart], lines
+    files = [
+        report.write_csv(out / capacity_report.SPLIT_CSV, capacity_report.SPLIT_COLUMNS, capacity_report.records(rows)),
+        report.write_csv(out / capacity_report.MEANS_CSV, capacity_report.MEAN_COLUMNS, capacity_report.mean_records(means)),
+    ]  # fmt: skip
+    chart = capacity_charts.split_chart(rows, out)
+    return [*files, *chart], capacity_report.markdown(rows, means, chart, missing)
 
 
 def asked_without_figures(

@@ -168,20 +168,20 @@ def markdown(
     split_columns: tuple[str, ...] = (),
 ) -> str:
     lines = [f"# {title}", "", *[f"- {fact}" for fact in facts], "", "## Category means", ""]
-    lines += _table(summary, ("category", "precision", "gpu_count", "gpu", "source", "relative_mean",
+    lines += markdown_table(summary, ("category", "precision", "gpu_count", "gpu", "source", "relative_mean",
                               "relative_mean_low", "relative_mean_high", "relative_geomean", "interval",
                               "difference", "flags", "models", "models_left_out", "baselines"))  # fmt: skip
     lines += ["", "## Per model", ""]
-    lines += _table(relative, ("model", "variant", "precision", "gpu_count", "gpu", "source", "throughput",
+    lines += markdown_table(relative, ("model", "variant", "precision", "gpu_count", "gpu", "source", "throughput",
                                "throughput_low", "throughput_high", "unit", "n_runs", "relative",
                                "relative_low", "relative_high", "interval", "difference", "flags",
                                "stack_differs", "baseline_precision", "baseline_source",
                                "scaling_efficiency", "anomalies"))  # fmt: skip
     if split:
         lines += ["", "## Hardware and software parts of cross-stack ratios", ""]
-        lines += _table(split, split_columns)
+        lines += markdown_table(split, split_columns)
     lines += ["", f"## Anomalies ({len(anomalies)})", ""]
-    lines += _table(anomalies, ANOMALY_COLUMNS[:-1]) if anomalies else ["None found."]
+    lines += markdown_table(anomalies, ANOMALY_COLUMNS[:-1]) if anomalies else ["None found."]
     if notes:
         lines += ["", "## Notes", "", *[f"- {note}" for note in notes]]
     lines += ["", "## Charts", "", *[f"![{chart.stem}]({chart.name})" for chart in charts], ""]
@@ -191,7 +191,7 @@ def markdown(
 PERCENT_COLUMNS = {"scaling_efficiency"}
 
 
-def _table(records: list[dict], columns: tuple[str, ...]) -> list[str]:
+def markdown_table(records: list[dict], columns: tuple[str, ...]) -> list[str]:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for record in records:
         lines.append("| " + " | ".join(_md_value(c, record[c]) for c in columns) + " |")
@@ -257,8 +257,8 @@ def print_summary(
         intervals_shown.append(interval)
         table.add_row(
             "  " + escape(name),
-            _console_ratio(s.relative_mean),
-            _console_ratio(s.relative_geomean),
+            console_ratio(s.relative_mean),
+            console_ratio(s.relative_geomean),
             interval,
             str(s.n_models),
         )
@@ -280,14 +280,14 @@ def print_summary(
 
 
 def _console_interval(s: SummaryRow) -> str:
-    interval = s.mean_interval
-    text = f"{_console_ratio(interval[0])[:-1]}-{_console_ratio(interval[1])[:-1]}" if interval else "none"
-    if _holds_one(s):
-        text += "="
-    if "stack_differs" in s.flags:
-        text += "!"
-    return text
+    return interval_text(s.mean_interval) + ("!" if "stack_differs" in s.flags else "")
 
 
-def _console_ratio(value: float) -> str:
+def interval_text(interval: tuple[float, float] | None) -> str:
+    """A 95% interval in a console column, `0.98-1.05=` (`=`: it holds 1.0), or `none`."""
+    text = f"{console_ratio(interval[0])[:-1]}-{console_ratio(interval[1])[:-1]}" if interval else "none"
+    return text + ("=" if intervals.holds_one(interval) else "")
+
+
+def console_ratio(value: float) -> str:
     return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"  # a CPU against a GPU needs digits

@@ -124,5 +124,14 @@ def bar_values(ax, drawn, values: Sequence[float], texts: Sequence[str], end: fl
             )
 
 
+def whiskers(values: Sequence[float], spans: Sequence[tuple[float, float] | None]) -> list[list[float]]:
+    """matplotlib's xerr or yerr: distances below and above each value to its interval's ends; 0
+    where it has none."""
+    return [
+        [v - s[0] if s else 0.0 for v, s in zip(values, spans, strict=True)],
+        [s[1] - v if s else 0.0 for v, s in zip(values, spans, strict=True)],
+    ]
+
+
 def ratio_text(value: float) -> str:
     return f"{number(value)}x"

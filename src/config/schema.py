@@ -283,7 +283,7 @@ class CompareConfig:
     sources: list[str] = field(default_factory=list)
     # two cards, gpu or gpu@<memory_limit_gb> (h200@48,h200@24): the ratio of the first to the
     # second split into speed (iso-batch) and capacity (max-batch); empty: no split
-    split: list[str] = field(default_factory=list)
+    capacity_split: list[str] = field(default_factory=list)
     filter_string: str = ""  # extra MLflow search filter, e.g. "tags.compile = 'False'"
     include_smoke: bool = False  # benchmark=smoke dry runs are left out unless asked for
     tag_runs: bool = True  # tag anomalous runs with `anomaly`
