@@ -88,7 +88,10 @@ def test_a_split_ratio_without_a_spread_has_no_interval_and_one_that_holds_one_s
     record = capacity_report.records([row])[0]
     assert (record["max_ratio_low"], record["capacity_factor_high"]) == (None, None)
     assert record["difference"] == "speed: no measurable difference"
-    assert record["interval"] == "none: a run without a step-time CI"
+    assert record["interval"] == (
+        "speed: repeats; speed x capacity: none: a run without a step-time CI; "
+        "capacity: none: a run without a step-time CI"
+    )
 
 
 def test_category_means_carry_intervals_that_count_each_point_once():

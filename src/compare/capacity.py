@@ -54,13 +54,17 @@ class _Figures:
         return [MEANING[f] for f in FIGURES if intervals.holds_one(self.interval(f))]
 
     def basis(self) -> str:
-        """What the intervals rest on (intervals.describe), over every point the figures divide."""
-        spreads = [s for f in FIGURES if getattr(self, f) is not None for _, s, _ in self.terms(f)]
-        if not spreads:
-            return ""
-        if any(s is None for s in spreads):
-            return intervals.describe(None)
-        return intervals.describe(intervals.combine(spreads))
+        """What the intervals rest on (intervals.describe of the points each figure divides): one
+        text where every figure's is the same, else each figure's, `speed: repeats; capacity: ...`."""
+        texts = {}
+        for figure in FIGURES:
+            if getattr(self, figure) is not None:
+                spreads = [s for _, s, _ in self.terms(figure)]
+                known = None if any(s is None for s in spreads) else intervals.combine(spreads)
+                texts[MEANING[figure]] = intervals.describe(known)
+        if len(set(texts.values())) <= 1:
+            return next(iter(texts.values()), "")
+        return "; ".join(f"{meaning}: {text}" for meaning, text in texts.items())
 
 
 @dataclass(frozen=True)
