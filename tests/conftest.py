@@ -121,6 +121,15 @@ def postgres_uri():
         missing_service(str(exc))
 
 
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    """The environment (SLURM_CONF) of a private one-node Slurm, up for the module's tests."""
+    from one_node_slurm import one_node_slurm  # it imports this module's missing_service
+
+    with one_node_slurm(tmp_path_factory.mktemp("slurm")) as env:
+        yield env
+
+
 @pytest.fixture
 def start_server(tmp_path):
     """start_server(backend_store_uri=None, workers=1) -> a running services.TrackingServer.

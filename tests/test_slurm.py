@@ -6,11 +6,14 @@ import itertools
 import os
 import pickle
 import subprocess
+from unittest.mock import MagicMock, patch
 
 import pytest
+import submitit
 from conftest import CONF_DIR, compose_cfg, read_runs, run_cli
 from hydra import compose, initialize_config_dir
 from hydra.core.plugins import Plugins
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 
 from hydra_plugins.gpubench_slurm import launcher as slurm_launcher
 from src.config.finalise import finalize
@@ -19,12 +22,12 @@ from src.errors import ConfigError, DeviceUnavailable
 from src.run import resume
 
 
-def point_config(overrides: list[str]):
+def point_config(overrides: list[str], sweep_dir: str = "/sweep"):
     """A sweep point's config with its `hydra` node, as the launcher composes it (in one sweep folder:
     the launcher composes every point with the sweep's own timestamp)."""
     register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        overrides = ["hydra/launcher=slurm", "hydra.sweep.dir=/sweep", *overrides]
+        overrides = ["hydra/launcher=slurm", f"hydra.sweep.dir={sweep_dir}", *overrides]
         return compose("config", overrides=overrides, return_hydra_config=True)
 
 
@@ -37,6 +40,67 @@ def test_slurm_launcher_is_a_plugin_hydra_can_instantiate():
     """Hydra builds launchers only from classes it found under `hydra_plugins`."""
     target = point_config([]).hydra.launcher._target_
     assert Plugins.instance().class_name_to_class[target] is slurm_launcher.SlurmShapesLauncher
+
+
+def sweep_launcher(cls, base: list[str], sweep_dir: str):
+    """A `cls` launcher as Hydra sets it up for a sweep of `base` + each point's overrides."""
+    config = point_config(base, sweep_dir)
+    launcher = cls(**slurm_launcher.slurm_request(config))  # Hydra passes it the launcher block
+    context = MagicMock()
+    context.config_loader.load_sweep_config = lambda _, point: point_config(base + point, sweep_dir)
+    launcher.setup(hydra_context=context, task_function=MagicMock(), config=config)
+    return launcher
+
+
+def submitit_calls(launcher, points: list[list[str]]) -> tuple:
+    """What `launcher.launch(points)` asks of submitit: how it builds its executor(s) and what it
+    maps over them (without the Hydra state each job carries)."""
+    job = MagicMock()
+    job.results.return_value = ["returned"]
+    executor = MagicMock()
+    executor.map_array.side_effect = lambda _, *args: [job] * len(args[0])
+    auto_executor = MagicMock(return_value=executor)
+    with patch.object(submitit, "AutoExecutor", auto_executor):
+        assert launcher.launch(points, initial_job_idx=3) == ["returned"] * len(points)
+    (called, *args), _ = executor.map_array.call_args
+    return called, auto_executor.call_args_list, executor.update_parameters.call_args_list, args[:4]
+
+
+@pytest.mark.parametrize(
+    "site",
+    [
+        [],
+        [
+            "hydra.launcher.partition=gpu",
+            "hydra.launcher.account=bench",
+            "hydra.launcher.mem_gb=200",
+            "hydra.launcher.max_num_timeout=2",
+            "+hydra.launcher.additional_parameters={mail-type: END}",
+        ],
+    ],
+)
+def test_a_sweep_of_one_shape_is_submitted_as_upstreams_launcher_submits_it(tmp_path, site):
+    """hydra-submitit-launcher builds its one executor inside `launch`: for a sweep whose points all
+    ask for the same resources, ours makes the very submitit calls upstream makes (a rule upstream
+    changes fails here)."""
+    base = ["gpu=a6000", "gpu.count=8", *site]
+    points = [["precision=fp32"], ["precision=amp"]]
+    upstream = sweep_launcher(SlurmLauncher, base, str(tmp_path))
+    ours = sweep_launcher(slurm_launcher.SlurmShapesLauncher, base, str(tmp_path))
+
+    expected = submitit_calls(upstream, points)
+    assert submitit_calls(ours, points) == (ours, *expected[1:])
+    assert expected[2][0].kwargs["slurm_gres"] == "gpu:a6000:8"  # the calls hold the shape's request
+
+
+def test_the_python_key_of_upstreams_next_release_builds_the_executor(tmp_path):
+    """hydra-submitit-launcher's main branch adds `python` (the job's interpreter) and, like
+    `max_num_timeout`, hands it to the executor's constructor: as a job parameter submitit refuses it."""
+    base = ["gpu=a6000", "+hydra.launcher.python=/opt/venv/bin/python"]
+    launcher = sweep_launcher(slurm_launcher.SlurmShapesLauncher, base, str(tmp_path))
+    _, (built,), (updated,), _ = submitit_calls(launcher, [["precision=fp32"]])
+    assert built.kwargs["slurm_python"] == "/opt/venv/bin/python"
+    assert "slurm_python" not in updated.kwargs
 
 
 def test_slurm_array_asks_for_the_profiles_gpus_nodes_and_time():

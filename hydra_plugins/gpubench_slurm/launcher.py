@@ -6,6 +6,13 @@ each point's config is composed first; points whose `hydra.launcher` block resol
 constraint, nodes, time limit, and every other sbatch setting) share one array. Every array is
 submitted before any is waited on, so the cluster runs them side by side.
 
+Everything else is hydra-submitit-launcher's own: the class subclasses its `SlurmLauncher` and
+inherits `__init__`, `setup`, `__call__` (what runs on the node: the point re-composed, `hydra.job.id`
+from Slurm, Hydra's `run_job`) and `checkpoint` (resubmission on timeout), and takes its keys and
+defaults from `submitit_slurm`. Upstream builds its one executor inside `launch`, so the per-shape
+executor below follows upstream's rule for turning a launcher block into submitit arguments, and
+tests/test_slurm.py holds the two to the same submitit calls for the same block.
+
 The class lives under `hydra_plugins`: Hydra instantiates launchers from that package only.
 """
 
@@ -25,8 +32,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 log = logging.getLogger(__name__)
 
-# Launcher keys that configure submitit itself rather than the sbatch request.
-_EXECUTOR_KEYS = ("submitit_folder", "max_num_timeout")
+# Launcher keys that build the executor rather than fill the sbatch request: upstream's, with the
+# `python` its main branch adds (given to submitit as a job parameter, it is refused).
+_EXECUTOR_INIT_KEYS = ("max_num_timeout", "python")
 # What a person reads to tell the arrays apart.
 _SHOWN_KEYS = ("gres", "constraint", "nodes", "timeout_min", "partition")
 
@@ -64,7 +72,7 @@ class SlurmShapesLauncher(SlurmLauncher):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         sweep_dir.mkdir(parents=True, exist_ok=True)
         groups = group_by_shape([slurm_request(c) for c in configs])
-        log.info(f"Submitit 'slurm' sweep output dir : {sweep_dir}: {len(groups)} job array(s)")
+        log.info(f"Submitit '{self._EXECUTOR}' sweep output dir : {sweep_dir}: {len(groups)} job array(s)")
 
         results: list[JobReturn | None] = [None] * len(points)
         submitted = []
@@ -78,7 +86,7 @@ class SlurmShapesLauncher(SlurmLauncher):
                     (points[position], "hydra.sweep.dir", num, f"job_id_for_{num}", Singleton.get_state())
                 )
             try:
-                jobs = _executor(submitit, request).map_array(self, *zip(*job_args, strict=True))
+                jobs = self._executor(submitit, request).map_array(self, *zip(*job_args, strict=True))
             except Exception as exc:  # sbatch refused it (a partition or account the site lacks...)
                 reason = _line(exc, -1)  # sbatch's verdict comes last
                 for position in members:
@@ -101,6 +109,23 @@ class SlurmShapesLauncher(SlurmLauncher):
             raise
         return results
 
+    def _executor(self, submitit: Any, params: dict[str, Any]):
+        """The executor upstream's `launch` would build from a launcher block of `params`: the folder
+        and _EXECUTOR_INIT_KEYS build it, the rest are job parameters, BaseQueueConf's under their
+        own names and the cluster's own with its prefix (`slurm_gres`)."""
+        prefix = f"{self._EXECUTOR}_"
+        built_with = {prefix + k: params[k] for k in _EXECUTOR_INIT_KEYS if k in params}
+        executor = submitit.AutoExecutor(cluster=self._EXECUTOR, folder=params["submitit_folder"], **built_with)
+        shared = set(OmegaConf.structured(BaseQueueConf).keys())
+        executor.update_parameters(
+            **{
+                k if k in shared else prefix + k: v
+                for k, v in params.items()
+                if k not in (*_EXECUTOR_INIT_KEYS, "submitit_folder")
+            }
+        )
+        return executor
+
     def _failed(self, config: DictConfig, exc: Exception, why: str) -> JobReturn:
         """A point whose job never reported back: said once here and noted on the sweep's parent run
         (its own on_job_end, which does that, ran on the node or not at all)."""
@@ -115,15 +140,3 @@ class SlurmShapesLauncher(SlurmLauncher):
 def _line(exc: Exception, index: int) -> str:
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return lines[index] if lines else type(exc).__name__
-
-
-def _executor(submitit: Any, request: dict[str, Any]):
-    """A Slurm executor for one shape, set up as hydra-submitit-launcher sets up its single one."""
-    executor = submitit.AutoExecutor(
-        cluster="slurm", folder=request["submitit_folder"], slurm_max_num_timeout=request["max_num_timeout"]
-    )
-    shared = set(OmegaConf.structured(BaseQueueConf).keys())
-    executor.update_parameters(
-        **{k if k in shared else f"slurm_{k}": v for k, v in request.items() if k not in _EXECUTOR_KEYS}
-    )
-    return executor
