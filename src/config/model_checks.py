@@ -23,11 +23,8 @@ def check_model(m: DictConfig, device: str, errors: Errors) -> None:
         positive_int(m.items_per_sample), "model.items_per_sample", m.items_per_sample, "a positive integer"
     )
     errors.need(positive_or_none(m.flops_per_item), "model.flops_per_item", m.flops_per_item, "> 0 or null")
-    # gpu.device=auto: the batch follows the profile of the device found, so None waits for it
     errors.need(
-        positive_int(m.batch_size)
-        or m.batch_size == AUTO_BATCH
-        or (m.batch_size is None and device == "auto"),
+        positive_int(m.batch_size) or m.batch_size == AUTO_BATCH,
         "model.batch_size",
         m.batch_size,
         f"a positive integer or {AUTO_BATCH!r}",

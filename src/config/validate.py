@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.config.checks import Errors, check_batch_table, check_memory_cap, positive_int, positive_or_none
 from src.config.model_checks import check_model
-from src.config.schema import AUTO_PRECISION, PRECISIONS
+from src.config.schema import PRECISIONS
 from src.config.tracking_uri import tracking_errors
 from src.errors import ConfigError
 
@@ -75,7 +75,7 @@ def _check_gpu(g: DictConfig, precision: str, errors: Errors) -> None:
         f"one of gpu.precisions ({', '.join(g.precisions)}) on gpu={g.name}",
     )
     errors.need(
-        precision in g.precisions or (precision == AUTO_PRECISION and g.device == "auto"),
+        precision in g.precisions,
         "precision",
         precision,
         f"one of {', '.join(g.precisions)} on gpu={g.name}",
@@ -90,8 +90,7 @@ def _check_gpu(g: DictConfig, precision: str, errors: Errors) -> None:
 
 
 def _check_precision(p: DictConfig, device: str, errors: Errors) -> None:
-    allowed = PRECISIONS + ((AUTO_PRECISION,) if device == "auto" else ())  # auto: resolved once found
-    errors.need(p.name in allowed, "precision.name", p.name, f"one of {', '.join(allowed)}")
+    errors.need(p.name in PRECISIONS, "precision.name", p.name, f"one of {', '.join(PRECISIONS)}")
     errors.need(
         p.autocast_dtype in (None, "float16", "bfloat16"),
         "precision.autocast_dtype",
