@@ -5,7 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from src.config import points
-from src.config.schema import AUTO_PRECISION, PrecisionConfig
+from src.config.groups.precision import AUTO_PRECISION, PrecisionConfig
 from src.config.validate import validate
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT

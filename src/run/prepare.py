@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from src.config.checks import Errors, check_memory_cap
+from src.config.checks import Errors
 from src.config.finalise import finalize
+from src.config.groups.gpu import check_memory_cap
 from src.errors import ConfigError
 from src.hardware import devices
 
