@@ -20,16 +20,16 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 sys.path.insert(0, str(ROOT))  # the suite's own modules, as its ranks import them
-from src.config.finalise import finalize  # noqa: E402
 from src.config.schema import register_configs  # noqa: E402
 from src.rank.worker import TrainingStep  # noqa: E402
+from src.run.prepare import prepare  # noqa: E402
 
 
 def rank_config(overrides: list[str]) -> dict:
     register_configs("config_schema")
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
-    return OmegaConf.to_container(finalize(cfg), resolve=True)
+    return OmegaConf.to_container(prepare(cfg)[0], resolve=True)  # gpu=auto: the GPU's profile
 
 
 def timed_steps(step: TrainingStep, count: int) -> float:

@@ -39,8 +39,9 @@ def describe(run) -> str:
     return "\n".join(lines)
 
 
-def default_uri() -> str:
-    """tracking.uri as the suite itself resolves it (MLFLOW_TRACKING_URI, else the embedded store)."""
+def suite_tracking():
+    """The tracking group as the suite itself resolves it (tracking.uri: MLFLOW_TRACKING_URI, else
+    the embedded store; its experiment)."""
     import sys
     from pathlib import Path
 
@@ -52,19 +53,21 @@ def default_uri() -> str:
 
     register_configs()
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
-        return compose("config", overrides=["gpu=cpu"]).tracking.uri
+        return compose("config", overrides=["gpu=cpu"]).tracking
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--uri", help="tracking URI (default: the one the suite itself uses)")
-    parser.add_argument("--experiment", default="gpubench")
+    parser.add_argument("--experiment", help="experiment (default: the suite's tracking.experiment)")
     parser.add_argument("--run", help="run id (default: the newest finished job run)")
     args = parser.parse_args()
 
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(args.uri or default_uri())
+    tracking = suite_tracking() if not (args.uri and args.experiment) else None
+    client = MlflowClient(args.uri or tracking.uri)
+    args.experiment = args.experiment or tracking.experiment
     if args.run:
         run = client.get_run(args.run)
     else:

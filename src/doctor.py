@@ -128,18 +128,14 @@ def check_tracking(cfg) -> Check:
 
 
 def check_default(cfg, overrides: list[str], nvml_missing: str | None) -> Check:
-    from src.config.finalise import finalize
-    from src.hardware import devices
-    from src.run.job import adopt_profile, run_name
+    from src.run.job import run_name
+    from src.run.prepare import prepare
 
     # the tracking store has its own line
     command = " ".join(["python -m src.train", *(o for o in overrides if not o.startswith("tracking."))])
     try:
-        cfg = finalize(cfg)
         # without NVML a job sees no GPU (check_gpus said why; list_devices would say it again)
-        found = devices.list_devices() if cfg.gpu.device != "cpu" and nvml_missing is None else []
-        selection = devices.select(cfg.gpu, found)
-        cfg = adopt_profile(cfg, selection)
+        cfg, selection = prepare(cfg, None if nvml_missing is None else [])
     except ConfigError as exc:
         return Check("FAIL", "default", f"{command} would stop: {first_line(exc)}")
     count = cfg.gpu.count * cfg.launcher.nnodes

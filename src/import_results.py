@@ -17,8 +17,8 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from src.config import cli
+from src.config.groups.tracking import tracking_errors
 from src.config.schema import register_configs
-from src.config.tracking_uri import tracking_errors
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
 from src.tracking import tags as tag
 

@@ -13,7 +13,6 @@ from omegaconf import DictConfig, open_dict
 
 from src import credentials
 from src.config import cli
-from src.config.finalise import finalize
 from src.config.schema import register_configs
 from src.errors import (
     JOB_FAILED,
@@ -26,6 +25,7 @@ from src.errors import (
     exit_with_error,
 )
 from src.run import signals, sweep_watch
+from src.run.prepare import prepare
 
 register_configs("config_schema")
 
@@ -40,22 +40,23 @@ def main(cfg: DictConfig) -> float:
     if multirun:
         sweep_watch.watch(cfg.tracking.uri)  # in a parallel launcher's worker: end with the sweep
     try:
-        # Bad input and missing hardware stop here, before any run is opened or rank started.
-        cfg = finalize(cfg)
-        from src.run import job
-        from src.tracking import spool, store
-
-        parent = store.read_parent_run(Path(hydra_cfg.sweep.dir)) if multirun else None
-        job_dir = Path(hydra_cfg.runtime.output_dir)
         try:
-            with sweep_watch.job():
-                throughput = job.run_job(cfg, job_dir, parent)
+            # Bad input and missing hardware stop here, before any run is opened or rank started.
+            cfg, selection = prepare(cfg)
         except DeviceUnavailable as exc:
             # a Slurm job holds the GPUs its profile asked for: a mismatch (a site's gres names) fails
             if not multirun or os.environ.get("SUBMITIT_EXECUTOR") == "slurm":
                 raise
+            from src.run import job
+
             # another host runs this point (two workstations, one server): not a failure here
-            return job.skip_unavailable(cfg, exc, parent, hydra_cfg.job.num)
+            return job.skip_unavailable(cfg, exc, _parent_run(hydra_cfg), hydra_cfg.job.num)
+        from src.run import job
+        from src.tracking import spool
+
+        job_dir = Path(hydra_cfg.runtime.output_dir)
+        with sweep_watch.job():
+            throughput = job.run_job(cfg, selection, job_dir, _parent_run(hydra_cfg))
         if not multirun and spool.pending([job_dir])[0]:  # a sweep says so once, at its end
             raise SystemExit(RESULT_SPOOLED)
         return throughput
@@ -71,6 +72,15 @@ def main(cfg: DictConfig) -> float:
             if line.startswith("(rank logs under"):
                 print(line, file=sys.stderr)
         sys.exit(JOB_FAILED)
+
+
+def _parent_run(hydra_cfg) -> str | None:
+    """The sweep's parent run, which a multirun's callback opened before its first job."""
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return None
+    from src.tracking import store
+
+    return store.read_parent_run(Path(hydra_cfg.sweep.dir))
 
 
 def _keep_credentials_out(cfg: DictConfig, hydra_cfg) -> None:

@@ -11,16 +11,13 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import MISSING, OmegaConf
 
 from src.config.finalise import finalize
-from src.config.schema import (
-    MODEL_FAMILIES,
-    SIZE_KEYS,
-    BenchmarkConfig,
-    GpuConfig,
-    LauncherConfig,
-    PrecisionConfig,
-    TelemetryConfig,
-    TrackingConfig,
-)
+from src.config.groups.benchmark import BenchmarkConfig
+from src.config.groups.gpu import GpuConfig
+from src.config.groups.launcher import LauncherConfig
+from src.config.groups.model import MODEL_FAMILIES, SIZE_KEYS
+from src.config.groups.precision import PrecisionConfig
+from src.config.groups.telemetry import TelemetryConfig
+from src.config.groups.tracking import TrackingConfig
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
 from tests.conftest import compose_cfg

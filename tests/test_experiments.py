@@ -17,7 +17,7 @@ from src.config.schema import register_configs
 from src.errors import ConfigError
 from src.hardware import devices
 from src.paths import PROJECT_ROOT
-from src.run.job import adopt_profile
+from src.run.prepare import prepare
 
 EXPERIMENTS = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "experiment").glob("*.yaml"))
 H200 = FakeGpu("NVIDIA H200", "00000000:17:00.0", "GPU-h200", 141e9)
@@ -34,8 +34,7 @@ def test_every_experiment_composes_and_finalises(experiment, monkeypatch):
     assert _hydra_cfg([f"experiment={experiment}"]).hydra.runtime.choices.experiment == experiment
     OmegaConf.to_container(compose_cfg([f"experiment={experiment}"]), resolve=True)
     install(monkeypatch, FakeNvml([H200]))
-    job = finalize(compose_cfg([f"experiment={experiment}"]))
-    adopt_profile(job, devices.select(job.gpu, devices.list_devices()))  # a runnable job, checked
+    prepare(compose_cfg([f"experiment={experiment}"]))  # a runnable job, checked
 
 
 def test_the_study_is_the_default_experiment_and_none_sweeps_only_what_is_named():
@@ -66,12 +65,25 @@ def test_precision_auto_is_the_profiles_default_and_records_the_math_that_ran(gp
 
 def test_precision_auto_on_gpu_auto_follows_the_device_found(monkeypatch):
     install(monkeypatch, FakeNvml([H200]))
-    cfg = finalize(compose_cfg([]))
-    assert cfg.precision.name == "auto" and cfg.model.batch_size is None  # not known yet
-    on_gpu = adopt_profile(cfg, devices.select(cfg.gpu, devices.list_devices()))
+    cfg = compose_cfg([])
+    on_gpu, _ = prepare(cfg)
     assert (on_gpu.precision.name, on_gpu.precision.peak_key, on_gpu.model.batch_size) == ("amp", "fp16", 256)
-    on_cpu = adopt_profile(cfg, devices.select(cfg.gpu, []))
+    on_cpu, _ = prepare(cfg, found=[])
     assert (on_cpu.precision.name, on_cpu.model.batch_size) == ("fp32", 8)
+
+
+def test_gpu_auto_is_finalised_once_after_its_device_is_found(monkeypatch):
+    """Finalising needs the profile (precision=auto's math, the batch, the checks): gpu=auto's is the
+    device found, so the config is finalised and validated once, after the device is selected."""
+    from src.config import finalise
+
+    install(monkeypatch, FakeNvml([H200]))
+    validated = []
+    monkeypatch.setattr(finalise, "validate", lambda cfg: validated.append(cfg.gpu.name))
+    prepare(compose_cfg([]))
+    assert validated == ["h200"]
+    with pytest.raises(ValueError, match="gpu=auto is finalised once its device is found"):
+        finalise.finalize(compose_cfg([]))
 
 
 def test_a_profiles_default_precision_must_be_one_it_runs():

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from src.config.finalise import finalize
 from src.errors import ConfigError
 from src.hardware import devices
-from src.run.job import adopt_profile
+from src.run.prepare import prepare
 
 CUDA_PROFILES = sorted(devices.known_profiles())
 
@@ -117,10 +117,10 @@ def test_auto_on_a_card_without_profile_uses_its_name_and_on_no_gpu_the_cpu(monk
 
 def test_auto_runs_with_the_found_profiles_spec_sheet(monkeypatch):
     install(monkeypatch, FakeNvml(mixed_host()))
-    cfg = finalize(compose_cfg(["model=gpt2"]))
-    found = adopt_profile(cfg, devices.select(cfg.gpu, devices.list_devices()))
+    cfg = compose_cfg(["model=gpt2"])
+    found, _ = prepare(cfg)
     assert (found.gpu.name, found.gpu.device, found.gpu.peak_tflops.fp32) == ("a6000", "cuda", 38.7)
-    assert adopt_profile(cfg, devices.select(cfg.gpu, [])).gpu.precisions == ["fp32", "bf16"]  # cpu's
+    assert prepare(cfg, found=[])[0].gpu.precisions == ["fp32", "bf16"]  # cpu's
 
 
 # NVML device names -> the one profile that must claim it (None: no profile may)

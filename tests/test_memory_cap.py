@@ -12,7 +12,7 @@ from src.errors import ConfigError
 from src.hardware import devices
 from src.rank import autobatch
 from src.rank.memory_cap import GIB, cap_fraction, cap_note
-from src.run.job import adopt_profile
+from src.run.prepare import adopt_profile, prepare
 from src.run.resume import config_hash
 from tests.conftest import compose_cfg
 
@@ -44,7 +44,7 @@ def test_caps_up_to_the_cards_memory_are_accepted():
 
 
 def test_auto_on_a_card_no_profile_knows_is_held_to_its_detected_memory():
-    cfg = finalize(compose_cfg(["gpu=auto", "gpu.memory_limit_gb=60"]))  # nothing known yet: accepted
+    cfg = compose_cfg(["gpu=auto", "gpu.memory_limit_gb=60"])
     l40s = devices.Device(
         0, "NVIDIA L40S", "00000000:18:00.0", "GPU-l40s", 48.3
     )  # GB as NVML counts them (1e9)
@@ -55,11 +55,11 @@ def test_auto_on_a_card_no_profile_knows_is_held_to_its_detected_memory():
         adopt_profile(cfg, selection)
     capped = OmegaConf.merge(cfg, {"gpu": {"memory_limit_gb": 40}})
     try:  # a card without a profile fails later for want of a match rule; not for its cap
-        adopt_profile(capped, selection)
+        finalize(adopt_profile(capped, selection))
     except ConfigError as exc:
         assert "memory_limit_gb" not in str(exc)
     with pytest.raises(ConfigError, match="must be null on a CPU"):  # auto on a host with no GPU
-        adopt_profile(cfg, devices.Selection("cpu", "cpu"))
+        prepare(cfg, found=[])
 
 
 def test_the_cap_is_part_of_the_point_and_old_runs_keep_their_hash():

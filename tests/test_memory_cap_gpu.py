@@ -10,10 +10,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from src.config.finalise import finalize
 from src.hardware import devices, gpu_lock
 from src.rank.memory_cap import GIB, apply_memory_cap
 from src.rank.worker import train_rank
+from src.run.prepare import prepare
 from tests.conftest import compose_cfg
 
 pytestmark = pytest.mark.gpu
@@ -48,7 +48,7 @@ def test_auto_under_a_cap_trains_within_it(device, cap_gb):
         "benchmark.min_steps=5",
         "benchmark.max_steps=5",
     ]
-    cfg = OmegaConf.to_container(finalize(compose_cfg(overrides)), resolve=True)
+    cfg = OmegaConf.to_container(prepare(compose_cfg(overrides))[0], resolve=True)  # the GPU's profile
     with gpu_lock.exclusive(devices.list_devices(), "tests/test_memory_cap_gpu.py"):
         (report,) = train_rank(cfg | {"runtime": {"device": "cuda", "job_id": f"cap{cap_gb}"}})
     print(f"\ncap {cap_gb} GB: batch {report.batch_size}, peak {report.peak_memory_gb:.2f} GiB")

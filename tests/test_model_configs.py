@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from src.config.finalise import finalize
-from src.config.model_checks import target_exists
-from src.config.schema import PRECISIONS
+from src.config.groups.model import target_exists
+from src.config.groups.precision import PRECISIONS
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
 from tests.conftest import compose_cfg

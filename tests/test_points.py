@@ -22,6 +22,7 @@ from src.compare.specs import run_spec
 from src.config import points
 from src.config.finalise import finalize
 from src.run import resume
+from src.run.prepare import prepare
 from src.tracking.job_run import flatten
 from tests.conftest import compose_cfg
 
@@ -102,14 +103,14 @@ def test_a_run_from_before_the_declaration_resumes_as_finished_and_compares_as_i
     monkeypatch.setattr(launch, "prestart", lambda *args: None)  # no rank will start
     client, ids = stored_runs
     for stored, run_id in zip(STORED["runs"], ids, strict=True):
-        cfg = finalize(compose_cfg([*as_then(stored["overrides"]), f"tracking.uri={tracking_uri}"]))
+        cfg, selection = prepare(compose_cfg([*as_then(stored["overrides"]), f"tracking.uri={tracking_uri}"]))
         then = OmegaConf.to_container(OmegaConf.create(stored["config_yaml"]))
         now = OmegaConf.to_container(cfg, resolve=True)
         assert points.hashed(now) == points.hashed(then)  # the same config, plumbing (tracking) aside
         today = without_keys_added_since(OmegaConf.to_container(cfg, resolve=True), then)
         then["tracking"]["uri"] = today["tracking"]["uri"] = "URI"
         assert today == then
-        assert job.run_job(cfg, tmp_path) == stored["metrics"]["throughput"]  # the finished run's figure
+        assert job.run_job(cfg, selection, tmp_path) == stored["metrics"]["throughput"]  # the finished run's figure
         # issue 26: the stack it logged (torch, CUDA, ... as tags) joins the point it had
         record = to_record(client.get_run(run_id))
         stack = {

@@ -25,6 +25,7 @@ from benchmarks.process_tree import ProcessTree, rank_processes
 from src.config.finalise import finalize
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
+from src.run.prepare import prepare
 from src.tracking import tags as tag
 
 TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
@@ -243,9 +244,8 @@ def test_rerun_true_runs_a_point_that_has_a_finished_run(fault_sweep, tmp_path, 
     monkeypatch.setattr(job_run, "JobRun", open_run)
     for rerun, expected in (("false", "skip"), ("true", "run")):
         overrides = [*TINY, "model.name=tiny", f"tracking.uri={uri}", f"benchmark.rerun={rerun}"]
-        cfg = finalize(compose_cfg(overrides))
         try:
-            outcome = ("skip", job.run_job(cfg, tmp_path))
+            outcome = ("skip", job.run_job(*prepare(compose_cfg(overrides)), tmp_path))
         except Opened:
             outcome = ("run", None)
         assert outcome[0] == expected

@@ -16,9 +16,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from src.config.finalise import finalize
 from src.hardware import devices, gpu_lock
 from src.rank.worker import train_rank
+from src.run.prepare import prepare
 from tests.conftest import compose_cfg
 
 pytestmark = pytest.mark.gpu
@@ -41,7 +41,7 @@ def test_first_step_and_steps_after_checks_are_timed_as_the_others():
         f"benchmark.max_steps={STEPS}",
         "benchmark.target_ci=1e-9",
     ]
-    cfg = OmegaConf.to_container(finalize(compose_cfg(overrides)), resolve=True)
+    cfg = OmegaConf.to_container(prepare(compose_cfg(overrides))[0], resolve=True)  # the GPU's profile
     # hold the GPUs as a job does: no other job may run on them while this one is timed
     with gpu_lock.exclusive(devices.list_devices(), "tests/test_window_gpu.py"):
         (report,) = train_rank(cfg | {"runtime": {"device": "cuda", "job_id": "window"}})

@@ -25,8 +25,8 @@ from src.compare import (
 )
 from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
 from src.config import points
-from src.config.schema import PRECISIONS
-from src.config.tracking_uri import tracking_errors
+from src.config.groups.precision import PRECISIONS
+from src.config.groups.tracking import tracking_errors
 from src.console import note
 from src.errors import ConfigError
 from src.tracking import tags as tag

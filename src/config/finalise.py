@@ -5,7 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from src.config import points
-from src.config.schema import AUTO_PRECISION, PrecisionConfig
+from src.config.groups.precision import AUTO_PRECISION, PrecisionConfig
 from src.config.validate import validate
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
@@ -17,8 +17,11 @@ def finalize(cfg: DictConfig) -> DictConfig:
     """Derive the switches left null and the batch size, then validate. Returns a new config.
 
     Batch size: command line > the benchmark's sizes (conf/sizes/, e.g. benchmark=smoke) > gpu
-    profile's per-model figure > model's per-precision default.
+    profile's per-model figure > model's per-precision default. Once per job, when its gpu profile
+    is known: gpu=auto adopts the found device's first (src/run/prepare.py).
     """
+    if cfg.gpu.device == "auto":
+        raise ValueError("gpu=auto is finalised once its device is found: src.run.prepare.prepare(cfg)")
     cfg = cfg.copy()
     # NHWC is what tuned vision training uses on tensor cores (about 2x ResNet-50 amp on an H200)
     if cfg.benchmark.channels_last is None:
@@ -27,9 +30,8 @@ def finalize(cfg: DictConfig) -> DictConfig:
     # repeat, a new search every step where they do not.
     if cfg.benchmark.cudnn_benchmark is None:
         cfg.benchmark.cudnn_benchmark = cfg.model.static_shapes
-    # gpu=auto: the precision and batch follow the profile of the device found, so are set once found
     cfg = resolve_precision(cfg)
-    if cfg.model.batch_size is None and cfg.gpu.device != "auto":
+    if cfg.model.batch_size is None:
         cfg.model.batch_size = default_batch_size(cfg)
     validate(cfg)
     # A setting that means nothing without its switch (a search limit without the search) is
@@ -41,7 +43,8 @@ def finalize(cfg: DictConfig) -> DictConfig:
 
 def resolve_precision(cfg: DictConfig) -> DictConfig:
     """precision=auto becomes the profile's default_precision group (conf/precision/<name>.yaml), so
-    the run records, hashes and compares the math that ran. Left as is while gpu=auto is unresolved."""
+    the run records, hashes and compares the math that ran. Left as is while gpu=auto's device is
+    unknown (a point skipped for want of its GPUs is named before that)."""
     if cfg.precision.name != AUTO_PRECISION or cfg.gpu.device == "auto":
         return cfg
     path = PRECISION_GROUP / f"{cfg.gpu.default_precision}.yaml"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from src.config.schema import GpuConfig
+from src.config.groups.gpu import GpuConfig
 from src.errors import DeviceUnavailable
 from src.hardware import nvml
 from src.paths import PROJECT_ROOT

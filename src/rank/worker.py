@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -67,23 +68,6 @@ class Progress:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"job_id": self.job_id, **state}))
         os.replace(tmp, self.path)
-
-
-def _setup_distributed(device_kind: str, timeout_s: float) -> tuple[int, int, int, torch.device]:
-    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    if device_kind == "cuda":
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-    else:
-        device = torch.device("cpu")
-    if world > 1:
-        dist.init_process_group(
-            backend="nccl" if device.type == "cuda" else "gloo",
-            timeout=timedelta(seconds=timeout_s),
-            device_id=device if device.type == "cuda" else None,
-        )
-    return rank, local_rank, world, device
 
 
 STOP_REASONS = ("ci", "max_steps", "time_limit")  # where ranks differ, the later one is the job's
@@ -218,27 +202,81 @@ def _explain_oom(train):
 def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport | CeilingsReport]:
     """Entry point of each rank. `cfg` is the finalised config as a plain dict.
 
-    Returns the reports of all ranks of the job on each node's first rank, [] on the others.
+    Returns the reports of all ranks of the job on each node's first rank, [] on the others. Its
+    steps are the rank's phases (src/run/phases.py): ranks up, model build, first step and
+    warm-up, the measured window; then the breakdown (after the window) and the report.
     """
     started = time.time()
-    bench = cfg["benchmark"]
-    rank, local_rank, world, device = _setup_distributed(cfg["runtime"]["device"], bench["timeout_s"])
-    torch.manual_seed(bench["seed"] + rank)
-    if device.type == "cpu" and cfg["runtime"].get("cpu_threads"):
-        torch.set_num_threads(cfg["runtime"]["cpu_threads"])
+    rank = _start_rank(cfg)
     if cfg["model"]["category"] == "ceilings":  # the card's own limits, not a training loop
         from src.rank.ceilings import rank_report
 
-        return _gather(rank_report(cfg, device, world, rank, started), world, local_rank)
-
-    step = TrainingStep(cfg, device, world)
+        return _gather(rank_report(cfg, rank.device, rank.world, rank.rank, started), rank)
+    step = TrainingStep(cfg, rank.device, rank.world)
     built = time.time()
-    workload, batch_size = step.workload, step.batch_size
     # one writer per node's job process
-    progress = Progress(progress_path, enabled=local_rank == 0, job_id=cfg["runtime"].get("job_id"))
+    progress = Progress(progress_path, enabled=rank.local_rank == 0, job_id=cfg["runtime"].get("job_id"))
+    agreement = StopAgreement(rank.world, rank.device)
+    first_step_done = _warm_up(step, agreement, cfg["benchmark"], rank.device, progress)
+    window = _measure(step, agreement, cfg["benchmark"], rank, progress, first_step_done)
+    breakdown = None
+    if cfg["benchmark"]["breakdown_steps"]:  # after the window: the measured figure never sees the profiler
+        from src.rank.breakdown import profile_steps
 
-    agreement = StopAgreement(world, device)
-    first_step_done = _warm_up(step, agreement, bench, device, progress)
+        breakdown = profile_steps(step, rank.device, cfg["benchmark"]["breakdown_steps"])
+    return _gather(_report(rank, step, window, breakdown, started, built), rank)
+
+
+@dataclass(frozen=True)
+class Rank:
+    """Where this rank is in the job, and its device."""
+
+    rank: int
+    local_rank: int
+    world: int
+    device: torch.device
+
+
+def _start_rank(cfg: dict) -> Rank:
+    """This rank's place in the job, its device and process group, its seed and CPU threads."""
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if cfg["runtime"]["device"] == "cuda":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+    else:
+        device = torch.device("cpu")
+        if cfg["runtime"].get("cpu_threads"):
+            torch.set_num_threads(cfg["runtime"]["cpu_threads"])
+    if world > 1:
+        dist.init_process_group(
+            backend="nccl" if device.type == "cuda" else "gloo",
+            timeout=timedelta(seconds=cfg["benchmark"]["timeout_s"]),
+            device_id=device if device.type == "cuda" else None,
+        )
+    torch.manual_seed(cfg["benchmark"]["seed"] + rank)
+    return Rank(rank, local_rank, world, device)
+
+
+@dataclass
+class Window:
+    """The measured window as the rank saw it."""
+
+    clock: StepClock
+    start: float
+    end: float
+    first_step_done: float
+    first_loss: float
+    last_loss: float
+    all_finite: bool
+    stop_reason: str
+
+
+def _measure(
+    step, agreement: StopAgreement, bench: dict, rank: Rank, progress: Progress, first_step_done: float | None
+) -> Window:
+    """Timed steps until the ranks agree that the stopping rule holds (src/stats.py's CI)."""
+    device, world = rank.device, rank.world
     if device.type == "cuda" and first_step_done is not None:
         # One more unmeasured step, unsynced: the GPU is busy with it when the window opens, so
         # the first measured step starts right after the one before, as every later one does.
@@ -271,60 +309,55 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport |
         times = clock.read(settled=True)  # the steps before this one, which stays queued
         elapsed = sum(times)
         ci = relative_ci_halfwidth(times)
-        progress.update(
-            phase="measuring",
-            step=n,
-            items_per_s=workload.items_per_step * world * len(times) / elapsed,
-            ci=ci,
-        )
+        items_per_s = step.workload.items_per_step * world * len(times) / elapsed
+        progress.update(phase="measuring", step=n, items_per_s=items_per_s, ci=ci)
         # across GPUs a stop proposed now takes effect after the next step: the budget counts it
         agreement.propose(_stop_reason(ci, n + agreement.lag, elapsed, over_time, bench))
         if not agreement.lag and (stop_reason := agreement.settle()):
             break
     _sync(device)
-    window_end = time.time()
-    all_finite = bool(step.finite)  # the window's, before any step outside it
-    breakdown = None
-    if bench["breakdown_steps"]:  # after the window, so the measured figure never sees the profiler
-        from src.rank.breakdown import profile_steps
+    return Window(
+        clock, window_start, time.time(), first_step_done, float(first_loss), float(last_loss),
+        bool(step.finite), stop_reason,  # finite: the window's, before any step outside it
+    )  # fmt: skip
 
-        breakdown = profile_steps(step, device, bench["breakdown_steps"])
 
-    result = RankReport(
-        rank=rank,
+def _report(rank: Rank, step, window: Window, breakdown, started: float, built: float) -> RankReport:
+    device = rank.device
+    return RankReport(
+        rank=rank.rank,
         pid=os.getpid(),
-        world_size=world,
-        step_times_s=clock.read(),
-        items_per_step=workload.items_per_step,
-        flops_per_item=workload.flops_per_item,
-        batch_size=batch_size,
-        loss_first=float(first_loss),
-        loss_last=float(last_loss),
-        all_finite=all_finite,
-        stop_reason=stop_reason,
+        world_size=rank.world,
+        step_times_s=window.clock.read(),
+        items_per_step=step.workload.items_per_step,
+        flops_per_item=step.workload.flops_per_item,
+        batch_size=step.batch_size,
+        loss_first=window.first_loss,
+        loss_last=window.last_loss,
+        all_finite=window.all_finite,
+        stop_reason=window.stop_reason,
         precision_math=step.precision.describe(),
         device_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         runtime_versions=runtime_versions(),
         peak_memory_gb=torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
         rank_started=started,
         built=built,
-        first_step_done=first_step_done,
-        window_start=window_start,
-        window_end=window_end,
+        first_step_done=window.first_step_done,
+        window_start=window.start,
+        window_end=window.end,
         breakdown=breakdown,
     )
-    return _gather(result, world, local_rank)
 
 
-def _gather(result, world: int, local_rank: int) -> list:
+def _gather(result, rank: Rank) -> list:
     """An elastic agent collects only its own node's ranks: every rank's report is gathered so that
     node 0's job process can combine the whole job, whichever global ranks it holds."""
     reports = [result]
-    if world > 1:
-        reports = [None] * world
+    if rank.world > 1:
+        reports = [None] * rank.world
         dist.all_gather_object(reports, result)
         dist.destroy_process_group()
-    return reports if local_rank == 0 else []
+    return reports if rank.local_rank == 0 else []
 
 
 MIN_WARMUP_AFTER_FIRST = 2  # steps after the first that warm-up never skips

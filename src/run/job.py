@@ -13,12 +13,11 @@ import time
 import uuid
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from src import console, credentials
 from src.config import points
-from src.config.checks import Errors, check_memory_cap
-from src.config.finalise import finalize
+from src.config.finalise import resolve_precision
 from src.errors import ConfigError, DeviceUnavailable, JobFailed
 from src.hardware import devices, gpu_lock, occupancy
 from src.reports import CeilingsReport
@@ -34,48 +33,30 @@ def run_name(profile: str, count: int, model: str, precision: str, benchmark: st
     return f"{profile}x{count}-{model}-{precision}" + ("" if benchmark == "default" else f"-{benchmark}")
 
 
-def adopt_profile(cfg: DictConfig, selection: devices.Selection) -> DictConfig:
-    """For gpu=auto, take the spec sheet of the profile the detected device matched, and finalise
-    what depends on it (precision=auto's math, its batch sizes; the precision must suit the device)."""
-    if cfg.gpu.device != "auto":
-        return cfg
-    cfg = cfg.copy()
-    profile = devices.load_profile(selection.profile) or {"name": selection.profile}
-    with open_dict(cfg):
-        count = cfg.gpu.count
-        cfg.gpu = OmegaConf.merge(cfg.gpu, profile)
-        cfg.gpu.count = count
-        cfg.gpu.device = selection.device_kind
-    if cfg.gpu.memory_gb is None and selection.devices:  # a card no profile knows: the detected size
-        errors = Errors()
-        smallest = min(d.memory_gb for d in selection.devices) * 1e9 / 2**30  # NVML bytes as GiB
-        check_memory_cap(cfg.gpu.memory_limit_gb, round(smallest, 1), "cuda", selection.gpu_name, errors)
-        if errors:
-            raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
-    return finalize(cfg)
-
-
-def run_job(cfg: DictConfig, job_dir: Path, parent_run_id: str | None = None) -> float | None:
-    """Run one benchmark job; returns its throughput. Raises after recording a failure.
+def run_job(
+    cfg: DictConfig, selection: devices.Selection, job_dir: Path, parent_run_id: str | None = None
+) -> float | None:
+    """Run one benchmark job on its devices (its config finalised for them: src/run/prepare.py);
+    returns its throughput. Raises after recording a failure.
 
     On a multi-node job only node 0 opens the run; the other nodes train and return None.
     """
     job_started = time.time()
     launch.prestart(cfg.model._target_)  # the model's imports overlap opening the run
     try:
-        return _run_job(cfg, job_dir, parent_run_id, phases.job_start_mark(), job_started)
+        return _run_job(cfg, selection, job_dir, parent_run_id, phases.job_start_mark(), job_started)
     finally:
         phases.job_ended()
 
 
 def _run_job(
     cfg: DictConfig,
+    selection: devices.Selection,
     job_dir: Path,
     parent_run_id: str | None,
     phases_start: float,
     job_started: float,
 ) -> float | None:
-    cfg, selection = _select_hardware(cfg)
     name = run_name(
         selection.profile, _gpu_count(cfg), cfg.model.name, cfg.precision.name, cfg.benchmark.name
     )
@@ -118,13 +99,6 @@ def _run_job(
         if isinstance(exc, Exception):
             raise JobFailed(reason) from exc  # said: the entry point adds no traceback
         raise
-
-
-def _select_hardware(cfg: DictConfig) -> tuple[DictConfig, devices.Selection]:
-    """The devices this job runs on, and its config with the profile they matched (gpu=auto)."""
-    found = devices.list_devices() if cfg.gpu.device != "cpu" else []
-    selection = devices.select(cfg.gpu, found)
-    return adopt_profile(cfg, selection), selection
 
 
 def _gpu_count(cfg: DictConfig) -> int:
@@ -227,7 +201,8 @@ def _skip(cfg: DictConfig, name: str, done, digest: str, parent_run_id: str | No
 
 def skip_unavailable(cfg: DictConfig, exc: DeviceUnavailable, parent_run_id: str | None, num: int) -> None:
     """A sweep's point whose GPUs this host lacks: one line, and a note on the parent (no run)."""
-    name = run_name(cfg.gpu.name, _gpu_count(cfg), cfg.model.name, cfg.precision.name, cfg.benchmark.name)
+    precision = resolve_precision(cfg).precision.name  # cfg as composed: the device was never found
+    name = run_name(cfg.gpu.name, _gpu_count(cfg), cfg.model.name, precision, cfg.benchmark.name)
     console.unavailable_line(name, exc.shortfall)
     note_on_parent(
         cfg.tracking.uri, parent_run_id, f"{tag.UNAVAILABLE_PREFIX}{num}", f"{name}: {exc.shortfall}"

@@ -14,8 +14,8 @@ from src.reports import RankReport
 
 # (phase, the mark that ends it), in order; each phase starts at the previous phase's mark
 PHASES = (
-    ("config", "job_entry"),  # command (or the previous job's end) to this job: Hydra, compose
-    ("run_open", "launch"),  # hardware, experiment, run, environment, params, telemetry started
+    ("config", "job_entry"),  # command (or the previous job's end) to this job: compose, devices, finalise
+    ("run_open", "launch"),  # experiment, run, environment, params, telemetry started
     ("agent_up", "agent_ready"),  # the elastic agent's interpreter and imports, beyond the job's own
     ("ranks_up", "rank_started"),  # rank processes started (interpreter + imports when spawned)
     ("model_build", "built"),  # model, batch, optimizer, DDP, torch.compile wrapper

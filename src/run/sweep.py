@@ -18,7 +18,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from src import console, credentials
-from src.config.tracking_uri import tracking_errors
+from src.config.groups.tracking import tracking_errors
 from src.errors import (
     JOB_FAILED,
     RESULT_SPOOLED,

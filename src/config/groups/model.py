@@ -1,18 +1,163 @@
-"""Checks of the model group: the builder exists, and the sizes are positive and fit each other."""
+"""The model group: what every model declares, its family's sizes (one dataclass per family), and
+their checks: the builder exists, and the sizes are positive and fit each other (conf/model/)."""
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 
-from src.config.checks import Errors, check_batch_table, positive_int, positive_or_none
-from src.config.schema import AUTO_BATCH, CATEGORIES, RESNETS, SIZE_KEYS
+from src.config.checks import Errors, positive_int, positive_or_none
+from src.config.groups.precision import check_batch_table
+
+CATEGORIES = ("vision", "language", "ceilings")  # ceilings: the card's own limits (model=ceilings)
+AUTO_BATCH = "auto"  # model.batch_size=auto: the largest batch that trains, found by src.rank.autobatch
+RESNETS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")  # model.backbone choices
 
 
-def check_model(m: DictConfig, device: str, errors: Errors) -> None:
+@dataclass
+class ModelConfig:
+    """What every model declares; its family's schema below adds the sizes it takes, and only those,
+    so a key the model does not take (`model=resnet50 model.n_head=7`) fails at composition."""
+
+    _target_: str = MISSING  # the builder, "package.module.function" returning a Workload
+    name: str = MISSING
+    category: str = MISSING
+    unit: str = MISSING
+    items_per_sample: int = 1
+    flops_per_item: float | None = None
+    batch_size: Any = None  # per GPU; None: the default for the precision; "auto": largest that fits
+    batch_sizes: dict[str, int] = field(default_factory=dict)  # precision -> default batch
+    # False: cuDNN autotuning off by default (it re-tunes whenever a convolution's shapes change).
+    # Set for Mask R-CNN, measured when its mask head's region count varied from step to step.
+    static_shapes: bool = True
+
+
+@dataclass
+class VisionModel(ModelConfig):
+    """Image classifiers (ResNet-50)."""
+
+    category: str = "vision"
+    unit: str = "images/s"
+    image_size: int = MISSING
+    min_image_size: int = MISSING  # the smallest image_size the architecture trains at
+    num_classes: int = MISSING
+
+
+@dataclass
+class VisionTransformerModel(VisionModel):
+    """ViT: image_size must be a multiple of patch_size."""
+
+    patch_size: int = MISSING
+    n_layer: int = MISSING
+    d_model: int = MISSING
+    n_head: int = MISSING
+    d_inner: int = MISSING  # MLP width
+
+
+@dataclass
+class SsdModel(VisionModel):
+    """Detection, SSD300: square images fed at image_size."""
+
+    backbone: str = MISSING  # the torchvision ResNet under the detector
+
+
+@dataclass
+class MaskRcnnModel(VisionModel):
+    """Detection, Mask R-CNN: 4:3 photos of shorter side image_size, resized by the model."""
+
+    min_size: int = MISSING  # resize rule: shorter side scaled to min_size...
+    max_size: int = MISSING  # ...unless the longer side would pass max_size
+    rois_per_image: int = MISSING  # regions sampled per image for the box head
+    positive_fraction: float = MISSING  # share of those regions that may be positive: the mask head's
+    objects_per_image: int = MISSING  # ground-truth objects in every synthetic image
+
+
+@dataclass
+class TransformerSizes(ModelConfig):
+    """The sizes every transformer language model here has."""
+
+    category: str = "language"
+    seq_len: int = MISSING
+    n_layer: int = MISSING
+    d_model: int = MISSING
+    n_head: int = MISSING
+    d_inner: int = MISSING  # feed-forward width
+    vocab_size: int = MISSING
+
+
+@dataclass
+class LanguageModel(TransformerSizes):
+    """Transformer language models (GPT-2, BERT)."""
+
+    dropout: float = MISSING  # embeddings and residual branches
+    dropatt: float = MISSING  # attention probabilities
+
+
+@dataclass
+class LlamaModel(TransformerSizes):
+    """Llama decoders: grouped-query attention, no dropout in the architecture."""
+
+    n_kv_head: int = MISSING  # key/value heads (grouped-query attention)
+
+
+@dataclass
+class TransformerXLModel(LanguageModel):
+    """Transformer-XL: segment recurrence and an adaptive input/softmax."""
+
+    mem_len: int = MISSING  # hidden states kept from earlier segments; 0: none (checked on its own)
+    d_head: int = MISSING  # width of one attention head (not d_model / n_head)
+    cutoffs: list[int] = MISSING  # adaptive input/softmax: first id of each rarer cluster
+    div_val: int = MISSING  # each rarer cluster's width is divided by this
+
+
+@dataclass
+class CeilingsModel(ModelConfig):
+    """model=ceilings: the card's matmul, memory, host and all-reduce ceilings (src/rank/ceilings.py)."""
+
+    category: str = "ceilings"
+    unit: str = "TFLOP/s"
+    matmul_sizes: list[int] = MISSING  # square n x n x n products; the best shape is the figure
+    max_call_s: float = MISSING  # once one product takes longer, larger sizes are skipped
+    memory_mb: float = MISSING  # device buffer copied and read (several times the L2)
+    host_mb: float = MISSING  # pinned host buffer copied to and from the device
+    allreduce_mb: list[float] = MISSING  # all-reduce message sizes (gpu.count >= 2)
+    sample_s: float = MISSING  # each timed sample is a block of calls about this long
+    samples: int = MISSING  # timed samples per figure (median and 95% CI)
+
+
+# conf/model/*.yaml pick one in their defaults list (`- family@_here_: vision`)
+MODEL_FAMILIES = {
+    "vision": VisionModel,
+    "vision_transformer": VisionTransformerModel,
+    "ssd": SsdModel,
+    "mask_rcnn": MaskRcnnModel,
+    "language": LanguageModel,
+    "llama": LlamaModel,
+    "transformer_xl": TransformerXLModel,
+    "ceilings": CeilingsModel,
+}
+NON_NEGATIVE_SIZES = ("mem_len",)  # integer sizes where 0 is a setting (no recurrence memory)
+# model keys that must be positive integers: every family's own integer fields (a new size is
+# checked once it is declared), in whichever family has them
+SIZE_KEYS = tuple(
+    dict.fromkeys(
+        f.name
+        for family in MODEL_FAMILIES.values()
+        for f in fields(family)
+        if f.type == "int"
+        and f.name not in {base.name for base in fields(ModelConfig)}
+        and f.name not in NON_NEGATIVE_SIZES
+    )
+)
+
+
+def check(cfg: DictConfig, errors: Errors) -> None:
+    m, device = cfg.model, cfg.gpu.device
     errors.need(bool(m.name), "model.name", m.name, "a non-empty name")
     errors.need(
         target_exists(m._target_), "model._target_", m._target_, "'package.module.function' that exists"
@@ -23,11 +168,8 @@ def check_model(m: DictConfig, device: str, errors: Errors) -> None:
         positive_int(m.items_per_sample), "model.items_per_sample", m.items_per_sample, "a positive integer"
     )
     errors.need(positive_or_none(m.flops_per_item), "model.flops_per_item", m.flops_per_item, "> 0 or null")
-    # gpu.device=auto: the batch follows the profile of the device found, so None waits for it
     errors.need(
-        positive_int(m.batch_size)
-        or m.batch_size == AUTO_BATCH
-        or (m.batch_size is None and device == "auto"),
+        positive_int(m.batch_size) or m.batch_size == AUTO_BATCH,
         "model.batch_size",
         m.batch_size,
         f"a positive integer or {AUTO_BATCH!r}",

@@ -1,12 +1,15 @@
-"""Checks of the tracking keys, shared by every entry point (a sweep checks them before its parent run)."""
+"""The tracking group: where runs go (an MLflow store or server), and the checks of its keys, which
+every entry point shares (a sweep checks them before its parent run, compare and import before
+they read or write)."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from omegaconf import DictConfig
+from omegaconf import MISSING, DictConfig
 
 from src.config.checks import Errors, positive_int
 from src.credentials import redact
@@ -15,6 +18,20 @@ URI_FORMS = (
     "must be sqlite:////absolute/path/mlflow.db, http(s)://host[:port][/path], "
     "databricks, or postgresql|mysql|mssql://host/database"
 )
+
+
+@dataclass
+class TrackingConfig:
+    uri: str = MISSING
+    experiment: str = "gpubench"
+    published_experiment: str = "gpubench-published"  # imported results; src.compare reads both
+    report_experiment: str = "gpubench-reports"  # src.compare's report runs, apart from the measured ones
+    retries: int = 4  # attempts to deliver a job's result at its end before it waits in the spool
+    backoff_s: float = 2.0  # first wait between attempts; doubles each time
+
+
+def check(cfg: DictConfig, errors: Errors) -> None:
+    errors += tracking_errors(cfg.tracking)
 
 
 def tracking_errors(t: DictConfig) -> list[str]:
