@@ -140,6 +140,7 @@ def test_batch_size_precedence():
         ("benchmark.target_ci=2", "benchmark.target_ci=2"),
         ("tracking.uri=not-a-uri", "tracking.uri='not-a-uri'"),
         ("model.image_size=-4", "model.image_size=-4"),
+        ("benchmark.cpu_threads=0", "benchmark.cpu_threads=0"),
     ],
 )
 def test_bad_values_name_key_value_and_allowed(override, key):
@@ -208,6 +209,23 @@ def test_the_autotuning_limit_keeps_old_resume_hashes_until_it_is_set():
     assert config_hash(cfg) == config_hash(OmegaConf.create(before_the_key))
     limited = finalize(compose_cfg(["gpu=h200", "model=ssd300", "benchmark.cudnn_benchmark_limit=6"]))
     assert config_hash(limited) != config_hash(cfg)
+
+
+def test_cpu_threads_hash_as_runs_before_the_key_until_set_and_are_refused_on_a_gpu():
+    """Runs logged before benchmark.cpu_threads shared the cores among the ranks: null must hash
+    (and carry no tag) as they did; the CPU dry run sets one thread; on a GPU a count is refused."""
+    from src.config.points import setting_tags
+    from src.run.resume import config_hash
+
+    cfg = finalize(compose_cfg(["gpu=cpu", "model=resnet50", "benchmark=smoke"]))
+    before_the_key = OmegaConf.to_container(cfg, resolve=True)
+    del before_the_key["benchmark"]["cpu_threads"]
+    assert config_hash(cfg) == config_hash(OmegaConf.create(before_the_key))
+    assert "cpu_threads" not in setting_tags(cfg)
+    dry_run = finalize(compose_cfg(["experiment=cpu_dry_run"]))
+    assert setting_tags(dry_run)["cpu_threads"] == 1
+    with pytest.raises(ConfigError, match=r"benchmark.cpu_threads=1: must be null on a GPU"):
+        finalize(compose_cfg(["gpu=h200", "benchmark.cpu_threads=1"]))
 
 
 def test_a_repeat_is_kept_as_its_own_run_but_repeat_0_hashes_as_runs_before_the_key():

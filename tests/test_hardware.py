@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from omegaconf import OmegaConf
 
 from src.config.finalise import finalize
 from src.errors import ConfigError
-from src.hardware import devices
+from src.hardware import devices, host
 from src.run.prepare import prepare
 
 CUDA_PROFILES = sorted(devices.known_profiles())
@@ -166,3 +167,17 @@ def test_every_cuda_profile_has_a_complete_spec_sheet_with_sources(profile):
 def test_a_cuda_profile_without_match_is_rejected():
     with pytest.raises(ConfigError, match=r"gpu.match=\[\]: must be a non-empty list"):
         finalize(compose_cfg(["gpu=h200", "gpu.match=[]", "model=gpt2"]))
+
+
+def test_cpu_ranks_share_the_cores_this_process_may_use_not_the_whole_machines():
+    """Under a cpuset (Slurm's --cpus-per-task, a container) os.cpu_count() still counts every
+    core: threads sized by it oversubscribe the cores the job has. benchmark.cpu_threads wins."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
+    try:
+        assert host.threads_per_rank(1) == 1
+        assert host.threads_per_rank(2) == 1  # never none
+        assert host.threads_per_rank(1, requested=3) == 3
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert host.threads_per_rank(1) == len(allowed)

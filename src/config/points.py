@@ -75,6 +75,7 @@ KEYS: dict[str, Declared] = {
         MEASURED, tag="cudnn_benchmark_limit", since=None, needs="benchmark.cudnn_benchmark"
     ),
     "benchmark.rerun": Declared(PLUMBING),
+    "benchmark.cpu_threads": Declared(MEASURED, tag="cpu_threads", since=None),  # a CPU rank's threads
     "benchmark.breakdown_steps": Declared(PLUMBING),  # profiled after the window: the figure is the same
     # a repeat of the point in fresh processes: its own run (hash), the same point; 0 as runs before it
     "benchmark.repeat": Declared(PROCEDURE, since=0),

@@ -1,5 +1,6 @@
-"""The host's processes and memory, read from /proc (Linux): who owns a run, how much memory the
-ranks hold and how much the host has left. Every reader answers None where /proc cannot tell."""
+"""The host's processes, cores and memory, read from /proc (Linux): who owns a run, how many
+threads a CPU rank gets, how much memory the ranks hold and how much the host has left. Every
+reader answers None where /proc cannot tell."""
 
 from __future__ import annotations
 
@@ -14,6 +15,13 @@ def meminfo() -> dict[str, int] | None:
             return {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f}  # kB
     except (OSError, ValueError, IndexError):
         return None
+
+
+def threads_per_rank(ranks: int, requested: int | None = None) -> int:
+    """Intra-op threads for each of `ranks` CPU ranks: `requested` (benchmark.cpu_threads), else
+    the cores this process may use (its affinity: a Slurm or container cpuset, not the whole
+    machine's count) shared among them."""
+    return requested or max(1, len(os.sched_getaffinity(0)) // ranks)
 
 
 def _stat(pid: int) -> list[str] | None:

@@ -19,7 +19,7 @@ from src import console, credentials
 from src.config import points
 from src.config.finalise import resolve_precision
 from src.errors import ConfigError, DeviceUnavailable, JobFailed
-from src.hardware import devices, gpu_lock, occupancy
+from src.hardware import devices, gpu_lock, host, occupancy
 from src.reports import CeilingsReport
 from src.run import breakdown, ceilings, launch, phases, resume, signals
 from src.run.job_store import JobStore, note_on_parent
@@ -220,7 +220,7 @@ def _launch(
         os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         os.environ["CUDA_VISIBLE_DEVICES"] = selection.cuda_visible_devices
     else:  # share the cores between CPU ranks instead of oversubscribing them
-        rank_cfg["runtime"]["cpu_threads"] = max(1, (os.cpu_count() or 1) // cfg.gpu.count)
+        rank_cfg["runtime"]["cpu_threads"] = host.threads_per_rank(cfg.gpu.count, cfg.benchmark.cpu_threads)
     job_dir.mkdir(parents=True, exist_ok=True)
     # one file and folder per node: the nodes of a Slurm job share the job's folder
     node = f"node{cfg.launcher.node_rank}"

@@ -32,6 +32,7 @@ class BenchmarkConfig:
     rerun: bool = False  # run a point even if its config already has a FINISHED run (see src/run/resume.py)
     repeat: int = 0  # which repeat of the point (benchmark.repeat=0,1,2): a run of its own, the same point
     exclusive: bool = False  # true: refuse to start on a GPU another program is using (else: run, flag it)
+    cpu_threads: int | None = None  # intra-op threads per CPU rank; null: the cores shared among the ranks
 
 
 def check(cfg: DictConfig, errors: Errors) -> None:
@@ -76,6 +77,7 @@ def check(cfg: DictConfig, errors: Errors) -> None:
         "an integer >= 0 (steps profiled after the window; 0: no step-time breakdown)",
     )
     errors.need(isinstance(b.repeat, int) and b.repeat >= 0, "benchmark.repeat", b.repeat, "an integer >= 0")
+    _check_cpu_threads(b.cpu_threads, cfg.gpu.device, errors)
     limit = b.cudnn_benchmark_limit
     errors.need(
         limit is None or (isinstance(limit, int) and limit >= 0),
@@ -89,3 +91,17 @@ def check(cfg: DictConfig, errors: Errors) -> None:
         b.channels_last,
         f"false for model={m.name}: the NHWC memory format applies to vision models only",
     )
+
+
+def _check_cpu_threads(threads, device: str, errors: Errors) -> None:
+    """benchmark.cpu_threads: null, or a positive count on a CPU. A GPU rank's threads only feed
+    the device: refused rather than ignored, so no GPU run is tagged with a count that did nothing."""
+    if threads is None:
+        return
+    key = "benchmark.cpu_threads"
+    if device == "cuda":
+        errors.need(False, key, threads, "null on a GPU (it sizes a CPU rank's thread pool)")
+    else:
+        errors.need(
+            positive_int(threads), key, threads, "a positive integer, or null (the cores shared by the ranks)"
+        )
