@@ -175,14 +175,14 @@ def test_the_split_and_curve_charts_draw(tmp_path):
     assert split_png.stat().st_size > 10_000 and curve_png.stat().st_size > 10_000
 
 
-def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys):
+def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys, tracking_uri):
     """Through a real store: capped runs as a job logs them, three repeats of each txl_large point,
     compare capacity_split=[h200@48,h200@24]."""
     from mlflow.tracking import MlflowClient
 
     from tests.test_compare import EXPERIMENT, make_measured_run, read_csv, run
 
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    uri = tracking_uri
     client = MlflowClient(tracking_uri=uri)
     experiment_id = client.create_experiment(EXPERIMENT)
     for cap, batch, throughput in [(24, 4, 1000.0), (48, 4, 1100.0), (48, 16, 1650.0)]:

@@ -106,6 +106,12 @@ def expected_stop_reason(run) -> str:
     return "max_steps"
 
 
+def test_mlflow_creating_the_store_says_nothing(sweep):
+    """The sweep made its store from nothing: MLflow's INFO lines on creating and migrating it
+    ("Creating initial MLflow database tables...") stay out of the console."""
+    assert "INFO" not in sweep["proc"].stdout + sweep["proc"].stderr
+
+
 def test_the_job_process_never_imports_torch(sweep):
     """The ranks train with torch; the job process (sweep, jobs, MLflow, telemetry) never loads it."""
     assert "torch loaded in the job process: False" in sweep["proc"].stdout

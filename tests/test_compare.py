@@ -13,7 +13,7 @@ from mlflow.entities import Param
 from src.compare.runs import CompareError, measured_config
 from src.config.schema import register_configs
 from src.errors import ConfigError
-from tests.conftest import CONF_DIR, run_cli
+from tests.conftest import CONF_DIR, run_cli, store_copy
 
 EXPERIMENT = "gpubench"
 
@@ -64,10 +64,10 @@ def make_run(
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> str:
+def store(tmp_path_factory, empty_store) -> str:
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path_factory.mktemp('compare')}/mlflow.db"
+    uri = store_copy(empty_store, tmp_path_factory.mktemp("compare"))
     client = MlflowClient(tracking_uri=uri)
     experiment_id = client.create_experiment(EXPERIMENT)
     for gpu, count, model, category, precision, throughput, tags in RUNS:
@@ -408,11 +408,11 @@ def make_measured_run(client, experiment_id, gpu, model, throughput, params, tag
 
 
 @pytest.fixture(scope="module")
-def variants_store(tmp_path_factory) -> str:
+def variants_store(tmp_path_factory, empty_store) -> str:
     """gpt2 at d_model 64 and 128 on two gpus, a smoke run, and a resnet50 that missed target_ci."""
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path_factory.mktemp('variants')}/mlflow.db"
+    uri = store_copy(empty_store, tmp_path_factory.mktemp("variants"))
     client = MlflowClient(tracking_uri=uri)
     experiment_id = client.create_experiment(EXPERIMENT)
     full = {"benchmark.smoke": False, "benchmark.compile": False, "model.seq_len": 1024, "batch_size": 8}

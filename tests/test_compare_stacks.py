@@ -11,6 +11,7 @@ from test_compare import run as compare
 
 from src.compare.runs import CompareError
 from src.stats import t95
+from tests.conftest import store_copy
 
 OLD = {"torch_version": "2.13.0", "cuda_version": "12.8"}
 NEW = {"torch_version": "2.14.1", "cuda_version": "12.8"}
@@ -31,10 +32,10 @@ def make(
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> str:
+def store(tmp_path_factory, empty_store) -> str:
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path_factory.mktemp('stacks')}/mlflow.db"
+    uri = store_copy(empty_store, tmp_path_factory.mktemp("stacks"))
     client = MlflowClient(tracking_uri=uri)
     e = client.create_experiment("gpubench")
     # rtx3090 on the old torch only; a6000 on both: one old run, three repeats on the new torch

@@ -214,13 +214,10 @@ def test_a_new_store_that_a_plain_mlflow_client_is_creating_is_waited_for(tmp_pa
     assert run.info.status == "FINISHED" and run.data.metrics["throughput"] > 0
 
 
-def test_an_old_store_is_reported_at_once_not_waited_for(tmp_path):
+def test_an_old_store_is_reported_at_once_not_waited_for(tracking_uri):
     """An out-of-date schema alone is an old store, not another client creating a new one."""
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    from src.tracking import store
-
-    store.client(uri)
-    with sqlite3.connect(tmp_path / "mlflow.db") as db:
+    uri = tracking_uri
+    with sqlite3.connect(uri.removeprefix("sqlite:///")) as db:
         db.execute("UPDATE alembic_version SET version_num = '451aebb31d03'")  # MLflow's first schema
     opened = subprocess.run(
         [sys.executable, "-c", f"from src.tracking import store; store.client({uri!r})"],

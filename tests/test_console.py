@@ -167,18 +167,3 @@ def test_a_skip_reason_is_said_once(printed, monkeypatch):
     console.summary_table(rows)
     assert printed.getvalue().count("needs 1 x RTX A6000; this host has 1 x NVIDIA H200") == 1
     assert "a6000x1-gpt2-amp: needs 1 x RTX A6000; this host has 2 x CPU" in printed.getvalue()
-
-
-def test_mlflow_creating_a_store_says_nothing(tmp_path):
-    """MLflow's INFO lines on creating a store ("Creating initial MLflow database tables...")
-    stay out of the console."""
-    import subprocess
-    import sys
-
-    code = (
-        f"from src.tracking import store; store.client('sqlite:///{tmp_path}/mlflow.db').search_experiments()"
-    )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert (tmp_path / "mlflow.db").exists()
-    assert "INFO" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr

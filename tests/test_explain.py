@@ -7,7 +7,7 @@ import csv
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, store_copy
 
 EXPERIMENT = "gpubench"
 STACK = {"torch_version": "2.11.0", "cuda_version": "13.0", "cudnn_version": "91000",
@@ -53,10 +53,10 @@ def _ceilings(client, experiment_id, gpu, figures, start, tags=None):
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
+def store(tmp_path_factory, empty_store):
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path_factory.mktemp('explain')}/mlflow.db"
+    uri = store_copy(empty_store, tmp_path_factory.mktemp("explain"))
     client = MlflowClient(tracking_uri=uri)
     experiment_id = client.create_experiment(EXPERIMENT)
     ids = {}

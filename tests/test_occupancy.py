@@ -57,8 +57,8 @@ def test_in_another_pid_namespace_one_unseen_process_per_gpu_is_the_jobs_rank(mo
         assert [p.pid for p in occupancy.foreign(lib, found, ranks_running=False)] == unseen
 
 
-def test_a_busy_gpu_is_recorded_said_and_refused_when_exclusive(tmp_path, stranger):
-    uri = f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+def test_a_busy_gpu_is_recorded_said_and_refused_when_exclusive(tmp_path, stranger, tracking_uri):
+    uri = tracking_uri
     gpu = H200 | {"processes": [[stranger, "notebook", int(5e8)]]}
     args = [
         "-m",
