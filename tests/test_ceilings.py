@@ -59,9 +59,11 @@ def test_shapes_larger_than_one_slow_call_are_skipped_and_named():
     assert found["shape"] == 64 and found["skipped_sizes"] == [128]
 
 
-def test_a_two_rank_ceilings_job_logs_all_reduce_bus_bandwidth_and_a_workload_its_breakdown(
+def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throughput_and_breakdown(
     tmp_path, tracking_uri
 ):
+    """One two-rank sweep, since each job's processes cost seconds to start: the card's ceilings
+    job and a workload's."""
     args = ["-m", "gpu=cpu", "gpu.count=2", "benchmark=smoke", "model=ceilings,gpt2"]
     result = run_cli(args, tmp_path, tracking_uri)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -83,6 +85,10 @@ def test_a_two_rank_ceilings_job_logs_all_reduce_bus_bandwidth_and_a_workload_it
     assert "done cpux2-ceilings-fp32-smoke: fp32 " in result.stdout
 
     gpt2 = runs["cpux2-gpt2-fp32-smoke"].data.metrics
+    assert runs["cpux2-gpt2-fp32-smoke"].data.tags["gpu_count"] == "2"
+    assert runs["cpux2-gpt2-fp32-smoke"].data.tags["math_autocast_dtype"] == "none"  # fp32: no autocast
+    assert gpt2["items_per_step"] == 2 * 2 * 32  # two ranks x smoke batch 2 x seq_len 32
+    assert gpt2["throughput"] == pytest.approx(2 * gpt2["throughput_per_gpu"])
     shares = [gpt2[f"breakdown_{c}_share"] for c in ("matmul", "other", "comm", "memcpy", "idle")]
     assert sum(shares) == pytest.approx(1.0) and gpt2["breakdown_comm_share"] > 0  # gloo's all-reduce
     assert gpt2["breakdown_steps"] == 1 and gpt2["breakdown_s"] > 0

@@ -1,4 +1,5 @@
-"""The real command line, end to end on the CPU: one sweep the tests share, two ranks, bad input, --help.
+"""The real command line, end to end on the CPU: one sweep the tests share, bad input, --help.
+(Two ranks: the two-rank sweep of test_ceilings.py.)
 
 Each job is a real job: a job process, torch's elastic agent and fresh rank processes. Starting
 them is what costs time, so the checks of a sweep share one sweep (module-scoped); one rank's
@@ -131,17 +132,6 @@ def test_a_host_without_nvml_gets_one_notice_and_cpu_figures(sweep):
     assert rows and {r["device"] for r in rows} == {"host"}
     history = client.get_metric_history(run.info.run_id, "telemetry/host/host_mem_used_gb")
     assert 0 < len(history) <= min(len(rows), SERIES_POINTS)  # every sample, or averaged down
-
-
-def test_two_cpu_ranks_report_global_throughput(tmp_path, tracking_uri):
-    proc = run_cli(["gpu=cpu", "gpu.count=2", "model=gpt2", "benchmark=smoke"], tmp_path, tracking_uri)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (run,) = read_runs(tracking_uri)
-    m = run.data.metrics
-    assert run.info.run_name == "cpux2-gpt2-fp32-smoke" and run.data.tags["gpu_count"] == "2"
-    assert run.data.tags["math_autocast_dtype"] == "none"  # fp32: no autocast
-    assert m["items_per_step"] == 2 * 2 * 32  # two ranks x smoke batch 2 x seq_len 32
-    assert m["throughput"] == pytest.approx(2 * m["throughput_per_gpu"])
 
 
 @pytest.mark.parametrize(
