@@ -29,6 +29,9 @@ from pathlib import Path
 
 from common import ROOT, job_runs, suite_command
 
+sys.path.insert(0, str(ROOT))  # the suite's own modules, not an installed copy
+from src.compare.runs import ci_missed  # noqa: E402
+
 # phase -> column heading (src/run/phases.py PHASES, in order)
 COLUMNS = {
     "config": "cfg",
@@ -101,6 +104,9 @@ def main() -> None:
                 f"{run.info.run_name:<26}{run.info.status:<9}{m.get('throughput', float('nan')):>12,.1f} "
                 f"{run.data.tags.get('unit', ''):<9}steps {int(m.get('measured_steps', 0)):>4}{in_phases:7.1f} s"
             )
+            if "throughput" in m:  # a figure: did it meet its stopping rule?
+                missed = ci_missed(run.data.tags, m, run.data.params)
+                print(f"  stopping rule: {'missed, ' + missed if missed else 'met'}")
         print()
         print_phases(runs)
     if stopped:
