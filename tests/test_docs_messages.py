@@ -72,6 +72,7 @@ PRODUCERS = {
     "baseline=h200": lambda: compare_error("h200", "a6000", "rtx3090"),
     "gpus=[cpu,": lambda: override_error("gpus=[cpu,"),
     "gpu.memory_limit_gb=30.0": lambda: job_error("gpu=rtx3090", "gpu.memory_limit_gb=30"),
+    "benchmark.cpu_threads=1": lambda: job_error("gpu=h200", "benchmark.cpu_threads=1"),
     "model.batch_size=auto": lambda: nothing_fits_under_a_cap(),
 }
 
