@@ -73,7 +73,6 @@ def test_a_busy_gpu_is_recorded_said_and_refused_when_exclusive(tmp_path, strang
     assert result.returncode != 0, output[-3000:]  # the refused job failed; the sweep says so
     said = " ".join(output.split())  # the result line wraps in a narrow terminal
     assert said.count("done h200x1-tiny-fp32-smoke") == 1
-    assert "2 steps; stopped at max_steps before target_ci: CI" in said
     assert f"; GPU shared with pid {stranger} notebook (gpu0, 0.50 GB) before start and in the window" in said
     refused = [line for line in output.splitlines() if line.startswith("FAILED ")]
     assert (
