@@ -28,6 +28,16 @@ ON_THE_TEST_CLUSTER = [
 
 
 @pytest.fixture(autouse=True)
+def apps_own_version_base(monkeypatch):
+    """The suites' apps leave version_base unset (Hydra 1.1's defaults: a job changes into its
+    output folder). Hydra keeps it process-wide and the launcher hands it to every job, so an
+    earlier test's compose at version_base 1.3 would otherwise turn that off for them."""
+    from hydra.version import _UNSPECIFIED_, VersionBase
+
+    monkeypatch.setattr(VersionBase.instance(), "version_base", _UNSPECIFIED_)
+
+
+@pytest.fixture(autouse=True)
 def submits_to_the_test_cluster(slurm_cluster, monkeypatch):
     """sbatch, here and in the apps the integration suite starts, finds the cluster by SLURM_CONF."""
     monkeypatch.setenv("SLURM_CONF", slurm_cluster["SLURM_CONF"])

@@ -219,16 +219,9 @@ def _check_sizes_fit(m: DictConfig, errors: Errors) -> None:
         value = get(key)
         errors.need(value is None or 0 <= value < 1, f"model.{key}", value, "a probability in [0, 1)")
     if get("n_head") and get("d_head") is None:
-        errors.need(
-            m.d_model % m.n_head == 0, "model.n_head", m.n_head, f"a divisor of model.d_model ({m.d_model})"
-        )
+        _need_divisor(errors, "n_head", m.n_head, "d_model", m.d_model)
     if get("n_kv_head"):
-        errors.need(
-            m.n_head % m.n_kv_head == 0,
-            "model.n_kv_head",
-            m.n_kv_head,
-            f"a divisor of model.n_head ({m.n_head})",
-        )
+        _need_divisor(errors, "n_kv_head", m.n_kv_head, "n_head", m.n_head)
     if get("positive_fraction") is not None:
         _check_mask_head_regions(m, errors)
     if get("backbone") is not None:
@@ -283,6 +276,11 @@ def _check_ceilings(m: DictConfig, errors: Errors) -> None:
         m.samples,
         "an integer >= 2 (a spread needs two)",
     )
+
+
+def _need_divisor(errors: Errors, key: str, part, whole_key: str, whole) -> None:
+    """model.<key> must divide model.<whole_key> (heads into the width, query heads into groups)."""
+    errors.need(whole % part == 0, f"model.{key}", part, f"a divisor of model.{whole_key} ({whole})")
 
 
 def _check_cutoffs(m: DictConfig, errors: Errors) -> None:
