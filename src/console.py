@@ -144,6 +144,11 @@ def summary_table(rows: list[dict]) -> None:
             console.print(f"  {name}: {escape(row['error'])}")
 
 
+def gpus(count: int) -> str:
+    """'1 GPU', '8 GPUs': a gpu count as a heading says it."""
+    return f"{count} GPU" + ("s" if count > 1 else "")
+
+
 def number(value: float) -> str:
     """A figure for people: 14,495 and 513, three significant figures below 100 (85.0, 1.30, 0.347):
     ratios get three significant figures, and nothing reads like thousands."""

@@ -51,6 +51,19 @@ def compose_cfg(overrides: list[str] | None = None):
         return compose(config_name="config", overrides=overrides or [])
 
 
+def hash_before(cfg, *keys: str) -> str:
+    """The resume hash of `cfg` as a run logged before the dotted `keys` existed would have it."""
+    from omegaconf import OmegaConf
+
+    from src.run.resume import config_hash
+
+    older = OmegaConf.to_container(cfg, resolve=True)
+    for key in keys:
+        group, name = key.split(".")
+        del older[group][name]
+    return config_hash(OmegaConf.create(older))
+
+
 @pytest.fixture
 def one_thread():
     """One intra-op thread: on a shared 2-core host, two spinning threads run slower than one."""

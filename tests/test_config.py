@@ -20,7 +20,7 @@ from src.config.groups.telemetry import TelemetryConfig
 from src.config.groups.tracking import TrackingConfig
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
-from tests.conftest import compose_cfg
+from tests.conftest import compose_cfg, hash_before
 
 CONF = PROJECT_ROOT / "conf"
 
@@ -204,9 +204,7 @@ def test_the_autotuning_limit_keeps_old_resume_hashes_until_it_is_set():
     from src.run.resume import config_hash
 
     cfg = finalize(compose_cfg(["gpu=h200", "model=ssd300"]))
-    before_the_key = OmegaConf.to_container(cfg, resolve=True)
-    del before_the_key["benchmark"]["cudnn_benchmark_limit"]
-    assert config_hash(cfg) == config_hash(OmegaConf.create(before_the_key))
+    assert config_hash(cfg) == hash_before(cfg, "benchmark.cudnn_benchmark_limit")
     limited = finalize(compose_cfg(["gpu=h200", "model=ssd300", "benchmark.cudnn_benchmark_limit=6"]))
     assert config_hash(limited) != config_hash(cfg)
 
@@ -218,9 +216,7 @@ def test_cpu_threads_hash_as_runs_before_the_key_until_set_and_are_refused_on_a_
     from src.run.resume import config_hash
 
     cfg = finalize(compose_cfg(["gpu=cpu", "model=resnet50", "benchmark=smoke"]))
-    before_the_key = OmegaConf.to_container(cfg, resolve=True)
-    del before_the_key["benchmark"]["cpu_threads"]
-    assert config_hash(cfg) == config_hash(OmegaConf.create(before_the_key))
+    assert config_hash(cfg) == hash_before(cfg, "benchmark.cpu_threads")
     assert "cpu_threads" not in setting_tags(cfg)
     dry_run = finalize(compose_cfg(["experiment=cpu_dry_run"]))
     assert setting_tags(dry_run)["cpu_threads"] == 1
@@ -234,9 +230,7 @@ def test_a_repeat_is_kept_as_its_own_run_but_repeat_0_hashes_as_runs_before_the_
     from src.run.resume import config_hash
 
     cfg = finalize(compose_cfg(["gpu=h200", "model=resnet50"]))
-    before_the_keys = OmegaConf.to_container(cfg, resolve=True)
-    del before_the_keys["benchmark"]["repeat"], before_the_keys["benchmark"]["exclusive"]
-    assert config_hash(cfg) == config_hash(OmegaConf.create(before_the_keys))
+    assert config_hash(cfg) == hash_before(cfg, "benchmark.repeat", "benchmark.exclusive")
     hashes = {
         config_hash(finalize(compose_cfg(["gpu=h200", "model=resnet50", f"benchmark.repeat={i}"])))
         for i in range(3)

@@ -14,7 +14,7 @@ from src.rank import autobatch
 from src.rank.memory_cap import GIB, cap_fraction, cap_note
 from src.run.prepare import adopt_profile, prepare
 from src.run.resume import config_hash
-from tests.conftest import compose_cfg
+from tests.conftest import compose_cfg, hash_before
 
 
 @pytest.mark.parametrize(
@@ -64,9 +64,7 @@ def test_auto_on_a_card_no_profile_knows_is_held_to_its_detected_memory():
 
 def test_the_cap_is_part_of_the_point_and_old_runs_keep_their_hash():
     plain = finalize(compose_cfg(["gpu=h200", "model=txl_base"]))
-    before_the_key = OmegaConf.to_container(plain, resolve=True)
-    del before_the_key["gpu"]["memory_limit_gb"]
-    assert config_hash(plain) == config_hash(OmegaConf.create(before_the_key))
+    assert config_hash(plain) == hash_before(plain, "gpu.memory_limit_gb")
     capped = finalize(compose_cfg(["gpu=h200", "model=txl_base", "gpu.memory_limit_gb=24"]))
     assert config_hash(capped) != config_hash(plain)
     assert points.setting_tags(capped)["memory_limit_gb"] == 24

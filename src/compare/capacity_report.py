@@ -12,6 +12,7 @@ from pathlib import Path
 from src.compare import report
 from src.compare.analysis import NO_DIFFERENCE
 from src.compare.capacity import FIGURES, SplitMean, SplitRow
+from src.console import gpus
 
 SPLIT_CSV, MEANS_CSV = "capacity_split.csv", "capacity_split_categories.csv"
 NONE_TEXT = {
@@ -148,9 +149,9 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
     for header in ("ratio", "95% CI", "batches"):
         table.add_column(header, justify="right", no_wrap=True)
     marks = []
-    sections = [(f"{r.model}, {r.precision}, {_gpus(r.gpu_count)}", r, "", _batches(r)) for r in rows]
+    sections = [(f"{r.model}, {r.precision}, {gpus(r.gpu_count)}", r, "", _batches(r)) for r in rows]
     sections += [
-        (f"mean: {m.category}, {m.precision_group}, {_gpus(m.gpu_count)}", m,
+        (f"mean: {m.category}, {m.precision_group}, {gpus(m.gpu_count)}", m,
          f"{len(m.models)} model{'s' if len(m.models) > 1 else ''}", {})
         for m in means
     ]  # fmt: skip
@@ -166,10 +167,6 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
     console.print(table)
     if any(text.endswith("=") for text in marks):
         console.print("  = the interval holds 1.0: no measurable difference")
-
-
-def _gpus(count: int) -> str:
-    return f"{count} GPU" + ("s" if count > 1 else "")
 
 
 def _batches(r: SplitRow) -> dict:

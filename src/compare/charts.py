@@ -16,7 +16,7 @@ from pathlib import Path
 from src.compare import intervals, style
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.runs import MEASURED, Measurement
-from src.console import number
+from src.console import gpus, number
 from src.hardware.devices import slug
 
 PANEL_GROUPS = ("fp32", "mixed")  # fp32 and mixed precision side by side, as in the study
@@ -49,7 +49,7 @@ def draw_all(
 ) -> list[Path]:
     """Every chart; `flagged` maps a point to its anomaly kinds, printed beside its bar."""
     by_category = [
-        ((f"{s.category}, {_gpus(s.gpu_count)}", precision_group(s.precision)),
+        ((f"{s.category}, {gpus(s.gpu_count)}", precision_group(s.precision)),
          Bar(s.gpu, s.precision, s.source, s.relative_mean, " ".join(s.flags), s.mean_interval))
         for s in summary
     ]  # fmt: skip
@@ -65,7 +65,7 @@ def draw_all(
             for r in rows
             if r.relative is not None and r.measurement.gpu_count == count
         ]
-        what = f"per model on {_gpus(count)}"
+        what = f"per model on {gpus(count)}"
         paths += relative_bars(_grouped(per_model), baseline, what, out / f"relative_by_model_x{count}")
     paths += scaling_chart(measurements, out / "scaling")
     paths += throughput_per_model(measurements, out)
@@ -77,10 +77,6 @@ def _bar(row: RelativeRow, flagged: dict[tuple, list[str]]) -> Bar:
     m = row.measurement
     flags = " ".join(flagged.get(m.point, []) + row.flags)
     return Bar(m.gpu, m.precision, m.source, row.relative, flags, row.interval)
-
-
-def _gpus(count: int) -> str:
-    return f"{count} GPU" + ("s" if count > 1 else "")
 
 
 def _grouped(items) -> dict[str, dict[str, list[Bar]]]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from src.compare.analysis import RelativeRow, SummaryRow
 from src.compare.runs import MEASURED, Measurement
+from src.console import gpus
 from src.tracking import tags as tag
 
 CEILINGS_MODEL = "ceilings"
@@ -231,7 +232,7 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
             if src != source:
                 continue
             ours = _measured(rows, category, precision, count, gpu)
-            where = f"{category}, {precision}, {count} GPU{'s' if count > 1 else ''}: {gpu}"
+            where = f"{category}, {precision}, {gpus(count)}: {gpu}"
             if ours is None:
                 claims.append(f"{source} {where} {value:.2f}x; not measured here.")
                 continue

@@ -9,7 +9,7 @@ from src.compare import intervals
 from src.compare.analysis import NO_DIFFERENCE, RelativeRow, SummaryRow, precision_group
 from src.compare.anomalies import Anomaly
 from src.compare.runs import MEASURED
-from src.console import number
+from src.console import gpus, number
 
 RELATIVE_CSV = "relative_throughput.csv"
 SUMMARY_CSV = "summary.csv"
@@ -250,8 +250,8 @@ def print_summary(
             continue
         if (s.category, s.precision, s.gpu_count) != section:
             section = (s.category, s.precision, s.gpu_count)
-            table.add_row(f"[bold]{escape(s.category)}, {escape(s.precision)}, {s.gpu_count} GPU"
-                          f"{'s' if s.gpu_count > 1 else ''}[/]", "", "", "", "")  # fmt: skip
+            table.add_row(f"[bold]{escape(s.category)}, {escape(s.precision)}, {gpus(s.gpu_count)}[/]",
+                          "", "", "", "")  # fmt: skip
         name = s.gpu + ("" if s.source == MEASURED else f" [{s.source}]")
         interval = "-" if s.gpu == baseline else _console_interval(s)
         intervals_shown.append(interval)
