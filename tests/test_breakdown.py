@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from src.rank.breakdown import category, shares
+from src.rank.breakdown import PHASES, category, shares, steps_within_budget
 from src.rank.worker import train_rank
 from tests.test_worker import rank_cfg
 
@@ -53,8 +53,19 @@ def test_the_profiled_steps_follow_the_window_and_leave_it_as_it_was():
     assert len(report.step_times_s) == 2  # smoke's max_steps: the profiled steps are not in it
     breakdown = report.breakdown
     assert breakdown["steps"] == 2 and breakdown["kernels"] > 0 and breakdown["seconds"] > 0
+    assert set(breakdown["phase_seconds"]) == set(PHASES)
+    assert sum(breakdown["phase_seconds"].values()) == pytest.approx(breakdown["seconds"])
     assert sum(breakdown["shares"].values()) == pytest.approx(1.0)
     assert breakdown["shares"]["matmul"] > 0  # its linear layers
     assert {k["category"] for k in breakdown["top_kernels"]} <= {"matmul", "other", "comm", "memcpy"}
     [off] = train_rank(rank_cfg("model.name=tiny", "benchmark.breakdown_steps=0"))
     assert off.breakdown is None
+
+
+@pytest.mark.parametrize(
+    ("asked", "step_s", "expected"),
+    [(3, 0.042, 3), (3, 0.35, 2), (3, 0.54, 1), (3, 2.5, 1), (1, 0.01, 1), (5, 0.25, 4)],
+)
+def test_long_steps_are_profiled_fewer_times_but_never_none(asked, step_s, expected):
+    # about 1 s of profiled steps: Mask R-CNN's 540 ms steps once, ResNet-50's 42 ms three times
+    assert steps_within_budget(asked, step_s) == expected

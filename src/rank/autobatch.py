@@ -14,7 +14,8 @@ import gc
 from collections.abc import Callable
 
 import torch
-import torch.distributed as dist
+
+from src.rank.collectives import agreed_int
 
 STEP = 8  # batch sizes are multiples of this (of 1 where it is too coarse)
 MAX_BATCH = 4096  # a model that fits this many per GPU is not worth searching further
@@ -109,8 +110,4 @@ def find_batch_size(model_cfg: dict, precision, device: torch.device, world: int
             f"{exc}{cap_note}: model={model_cfg['name']} needs more memory than that to start; "
             "raise gpu.memory_limit_gb"
         ) from None
-    if world > 1:
-        agreed = torch.tensor([found], device=device)
-        dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
-        found = int(agreed.item())
-    return found
+    return agreed_int(found, device, world)

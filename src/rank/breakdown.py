@@ -99,30 +99,50 @@ def _intervals(events, device_type) -> list[tuple[float, float, str, str]]:
     return found
 
 
-def profile_steps(step, device, steps: int) -> dict | None:
-    """Run `steps` more training steps under the profiler; the shares, the top kernels, the
-    profiled time per step and what the whole stretch cost in seconds (parsing included). None
-    when the profiler recorded no kernel: no breakdown rather than one of zeros."""
+PROFILE_BUDGET_S = 1.0  # profiled steps fit in about this much of the window's step time
+PHASES = ("start", "steps", "stop", "parse")  # what the stretch's seconds are spent on
+
+
+def steps_within_budget(asked: int, step_s: float, budget_s: float = PROFILE_BUDGET_S) -> int:
+    """Up to `asked` steps, fewer when steps are long (the profiler's stop and parse costs grow
+    with the kernels recorded), never none."""
+    return max(1, min(asked, int(budget_s // step_s) if step_s > 0 else asked))
+
+
+def profile_steps(step, device, asked: int, step_s: float, world: int = 1) -> dict | None:
+    """Run up to `asked` more training steps under the profiler (steps_within_budget of the
+    window's median step, the same count on every rank); the shares, the top kernels, the profiled
+    time per step and what the stretch cost in seconds, in all and per phase (PHASES). None when
+    the profiler recorded no kernel: no breakdown rather than one of zeros."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    started = time.perf_counter()
+    from src.rank.collectives import agreed_int
+
+    steps = agreed_int(steps_within_budget(asked, step_s), device, world)
     cuda = device.type == "cuda"
+    marks = [time.perf_counter()]
     with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        marks.append(time.perf_counter())
         for _ in range(steps):
             step()
         if cuda:
             torch.cuda.synchronize(device)
+        marks.append(time.perf_counter())
+    marks.append(time.perf_counter())
     device_type = torch.autograd.DeviceType.CUDA if cuda else torch.autograd.DeviceType.CPU
     intervals = _intervals(prof.profiler.kineto_results.events(), device_type)
     if not intervals:
         return None
     found, span = shares([i[:3] for i in intervals])
+    kernels = top_kernels(intervals, span)
+    marks.append(time.perf_counter())
     return {
         "shares": found,
         "steps": steps,
         "step_ms": span / steps / 1e6,
         "kernels": len(intervals),
-        "top_kernels": top_kernels(intervals, span),
-        "seconds": time.perf_counter() - started,
+        "top_kernels": kernels,
+        "seconds": marks[-1] - marks[0],
+        "phase_seconds": {phase: marks[i + 1] - marks[i] for i, phase in enumerate(PHASES)},
     }

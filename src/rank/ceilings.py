@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
+from src.rank.collectives import agreed_int
 from src.reports import CeilingsReport
 from src.stats import relative_ci_halfwidth
 
@@ -185,10 +186,8 @@ def _agreed_samples(fn, device: torch.device, cfg: dict) -> list[float]:
     start = time.perf_counter()
     fn()
     sync(device)
-    calls = torch.tensor([max(1, math.ceil(cfg["sample_s"] / max(time.perf_counter() - start, 1e-9)))])
-    calls = calls.to(device)
-    dist.all_reduce(calls, op=dist.ReduceOp.MAX)
-    block = int(calls.item())
+    calls = max(1, math.ceil(cfg["sample_s"] / max(time.perf_counter() - start, 1e-9)))
+    block = agreed_int(calls, device, dist.get_world_size(), op=dist.ReduceOp.MAX)
     figures = []
     for _ in range(cfg["samples"]):
         sync(device)

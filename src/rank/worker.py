@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import statistics
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -223,7 +224,8 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport |
     if cfg["benchmark"]["breakdown_steps"]:  # after the window: the measured figure never sees the profiler
         from src.rank.breakdown import profile_steps
 
-        breakdown = profile_steps(step, rank.device, cfg["benchmark"]["breakdown_steps"])
+        step_s = statistics.median(window.clock.read())
+        breakdown = profile_steps(step, rank.device, cfg["benchmark"]["breakdown_steps"], step_s, rank.world)
     return _gather(_report(rank, step, window, breakdown, started, built), rank)
 
 

@@ -24,6 +24,7 @@ def combine(ranks: list[RankReport]) -> dict | None:
         "steps": found[0]["steps"],
         "step_ms": max(b["step_ms"] for b in found),
         "seconds": max(b["seconds"] for b in found),
+        "phase_seconds": {p: max(b["phase_seconds"][p] for b in found) for p in found[0]["phase_seconds"]},
         "top_kernels": found[0]["top_kernels"],
     }
 
@@ -36,7 +37,7 @@ def metrics(breakdown: dict | None) -> dict:
         "breakdown_steps": breakdown["steps"],
         "breakdown_step_ms": breakdown["step_ms"],
         "breakdown_s": breakdown["seconds"],
-    }
+    } | {f"breakdown_{phase}_s": s for phase, s in breakdown["phase_seconds"].items()}
 
 
 def files(breakdown: dict | None) -> dict[str, str]:

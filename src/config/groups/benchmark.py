@@ -27,7 +27,7 @@ class BenchmarkConfig:
     cudnn_benchmark_limit: int | None = (
         None  # algorithms autotuning tries per convolution, 0: all; null: torch's 10
     )
-    breakdown_steps: int = 3  # steps profiled after the window for the step-time breakdown; 0: off
+    breakdown_steps: int = 3  # at most this many steps profiled after the window (about 1 s of them); 0: off
     timeout_s: float = 900.0  # a job (or a hung collective) past this is failed
     rerun: bool = False  # run a point even if its config already has a FINISHED run (see src/run/resume.py)
     repeat: int = 0  # which repeat of the point (benchmark.repeat=0,1,2): a run of its own, the same point
