@@ -89,3 +89,61 @@ def test_auto_is_accepted_for_a_gpu_and_refused_on_the_cpu():
         finalize(compose_cfg(["gpu=cpu", "model=resnet50", "model.batch_size=auto"]))
     with pytest.raises(ConfigError, match=r"model.batch_size='big'"):
         finalize(compose_cfg(["gpu=h200", "model=resnet50", "model.batch_size=big"]))
+
+
+def _auto_cfg() -> dict:
+    """A CPU rank's config with batch auto, as a GPU job would hand it (the config refuses auto on a
+    CPU, where there is no out-of-memory limit to search for)."""
+    from tests.test_worker import rank_cfg
+
+    cfg = rank_cfg("model.name=tiny")
+    cfg["model"]["batch_size"] = "auto"
+    return cfg
+
+
+def _oom_above(monkeypatch, fits_up_to: int, searched: int) -> list[int]:
+    """Ranks whose search says `searched` and whose steps run out of memory above `fits_up_to`:
+    the search's trials passed a batch the warm-up then cannot hold. Returns the batches built."""
+    from src.rank import worker
+
+    monkeypatch.setattr(autobatch, "find_batch_size", lambda *args, **kwargs: searched)
+    built, real_call = [], worker.TrainingStep.__call__
+
+    def step(self):
+        if self.batch_size > fits_up_to:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 822.00 MiB.")
+        return real_call(self)
+
+    real_init = worker.TrainingStep.__init__
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        built.append(self.batch_size)
+
+    monkeypatch.setattr(worker.TrainingStep, "__call__", step)
+    monkeypatch.setattr(worker.TrainingStep, "__init__", init)
+    return built
+
+
+def test_an_auto_batch_that_runs_out_of_memory_in_warm_up_steps_down_and_says_so(monkeypatch, capsys):
+    from src.rank.worker import train_rank
+
+    built = _oom_above(monkeypatch, fits_up_to=8, searched=24)
+    [report] = train_rank(_auto_cfg())
+    assert built == [24, 16, 8] and report.batch_size == 8  # the batch measured is the one logged
+    err = capsys.readouterr().err
+    assert "model.batch_size=auto: batch 24 ran out of memory in warm-up; running batch 16" in err
+
+
+def test_a_fixed_batch_or_one_past_the_retreats_still_fails_with_its_one_line(monkeypatch):
+    from src.rank.worker import OutOfMemory, train_rank
+    from tests.test_worker import rank_cfg
+
+    built = _oom_above(monkeypatch, fits_up_to=0, searched=64)
+    with pytest.raises(OutOfMemory, match="out of memory at batch 4 per GPU"):
+        train_rank(rank_cfg("model.name=tiny", "model.batch_size=4"))
+    assert built == [4]  # a batch the user fixed is never changed
+    built.clear()
+    with pytest.raises(OutOfMemory, match="out of memory in warm-up at batch auto per GPU: tried 64, 56, 48, 40$"):
+        train_rank(_auto_cfg())
+    assert built == [64, 56, 48, 40]  # three retreats of 8, then the error

@@ -70,11 +70,20 @@ def trains(batch_size: int, model_cfg: dict, precision, device: torch.device, dd
         if not is_out_of_memory(exc):
             raise
         fitted = False
-    # Outside the handler: the traceback no longer holds the failed try's tensors.
+    release(device)  # outside the handler: the traceback no longer holds the failed try's tensors
+    return fitted
+
+
+def release(device: torch.device) -> None:
+    """Give back what a dropped workload held, so the next try starts from an empty allocator."""
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return fitted
+
+
+def smaller(batch_size: int) -> int:
+    """The next batch down after `batch_size` ran out of memory: STEP less, or 1 less below it."""
+    return batch_size - STEP if batch_size > STEP else max(1, batch_size - 1)
 
 
 def _train_a_few_steps(batch_size, model_cfg, precision, device, ddp) -> None:

@@ -10,6 +10,7 @@ import functools
 import json
 import os
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -140,13 +141,14 @@ class TrainingStep:
     here for `auto`), the workload, DDP across ranks, torch.compile and the optimizer.
     """
 
-    def __init__(self, cfg: dict, device: torch.device, world: int):
+    def __init__(self, cfg: dict, device: torch.device, world: int, batch_size: int | None = None):
+        """`batch_size` overrides the config's (a smaller batch after an auto batch failed)."""
         model_cfg = {**cfg["model"], "channels_last": cfg["benchmark"].get("channels_last", False)}
         if device.type == "cuda":
             set_cudnn_autotuning(cfg["benchmark"])
         apply_memory_cap(cfg["gpu"].get("memory_limit_gb"), device)  # before anything is allocated
         self.precision = PrecisionContext(cfg["precision"], device)
-        self.batch_size = model_cfg["batch_size"]
+        self.batch_size = batch_size or model_cfg["batch_size"]
         if self.batch_size == "auto":  # searched in the rank's own process, before anything is timed
             from src.rank.autobatch import find_batch_size
 
@@ -213,12 +215,10 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport |
         from src.rank.ceilings import rank_report
 
         return _gather(rank_report(cfg, rank.device, rank.world, rank.rank, started), rank)
-    step = TrainingStep(cfg, rank.device, rank.world)
-    built = time.time()
     # one writer per node's job process
     progress = Progress(progress_path, enabled=rank.local_rank == 0, job_id=cfg["runtime"].get("job_id"))
     agreement = StopAgreement(rank.world, rank.device)
-    first_step_done = _warm_up(step, agreement, cfg["benchmark"], rank.device, progress)
+    step, built, first_step_done = _build_and_warm_up(cfg, rank, agreement, progress)
     window = _measure(step, agreement, cfg["benchmark"], rank, progress, first_step_done)
     breakdown = None
     if cfg["benchmark"]["breakdown_steps"]:  # after the window: the measured figure never sees the profiler
@@ -360,6 +360,45 @@ def _gather(result, rank: Rank) -> list:
         dist.all_gather_object(reports, result)
         dist.destroy_process_group()
     return reports if rank.local_rank == 0 else []
+
+
+AUTO_RETREATS = 3  # times an auto batch that ran out of memory in warm-up is stepped down
+
+
+def _build_and_warm_up(cfg: dict, rank: Rank, agreement: StopAgreement, progress: Progress):
+    """The training step, when it was built and when its first step ended (_warm_up).
+
+    With model.batch_size=auto on one rank, a batch the search passed can still run out of memory
+    in warm-up: the allocator's fragments after more steps are not the trials'. It then steps
+    down (autobatch.smaller) up to AUTO_RETREATS times, saying so; the batch logged is the one
+    measured. Across ranks an out-of-memory on one would leave the others in a collective: it fails.
+    """
+    batch, tried = None, []  # None: the search's batch
+    while True:
+        step = TrainingStep(cfg, rank.device, rank.world, batch_size=batch)
+        built = time.time()
+        try:
+            return step, built, _warm_up(step, agreement, cfg["benchmark"], rank.device, progress)
+        except torch.OutOfMemoryError as exc:
+            if cfg["model"]["batch_size"] != "auto" or rank.world > 1:
+                raise
+            tried.append(step.batch_size)
+            if len(tried) > AUTO_RETREATS or step.batch_size == 1:
+                raise OutOfMemory(
+                    f"out of memory in warm-up at batch auto per GPU{cap_note(cfg)}: "
+                    f"tried {', '.join(map(str, tried))}"
+                ) from exc
+        from src.rank.autobatch import release, smaller  # outside the handler: its frame held the tensors
+
+        failed, batch = step.batch_size, smaller(step.batch_size)
+        del step
+        release(rank.device)
+        print(
+            f"model.batch_size=auto: batch {failed} ran out of memory in warm-up{cap_note(cfg)}; "
+            f"running batch {batch}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 MIN_WARMUP_AFTER_FIRST = 2  # steps after the first that warm-up never skips
