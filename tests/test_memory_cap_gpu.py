@@ -37,6 +37,17 @@ def test_a_capped_allocator_refuses_what_would_pass_the_cap(device):
     del held
 
 
+def test_the_peak_reported_under_auto_is_the_trainings_not_the_searchs(device):
+    from src.rank.worker import TrainingStep
+
+    overrides = ["gpu=auto", "gpu.memory_limit_gb=8", "model=txl_base", "precision=amp", "model.batch_size=auto"]
+    cfg = OmegaConf.to_container(prepare(compose_cfg(overrides))[0], resolve=True)
+    with gpu_lock.exclusive(devices.list_devices(), "tests/test_memory_cap_gpu.py"):
+        step = TrainingStep(cfg, device, world=1)  # the search's trials reached the cap
+        assert torch.cuda.max_memory_allocated(device) == torch.cuda.memory_allocated(device)
+        del step
+
+
 @pytest.mark.parametrize("cap_gb", [8, 16])
 def test_auto_under_a_cap_trains_within_it(device, cap_gb):
     overrides = [

@@ -166,6 +166,8 @@ class TrainingStep:
         self.optimizer = self.workload.make_optimizer()
         self.device = device
         self.count_finite_from_here()
+        if device.type == "cuda":  # the peak reported is the training's, not the batch search's trials
+            torch.cuda.reset_peak_memory_stats(device)
 
     def __call__(self) -> torch.Tensor:
         with self.precision.autocast():
