@@ -22,6 +22,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from src.hardware.environment import runtime_versions
 from src.models import build_workload
+from src.rank.collectives import StopAgreement
 from src.rank.memory_cap import apply_memory_cap, cap_note
 from src.rank.precision import PrecisionContext
 from src.reports import CeilingsReport, RankReport
@@ -72,9 +73,6 @@ class Progress:
         os.replace(tmp, self.path)
 
 
-STOP_REASONS = ("ci", "max_steps", "time_limit")  # where ranks differ, the later one is the job's
-
-
 def _stop_reason(ci: float, n: int, elapsed: float, over_time: bool, bench: dict) -> str | None:
     """Why this rank would stop now: its CI met target_ci over min_steps or more, else its time or
     step budget ran out (a window the time limit cut short of min_steps never met its rule)."""
@@ -83,47 +81,6 @@ def _stop_reason(ci: float, n: int, elapsed: float, over_time: bool, bench: dict
     if over_time or elapsed >= bench["time_limit_s"]:
         return "time_limit"
     return "max_steps" if n >= bench["max_steps"] else None
-
-
-class StopAgreement:
-    """Every rank must stop at the same step, or DDP's next all-reduce hangs: all take one reason.
-
-    Across GPUs the proposal's all-reduce is queued behind the step in flight and settled only
-    once the next step is queued too (`lag` 1), so agreeing never leaves a device idle. One rank,
-    or ranks on CPUs (no queue to keep), settle at once.
-    """
-
-    def __init__(self, world: int, device: torch.device):
-        self.world, self.device = world, device
-        self.lag = int(world > 1 and device.type == "cuda")
-        self.pending = None  # (the agreed code, readable once the event `ready`, if any, has passed)
-
-    def propose(self, reason: str | None) -> None:
-        code = STOP_REASONS.index(reason) + 1 if reason else 0
-        if self.world == 1:
-            self.pending = (code, None)
-            return
-        flag = torch.full((1,), code, dtype=torch.int32, device=self.device)  # a kernel, not a copy
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        if not self.lag:
-            self.pending = (flag, None)
-            return
-        host = torch.empty(1, dtype=torch.int32, pin_memory=True)
-        host.copy_(flag, non_blocking=True)
-        ready = torch.cuda.Event()
-        ready.record()
-        self.pending = (host, ready)
-
-    def settle(self) -> str | None:
-        """The reason all ranks agreed on in the last proposal (None: go on, or nothing proposed)."""
-        if self.pending is None:
-            return None
-        agreed, ready = self.pending
-        self.pending = None
-        if ready is not None:
-            ready.synchronize()
-        code = int(agreed)  # an int, or a one-element tensor
-        return STOP_REASONS[code - 1] if code else None
 
 
 def set_cudnn_autotuning(benchmark: dict) -> None:
