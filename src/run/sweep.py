@@ -174,8 +174,7 @@ def finish_parent(client, run_id: str, interrupted: bool, sweep_dir: Path | None
     for child in children:
         if child.info.status == "RUNNING" and child.info.run_id not in spooled:
             statuses[child.info.run_id] = "KILLED" if interrupted else "FAILED"
-            client.set_tag(child.info.run_id, tag.ERROR, "its job process ended without closing the run")
-            client.set_terminated(child.info.run_id, statuses[child.info.run_id])
+            _end_lost_child(client, child.info.run_id, statuses[child.info.run_id])
     parent_tags = parent.data.tags
     failed = [k for k in parent_tags if k.startswith(tag.FAILED_JOB_PREFIX)]
     skipped = [client.get_run(v) for k, v in parent_tags.items() if k.startswith(tag.SKIPPED_PREFIX)]
@@ -193,6 +192,17 @@ def finish_parent(client, run_id: str, interrupted: bool, sweep_dir: Path | None
         + [_no_run_row(num, parent_tags.get(f"{tag.FAILED_JOB_PREFIX}{num}", "")) for num in no_run]
         + unavailable
     )
+
+
+def _end_lost_child(client, run_id: str, status: str) -> None:
+    """End a child that is still RUNNING. After an interrupt its job process may be ending it at
+    this very moment (the same error tag written twice): that process's own ending stands."""
+    try:
+        client.set_tag(run_id, tag.ERROR, "its job process ended without closing the run")
+        client.set_terminated(run_id, status)
+    except Exception as exc:
+        if not store.is_write_conflict(exc):
+            raise
 
 
 def _unavailable_rows(parent_tags: dict) -> list[dict]:

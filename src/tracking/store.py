@@ -144,6 +144,13 @@ def problem(uri: str, exc: BaseException) -> str:
     return f"{where}: the tracking store cannot be reached ({first_line(exc)}); nothing was run"
 
 
+def is_write_conflict(exc: BaseException) -> bool:
+    """Another process wrote the same row at the same moment (two inserts of one run's tag):
+    MLflow's check-then-insert races across processes; the other write stands."""
+    text = " ".join(str(e) for e in _chain(exc)).lower()
+    return "unique constraint" in text or "duplicate key value" in text
+
+
 def _chain(exc: BaseException | None):
     """An exception and its causes: MLflow wraps the sqlite error that says what happened."""
     seen = []

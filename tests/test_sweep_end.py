@@ -1,0 +1,59 @@
+"""Ending a sweep's parent run while its interrupted jobs are still ending their own runs
+(src/run/sweep.py finish_parent): a write that collides with a job's own is not an outage."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+import sqlalchemy.exc
+from mlflow.tracking import MlflowClient
+
+from src.run.sweep import finish_parent
+from src.tracking import tags as tag
+
+
+def _sweep_with_two_running_children(uri: str) -> tuple[MlflowClient, str, list[str]]:
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("gpubench")
+    parent = client.create_run(experiment, run_name="sweep").info.run_id
+    children = [
+        client.create_run(experiment, run_name=f"job{i}", tags={"mlflow.parentRunId": parent}).info.run_id
+        for i in range(2)
+    ]
+    return client, parent, children
+
+
+def test_a_child_ending_itself_at_the_same_moment_leaves_the_parent_ended_not_spooled(tracking_uri, monkeypatch):
+    client, parent, (racing, lost) = _sweep_with_two_running_children(tracking_uri)
+    own_process = MlflowClient(tracking_uri=tracking_uri)
+    real_set_tag = client.set_tag
+
+    def set_tag(run_id, key, value):
+        if run_id == racing and key == tag.ERROR:
+            # the job's own process inserted the same tag between MLflow's check and its insert
+            own_process.set_tag(racing, tag.ERROR, "interrupted (SIGTERM)")
+            own_process.set_terminated(racing, "KILLED")
+            raise sqlalchemy.exc.IntegrityError(
+                "INSERT INTO tags", {}, sqlite3.IntegrityError("UNIQUE constraint failed: tags.key, tags.run_uuid")
+            )
+        return real_set_tag(run_id, key, value)
+
+    monkeypatch.setattr(client, "set_tag", set_tag)
+    rows = finish_parent(client, parent, interrupted=True)
+    assert client.get_run(parent).info.status == "KILLED"
+    assert {r["name"]: r["status"] for r in rows} == {"job0": "KILLED", "job1": "KILLED"}
+    assert client.get_run(racing).data.tags[tag.ERROR] == "interrupted (SIGTERM)"  # its own word stands
+    assert client.get_run(lost).data.tags[tag.ERROR] == "its job process ended without closing the run"
+    assert client.get_run(lost).info.status == "KILLED"
+
+
+def test_a_store_that_fails_otherwise_still_stops_the_ending(tracking_uri, monkeypatch):
+    client, parent, _ = _sweep_with_two_running_children(tracking_uri)
+
+    def set_tag(run_id, key, value):
+        raise sqlalchemy.exc.OperationalError("UPDATE", {}, sqlite3.OperationalError("disk I/O error"))
+
+    monkeypatch.setattr(client, "set_tag", set_tag)
+    with pytest.raises(sqlalchemy.exc.OperationalError):  # the caller spools the parent
+        finish_parent(client, parent, interrupted=True)
