@@ -548,6 +548,25 @@ def test_summary_fits_80_columns_with_names_whole_and_says_what_it_left_out(monk
     assert "h200" in out.getvalue().partition("left out")[2]
 
 
+def test_no_category_mean_is_said_in_a_line_not_an_empty_table(monkeypatch):
+    """A store of capped runs only (the capacity split) has no plain point another gpu shares."""
+    import io
+
+    from rich.console import Console
+
+    from src import console
+    from src.compare.report import print_summary
+
+    out = io.StringIO()
+    monkeypatch.setattr(console, "console", Console(file=out, width=80, highlight=False))
+    print_summary([], "h200")
+    said = " ".join(out.getvalue().split())
+    assert said == (
+        "Throughput relative to h200: no category mean; no other gpu shares a model, GPU count, "
+        "precision and settings with h200's runs"
+    )
+
+
 def test_a_gpu_asked_for_with_no_runs_is_said(store, tmp_path, capsys):
     result = run(store, tmp_path / "asked", "gpus=[rtx3090,a6000,h200]")
     said = "gpus: h200 has no FINISHED run with a throughput that matches the filters (gpus with runs: a6000, h100"

@@ -262,6 +262,13 @@ def print_summary(
             interval,
             str(s.n_models),
         )
+    if not intervals_shown:  # an empty table's header says nothing: say why there is no mean
+        note(
+            f"Throughput relative to {baseline}: no category mean; no other gpu shares a model, GPU "
+            f"count, precision and settings with {baseline}'s runs"
+        )
+        console.print()
+        return
     note(f"Throughput relative to {baseline}, mean over the models every gpu has")
     console.print(table)
     marks = "".join(text[-2:] for text in intervals_shown)
