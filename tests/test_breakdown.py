@@ -52,9 +52,9 @@ def test_the_profiled_steps_follow_the_window_and_leave_it_as_it_was():
     [report] = train_rank(rank_cfg("model.name=tiny", "benchmark.breakdown_steps=2"))
     assert len(report.step_times_s) == 2  # smoke's max_steps: the profiled steps are not in it
     breakdown = report.breakdown
-    assert breakdown["steps"] == 2 and breakdown["kernels"] > 0 and breakdown["seconds"] > 0
-    assert set(breakdown["phase_seconds"]) == set(PHASES)
-    assert sum(breakdown["phase_seconds"].values()) == pytest.approx(breakdown["seconds"])
+    assert breakdown["steps"] == 2 and breakdown["kernels"] > 0
+    assert set(breakdown["phase_seconds"]) == set(PHASES) and min(breakdown["phase_seconds"].values()) >= 0
+    assert breakdown["phase_seconds"]["steps"] > 0
     assert sum(breakdown["shares"].values()) == pytest.approx(1.0)
     assert breakdown["shares"]["matmul"] > 0  # its linear layers
     assert {k["category"] for k in breakdown["top_kernels"]} <= {"matmul", "other", "comm", "memcpy"}

@@ -92,8 +92,8 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
     shares = [gpt2[f"breakdown_{c}_share"] for c in ("matmul", "other", "comm", "memcpy", "idle")]
     assert sum(shares) == pytest.approx(1.0) and gpt2["breakdown_comm_share"] > 0  # gloo's all-reduce
     assert gpt2["breakdown_steps"] == 1 and gpt2["breakdown_s"] > 0
-    phases = sum(gpt2[f"breakdown_{p}_s"] for p in ("start", "steps", "stop", "parse"))
-    assert phases >= gpt2["breakdown_s"] - 1e-9  # each phase the slowest rank's: at least the slowest total
+    assert {"breakdown_start_s", "breakdown_stop_s", "breakdown_parse_s"} <= set(gpt2)
+    assert 0 < gpt2["breakdown_steps_s"] <= gpt2["breakdown_s"]  # the profiled step, within the cost
     kernels = client.download_artifacts(
         runs["cpux2-gpt2-fp32-smoke"].info.run_id, "top_kernels.csv", str(tmp_path)
     )

@@ -112,8 +112,8 @@ def steps_within_budget(asked: int, step_s: float, budget_s: float = PROFILE_BUD
 def profile_steps(step, device, asked: int, step_s: float, world: int = 1) -> dict | None:
     """Run up to `asked` more training steps under the profiler (steps_within_budget of the
     window's median step, the same count on every rank); the shares, the top kernels, the profiled
-    time per step and what the stretch cost in seconds, in all and per phase (PHASES). None when
-    the profiler recorded no kernel: no breakdown rather than one of zeros."""
+    time per step and what the stretch cost in seconds per phase (PHASES). None when the profiler
+    recorded no kernel: no breakdown rather than one of zeros."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -143,6 +143,5 @@ def profile_steps(step, device, asked: int, step_s: float, world: int = 1) -> di
         "step_ms": span / steps / 1e6,
         "kernels": len(intervals),
         "top_kernels": kernels,
-        "seconds": marks[-1] - marks[0],
         "phase_seconds": {phase: marks[i + 1] - marks[i] for i, phase in enumerate(PHASES)},
     }

@@ -14,8 +14,8 @@ KERNEL_COLUMNS = ("kernel", "category", "calls", "total_ms", "share_of_span")
 
 
 def combine(ranks: list[RankReport]) -> dict | None:
-    """The mean share over ranks; time per profiled step and the cost: the slowest rank's; the top
-    kernels: rank 0's. None when the breakdown was off."""
+    """The mean share over ranks; time per profiled step and the cost (in all, and each phase's):
+    the slowest rank's; the top kernels: rank 0's. None when the breakdown was off."""
     found = [r.breakdown for r in sorted(ranks, key=lambda r: r.rank) if r.breakdown]
     if not found:
         return None
@@ -23,7 +23,7 @@ def combine(ranks: list[RankReport]) -> dict | None:
         "shares": {c: statistics.fmean(b["shares"][c] for b in found) for c in CATEGORIES},
         "steps": found[0]["steps"],
         "step_ms": max(b["step_ms"] for b in found),
-        "seconds": max(b["seconds"] for b in found),
+        "seconds": max(sum(b["phase_seconds"].values()) for b in found),
         "phase_seconds": {p: max(b["phase_seconds"][p] for b in found) for p in found[0]["phase_seconds"]},
         "top_kernels": found[0]["top_kernels"],
     }

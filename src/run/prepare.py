@@ -38,8 +38,6 @@ def _select(cfg: DictConfig, found: list[devices.Device] | None) -> devices.Sele
 def adopt_profile(cfg: DictConfig, selection: devices.Selection) -> DictConfig:
     """For gpu=auto, the spec sheet of the profile the detected device matched (a card no profile
     knows: its name, and its detected memory as the bound of gpu.memory_limit_gb)."""
-    if cfg.gpu.device != "auto":
-        return cfg
     cfg = cfg.copy()
     profile = devices.load_profile(selection.profile) or {"name": selection.profile}
     with open_dict(cfg):
