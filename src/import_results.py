@@ -16,6 +16,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from src import credentials
 from src.config import cli
 from src.config.groups.tracking import tracking_errors
 from src.config.schema import register_configs
@@ -190,9 +191,9 @@ def file_argument_as_override(argv: list[str]) -> list[str]:
 @hydra.main(config_path="../conf", config_name="import_results", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     cli.composed()
+    credentials.adopt_tracking_credentials(cfg)
     from src.compare.published import TableError
     from src.console import console, link_line
-    from src.credentials import redact
     from src.tracking import ui
 
     try:
@@ -203,7 +204,7 @@ def main(cfg: DictConfig) -> None:
     console.print(
         f"imported {summary.created} run(s) from {path.name} as source={cfg.source} "
         f"precision={cfg.precision.name} into {cfg.tracking.published_experiment!r} at "
-        f"{redact(cfg.tracking.uri)}; {summary.already_there} already there, {summary.not_run} cell(s) "
+        f"{credentials.bare(cfg.tracking.uri)}; {summary.already_there} already there, {summary.not_run} cell(s) "
         "not run (0 or less)",
         soft_wrap=True,
     )

@@ -213,6 +213,7 @@ def _launch(
     cfg: DictConfig, selection: devices.Selection, job_dir: Path, name: str, job_started: float
 ) -> JobOutcome:
     rank_cfg = OmegaConf.to_container(cfg, resolve=True)
+    del rank_cfg["tracking"]  # ranks never log; a database URI's password stays out of launch.json
     # the job id is in every file the job exchanges with its ranks: what it reads back is its own
     job_id = uuid.uuid4().hex
     rank_cfg["runtime"] = {"device": selection.device_kind, "job_id": job_id}

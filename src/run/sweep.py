@@ -83,7 +83,7 @@ class SweepRunCallback(Callback):
         self.parent_run_id, self.experiment_id = run.info.run_id, experiment_id
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         (self.sweep_dir / store.PARENT_RUN_FILE).write_text(
-            json.dumps({"run_id": self.parent_run_id, "uri": self.uri})
+            json.dumps({"run_id": self.parent_run_id, "uri": credentials.bare(self.uri)})
         )
 
     def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:

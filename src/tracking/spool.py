@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from src.credentials import bare
 from src.tracking import tags as tag
 
 SPOOL_DIR = "spool"
@@ -144,7 +145,7 @@ def _find_or_create_run(client, record: SpooledRun):
 def write_parent(folder: Path, uri: str, run_id: str, interrupted: bool) -> Path:
     """Remember a sweep's parent run that could not be ended; sync ends it after its children."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / PARENT_FILE).write_text(json.dumps({"uri": uri, "run_id": run_id, "interrupted": interrupted}))
+    (folder / PARENT_FILE).write_text(json.dumps({"uri": bare(uri), "run_id": run_id, "interrupted": interrupted}))
     return folder
 
 
