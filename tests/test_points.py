@@ -111,7 +111,7 @@ def test_a_run_from_before_the_declaration_resumes_as_finished_and_compares_as_i
         then["tracking"]["uri"] = today["tracking"]["uri"] = "URI"
         assert today == then
         assert job.run_job(cfg, selection, tmp_path) == stored["metrics"]["throughput"]  # the finished run's figure
-        # issue 26: the stack it logged (torch, CUDA, ... as tags) joins the point it had
+        # the stack it logged (torch, CUDA, ... as tags) joins the point it had
         record = to_record(client.get_run(run_id))
         stack = {
             f"tag:{name}": stored["tags"][name] for name in points.STACK.values() if name in stored["tags"]
