@@ -194,3 +194,14 @@ def test_every_tag_a_job_writes_is_named_in_the_tag_module():
             if t not in names and not t.startswith(tags.MATH_PREFIX) and not t.endswith(tags.VERSION_SUFFIX)
         }  # fmt: skip
         assert not unnamed, f"{stored['run_name']}: tags not in src/tracking/tags.py: {sorted(unnamed)}"
+
+
+def test_runs_with_and_without_nvlink_sharp_are_different_points():
+    from src.run.job import nccl_settings_tag
+
+    params = {"model.name": "gpt2", "model.d_model": "768", "batch_size": "12"}
+    default = points.point_config(params, {"nccl_settings": nccl_settings_tag({})})
+    off = points.point_config(params, {"nccl_settings": nccl_settings_tag({"NCCL_NVLS_ENABLE": "0"})})
+    assert default != off
+    assert dict(off)["tag:nccl_settings"] == "NCCL_NVLS_ENABLE=0"
+    assert points.label("tag:nccl_settings") == "nccl_settings"
