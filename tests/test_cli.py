@@ -164,3 +164,5 @@ def test_help_says_what_the_tool_is_and_shows_the_study(tmp_path):
     listed = {line.split(":")[0] for line in proc.stdout.splitlines() if ": " in line}
     assert {"benchmark", "gpu", "launcher", "model", "precision", "telemetry", "tracking"} <= listed
     assert not {"model/family", "sizes/smoke"} & listed
+    experiments = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "experiment").glob("*.yaml"))
+    assert f"experiment: {', '.join(experiments)}" in proc.stdout  # every experiment, from conf/ itself

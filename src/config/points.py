@@ -101,6 +101,7 @@ SOFTWARE = {
     "cuda": "cuda_version",
     "cudnn": "cudnn_version",
     "nccl": "nccl_version",
+    "nccl_settings": "nccl_settings",  # the variables NCCL ran under, on GPUs that talk through it
     "driver": "driver_version",
 }
 CARD = {"gpu_name": "gpu_name", "power_limit": "power_limit_w"}

@@ -27,6 +27,9 @@ MATH_PREFIX = "math_"  # math_<what>: the math that ran (math_matmul_tf32, math_
 MATH_MATMUL_TF32 = MATH_PREFIX + "matmul_tf32"
 VERSION_SUFFIX = "_version"  # <package>_version: the software the run ran with
 DRIVER_VERSION = "driver" + VERSION_SUFFIX
+# NCCL's effective variables ("NCCL_ALGO=Ring NCCL_NVLS_ENABLE=0", or "default": none set) on a
+# job whose GPUs talk through NCCL (src/hardware/environment.communication_settings)
+NCCL_SETTINGS = "nccl_settings"
 POWER_LIMIT = "power_limit_w"  # the card's enforced power limit as NVML read it, per GPU ("300" or "300/350")
 HOST = "host"
 GPU_FOREIGN_PROCESSES = "gpu_foreign_processes"  # other programs on the job's GPUs: pid, name, memory, when
