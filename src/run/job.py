@@ -169,6 +169,7 @@ def _log_result(
     metrics |= efficiency(metrics, cfg.gpu, _gpu_count(cfg))
     metrics |= phases.phase_metrics(phases_start, marks)
     metrics |= breakdown.metrics(outcome.breakdown)  # taken after the window
+    metrics[tag.workload_metric(cfg.model.name, cfg.precision.name, _gpu_count(cfg))] = metrics["throughput"]
     run.log_metrics(metrics)
     run.set_tags(
         {tag.UNIT: cfg.model.unit, tag.STOP_REASON: outcome.stop_reason}
