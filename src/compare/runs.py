@@ -79,6 +79,7 @@ class RunRecord(Workpoint):
     measured_steps: int | None = None
     foreign: str | None = None  # other programs seen on its GPUs (tags.GPU_FOREIGN_PROCESSES)
     started_ms: int = 0
+    published_runs: tuple[int, float] | None = None  # (n, se of mean log throughput) behind a published figure
     tags: dict = field(default_factory=dict, compare=False, repr=False)  # every tag, for compare by=
 
 
@@ -212,8 +213,14 @@ def to_record(run) -> RunRecord | None:
         measured_steps=int(metrics["measured_steps"]) if "measured_steps" in metrics else None,
         foreign=tags.get(tag.GPU_FOREIGN_PROCESSES),
         started_ms=run.info.start_time or 0,
+        published_runs=_published_runs(metrics),
         tags=dict(tags),
     )
+
+
+def _published_runs(metrics: dict) -> tuple[int, float] | None:
+    n, se = metrics.get(tag.PUBLISHED_RUNS), metrics.get(tag.PUBLISHED_RUNS_LOG_SE)
+    return (int(n), se) if n and se is not None else None
 
 
 def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
@@ -277,6 +284,7 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
                     lone.step_ci_rel if lone else None,
                     lone.measured_steps if lone else None,
                     first.source != MEASURED,
+                    lone.published_runs if lone else None,
                 ),
             )
         )

@@ -27,6 +27,9 @@ MATH_PREFIX = "math_"  # math_<what>: the math that ran (math_matmul_tf32, math_
 MATH_MATMUL_TF32 = MATH_PREFIX + "matmul_tf32"
 VERSION_SUFFIX = "_version"  # <package>_version: the software the run ran with
 DRIVER_VERSION = "driver" + VERSION_SUFFIX
+# NCCL's effective variables ("NCCL_ALGO=Ring NCCL_NVLS_ENABLE=0", or "default": none set) on a
+# job whose GPUs talk through NCCL (src/hardware/environment.communication_settings)
+NCCL_SETTINGS = "nccl_settings"
 POWER_LIMIT = "power_limit_w"  # the card's enforced power limit as NVML read it, per GPU ("300" or "300/350")
 HOST = "host"
 GPU_FOREIGN_PROCESSES = "gpu_foreign_processes"  # other programs on the job's GPUs: pid, name, memory, when
@@ -54,8 +57,19 @@ IDEMPOTENCY_KEY = "gpubench.key"  # one per job, set when its run is created (sr
 IMPORT_KEY = "import_key"
 PUBLISHED_SYSTEM, PUBLISHED_TASK = "published_system", "published_task"
 PUBLISHED_PRECISION, PUBLISHED_FILE = "published_precision", "published_file"
+PUBLISHED_SOFTWARE, PUBLISHED_DATES = "published_software", "published_dates"  # of the source's generation
+PUBLISHED_BATCH = "published_batch_size"  # per GPU, from the table's batch sizes
+PUBLISHED_RUNS = "published_runs"  # metric: the logged runs behind the figure (their mean, published)
+PUBLISHED_RUNS_LOG_SE = "published_runs_log_se"  # metric: standard error of their mean log throughput
 
 # compare
 ANOMALY = "anomaly"  # on a run behind a flagged figure: what was flagged
 REPORT = "report"  # "true" on compare's report run
 BASELINE, ANOMALIES, ANOMALY_KINDS = "baseline", "anomalies", "anomaly_kinds"
+
+
+def workload_metric(model: str, precision: str, gpu_count: int | str) -> str:
+    """The run's throughput again under a key of its own workload, e.g. `throughput/resnet50/amp/x1`:
+    a chart of one such key in the MLflow UI sets like against like (one model, unit, precision and
+    GPU count), where the plain `throughput` mixes images/s and tokens/s of different models."""
+    return f"throughput/{model}/{precision}/x{gpu_count}"
