@@ -16,11 +16,11 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from src import recorded
 from src.config import cli
 from src.config.groups.tracking import tracking_errors
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
-from src.tracking import tags as tag
 
 register_configs("import_schema")
 
@@ -105,19 +105,20 @@ def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
             continue
         existing[key] = (result.throughput, "")  # a row published twice imports once
         tags = {
-            tag.GPU: result.gpu,
-            tag.GPU_NAME: result.gpu_name,
-            tag.GPU_COUNT: result.gpu_count,
-            tag.MODEL: result.model,
-            tag.CATEGORY: result.category,
-            tag.PRECISION: precision,
-            tag.UNIT: result.unit,
-            tag.SOURCE: source,
-            tag.IMPORT_KEY: key,
-            tag.PUBLISHED_SYSTEM: result.system,
-            tag.PUBLISHED_TASK: result.task,
-            tag.PUBLISHED_PRECISION: PRECISIONS[precision],
-            tag.PUBLISHED_FILE: path.name,
+            recorded.KIND: recorded.TRAINING,
+            recorded.GPU: result.gpu,
+            recorded.GPU_NAME: result.gpu_name,
+            recorded.GPU_COUNT: result.gpu_count,
+            recorded.MODEL: result.model,
+            recorded.CATEGORY: result.category,
+            recorded.PRECISION: precision,
+            recorded.UNIT: result.unit,
+            recorded.SOURCE: source,
+            recorded.IMPORT_KEY: key,
+            recorded.PUBLISHED_SYSTEM: result.system,
+            recorded.PUBLISHED_TASK: result.task,
+            recorded.PUBLISHED_PRECISION: PRECISIONS[precision],
+            recorded.PUBLISHED_FILE: path.name,
             **MATH_TAGS[precision],
         }
         name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
@@ -133,7 +134,10 @@ def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
             }
         )
         run.log_metrics(
-            {"throughput": result.throughput, "throughput_per_gpu": result.throughput / result.gpu_count}
+            {
+                recorded.THROUGHPUT: result.throughput,
+                recorded.THROUGHPUT_PER_GPU: result.throughput / result.gpu_count,
+            }
         )
         run.end("FINISHED")
         created += 1
@@ -146,13 +150,13 @@ def _existing_figures(mlflow_client, experiment_id: str, source: str) -> dict[st
     while True:
         page = mlflow_client.search_runs(
             [experiment_id],
-            filter_string=f"tags.{tag.SOURCE} = '{source}'",
+            filter_string=f"tags.{recorded.SOURCE} = '{source}'",
             max_results=1000,
             page_token=token,
         )
-        for run in page:
-            if tag.IMPORT_KEY in run.data.tags:
-                figures[run.data.tags[tag.IMPORT_KEY]] = (run.data.metrics.get("throughput"), run.info.run_id)
+        for result in map(recorded.read, page):
+            if recorded.IMPORT_KEY in result.tags:
+                figures[result.tags[recorded.IMPORT_KEY]] = (result.throughput, result.run_id)
         token = page.token
         if not token:
             return figures

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from src.recorded import CEILINGS
+
 
 @dataclass(frozen=True)
 class RankReport:
@@ -60,7 +62,7 @@ class CeilingsReport:
     built: float | None = None  # phase marks a training rank has (src/run/phases.py): none here
     first_step_done: float | None = None
     agent_ready: float | None = None
-    kind: str = "ceilings"
+    kind: str = CEILINGS
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -71,4 +73,4 @@ Report = RankReport | CeilingsReport
 
 def from_json(data: dict) -> Report:
     """A report read back from the agent's outcome file, of whichever kind the rank wrote."""
-    return CeilingsReport(**data) if data.get("kind") == "ceilings" else RankReport.from_json(data)
+    return CeilingsReport(**data) if data.get("kind") == CEILINGS else RankReport.from_json(data)

@@ -20,16 +20,24 @@ from __future__ import annotations
 import json
 import time
 
+from src import recorded
+
 TAG_PREFIX = "mlflow.sharedViewState."
 RUNS, BY_GPU = "gpubench-runs", "gpubench-by-gpu"
 NAMES = {RUNS: "gpubench: what each run measured", BY_GPU: "gpubench: throughput by gpu"}
 MODES = {RUNS: "TABLE", BY_GPU: "CHART"}  # the address's compareRunsMode for each
 COLUMNS = [
-    *(f"tags.`{tag}`" for tag in ("gpu", "model", "precision", "gpu_count", "unit")),
-    *(f"metrics.`{metric}`" for metric in ("throughput", "throughput_per_gpu", "step_time_ci95_rel", "mfu")),
-    *(f"tags.`{tag}`" for tag in ("benchmark", "stop_reason", "source", "anomaly")),
+    *(f"tags.`{tag}`" for tag in (recorded.GPU, recorded.MODEL, recorded.PRECISION, recorded.GPU_COUNT, recorded.UNIT)),
+    *(
+        f"metrics.`{metric}`"
+        for metric in (recorded.THROUGHPUT, recorded.THROUGHPUT_PER_GPU, recorded.STEP_TIME_CI95_REL, recorded.MFU)
+    ),
+    *(f"tags.`{tag}`" for tag in (recorded.BENCHMARK, recorded.STOP_REASON, recorded.SOURCE, recorded.ANOMALY)),
 ]
-GROUP_BY_GPU = {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": "gpu"}]}
+GROUP_BY_GPU = {
+    "aggregateFunction": "average",
+    "groupByKeys": [{"mode": "tag", "groupByData": recorded.GPU}],
+}
 
 
 def state(key: str) -> dict:
@@ -45,7 +53,7 @@ def state(key: str) -> dict:
         "groupBy": None,
     }
     if key == BY_GPU:
-        view |= {"groupBy": GROUP_BY_GPU, "chartsSearchFilter": "throughput"}
+        view |= {"groupBy": GROUP_BY_GPU, "chartsSearchFilter": recorded.THROUGHPUT}
     return view
 
 
