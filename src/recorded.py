@@ -45,6 +45,9 @@ MATH_PREFIX = "math_"  # math_<what>: the math that ran (math_matmul_tf32, math_
 MATH_MATMUL_TF32 = MATH_PREFIX + "matmul_tf32"
 VERSION_SUFFIX = "_version"  # <package>_version: the software the run ran with
 DRIVER_VERSION = "driver" + VERSION_SUFFIX
+# NCCL's effective variables ("NCCL_ALGO=Ring NCCL_NVLS_ENABLE=0", or "default": none set) on a
+# job whose GPUs talk through NCCL (src/hardware/environment.communication_settings)
+NCCL_SETTINGS = "nccl_settings"
 POWER_LIMIT = "power_limit_w"  # the card's enforced power limit as NVML read it, per GPU ("300" or "300/350")
 HOST = "host"
 GPU_FOREIGN_PROCESSES = "gpu_foreign_processes"  # other programs on the job's GPUs: pid, name, memory, when
@@ -72,6 +75,8 @@ IDEMPOTENCY_KEY = "gpubench.key"  # one per job, set when its run is created (sr
 IMPORT_KEY = "import_key"
 PUBLISHED_SYSTEM, PUBLISHED_TASK = "published_system", "published_task"
 PUBLISHED_PRECISION, PUBLISHED_FILE = "published_precision", "published_file"
+PUBLISHED_SOFTWARE, PUBLISHED_DATES = "published_software", "published_dates"  # of the source's generation
+PUBLISHED_BATCH = "published_batch_size"  # per GPU, from the table's batch sizes
 
 # compare
 ANOMALY = "anomaly"  # on a run behind a flagged figure: what was flagged
@@ -98,6 +103,8 @@ ACHIEVED_TFLOPS_PER_GPU = "achieved_tflops_per_gpu"
 MFU = "mfu"  # achieved over the spec sheet's peak for the math that ran
 THROUGHPUT_PER_WATT = "throughput_per_watt"  # over measured GPU power
 THROUGHPUT_PER_KUSD = "throughput_per_kusd"  # per 1,000 USD of GPU list price
+PUBLISHED_RUNS = "published_runs"  # an imported figure: the logged runs behind it (their mean, published)
+PUBLISHED_RUNS_LOG_SE = "published_runs_log_se"  # ...and the standard error of their mean log throughput
 
 # telemetry over the measured window (src/hardware/telemetry.py)
 POWER_MEAN_W, POWER_MAX_W = "power_mean_w", "power_max_w"  # per GPU
@@ -126,6 +133,13 @@ BREAKDOWN_STEPS, BREAKDOWN_STEP_MS, BREAKDOWN_S = "breakdown_steps", "breakdown_
 CEILING_PREFIX = "ceiling_"
 MEMORY_COPY_GBS = "memory_copy_gbs"  # a ceilings figure: device memory copied, read + written
 ALLREDUCE_BUSBW_GBS = "allreduce_busbw_gbs"  # the best over message sizes
+
+
+def workload_metric(model: str, precision: str, gpu_count: int | str) -> str:
+    """The run's throughput again under a key of its own workload, e.g. `throughput/resnet50/amp/x1`:
+    a chart of one such key in the MLflow UI sets like against like (one model, unit, precision and
+    GPU count), where the plain `throughput` mixes images/s and tokens/s of different models."""
+    return f"{THROUGHPUT}/{model}/{precision}/x{gpu_count}"
 
 
 def peak_memory_of_rank(rank: int) -> str:
@@ -220,6 +234,7 @@ class RunResult:
     tf32_math: bool  # matmuls ran (or were published) with TF32 tensor-core math
     foreign: str | None  # other programs seen on its GPUs
     anomaly: str | None  # the `anomaly` tag an earlier compare left
+    published_runs: tuple[int, float] | None  # an imported figure: (runs behind it, se of their mean log)
     tags: dict = field(repr=False)
     params: dict = field(repr=False)
     metrics: dict = field(repr=False)
@@ -295,10 +310,16 @@ def read(run) -> RunResult:
         tf32_math=tags.get(MATH_MATMUL_TF32) == "True",
         foreign=tags.get(GPU_FOREIGN_PROCESSES),
         anomaly=tags.get(ANOMALY),
+        published_runs=_published_runs(metrics),
         tags=tags,
         params=params,
         metrics=metrics,
     )
+
+
+def _published_runs(metrics: dict) -> tuple[int, float] | None:
+    n, se = metrics.get(PUBLISHED_RUNS), metrics.get(PUBLISHED_RUNS_LOG_SE)
+    return (int(n), se) if n and se is not None else None
 
 
 def _spec(precision: str, tf32_math: bool, params: dict) -> Spec:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from benchmarks import services
 from src.config.schema import register_configs
 from src.paths import PROJECT_ROOT
+from tests import services
 
 CONF_DIR = str(PROJECT_ROOT / "conf")
 DEFAULT_SET = "not gpu and not slow"  # pyproject's addopts

@@ -103,7 +103,7 @@ def in_namespace(disk: TinyDisk, args: list[str], tmp: Path, uri: str, module: s
     return done.returncode, done.stdout + done.stderr
 
 
-# --- a result that cannot reach the store; a full disk (items 5 and 6 of issue 18) ---
+# --- a result that cannot reach the store; a full disk ---
 
 
 @pytest.mark.slow  # a drill under load or outage: CI's slow set (README)

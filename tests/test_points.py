@@ -111,7 +111,7 @@ def test_a_run_from_before_the_declaration_resumes_as_finished_and_compares_as_i
         then["tracking"]["uri"] = today["tracking"]["uri"] = "URI"
         assert today == then
         assert job.run_job(cfg, selection, tmp_path) == stored["metrics"]["throughput"]  # the finished run's figure
-        # issue 26: the stack it logged (torch, CUDA, ... as tags) joins the point it had
+        # the stack it logged (torch, CUDA, ... as tags) joins the point it had
         record = to_record(recorded.read(client.get_run(run_id)))
         stack = {
             f"tag:{name}": stored["tags"][name] for name in points.STACK.values() if name in stored["tags"]
@@ -193,3 +193,14 @@ def test_every_tag_a_job_writes_is_named_in_the_tag_module():
             if t not in names and not t.startswith(recorded.MATH_PREFIX) and not t.endswith(recorded.VERSION_SUFFIX)
         }  # fmt: skip
         assert not unnamed, f"{stored['run_name']}: tags not in src/recorded.py: {sorted(unnamed)}"
+
+
+def test_runs_with_and_without_nvlink_sharp_are_different_points():
+    from src.run.job import nccl_settings_tag
+
+    params = {"model.name": "gpt2", "model.d_model": "768", "batch_size": "12"}
+    default = points.point_config(params, {"nccl_settings": nccl_settings_tag({})})
+    off = points.point_config(params, {"nccl_settings": nccl_settings_tag({"NCCL_NVLS_ENABLE": "0"})})
+    assert default != off
+    assert dict(off)["tag:nccl_settings"] == "NCCL_NVLS_ENABLE=0"
+    assert points.label("tag:nccl_settings") == "nccl_settings"

@@ -21,12 +21,12 @@ import pytest
 from conftest import compose_cfg, read_runs
 from mlflow.tracking import MlflowClient
 
-from benchmarks.process_tree import ProcessTree, rank_processes
 from src import recorded
 from src.config.finalise import finalize
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
 from src.run.prepare import prepare
+from tests.process_tree import ProcessTree, rank_processes
 
 TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
 USER, URI_PASSWORD = "alice", "uri-pw-5x9k2"

@@ -76,6 +76,7 @@ class RunRecord(Workpoint):
     measured_steps: int | None = None
     foreign: str | None = None  # other programs seen on its GPUs (tags.GPU_FOREIGN_PROCESSES)
     started_ms: int = 0
+    published_runs: tuple[int, float] | None = None  # (n, se of mean log throughput) behind a published figure
     tags: dict = field(default_factory=dict, compare=False, repr=False)  # every tag, for compare by=
 
 
@@ -191,8 +192,14 @@ def to_record(result: recorded.RunResult) -> RunRecord | None:
         measured_steps=result.steps.count,
         foreign=result.foreign,
         started_ms=result.started_ms,
+        published_runs=result.published_runs,
         tags=result.tags,
     )
+
+
+def _published_runs(metrics: dict) -> tuple[int, float] | None:
+    n, se = metrics.get(recorded.PUBLISHED_RUNS), metrics.get(recorded.PUBLISHED_RUNS_LOG_SE)
+    return (int(n), se) if n and se is not None else None
 
 
 def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
@@ -256,6 +263,7 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
                     lone.step_ci_rel if lone else None,
                     lone.measured_steps if lone else None,
                     first.source != MEASURED,
+                    lone.published_runs if lone else None,
                 ),
             )
         )

@@ -57,6 +57,12 @@ KEYS: dict[str, Declared] = {
     "gpu.slurm.": Declared(PLUMBING),  # how Slurm was asked (a longer time limit) measures the same point
     "gpu.default_precision": Declared(PLUMBING),  # what precision=auto picks; the point has what ran
     "gpu.memory_limit_gb": Declared(MEASURED, tag="memory_limit_gb", since=None),  # a capped card
+    # spec-sheet figures a projection reads (the card's shape and links, with sources): no figure changes
+    **dict.fromkeys(
+        ("gpu.sm_count", "gpu.boost_clock_mhz", "gpu.l2_cache_mb", "gpu.host_link_gbs", "gpu.gpu_link_gbs",
+         "gpu.sources", "gpu.sources."),
+        Declared(PLUMBING),
+    ),  # fmt: skip
     # the model: its sizes separate points; what only names or describes it is the point's model
     "model.": Declared(MEASURED),
     "model.name": Declared(MEASURED, by="model"),
@@ -104,6 +110,7 @@ SOFTWARE = {
     "cuda": "cuda_version",
     "cudnn": "cudnn_version",
     "nccl": "nccl_version",
+    "nccl_settings": "nccl_settings",  # the variables NCCL ran under, on GPUs that talk through it
     "driver": "driver_version",
 }
 CARD = {"gpu_name": "gpu_name", "power_limit": "power_limit_w"}

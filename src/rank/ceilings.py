@@ -221,7 +221,7 @@ def sync(device: torch.device) -> None:
 
 def rank_report(cfg: dict, device: torch.device, world: int, rank: int, started: float) -> CeilingsReport:
     """What a ceilings rank returns: its figures, and the marks and versions every report has."""
-    from src.hardware.environment import runtime_versions
+    from src.hardware.environment import communication_settings, runtime_versions
 
     window_start = time.time()
     figures = measure(cfg, device, world)
@@ -234,4 +234,5 @@ def rank_report(cfg: dict, device: torch.device, world: int, rank: int, started:
         rank_started=started,
         window_start=window_start,
         window_end=time.time(),
+        communication=communication_settings(),
     )

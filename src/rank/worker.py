@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from src.hardware.environment import runtime_versions
+from src.hardware.environment import communication_settings, runtime_versions
 from src.models import build_workload
 from src.rank.collectives import StopAgreement
 from src.rank.memory_cap import apply_memory_cap, cap_note
@@ -308,6 +308,7 @@ def _report(rank: Rank, step, window: Window, breakdown, started: float, built: 
         window_start=window.start,
         window_end=window.end,
         breakdown=breakdown,
+        communication=communication_settings(),
     )
 
 

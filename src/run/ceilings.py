@@ -48,6 +48,7 @@ def combine(ranks: list[CeilingsReport]) -> JobOutcome:
         runtime_versions=ranks[0].runtime_versions,
         world_size=len(ranks),
         ceilings_table=_table(ranks, names),
+        communication=ranks[0].communication,
     )
 
 

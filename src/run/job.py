@@ -146,7 +146,10 @@ def _log_result(
 ) -> dict:
     """The job's figures, logged and the run ended FINISHED; a diverged run logs none and fails."""
     env["versions"] |= outcome.runtime_versions  # what the ranks ran with: CUDA, cuDNN, NCCL
+    env["communication"] = outcome.communication
     _log_environment(run, env)
+    if outcome.world_size > 1 and env["devices"]:  # GPUs that talk through NCCL: part of the point
+        run.set_tags({recorded.NCCL_SETTINGS: nccl_settings_tag(outcome.communication)})
     if outcome.foreign:
         run.set_tags({recorded.GPU_FOREIGN_PROCESSES: outcome.foreign[:5000]})
     marks = outcome.marks | {"job_entry": job_started, "logged": time.time()}
@@ -165,6 +168,7 @@ def _log_result(
     metrics |= efficiency(metrics, cfg.gpu, _gpu_count(cfg))
     metrics |= phases.phase_metrics(phases_start, marks)
     metrics |= breakdown.metrics(outcome.breakdown)  # taken after the window
+    metrics[recorded.workload_metric(cfg.model.name, cfg.precision.name, _gpu_count(cfg))] = metrics[recorded.THROUGHPUT]
     run.log_metrics(metrics)
     run.set_tags(
         {recorded.UNIT: cfg.model.unit, recorded.STOP_REASON: outcome.stop_reason}
@@ -184,6 +188,11 @@ def _log_environment(run: job_run.JobRun, env: dict) -> None:
         tags[recorded.POWER_LIMIT] = "/".join(limits)
     run.set_tags(tags)
     run.log_dict(env, "environment.json")
+
+
+def nccl_settings_tag(settings: dict[str, str]) -> str:
+    """`NCCL_ALGO=Ring NCCL_NVLS_ENABLE=0`, or `default` where the user set none."""
+    return " ".join(f"{name}={value}" for name, value in sorted(settings.items())) or "default"
 
 
 class Diverged(RuntimeError):

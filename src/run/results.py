@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from src import recorded
 from src.reports import Report
@@ -29,6 +29,7 @@ class JobOutcome:
     breakdown: dict | None = None  # the step-time breakdown, combined (src/run/breakdown.py)
     ceilings_table: str | None = None  # a model=ceilings job's ceilings.csv (src/run/ceilings.py)
     foreign: str = ""  # other programs seen on the job's GPUs (src/hardware/occupancy.py), else ''
+    communication: dict = field(default_factory=dict)  # NCCL's variables as the first rank saw them
 
     @property
     def measured_items(self) -> float:
@@ -81,6 +82,7 @@ def combine_ranks(ranks: list[Report], job_started: float) -> JobOutcome:
         runtime_versions=first.runtime_versions,
         world_size=world,
         breakdown=breakdown.combine(ranks),
+        communication=first.communication,
     )
 
 

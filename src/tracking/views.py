@@ -8,8 +8,12 @@ Two views:
 
 - `runs`: the table with the columns that say what a run measured (gpu, model, precision, GPU
   count, throughput and its spread), newest first; every run shown in the charts;
-- `by-gpu`: the same, grouped by the `gpu` tag, in the chart view, its charts narrowed to the
-  throughput figures; every group drawn (the UI's default draws the first 10 runs or groups only).
+- `by-gpu`: the same, grouped by the `gpu` and `source` tags (a publisher's generations never
+  pool), in the chart view, its charts narrowed to the per-workload throughput keys
+  (`throughput/<model>/<precision>/x<count>`, src/tracking/tags.py): one chart per model,
+  precision and GPU count, one bar per gpu. The plain `throughput` is left out of it: averaged
+  over a group it mixes images/s and tokens/s of different models. Every group drawn (the UI's
+  default draws the first 10 runs or groups only).
 
 A view with a search filter in the address is not loaded (the UI then takes the address's filter):
 the filter is typed in the search box once the view is open.
@@ -24,7 +28,7 @@ from src import recorded
 
 TAG_PREFIX = "mlflow.sharedViewState."
 RUNS, BY_GPU = "gpubench-runs", "gpubench-by-gpu"
-NAMES = {RUNS: "gpubench: what each run measured", BY_GPU: "gpubench: throughput by gpu"}
+NAMES = {RUNS: "gpubench: what each run measured", BY_GPU: "gpubench: throughput by gpu, per workload"}
 MODES = {RUNS: "TABLE", BY_GPU: "CHART"}  # the address's compareRunsMode for each
 COLUMNS = [
     *(f"tags.`{tag}`" for tag in (recorded.GPU, recorded.MODEL, recorded.PRECISION, recorded.GPU_COUNT, recorded.UNIT)),
@@ -36,8 +40,9 @@ COLUMNS = [
 ]
 GROUP_BY_GPU = {
     "aggregateFunction": "average",
-    "groupByKeys": [{"mode": "tag", "groupByData": recorded.GPU}],
+    "groupByKeys": [{"mode": "tag", "groupByData": recorded.GPU}, {"mode": "tag", "groupByData": recorded.SOURCE}],
 }
+WORKLOAD_CHARTS = f"{recorded.THROUGHPUT}/"  # the chart filter: the per-workload keys only
 
 
 def state(key: str) -> dict:
@@ -53,7 +58,7 @@ def state(key: str) -> dict:
         "groupBy": None,
     }
     if key == BY_GPU:
-        view |= {"groupBy": GROUP_BY_GPU, "chartsSearchFilter": recorded.THROUGHPUT}
+        view |= {"groupBy": GROUP_BY_GPU, "chartsSearchFilter": WORKLOAD_CHARTS}
     return view
 
 
