@@ -34,9 +34,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from src import recorded
+
 MEASURED, PROCEDURE, PLUMBING = "measured", "procedure", "plumbing"
 ALWAYS = object()  # `since` of a key every run has logged: never left out
-RAN_BATCH = "batch_size"  # the param a run logs once its ranks report the per-GPU batch that ran
+RAN_BATCH = recorded.BATCH_SIZE  # the param a run logs once its ranks report the per-GPU batch that ran
 
 
 @dataclass(frozen=True)
@@ -55,9 +57,16 @@ KEYS: dict[str, Declared] = {
     "gpu.slurm.": Declared(PLUMBING),  # how Slurm was asked (a longer time limit) measures the same point
     "gpu.default_precision": Declared(PLUMBING),  # what precision=auto picks; the point has what ran
     "gpu.memory_limit_gb": Declared(MEASURED, tag="memory_limit_gb", since=None),  # a capped card
+    # spec-sheet figures a projection reads (the card's shape and links, with sources): no figure changes
+    **dict.fromkeys(
+        ("gpu.sm_count", "gpu.boost_clock_mhz", "gpu.l2_cache_mb", "gpu.host_link_gbs", "gpu.gpu_link_gbs",
+         "gpu.sources", "gpu.sources."),
+        Declared(PLUMBING),
+    ),  # fmt: skip
     # the model: its sizes separate points; what only names or describes it is the point's model
     "model.": Declared(MEASURED),
     "model.name": Declared(MEASURED, by="model"),
+    "model.kind": Declared(MEASURED, by="model", since="training"),  # the run's job_kind tag
     "model._target_": Declared(MEASURED, by="model"),
     "model.category": Declared(MEASURED, by="model"),
     "model.unit": Declared(MEASURED, by="model"),

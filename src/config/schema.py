@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from src.config import help_groups
 from src.config.groups.benchmark import BenchmarkConfig
 from src.config.groups.gpu import GpuConfig
 from src.config.groups.launcher import LauncherConfig
@@ -16,7 +17,6 @@ from src.config.groups.model import MODEL_FAMILIES, ModelConfig
 from src.config.groups.precision import PrecisionConfig
 from src.config.groups.telemetry import TelemetryConfig
 from src.config.groups.tracking import TrackingConfig
-from src.config.help_groups import command_line_groups
 from src.paths import PROJECT_ROOT, claim_folder
 
 
@@ -95,8 +95,7 @@ def register_configs(*schemas: str) -> None:
             store.store(group="model/family", name=name, node=node)
     if not OmegaConf.has_resolver("project_root"):
         OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
-    if not OmegaConf.has_resolver("command_line_groups"):
-        OmegaConf.register_new_resolver("command_line_groups", command_line_groups)  # for --help
+    help_groups.register_resolver()  # Hydra's --help template, where Hydra prints it (--help is src.train's)
     if not OmegaConf.has_resolver("claim_folder"):
         # cached like Hydra's `now`: every job of a sweep (and Hydra's copies) sees the same folder
         OmegaConf.register_new_resolver("claim_folder", claim_folder, use_cache=True)

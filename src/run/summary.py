@@ -9,46 +9,36 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from src import recorded
 from src.config import points
-from src.stats import rule_missed
-from src.tracking import tags as tag
 
 REPEAT = "benchmark.repeat"
 
 
 def run_row(run, status: str, note: str, name: str = "") -> dict:
     """A run's row; `name`: the point's own run name where the run is another point's (a skip)."""
-    params, tags = run.data.params, run.data.tags
+    result = recorded.read(run)
     return {
-        "name": name or run.info.run_name,
+        "name": name or result.name,
         "status": status,
-        "throughput": run.data.metrics.get("throughput"),
-        "unit": tags.get(tag.UNIT, ""),
-        "step_time_ms": run.data.metrics.get("step_time_ms"),
+        recorded.THROUGHPUT: result.throughput,
+        "unit": result.unit if recorded.UNIT in result.tags else "",
+        recorded.STEP_TIME_MS: result.steps.median_ms,
         "error": note.splitlines()[0] if note else "",
-        "start": run.info.start_time,
-        "point": dict(points.point_config(params, tags)),
-        "repeat": int(params.get(REPEAT, 0)),
-        "flags": flags(run),
+        "start": result.started_ms,
+        "point": dict(points.point_config(result.params, result.tags)),
+        "repeat": int(result.params.get(REPEAT, 0)),
+        "flags": flags(result),
     }
 
 
-def flags(run) -> dict[str, str]:
+def flags(result: recorded.RunResult) -> dict[str, str]:
     """Short word -> what it means for this run's figure."""
-    tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
     found = {}
-    if shared := tags.get(tag.GPU_FOREIGN_PROCESSES):
-        found["shared"] = f"GPU shared with {shared}"
-    steps = metrics.get("measured_steps")
-    missed = rule_missed(
-        tags.get(tag.STOP_REASON),
-        None if steps is None else int(steps),
-        int(params.get("benchmark.min_steps", 0)),
-        metrics.get("step_time_ci95_rel"),
-        float(params["benchmark.target_ci"]) if "benchmark.target_ci" in params else None,
-    )
-    if missed:
-        found["missed"] = f"stopped at {missed}"
+    if result.foreign:
+        found["shared"] = f"GPU shared with {result.foreign}"
+    if result.steps.missed:
+        found["missed"] = f"stopped at {result.steps.missed}"
     return found
 
 
