@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from src import recorded
 from src.stats import rule_missed
 
 PIPED_WIDTH = 10_000  # a pipe or file has no width: lines stay whole for grep
@@ -93,9 +94,8 @@ def result_line(
     """The job's figure; one that stopped (max_steps, time_limit) before target_ci, or short of
     min_steps, says so, one measured while another program used its GPU says which (`shared`), and
     one the store could not take says where it waits (`spooled`: its folder)."""
-    missed = rule_missed(
-        stop_reason, metrics.get("measured_steps"), min_steps, metrics.get("step_time_ci95_rel"), target_ci
-    )
+    steps, ci = metrics.get(recorded.MEASURED_STEPS), metrics.get(recorded.STEP_TIME_CI95_REL)
+    missed = rule_missed(stop_reason, steps, min_steps, ci, target_ci)
     missed = f"; [yellow]stopped at {missed}[/]" if missed else ""
     waiting = (
         f"; [yellow]spooled[/]: not in the store yet, kept in {escape(str(spooled))}; "
@@ -105,9 +105,9 @@ def result_line(
     )
     busy = f"; [yellow]GPU shared[/] with {escape(shared)}" if shared else ""
     console.print(
-        f"[green]done[/] {name}: [bold]{metrics['throughput']:,.1f} {unit}[/] "
-        f"(step {metrics['step_time_ms']:.1f} ms median, p10-p90 {metrics['step_time_p10_ms']:.1f}-"
-        f"{metrics['step_time_p90_ms']:.1f} ms, {metrics['measured_steps']} steps{missed}){busy}{waiting}"
+        f"[green]done[/] {name}: [bold]{metrics[recorded.THROUGHPUT]:,.1f} {unit}[/] "
+        f"(step {metrics[recorded.STEP_TIME_MS]:.1f} ms median, p10-p90 {metrics[recorded.STEP_TIME_P10_MS]:.1f}-"
+        f"{metrics[recorded.STEP_TIME_P90_MS]:.1f} ms, {steps} steps{missed}){busy}{waiting}"
     )
 
 
@@ -125,12 +125,12 @@ def summary_table(rows: list[dict]) -> None:
     table = Table(title="Sweep summary", box=box.SIMPLE_HEAD, title_justify="left")
     table.add_column("run", no_wrap=True, min_width=max(map(len, names), default=3))
     table.add_column("status", no_wrap=True)
-    table.add_column("throughput", justify="right", no_wrap=True)
+    table.add_column(recorded.THROUGHPUT, justify="right", no_wrap=True)
     table.add_column("unit", no_wrap=True)
     table.add_column("step ms", justify="right", no_wrap=True)
     for name, row in zip(names, rows, strict=True):
-        throughput = row.get("throughput")
-        step = row.get("step_time_ms")
+        throughput = row.get(recorded.THROUGHPUT)
+        step = row.get(recorded.STEP_TIME_MS)
         table.add_row(
             name,
             row["status"],

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from src import recorded
 from src.config import cli
 from src.config.groups.tracking import tracking_errors
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
 from src.paths import PROJECT_ROOT
-from src.tracking import tags as tag
 
 if TYPE_CHECKING:
     from src.compare.published import PublishedResult
@@ -79,7 +79,7 @@ class Generation:
     runs: str | None = None  # one row per logged run: name_gpu,num_gpu,task,precision,run,throughput
 
     def tags(self) -> dict:
-        return {tag.PUBLISHED_SOFTWARE: self.software, tag.PUBLISHED_DATES: self.dates}
+        return {recorded.PUBLISHED_SOFTWARE: self.software, recorded.PUBLISHED_DATES: self.dates}
 
     def per_gpu_batch(self, task: str, batch: float, gpu_count: int) -> float:
         is_global = self.batch == "global" or task in self.global_batch
@@ -178,24 +178,25 @@ def import_table(
         existing[key] = (result.throughput, "")  # a row published twice imports once
         cell = (result.system, result.gpu_count, result.task)
         tags = {
-            tag.GPU: result.gpu,
-            tag.GPU_NAME: result.gpu_name,
-            tag.GPU_COUNT: result.gpu_count,
-            tag.MODEL: result.model,
-            tag.CATEGORY: result.category,
-            tag.PRECISION: precision,
-            tag.UNIT: result.unit,
-            tag.SOURCE: source,
-            tag.IMPORT_KEY: key,
-            tag.PUBLISHED_SYSTEM: result.system,
-            tag.PUBLISHED_TASK: result.task,
-            tag.PUBLISHED_PRECISION: PRECISIONS[precision],
-            tag.PUBLISHED_FILE: path.name,
+            recorded.KIND: recorded.TRAINING,
+            recorded.GPU: result.gpu,
+            recorded.GPU_NAME: result.gpu_name,
+            recorded.GPU_COUNT: result.gpu_count,
+            recorded.MODEL: result.model,
+            recorded.CATEGORY: result.category,
+            recorded.PRECISION: precision,
+            recorded.UNIT: result.unit,
+            recorded.SOURCE: source,
+            recorded.IMPORT_KEY: key,
+            recorded.PUBLISHED_SYSTEM: result.system,
+            recorded.PUBLISHED_TASK: result.task,
+            recorded.PUBLISHED_PRECISION: PRECISIONS[precision],
+            recorded.PUBLISHED_FILE: path.name,
             **MATH_TAGS[precision],
             **(shipped.tags() if shipped else {}),
         }
         if cell in batches:
-            tags[tag.PUBLISHED_BATCH] = f"{shipped.per_gpu_batch(result.task, batches[cell], result.gpu_count):g}"
+            tags[recorded.PUBLISHED_BATCH] = f"{shipped.per_gpu_batch(result.task, batches[cell], result.gpu_count):g}"
         name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
         run = job_run.JobRun(cfg.tracking, experiment_id, name, tags)
         # Per-GPU spec figures under the param names measured runs get from their gpu profile.
@@ -210,9 +211,9 @@ def import_table(
         )
         run.log_metrics(
             {
-                "throughput": result.throughput,
-                "throughput_per_gpu": result.throughput / result.gpu_count,
-                tag.workload_metric(result.model, precision, result.gpu_count): result.throughput,
+                recorded.THROUGHPUT: result.throughput,
+                recorded.THROUGHPUT_PER_GPU: result.throughput / result.gpu_count,
+                recorded.workload_metric(result.model, precision, result.gpu_count): result.throughput,
                 **runs_spread(runs.get(cell, [])),
             }
         )
@@ -225,10 +226,10 @@ def runs_spread(throughputs: list[float]) -> dict[str, float]:
     """How many logged runs a published figure is the mean of and, with two or more, the standard
     error of their mean log throughput (the spread compare's intervals are made of)."""
     if len(throughputs) < 2:
-        return {tag.PUBLISHED_RUNS: len(throughputs)} if throughputs else {}
+        return {recorded.PUBLISHED_RUNS: len(throughputs)} if throughputs else {}
     logs = [math.log(t) for t in throughputs]
     se = statistics.stdev(logs) / math.sqrt(len(logs))
-    return {tag.PUBLISHED_RUNS: len(throughputs), tag.PUBLISHED_RUNS_LOG_SE: se}
+    return {recorded.PUBLISHED_RUNS: len(throughputs), recorded.PUBLISHED_RUNS_LOG_SE: se}
 
 
 def _batches_and_runs(
@@ -260,13 +261,13 @@ def _existing_figures(mlflow_client, experiment_id: str, source: str) -> dict[st
     while True:
         page = mlflow_client.search_runs(
             [experiment_id],
-            filter_string=f"tags.{tag.SOURCE} = '{source}'",
+            filter_string=f"tags.{recorded.SOURCE} = '{source}'",
             max_results=1000,
             page_token=token,
         )
-        for run in page:
-            if tag.IMPORT_KEY in run.data.tags:
-                figures[run.data.tags[tag.IMPORT_KEY]] = (run.data.metrics.get("throughput"), run.info.run_id)
+        for result in map(recorded.read, page):
+            if recorded.IMPORT_KEY in result.tags:
+                figures[result.tags[recorded.IMPORT_KEY]] = (result.throughput, result.run_id)
         token = page.token
         if not token:
             return figures

@@ -22,8 +22,8 @@ import pytest
 from conftest import rank_report, read_runs
 from test_robust import TINY, Cli, parent_run, runs_by_name, wait_for
 
+from src import recorded
 from src.paths import PROJECT_ROOT
-from src.tracking import tags as tag
 
 needs_namespaces = pytest.mark.skipif(
     os.geteuid() != 0 or subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode != 0,
@@ -229,13 +229,13 @@ def test_sync_ends_runs_whose_owner_is_gone_or_whose_pid_was_reused(tmp_path, tr
     gone.wait()  # reaped: its pid names no process now
     me = owner.tags()
     cases = {
-        "gone": {**me, tag.OWNER_PID: str(gone.pid), tag.OWNER_STARTED: gone_started},
+        "gone": {**me, recorded.OWNER_PID: str(gone.pid), recorded.OWNER_STARTED: gone_started},
         "reused": {
             **me,
-            tag.OWNER_STARTED: f"{float(me[tag.OWNER_STARTED]) - 60:.2f}",
+            recorded.OWNER_STARTED: f"{float(me[recorded.OWNER_STARTED]) - 60:.2f}",
         },  # same pid, earlier start
         "alive": me,
-        "other host": {**me, tag.OWNER_HOST: "elsewhere", tag.OWNER_PID: str(gone.pid)},
+        "other host": {**me, recorded.OWNER_HOST: "elsewhere", recorded.OWNER_PID: str(gone.pid)},
         "no owner": {},
     }
     client = store.client(tracking_uri)

@@ -34,9 +34,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from src import recorded
+
 MEASURED, PROCEDURE, PLUMBING = "measured", "procedure", "plumbing"
 ALWAYS = object()  # `since` of a key every run has logged: never left out
-RAN_BATCH = "batch_size"  # the param a run logs once its ranks report the per-GPU batch that ran
+RAN_BATCH = recorded.BATCH_SIZE  # the param a run logs once its ranks report the per-GPU batch that ran
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ KEYS: dict[str, Declared] = {
     # the model: its sizes separate points; what only names or describes it is the point's model
     "model.": Declared(MEASURED),
     "model.name": Declared(MEASURED, by="model"),
+    "model.kind": Declared(MEASURED, by="model", since="training"),  # the run's job_kind tag
     "model._target_": Declared(MEASURED, by="model"),
     "model.category": Declared(MEASURED, by="model"),
     "model.unit": Declared(MEASURED, by="model"),

@@ -15,13 +15,13 @@ import json
 
 from omegaconf import DictConfig, OmegaConf
 
+from src import recorded
 from src.config import points
-from src.tracking import tags as tag
 
 
 def config_hash(cfg: DictConfig) -> str:
     data = points.hashed(OmegaConf.to_container(cfg, resolve=True))
-    if data["model"].get("category") == "ceilings":  # it measures every math: one point per gpu and count
+    if data["model"].get("kind") == recorded.CEILINGS:  # it measures every math: one point per gpu and count
         data.pop("precision", None)
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -30,7 +30,7 @@ def finished_run(client, experiment_id: str, digest: str):
     """The latest FINISHED run with this config hash, or None."""
     runs = client.search_runs(
         [experiment_id],
-        filter_string=f"tags.{tag.CONFIG_HASH} = '{digest}' and attributes.status = 'FINISHED'",
+        filter_string=f"tags.{recorded.CONFIG_HASH} = '{digest}' and attributes.status = 'FINISHED'",
         order_by=["attributes.start_time DESC"],
         max_results=1,
     )

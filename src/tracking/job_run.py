@@ -11,10 +11,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import console, credentials
+from src import console, credentials, recorded
 from src.errors import first_line
 from src.tracking import spool
-from src.tracking import tags as tag
 from src.tracking.store import at_start, client, retry
 
 
@@ -64,7 +63,7 @@ class JobRun:
             start_time=_now_ms(),
             parent_run_id=parent_run_id,
         )
-        tags = {**_clean(tags), tag.IDEMPOTENCY_KEY: self.record.key}
+        tags = {**_clean(tags), recorded.SCHEMA: recorded.SCHEMA_VERSION, recorded.IDEMPOTENCY_KEY: self.record.key}
         if parent_run_id:
             tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
         self.record.tags.update(tags)
