@@ -85,3 +85,12 @@ def rule_missed(
     if stop_reason == "ci" or ci is None or target_ci is None or (stop_reason is None and ci <= target_ci):
         return None
     return f"{stop_reason or 'stopped'} before target_ci: CI +/-{ci:.1%} > {target_ci:.1%}"
+
+
+def positive_number(value) -> float | None:
+    """A logged figure as a number above 0; None for one absent, unparsable or not positive."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):  # absent, or "None" logged for a profile without the figure
+        return None
+    return number if number > 0 else None

@@ -496,7 +496,7 @@ def test_a_figure_that_missed_its_stopping_rule_is_flagged(variants_store, tmp_p
 
 
 def test_a_window_shorter_than_min_steps_is_flagged_whatever_its_tag():
-    from src.compare.runs import ci_missed
+    from src.tracking.verdict import rule_missed as ci_missed
 
     params = {"benchmark.target_ci": "0.01", "benchmark.min_steps": "100000"}
     short = {"step_time_ci95_rel": 0.004, "measured_steps": 9.0}

@@ -15,10 +15,10 @@ import statistics
 from dataclasses import dataclass, field
 
 from src.compare import intervals
-from src.compare.specs import Spec, positive_number, run_spec
+from src.compare.specs import Spec, run_spec
 from src.config import points
-from src.stats import rule_missed
 from src.tracking import tags as tag
+from src.tracking import verdict
 
 MEASURED = "measured"
 REQUIRED_TAGS = (tag.GPU, tag.GPU_COUNT, tag.MODEL, tag.PRECISION)
@@ -159,21 +159,6 @@ def measured_config(params: dict, tags: dict | None = None) -> tuple:
     return points.point_config(params, tags)
 
 
-def ci_missed(tags: dict, metrics: dict, params: dict) -> str | None:
-    """How a run stopped short of its stopping rule: fewer steps than min_steps (whatever its tag
-    says: runs tagged `ci` after a cut-short window were logged before that was caught), its
-    `stop_reason` tag, else (runs logged before the tag existed) its CI metric against the target
-    param. None when it met it or cannot tell."""
-    steps, min_steps = metrics.get("measured_steps"), positive_number(params.get("benchmark.min_steps"))
-    return rule_missed(
-        tags.get(tag.STOP_REASON),
-        None if steps is None else int(steps),
-        None if min_steps is None else int(min_steps),
-        metrics.get("step_time_ci95_rel"),
-        positive_number(params.get("benchmark.target_ci")),
-    )
-
-
 def to_record(run) -> RunRecord | None:
     """A benchmark run's figures, or None for runs that are not one (sweep parents, reports)."""
     tags, metrics, params = run.data.tags, run.data.metrics, run.data.params
@@ -204,7 +189,7 @@ def to_record(run) -> RunRecord | None:
         per_watt_basis=basis,
         per_kusd=throughput / (spec.price_usd * count / 1000) if spec.price_usd else None,
         smoke=params.get("benchmark.smoke") == "True" or tags.get(tag.BENCHMARK) == "smoke",
-        ci_missed=ci_missed(tags, metrics, params),
+        ci_missed=verdict.rule_missed(tags, metrics, params),
         anomaly_tag=tags.get(tag.ANOMALY),
         spec=spec,
         step_ci_rel=metrics.get("step_time_ci95_rel"),

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 
 from src.hardware import devices
 from src.paths import PROJECT_ROOT
+from src.stats import positive_number
 
 PEAK_PARAM = "gpu.peak_tflops"  # logged flattened: gpu.peak_tflops.<peak key>, or "{}" when empty
 FIGURE_PARAMS = {
@@ -71,11 +72,3 @@ def spec_sheet(gpu: str) -> dict:
 def _precision_peak_keys() -> dict[str, str]:
     folder = PROJECT_ROOT / "conf" / "precision"
     return {path.stem: OmegaConf.load(path).get("peak_key", path.stem) for path in folder.glob("*.yaml")}
-
-
-def positive_number(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):  # absent, or "None" logged for a profile without the figure
-        return None
-    return number if number > 0 else None
