@@ -37,7 +37,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file from anywhere
 
 from common import ROOT, store_runs, suite_command  # noqa: E402
-from process_tree import ProcessTree, rank_processes  # noqa: E402
+
+from tests.process_tree import ProcessTree, rank_processes  # noqa: E402
 
 # Before the user's overrides, so theirs win: the window runs until benchmark.time_limit_s.
 KEEP_MEASURING = ["benchmark.target_ci=1e-9", "benchmark.max_steps=1000000"]

@@ -24,7 +24,7 @@ VISION = ["resnet50", "ssd300", "maskrcnn", "vit_b16"]
 LANGUAGE = ["txl_base", "txl_large", "bert_large", "gpt2", "llama"]
 TF32_TOO = ["resnet50", "ssd300", "txl_base", "txl_large"]
 PRECISIONS = ["amp", "bf16", "tf32"]
-# Lambda's published single-H200 PyTorch training throughput (images/s), as quoted in issue 3:
+# Lambda's published single-H200 PyTorch training throughput (images/s), from their GPU benchmark tables:
 # their "fp32" (TF32 math) compares with our tf32, their "fp16" (AMP) with our amp.
 LAMBDA_H200 = {
     ("resnet50", "tf32"): 2259,

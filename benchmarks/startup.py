@@ -1,5 +1,5 @@
 """Start-up: `python -m src.train --help` and composing a config without running it (`--cfg job`).
-Target: at most 2 s each on a 2-core CPU machine. Prints the median of five runs of each.
+Target: `--help` at most 1.5 s on two quiet cores. Prints the median of five runs of each.
 
     python benchmarks/startup.py
 """

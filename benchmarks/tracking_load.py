@@ -31,8 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a file from anywhere
 
-from benchmarks import load_client, services  # noqa: E402
+from benchmarks import load_client  # noqa: E402
 from benchmarks.common import ROOT, job_runs, run_suite, tracking_uri  # noqa: E402
+from tests import services  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

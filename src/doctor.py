@@ -13,6 +13,7 @@ failed, 2 when the overrides do not compose.
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from src import credentials
 from src.config.schema import register_configs
 from src.errors import ConfigError, exit_with_error, first_line
 from src.paths import PROJECT_ROOT
@@ -29,6 +31,8 @@ BROKEN = 1
 NVIDIA_DRIVER = Path("/proc/driver/nvidia")  # present when the kernel driver is loaded
 CHECKED_TAG = "gpubench.doctor_checked"  # the write that proves the store takes writes
 STACK_CHECK_TIMEOUT_S = 300  # a first torch import on a cold disk takes tens of seconds
+CUDA_BUILD = {"torch", "triton"}  # beside the nvidia-* and cuda-* distributions a CUDA torch requires
+NOT_CUDA_BUILD = {"nvidia-ml-py"}  # NVML's bindings: the suite's own, on any host
 
 
 @dataclass
@@ -41,8 +45,9 @@ class Check:
         return f"{self.status:<5} {self.name:<9} {self.text}"
 
 
-def check_torch() -> Check:
-    """In a subprocess, as the ranks would import it: a broken build may crash the interpreter."""
+def stack_report() -> dict:
+    """stack_check's report, from a subprocess, as the ranks would import torch: a broken build may
+    crash the interpreter. `problem` says so when it could not run."""
     paths = [p for p in (os.environ.get("PYTHONPATH", ""), *sys.path) if p]
     try:
         done = subprocess.run(
@@ -53,12 +58,16 @@ def check_torch() -> Check:
             text=True,
             timeout=STACK_CHECK_TIMEOUT_S,
         )
-        found = json.loads(done.stdout.strip().splitlines()[-1])
+        return json.loads(done.stdout.strip().splitlines()[-1])
     except subprocess.TimeoutExpired:
-        return Check("FAIL", "torch", f"importing torch took over {STACK_CHECK_TIMEOUT_S} s")
+        return {"problem": f"importing torch took over {STACK_CHECK_TIMEOUT_S} s"}
     except (ValueError, IndexError):
         tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        return Check("FAIL", "torch", f"importing torch and torchvision failed: {tail}")
+        return {"problem": f"importing torch and torchvision failed: {tail}"}
+
+
+def check_torch(found: dict | None = None) -> Check:
+    found = stack_report() if found is None else found
     if found["problem"]:
         return Check("FAIL", "torch", found["problem"])
     return Check(
@@ -67,6 +76,31 @@ def check_torch() -> Check:
         f"torch {found['torch']} and torchvision {found['torchvision']} match; "
         "torchvision's compiled ops load",
     )
+
+
+def check_cuda_build(found: dict, gpu_here: bool) -> Check | None:
+    """A CUDA build of torch on a host without a GPU: gigabytes of libraries nothing here will load."""
+    if gpu_here or found["problem"] or not found.get("cuda"):
+        return None
+    from src.rank.stack_check import cpu_build_command
+
+    return Check(
+        "note",
+        "torch",
+        f"torch {found['torch']} is a CUDA {found['cuda']} build ({cuda_build_bytes() / 1e9:.1f} GB with its CUDA "
+        f"libraries) on a host without a GPU; the CPU build does the same work here: "
+        f"{cpu_build_command(found['torch'])} (then free the CUDA libraries: docs/deployment.md, CPU-only torch)",
+    )
+
+
+def cuda_build_bytes() -> int:
+    """What torch's CUDA build occupies: torch, triton and the CUDA libraries' distributions."""
+    total = 0
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        if name in CUDA_BUILD or (name.startswith(("nvidia-", "cuda-")) and name not in NOT_CUDA_BUILD):
+            total += sum(f.size or 0 for f in dist.files or [])
+    return total
 
 
 def _nvml_problem() -> str | None:
@@ -104,12 +138,11 @@ def check_gpus(missing: str | None) -> Check:
 def check_tracking(cfg) -> Check:
     import mlflow  # noqa: F401  (it sets its logger's level on import: set ours after)
 
-    from src.credentials import redact
     from src.errors import TrackingUnavailable
     from src.tracking import store
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # its INFO lines on creating a new store
-    uri = redact(cfg.tracking.uri)
+    uri = credentials.bare(cfg.tracking.uri)
     try:
         experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
         stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -173,15 +206,25 @@ def as_the_job_runs(overrides: list[str], nvml_missing: str | None) -> list[str]
     return [cli.CPU_DRY_RUN, *overrides]
 
 
+def gpu_here(nvml_missing: str | None) -> bool:
+    from src.hardware import devices
+
+    return NVIDIA_DRIVER.exists() or (nvml_missing is None and bool(devices.list_devices()))
+
+
 def run_checks(overrides: list[str]) -> list[Check]:
     nvml_missing = _nvml_problem()
     cfg = compose(as_the_job_runs(overrides, nvml_missing))
-    return [
-        check_torch(),
+    credentials.adopt_tracking_credentials(cfg)
+    stack = stack_report()
+    checks = [
+        check_torch(stack),
         check_gpus(nvml_missing),
+        check_cuda_build(stack, gpu_here(nvml_missing)),
         check_tracking(cfg),
         check_default(cfg, overrides, nvml_missing),
     ]
+    return [c for c in checks if c is not None]
 
 
 def main(argv: list[str] | None = None) -> int:

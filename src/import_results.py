@@ -1,5 +1,8 @@
 """Entry point: `python -m src.import_results FILE precision=fp32|amp source=NAME` puts published
 results into MLflow as FINISHED runs with the tags and metrics of measured runs, plus `source`.
+`python -m src.import_results source=lambda-2021` imports every table of one of the generations
+the project ships (reference/lambda/sources.yaml), with its software, dates and batch sizes, and
+the spread of the logged runs behind a figure where the generation has them.
 
 Runs go to `tracking.published_experiment` (default `gpubench-published`), apart from measured
 runs; `src.compare` reads both. Each run carries an `import_key` tag, the published row's whole
@@ -9,22 +12,32 @@ and creates nothing twice.
 
 from __future__ import annotations
 
+import math
+import statistics
 import sys
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from src import credentials, recorded
 from src.config import cli
 from src.config.groups.tracking import tracking_errors
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
-from src.tracking import tags as tag
+from src.paths import PROJECT_ROOT
+
+if TYPE_CHECKING:
+    from src.compare.published import PublishedResult
 
 register_configs("import_schema")
 
 PRECISIONS = {"fp32": "fp32", "amp": "fp16"}  # ours -> the published table's name for it
+SHIPPED = PROJECT_ROOT / "reference" / "lambda"
+GENERATIONS = SHIPPED / "sources.yaml"  # the published generations the project ships, one source each
 MEASURED_SOURCE = "measured"  # what compare calls runs without a source tag
 # Lambda's "fp32" is the NGC container default: TF32 tensor-core math on Ampere and newer.
 MATH_TAGS = {
@@ -52,13 +65,50 @@ class ImportSummary:
     experiment_id: str
 
 
-def validate_import(cfg: DictConfig) -> Path:
-    """The table's path, once every key is known to be usable."""
+@dataclass
+class Generation:
+    """One shipped generation of a publisher's tables (reference/lambda/sources.yaml): what every
+    figure of it ran with, and what the tables beside the throughput add to each figure."""
+
+    source: str
+    software: str
+    dates: str
+    batch: str  # "global": the batch tables give all GPUs' batch together; "per_gpu" but global_batch
+    global_batch: list[str] = field(default_factory=list)
+    tables: list[dict] = field(default_factory=list)  # {precision, throughput, batch_sizes}
+    runs: str | None = None  # one row per logged run: name_gpu,num_gpu,task,precision,run,throughput
+
+    def tags(self) -> dict:
+        return {recorded.PUBLISHED_SOFTWARE: self.software, recorded.PUBLISHED_DATES: self.dates}
+
+    def per_gpu_batch(self, task: str, batch: float, gpu_count: int) -> float:
+        is_global = self.batch == "global" or task in self.global_batch
+        return batch / gpu_count if is_global else batch
+
+
+def generations() -> dict[str, dict]:
+    return OmegaConf.to_container(OmegaConf.load(GENERATIONS))
+
+
+def generation(source: str) -> Generation:
+    return Generation(source=source, **{k: v for k, v in generations()[source].items() if k != "title"})
+
+
+def validate_import(cfg: DictConfig) -> Path | None:
+    """The table's path (None: the source is a shipped generation, imported whole), once every key
+    is known to be usable."""
+    shipped = not OmegaConf.is_missing(cfg, "source") and cfg.source in generations()
+    if shipped and OmegaConf.is_missing(cfg, "file"):
+        errors = tracking_errors(cfg.tracking)
+        if errors:
+            raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+        return None
     missing = [key for key in ("file", "precision", "source") if OmegaConf.is_missing(cfg, key)]
     if missing:
         raise ConfigError(
             f"missing {', '.join(missing)}: usage `python -m src.import_results FILE precision=fp32|amp "
-            "source=NAME`"
+            f"source=NAME`, or `python -m src.import_results source=NAME` for a shipped generation "
+            f"({', '.join(generations())})"
         )
     errors = tracking_errors(cfg.tracking)
     path = Path(cfg.file).expanduser().resolve()
@@ -85,41 +135,68 @@ def import_key(source: str, precision: str, system: str, gpu_count: int, task: s
     return f"{source}|{precision}|{system}|{gpu_count}|{task}"
 
 
-def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
+def import_generation(
+    cfg: DictConfig, source: str, only: Callable[[PublishedResult], bool] | None = None
+) -> list[tuple[Path, str, ImportSummary]]:
+    """Every table of a shipped generation (the figures `only` keeps): (table, precision, what its
+    import did)."""
+    shipped = generation(source)
+    done = []
+    for table in shipped.tables:
+        path, precision = SHIPPED / table["throughput"], table["precision"]
+        done.append((path, precision, import_table(cfg, path, precision, source, shipped, only)))
+    return done
+
+
+def import_table(
+    cfg: DictConfig,
+    path: Path,
+    precision: str | None = None,
+    source: str | None = None,
+    shipped: Generation | None = None,
+    only: Callable[[PublishedResult], bool] | None = None,
+) -> ImportSummary:
+    """One table's positive cells (those `only` keeps) as runs; `shipped` adds its generation's
+    tags, batch sizes and runs' spread."""
     from src.compare import published
     from src.run.job import run_name
     from src.tracking import job_run, store
 
-    table = published.read_table(
-        path, OmegaConf.to_container(cfg.tasks), OmegaConf.to_container(cfg.gpu_profiles)
-    )
-    uri, source, precision = cfg.tracking.uri, cfg.source, cfg.precision.name
+    tasks, profiles = OmegaConf.to_container(cfg.tasks), OmegaConf.to_container(cfg.gpu_profiles)
+    table = published.read_table(path, tasks, profiles)
+    uri, source, precision = cfg.tracking.uri, source or cfg.source, precision or cfg.precision.name
+    batches, runs = _batches_and_runs(shipped, precision, tasks, profiles)
     experiment_id = store.ensure_experiment(uri, cfg.tracking.published_experiment)
     existing = _existing_figures(store.client(uri), experiment_id, source)
     _refuse_changed_figures(path, table.results, existing, source, precision)
     created = already_there = 0
-    for result in table.results:
+    for result in filter(only, table.results):
         key = import_key(source, precision, result.system, result.gpu_count, result.task)
         if key in existing:
             already_there += 1
             continue
         existing[key] = (result.throughput, "")  # a row published twice imports once
+        cell = (result.system, result.gpu_count, result.task)
         tags = {
-            tag.GPU: result.gpu,
-            tag.GPU_NAME: result.gpu_name,
-            tag.GPU_COUNT: result.gpu_count,
-            tag.MODEL: result.model,
-            tag.CATEGORY: result.category,
-            tag.PRECISION: precision,
-            tag.UNIT: result.unit,
-            tag.SOURCE: source,
-            tag.IMPORT_KEY: key,
-            tag.PUBLISHED_SYSTEM: result.system,
-            tag.PUBLISHED_TASK: result.task,
-            tag.PUBLISHED_PRECISION: PRECISIONS[precision],
-            tag.PUBLISHED_FILE: path.name,
+            recorded.KIND: recorded.TRAINING,
+            recorded.GPU: result.gpu,
+            recorded.GPU_NAME: result.gpu_name,
+            recorded.GPU_COUNT: result.gpu_count,
+            recorded.MODEL: result.model,
+            recorded.CATEGORY: result.category,
+            recorded.PRECISION: precision,
+            recorded.UNIT: result.unit,
+            recorded.SOURCE: source,
+            recorded.IMPORT_KEY: key,
+            recorded.PUBLISHED_SYSTEM: result.system,
+            recorded.PUBLISHED_TASK: result.task,
+            recorded.PUBLISHED_PRECISION: PRECISIONS[precision],
+            recorded.PUBLISHED_FILE: path.name,
             **MATH_TAGS[precision],
+            **(shipped.tags() if shipped else {}),
         }
+        if cell in batches:
+            tags[recorded.PUBLISHED_BATCH] = f"{shipped.per_gpu_batch(result.task, batches[cell], result.gpu_count):g}"
         name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
         run = job_run.JobRun(cfg.tracking, experiment_id, name, tags)
         # Per-GPU spec figures under the param names measured runs get from their gpu profile.
@@ -133,11 +210,49 @@ def import_table(cfg: DictConfig, path: Path) -> ImportSummary:
             }
         )
         run.log_metrics(
-            {"throughput": result.throughput, "throughput_per_gpu": result.throughput / result.gpu_count}
+            {
+                recorded.THROUGHPUT: result.throughput,
+                recorded.THROUGHPUT_PER_GPU: result.throughput / result.gpu_count,
+                recorded.workload_metric(result.model, precision, result.gpu_count): result.throughput,
+                **runs_spread(runs.get(cell, [])),
+            }
         )
         run.end("FINISHED")
         created += 1
     return ImportSummary(created, already_there, table.not_run, experiment_id)
+
+
+def runs_spread(throughputs: list[float]) -> dict[str, float]:
+    """How many logged runs a published figure is the mean of and, with two or more, the standard
+    error of their mean log throughput (the spread compare's intervals are made of)."""
+    if len(throughputs) < 2:
+        return {recorded.PUBLISHED_RUNS: len(throughputs)} if throughputs else {}
+    logs = [math.log(t) for t in throughputs]
+    se = statistics.stdev(logs) / math.sqrt(len(logs))
+    return {recorded.PUBLISHED_RUNS: len(throughputs), recorded.PUBLISHED_RUNS_LOG_SE: se}
+
+
+def _batches_and_runs(
+    shipped: Generation | None, precision: str, tasks: dict, profiles: dict
+) -> tuple[dict[tuple, float], dict[tuple, list[float]]]:
+    """(system, GPU count, task) -> the published batch, and -> the logged runs' throughputs."""
+    import csv
+
+    from src.compare import published
+
+    if shipped is None:
+        return {}, {}
+    table = next(t for t in shipped.tables if t["precision"] == precision)
+    sizes = published.read_table(SHIPPED / table["batch_sizes"], tasks, profiles).results
+    batches = {(r.system, r.gpu_count, r.task): r.throughput for r in sizes}
+    runs: dict[tuple, list[float]] = {}
+    if shipped.runs:
+        with open(SHIPPED / shipped.runs, newline="") as handle:
+            for row in csv.DictReader(handle):
+                if row["precision"] == PRECISIONS[precision]:
+                    cell = (row["name_gpu"], int(row["num_gpu"]), row["task"])
+                    runs.setdefault(cell, []).append(float(row["throughput"]))
+    return batches, runs
 
 
 def _existing_figures(mlflow_client, experiment_id: str, source: str) -> dict[str, tuple[float | None, str]]:
@@ -146,13 +261,13 @@ def _existing_figures(mlflow_client, experiment_id: str, source: str) -> dict[st
     while True:
         page = mlflow_client.search_runs(
             [experiment_id],
-            filter_string=f"tags.{tag.SOURCE} = '{source}'",
+            filter_string=f"tags.{recorded.SOURCE} = '{source}'",
             max_results=1000,
             page_token=token,
         )
-        for run in page:
-            if tag.IMPORT_KEY in run.data.tags:
-                figures[run.data.tags[tag.IMPORT_KEY]] = (run.data.metrics.get("throughput"), run.info.run_id)
+        for result in map(recorded.read, page):
+            if recorded.IMPORT_KEY in result.tags:
+                figures[result.tags[recorded.IMPORT_KEY]] = (result.throughput, result.run_id)
         token = page.token
         if not token:
             return figures
@@ -190,24 +305,28 @@ def file_argument_as_override(argv: list[str]) -> list[str]:
 @hydra.main(config_path="../conf", config_name="import_results", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     cli.composed()
+    credentials.adopt_tracking_credentials(cfg)
     from src.compare.published import TableError
     from src.console import console, link_line
-    from src.credentials import redact
     from src.tracking import ui
 
     try:
         path = validate_import(cfg)
-        summary = import_table(cfg, path)
+        if path is None:
+            done = import_generation(cfg, cfg.source)
+        else:
+            done = [(path, cfg.precision.name, import_table(cfg, path))]
     except (ConfigError, TrackingUnavailable, TableError) as exc:
         exit_with_error(exc)
-    console.print(
-        f"imported {summary.created} run(s) from {path.name} as source={cfg.source} "
-        f"precision={cfg.precision.name} into {cfg.tracking.published_experiment!r} at "
-        f"{redact(cfg.tracking.uri)}; {summary.already_there} already there, {summary.not_run} cell(s) "
-        "not run (0 or less)",
-        soft_wrap=True,
-    )
-    link_line(ui.how_to_open(cfg.tracking.uri, summary.experiment_id))
+    for table, precision, summary in done:
+        console.print(
+            f"imported {summary.created} run(s) from {table.name} as source={cfg.source} "
+            f"precision={precision} into {cfg.tracking.published_experiment!r} at "
+            f"{credentials.bare(cfg.tracking.uri)}; {summary.already_there} already there, "
+            f"{summary.not_run} cell(s) not run (0 or less)",
+            soft_wrap=True,
+        )
+    link_line(ui.how_to_open(cfg.tracking.uri, done[-1][2].experiment_id))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ agent to the job in the outcome file (JSON): written there with `to_json`, read 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+
+from src.recorded import CEILINGS
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class RankReport:
     agent_ready: float | None = None  # stamped by the node's elastic agent, not the rank
     # the step-time breakdown, profiled after the window (src/rank/breakdown.py); None: off
     breakdown: dict | None = None
+    # the NCCL, NVSHMEM and symmetric-memory variables as the rank saw them (name -> value)
+    communication: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -60,7 +64,8 @@ class CeilingsReport:
     built: float | None = None  # phase marks a training rank has (src/run/phases.py): none here
     first_step_done: float | None = None
     agent_ready: float | None = None
-    kind: str = "ceilings"
+    communication: dict = field(default_factory=dict)
+    kind: str = CEILINGS
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -71,4 +76,4 @@ Report = RankReport | CeilingsReport
 
 def from_json(data: dict) -> Report:
     """A report read back from the agent's outcome file, of whichever kind the rank wrote."""
-    return CeilingsReport(**data) if data.get("kind") == "ceilings" else RankReport.from_json(data)
+    return CeilingsReport(**data) if data.get("kind") == CEILINGS else RankReport.from_json(data)

@@ -9,10 +9,10 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from src import credentials
-from src.config import cli
+from src.config import cli, help_groups
 from src.config.schema import register_configs
 from src.errors import (
     JOB_FAILED,
@@ -84,9 +84,8 @@ def _parent_run(hydra_cfg) -> str | None:
 
 
 def _keep_credentials_out(cfg: DictConfig, hydra_cfg) -> None:
-    """Move user:password from tracking.uri into MLflow's variables and mask it in Hydra's copies."""
-    with open_dict(cfg):
-        cfg.tracking.uri = credentials.adopt_uri_credentials(cfg.tracking.uri)
+    """A server's user:password into MLflow's variables; every secret masked in Hydra's copies."""
+    credentials.adopt_tracking_credentials(cfg)
     output = Path(hydra_cfg.runtime.output_dir)
     saved = list((output / hydra_cfg.output_subdir).glob("*.yaml")) if hydra_cfg.output_subdir else []
     if hydra_cfg.mode == RunMode.MULTIRUN:  # a single run has no sweep folder (nor should claim one)
@@ -128,7 +127,14 @@ def with_cpu_dry_run(argv: list[str]) -> list[str]:
     return [cli.CPU_DRY_RUN, *argv]
 
 
+def _asks_for_help(argv: list[str]) -> bool:
+    return any(a in ("--help", "-h") for a in argv)
+
+
 if __name__ == "__main__":
+    if _asks_for_help(sys.argv[1:]):  # printed here: Hydra's --help takes seconds to list the groups
+        print(help_groups.app_help())
+        sys.exit(0)
     signals.install()  # before the sweep's parent run opens
     sweep_watch.mark_sweep_process()
     sys.argv[1:] = with_cpu_dry_run(sys.argv[1:])

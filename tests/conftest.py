@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from benchmarks import services
 from src.config.schema import register_configs
 from src.paths import PROJECT_ROOT
+from tests import services
 
 CONF_DIR = str(PROJECT_ROOT / "conf")
 DEFAULT_SET = "not gpu and not slow"  # pyproject's addopts
@@ -200,3 +200,22 @@ def rank_report(rank: int, times: list[float], items: int = 32):
         window_end=120.0 + rank,
         agent_ready=101.0,
     )
+
+
+def run_result(tags: dict | None = None, params: dict | None = None, metrics: dict | None = None, run_id="r"):
+    """A run as src.recorded reads it, from the tags, params and metrics an MLflow run would hold."""
+    from types import SimpleNamespace
+
+    from src import recorded
+
+    info = SimpleNamespace(run_id=run_id, run_name=run_id, status="FINISHED", start_time=0)
+    data = SimpleNamespace(tags=tags or {}, params=params or {}, metrics=metrics or {})
+    return recorded.read(SimpleNamespace(info=info, data=data))
+
+
+def spec_of(gpu: str, precision: str, tf32_math: bool, params: dict):
+    """compare's spec of a run of `gpu` that logged `params`."""
+    from src.compare.specs import run_spec
+
+    tags = {"gpu": gpu, "precision": precision, "math_matmul_tf32": str(tf32_math)}
+    return run_spec(run_result(tags, {k: str(v) for k, v in params.items()}))

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from conftest import missing_service
 
-from benchmarks.services import free_port
+from tests.services import free_port
 
 # Slurm 22.05 keeps a GPU only when it has a device file of its own
 GRES_FILES = {"a6000": ("/dev/null", "/dev/zero"), "rtx3090": ("/dev/full", "/dev/urandom")}

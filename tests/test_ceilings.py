@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 
 import pytest
 from omegaconf import OmegaConf
 
 from src.config.finalise import finalize
+from src.hardware import environment
 from src.rank.ceilings import bus_bandwidth_factor, figure
 from src.rank.worker import train_rank
 from src.run.resume import config_hash
@@ -60,10 +62,15 @@ def test_shapes_larger_than_one_slow_call_are_skipped_and_named():
 
 
 def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throughput_and_breakdown(
-    tmp_path, tracking_uri
+    tmp_path, tracking_uri, monkeypatch
 ):
     """One two-rank sweep, since each job's processes cost seconds to start: the card's ceilings
-    job and a workload's."""
+    job and a workload's. The user's NCCL settings reach the ranks as they are."""
+    for name in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "nccl.conf").write_text("NCCL_PROTO=Simple\n")
+    monkeypatch.setenv("NCCL_CONF_FILE", str(tmp_path / "nccl.conf"))
+    monkeypatch.setenv("NCCL_ALGO", "Ring")
     args = ["-m", "gpu=cpu", "gpu.count=2", "benchmark=smoke", "model=ceilings,gpt2"]
     result = run_cli(args, tmp_path, tracking_uri)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -83,6 +90,12 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
         rows = list(csv.DictReader(f))
     assert {r["rank"] for r in rows} == {"0", "1"}
     assert "done cpux2-ceilings-fp32-smoke: fp32 " in result.stdout
+    for run in runs.values():  # what the ranks saw is the user's: nothing added, nothing lost
+        recorded = client.download_artifacts(run.info.run_id, "environment.json", str(tmp_path / run.info.run_id))
+        communication = json.loads(open(recorded).read())["communication"]
+        assert communication == environment.communication_settings()
+        assert {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}.items() <= communication.items()
+        assert "nccl_settings" not in run.data.tags  # CPU ranks talk through gloo, not NCCL
 
     gpt2 = runs["cpux2-gpt2-fp32-smoke"].data.metrics
     assert runs["cpux2-gpt2-fp32-smoke"].data.tags["gpu_count"] == "2"
@@ -98,3 +111,11 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
         runs["cpux2-gpt2-fp32-smoke"].info.run_id, "top_kernels.csv", str(tmp_path)
     )
     assert open(kernels).readline().strip() == "kernel,category,calls,total_ms,share_of_span"
+
+    # bf16's ceilings point is the run fp32's measured (one point whatever the precision): the
+    # summary names its row bf16, and says which run did it
+    again = run_cli([*args[:-1], "model=ceilings", "precision=bf16"], tmp_path / "again", tracking_uri)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    summary = " ".join(again.stdout[again.stdout.index("Sweep summary") :].split())
+    assert "cpux2-ceilings-bf16-smoke SKIPPED" in summary and "cpux2-ceilings-fp32-smoke" not in summary
+

@@ -88,6 +88,8 @@ def test_sweep_logs_parent_and_tagged_children(sweep):
         assert tags["stop_reason"] == expected_stop_reason(run)
         assert run.data.params["model.name"] == tags["model"] and run.data.params["batch_size"] == "2"
         assert metrics["throughput"] > 0 and metrics["measured_steps"] == 2 and metrics["batch_size"] == 2
+        # the UI's per-workload chart: one model, precision and GPU count per key
+        assert metrics[f"throughput/{tags['model']}/bf16/x1"] == metrics["throughput"]
         # batch 2 x 1 image, or x 32 target tokens per segment (smoke tgt_len)
         assert metrics["items_per_step"] == {"resnet50": 2, "txl_base": 2 * 32}[tags["model"]]
         assert metrics["flops_per_item"] > 0
@@ -162,3 +164,5 @@ def test_help_says_what_the_tool_is_and_shows_the_study(tmp_path):
     listed = {line.split(":")[0] for line in proc.stdout.splitlines() if ": " in line}
     assert {"benchmark", "gpu", "launcher", "model", "precision", "telemetry", "tracking"} <= listed
     assert not {"model/family", "sizes/smoke"} & listed
+    experiments = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "experiment").glob("*.yaml"))
+    assert f"experiment: {', '.join(experiments)}" in proc.stdout  # every experiment, from conf/ itself

@@ -13,7 +13,7 @@ from mlflow.entities import Param
 from src.compare.runs import CompareError, measured_config
 from src.config.schema import register_configs
 from src.errors import ConfigError
-from tests.conftest import CONF_DIR, run_cli, store_copy
+from tests.conftest import CONF_DIR, run_cli, spec_of, store_copy
 
 EXPERIMENT = "gpubench"
 
@@ -301,7 +301,6 @@ def test_cli_prints_the_summary_and_writes_the_folder(store, tmp_path):
 def measurement(gpu: str, model: str, throughput: float, tf32_math: bool = False, params=None):
     """One run's measurement; its spec figures are the `params` it logged, else its profile's."""
     from src.compare.runs import RunRecord, aggregate
-    from src.compare.specs import run_spec
 
     record = RunRecord(
         run_id=f"{gpu}-{model}",
@@ -321,7 +320,7 @@ def measurement(gpu: str, model: str, throughput: float, tf32_math: bool = False
         smoke=False,
         ci_missed=None,
         anomaly_tag=None,
-        spec=run_spec(gpu, "fp32", tf32_math, params or {}),
+        spec=spec_of(gpu, "fp32", tf32_math, params or {}),
     )
     return aggregate([record])[0]
 
@@ -360,13 +359,13 @@ LOGGED_SPEC = {
 
 
 def test_a_run_is_judged_by_the_spec_figures_it_logged_not_todays_profile():
-    from src.compare.specs import Spec, run_spec, spec_sheet
+    from src.compare.specs import Spec, spec_sheet
 
-    assert run_spec("a6000", "fp32", False, LOGGED_SPEC) == Spec("fp32", 10.0, 100.0, 50.0, 1000.0)
-    assert run_spec("a6000", "fp32", True, LOGGED_SPEC).peak_tflops == 20.0  # fp32 that ran as TF32
-    assert run_spec("a6000", "fp32", False, {"gpu.tdp_w": "None"}).tdp_w is None  # its profile had none then
+    assert spec_of("a6000", "fp32", False, LOGGED_SPEC) == Spec("fp32", 10.0, 100.0, 50.0, 1000.0)
+    assert spec_of("a6000", "fp32", True, LOGGED_SPEC).peak_tflops == 20.0  # fp32 that ran as TF32
+    assert spec_of("a6000", "fp32", False, {"gpu.tdp_w": "None"}).tdp_w is None  # its profile had none then
     today = spec_sheet("a6000")
-    never_logged = run_spec("a6000", "fp32", False, {})
+    never_logged = spec_of("a6000", "fp32", False, {})
     assert never_logged == Spec(
         "fp32",
         today["peak_tflops"]["fp32"],
@@ -496,7 +495,10 @@ def test_a_figure_that_missed_its_stopping_rule_is_flagged(variants_store, tmp_p
 
 
 def test_a_window_shorter_than_min_steps_is_flagged_whatever_its_tag():
-    from src.tracking.verdict import rule_missed as ci_missed
+    from tests.conftest import run_result
+
+    def ci_missed(tags, metrics, params):
+        return run_result(tags, params, metrics).steps.missed
 
     params = {"benchmark.target_ci": "0.01", "benchmark.min_steps": "100000"}
     short = {"step_time_ci95_rel": 0.004, "measured_steps": 9.0}

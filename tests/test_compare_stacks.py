@@ -1,4 +1,4 @@
-"""Issue 26 in compare: the stack is part of a point, like math against like math, an interval on
+"""The software stack in compare: the stack is part of a point, like math against like math, an interval on
 every figure, compare by=KEY, and the hardware/software split, on runs made in a temp store."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from omegaconf import MISSING, OmegaConf
 
 from src.config.finalise import finalize
 from src.config.groups.benchmark import BenchmarkConfig
-from src.config.groups.gpu import GpuConfig
+from src.config.groups.gpu import SPEC_FIGURES, GpuConfig
 from src.config.groups.launcher import LauncherConfig
 from src.config.groups.model import MODEL_FAMILIES, SIZE_KEYS
 from src.config.groups.precision import PrecisionConfig
@@ -83,7 +83,7 @@ GROUP_SCHEMAS = {
     "launcher": LauncherConfig,
 }
 # A GPU's spec sheet states every figure with its source, null ones too ("no published price").
-SPEC_SHEET = {"memory_gb", "peak_tflops", "memory_bandwidth_gbs", "tdp_w", "price_usd", "interconnect"}
+SPEC_SHEET = {"peak_tflops", "interconnect", "sources", *SPEC_FIGURES}
 
 
 def _options():

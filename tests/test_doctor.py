@@ -67,6 +67,46 @@ def test_the_reinstall_keeps_the_index_of_the_torch_build():
     assert reinstall_hint("2.11.0") == "pip install --force-reinstall --no-deps 'torchvision==0.26.*'"
 
 
+CUDA_TORCH = {"torch": "2.14.1+cu130", "torchvision": "0.29.1+cu130", "cuda": "13.0", "problem": None}
+
+
+def test_a_cuda_build_of_torch_on_a_host_without_gpu_is_a_note_with_its_size_and_the_cpu_build(monkeypatch):
+    monkeypatch.setattr(doctor, "cuda_build_bytes", lambda: 5_474_797_091)
+    check = doctor.check_cuda_build(CUDA_TORCH, gpu_here=False)
+    assert check.status == "note" and check.name == "torch"
+    assert "torch 2.14.1+cu130 is a CUDA 13.0 build (5.5 GB with its CUDA libraries) on a host without a GPU" in check.text
+    assert (
+        "pip install --force-reinstall --no-deps 'torch==2.14.*' 'torchvision==0.29.*' "
+        "--index-url https://download.pytorch.org/whl/cpu"
+    ) in check.text
+    assert doctor.check_cuda_build(CUDA_TORCH, gpu_here=True) is None  # a GPU host needs that build
+    cpu_torch = {**CUDA_TORCH, "torch": "2.14.1+cpu", "torchvision": "0.29.1+cpu", "cuda": None}
+    assert doctor.check_cuda_build(cpu_torch, gpu_here=False) is None
+
+
+def test_the_cuda_build_is_read_from_the_installed_torch_and_its_size_from_its_distributions():
+    import importlib.metadata
+
+    import torch
+
+    assert doctor.stack_report()["cuda"] == torch.version.cuda
+    torch_alone = sum(f.size or 0 for f in importlib.metadata.distribution("torch").files)
+    assert doctor.cuda_build_bytes() >= torch_alone > 0
+
+
+def test_a_host_has_a_gpu_when_nvml_sees_one_or_a_driver_is_loaded(monkeypatch, tmp_path):
+    monkeypatch.setattr(doctor, "NVIDIA_DRIVER", tmp_path / "absent")
+    install(monkeypatch, FakeNvml([], init_error=LIBRARY_NOT_FOUND))
+    assert not doctor.gpu_here(doctor._nvml_problem())
+    install(monkeypatch, FakeNvml([]))
+    assert not doctor.gpu_here(doctor._nvml_problem())
+    install(monkeypatch, FakeNvml([A6000]))
+    assert doctor.gpu_here(doctor._nvml_problem())
+    monkeypatch.setattr(doctor, "NVIDIA_DRIVER", tmp_path)
+    install(monkeypatch, FakeNvml([], init_error=LIBRARY_NOT_FOUND))
+    assert doctor.gpu_here(doctor._nvml_problem())
+
+
 def test_gpus_name_the_profiles_they_match(monkeypatch):
     install(monkeypatch, FakeNvml([A6000, RTX3090, FakeGpu("NVIDIA L40S", "00000000:5E:00.0", "GPU-l40s")]))
     check = doctor.check_gpus(doctor._nvml_problem())

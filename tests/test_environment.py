@@ -72,3 +72,30 @@ def test_only_allow_listed_environment_variables_are_recorded(monkeypatch):
     assert set(env["env"]) <= set(environment.ENV_ALLOWLIST)
     assert "do-not-record" not in json.dumps(env)
     assert (env["driver"], env["devices"]) == ("none", [])
+
+
+def test_communication_settings_are_the_environment_over_nccls_files(monkeypatch, tmp_path):
+    """NCCL's order: the environment wins, then the user's file, then the system's; debug output and
+    variables of other libraries are not settings."""
+    system, user = tmp_path / "system.conf", tmp_path / "user.conf"
+    system.write_text("NCCL_ALGO=Tree\nNCCL_PROTO=LL\n# NCCL_NVLS_ENABLE=0\nNCCL_IB_DISABLE=1\n")
+    user.write_text("NCCL_PROTO=Simple\nNCCL_ALGO=Ring\n")
+    monkeypatch.setattr(environment, "NCCL_SYSTEM_CONF", system)
+    environ = {
+        "NCCL_CONF_FILE": str(user),
+        "NCCL_ALGO": "NVLS",
+        "NCCL_DEBUG": "INFO",
+        "NVSHMEM_DISABLE_NVLS": "1",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+        "OMP_NUM_THREADS": "4",
+    }
+    assert environment.communication_settings(environ) == {
+        "NCCL_ALGO": "NVLS",
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_PROTO": "Simple",
+        "NVSHMEM_DISABLE_NVLS": "1",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    }
+    monkeypatch.setenv("HOME", str(tmp_path))  # without NCCL_CONF_FILE: ~/.nccl.conf
+    (tmp_path / ".nccl.conf").write_text("NCCL_P2P_LEVEL=NVL\n")
+    assert environment.communication_settings({})["NCCL_P2P_LEVEL"] == "NVL"

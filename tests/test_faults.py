@@ -22,8 +22,8 @@ import pytest
 from conftest import rank_report, read_runs
 from test_robust import TINY, Cli, parent_run, runs_by_name, wait_for
 
+from src import recorded
 from src.paths import PROJECT_ROOT
-from src.tracking import tags as tag
 
 needs_namespaces = pytest.mark.skipif(
     os.geteuid() != 0 or subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode != 0,
@@ -103,7 +103,7 @@ def in_namespace(disk: TinyDisk, args: list[str], tmp: Path, uri: str, module: s
     return done.returncode, done.stdout + done.stderr
 
 
-# --- a result that cannot reach the store; a full disk (items 5 and 6 of issue 18) ---
+# --- a result that cannot reach the store; a full disk ---
 
 
 @pytest.mark.slow  # a drill under load or outage: CI's slow set (README)
@@ -229,13 +229,13 @@ def test_sync_ends_runs_whose_owner_is_gone_or_whose_pid_was_reused(tmp_path, tr
     gone.wait()  # reaped: its pid names no process now
     me = owner.tags()
     cases = {
-        "gone": {**me, tag.OWNER_PID: str(gone.pid), tag.OWNER_STARTED: gone_started},
+        "gone": {**me, recorded.OWNER_PID: str(gone.pid), recorded.OWNER_STARTED: gone_started},
         "reused": {
             **me,
-            tag.OWNER_STARTED: f"{float(me[tag.OWNER_STARTED]) - 60:.2f}",
+            recorded.OWNER_STARTED: f"{float(me[recorded.OWNER_STARTED]) - 60:.2f}",
         },  # same pid, earlier start
         "alive": me,
-        "other host": {**me, tag.OWNER_HOST: "elsewhere", tag.OWNER_PID: str(gone.pid)},
+        "other host": {**me, recorded.OWNER_HOST: "elsewhere", recorded.OWNER_PID: str(gone.pid)},
         "no owner": {},
     }
     client = store.client(tracking_uri)

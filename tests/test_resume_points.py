@@ -19,8 +19,9 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from test_study import H200, fake_host_cli
 
+from src import recorded
+from src.config import points
 from src.run.prepare import prepare
-from src.tracking import tags as tag
 
 CPU_TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
 CPU_TINY += ["model.name=tiny", "benchmark.max_steps=400"]  # a tiny step meets the smoke rule in a few
@@ -34,9 +35,9 @@ def finished(tmp_path_factory, empty_store):
     uri = store_copy(empty_store, tmp / "mlruns")
     result = run_cli(["-m", *CPU_TINY, f"benchmark.target_ci=0.5,{MISSED.split('=')[1]}"], tmp, uri)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    runs = {r.data.params["benchmark.target_ci"]: r for r in read_runs(uri) if tag.GPU in r.data.tags}
+    runs = {r.data.params["benchmark.target_ci"]: r for r in read_runs(uri) if recorded.GPU in r.data.tags}
     clean, missed = runs["0.5"], runs["1e-06"]
-    assert clean.data.tags[tag.STOP_REASON] == "ci" and missed.data.tags[tag.STOP_REASON] != "ci"
+    assert clean.data.tags[recorded.STOP_REASON] == "ci" and missed.data.tags[recorded.STOP_REASON] != "ci"
     return uri, clean, missed
 
 
@@ -81,8 +82,8 @@ def copied(run, uri: str, changed: dict, dropped: tuple = ()) -> str:
 def test_a_cpu_job_records_its_processor_and_the_threads_its_ranks_ran(finished):
     _, clean, _ = finished
     threads = len(os.sched_getaffinity(0))  # benchmark.cpu_threads=null: the cores shared by one rank
-    assert clean.data.tags[tag.CPU_THREADS] == str(threads)
-    assert clean.data.tags[tag.CPU_MODEL] and clean.data.tags[tag.NNODES] == "1"
+    assert clean.data.tags[points.CPU_THREADS] == str(threads)
+    assert clean.data.tags[points.CPU_MODEL] and clean.data.tags[recorded.NNODES] == "1"
 
 
 def test_a_clean_run_of_the_point_is_reused_and_one_without_the_nodes_tag_is_at_one_node(
@@ -90,7 +91,7 @@ def test_a_clean_run_of_the_point_is_reused_and_one_without_the_nodes_tag_is_at_
 ):
     _, clean, _ = finished
     uri = store_copy(empty_store, tmp_path / "mlruns")
-    copied(clean, uri, {}, dropped=(tag.NNODES,))  # as runs logged before the tag
+    copied(clean, uri, {}, dropped=(recorded.NNODES,))  # as runs logged before the tag
     assert job_outcome(uri, CPU_TINY, monkeypatch, capsys, tmp_path) == ("skip", clean.data.metrics["throughput"])
 
 
@@ -110,7 +111,7 @@ def test_a_run_that_shared_its_gpu_is_measured_again_saying_with_what(
     _, clean, _ = finished
     uri = store_copy(empty_store, tmp_path / "mlruns")
     busy = "pid 4242 notebook (gpu0, 0.50 GB) before start and in the window"  # as the job tags it
-    run_id = copied(clean, uri, {tag.GPU_FOREIGN_PROCESSES: busy})
+    run_id = copied(clean, uri, {recorded.GPU_FOREIGN_PROCESSES: busy})
     outcome, said = job_outcome(uri, CPU_TINY, monkeypatch, capsys, tmp_path)
     assert outcome == "measure"
     assert f"run {run_id} of this point shared its GPU with {busy}; it is kept as it is" in said
@@ -120,9 +121,9 @@ def test_a_run_that_shared_its_gpu_is_measured_again_saying_with_what(
     "changed, there, here",
     [
         ({"torch_version": "2.13.0+cpu"}, "torch=2.13.0+cpu", "torch=2.14.1"),  # another install's run
-        ({tag.CPU_MODEL: "AMD EPYC 9654 96-Core Processor"}, "cpu=AMD EPYC 9654", "cpu=Intel"),
-        ({tag.CPU_THREADS: "64"}, "cpu_threads=64", "cpu_threads="),
-        ({tag.NNODES: "2"}, "nnodes=2", "nnodes=1"),
+        ({points.CPU_MODEL: "AMD EPYC 9654 96-Core Processor"}, "cpu=AMD EPYC 9654", "cpu=Intel"),
+        ({points.CPU_THREADS: "64"}, "cpu_threads=64", "cpu_threads="),
+        ({recorded.NNODES: "2"}, "nnodes=2", "nnodes=1"),
     ],
     ids=["torch", "processor", "threads", "nodes"],
 )
@@ -134,8 +135,8 @@ def test_a_run_of_the_config_on_another_stack_card_or_layout_is_another_point(
     _, clean, _ = finished
     if "torch_version" in changed:
         here = f"torch={metadata.version('torch')}"
-    if tag.CPU_MODEL in changed:
-        here = f"cpu={clean.data.tags[tag.CPU_MODEL]}"
+    if points.CPU_MODEL in changed:
+        here = f"cpu={clean.data.tags[points.CPU_MODEL]}"
     uri = store_copy(empty_store, tmp_path / "mlruns")
     run_id = copied(clean, uri, changed)
     outcome, said = job_outcome(uri, CPU_TINY, monkeypatch, capsys, tmp_path)
@@ -162,8 +163,8 @@ def test_a_run_that_shared_its_gpu_is_measured_again_by_the_repeats_and_kept(tmp
     point += ["model._target_=tests.workloads.by_name", "model.name=tiny", "benchmark.max_steps=400"]
     busy = fake_host_cli(point, tmp_path / "busy", tracking_uri, [H200 | {"processes": [[stranger, "notebook", int(5e8)]]}])
     assert busy.returncode == 0, (busy.stdout + busy.stderr)[-3000:]
-    [shared] = [r for r in read_runs(tracking_uri) if tag.GPU in r.data.tags]
-    assert shared.data.tags[tag.GPU_FOREIGN_PROCESSES]
+    [shared] = [r for r in read_runs(tracking_uri) if recorded.GPU in r.data.tags]
+    assert shared.data.tags[recorded.GPU_FOREIGN_PROCESSES]
 
     repeats = fake_host_cli(["-m", *point, "benchmark.repeat=0,1,2"], tmp_path / "repeats", tracking_uri, [H200])
     output = " ".join((repeats.stdout + repeats.stderr).split())
@@ -173,6 +174,6 @@ def test_a_run_that_shared_its_gpu_is_measured_again_by_the_repeats_and_kept(tmp
         f"pid {stranger} notebook" in output
     )
     assert "skip h200x1-tiny-fp32-smoke" not in output
-    runs = [r for r in read_runs(tracking_uri) if tag.GPU in r.data.tags]
+    runs = [r for r in read_runs(tracking_uri) if recorded.GPU in r.data.tags]
     assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}  # the shared run is kept
-    assert [r.info.run_id for r in runs if tag.GPU_FOREIGN_PROCESSES in r.data.tags] == [shared.info.run_id]
+    assert [r.info.run_id for r in runs if recorded.GPU_FOREIGN_PROCESSES in r.data.tags] == [shared.info.run_id]

@@ -21,12 +21,12 @@ import pytest
 from conftest import compose_cfg, read_runs
 from mlflow.tracking import MlflowClient
 
-from benchmarks.process_tree import ProcessTree, rank_processes
+from src import recorded
 from src.config.finalise import finalize
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
 from src.run.prepare import prepare
-from src.tracking import tags as tag
+from tests.process_tree import ProcessTree, rank_processes
 
 TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
 TINY += ["benchmark.max_steps=400"]  # steps until the smoke rule is met: resume reuses only such a run
@@ -560,7 +560,7 @@ def test_spool_delivery_completes_one_run_however_often_it_is_sent(tmp_path, tra
     record = spool.SpooledRun(
         uri=tracking_uri, experiment="gpubench", run_name="cpux1-tiny-fp32", key="k-1", start_time=1_000
     )
-    record.tags, record.params = {"model": "tiny", tag.IDEMPOTENCY_KEY: "k-1"}, {"model.name": "tiny"}
+    record.tags, record.params = {"model": "tiny", recorded.IDEMPOTENCY_KEY: "k-1"}, {"model.name": "tiny"}
     record.metrics = [("throughput", 12.5, 2_000, 0)]
     record.texts = {"step_times.csv": "step,step_time_ms\n0,1.0\n"}
     record.status, record.end_time = "FINISHED", 3_000

@@ -30,9 +30,12 @@ def test_the_printed_addresses_open_saved_views_that_the_experiment_holds(tracki
     ):
         assert column in runs["selectedColumns"]
     assert runs["groupBy"] is None and runs["runsHiddenMode"] == "SHOW_ALL"
-    assert by_gpu["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": "gpu"}]
+    assert by_gpu["groupBy"]["groupByKeys"] == [
+        {"mode": "tag", "groupByData": "gpu"},
+        {"mode": "tag", "groupByData": "source"},
+    ]  # a publisher's generations are never averaged together
     assert by_gpu["runsHiddenMode"] == "SHOW_ALL"  # MLflow's default draws the first 10 groups only
-    assert by_gpu["chartsSearchFilter"] == "throughput"
+    assert by_gpu["chartsSearchFilter"] == "throughput/"  # per workload: no chart averages unlike models
 
 
 def test_a_store_that_takes_no_write_still_gets_the_plain_address(tmp_path):

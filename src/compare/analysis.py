@@ -149,7 +149,7 @@ def same_workload(one: tuple, other: tuple) -> bool:
     """The keys both configs have agree, the per-GPU batch and the stack aside (a ratio across
     stacks is made where it must be, and flagged)."""
     a, b = dict(one), dict(other)
-    return all(a[k] == b[k] for k in a.keys() & b.keys() if k != "batch_size" and k not in STACK_KEYS)
+    return all(a[k] == b[k] for k in a.keys() & b.keys() if k != points.RAN_BATCH and k not in STACK_KEYS)
 
 
 def relative_table(

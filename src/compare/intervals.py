@@ -9,8 +9,10 @@ narrow, and it has nothing to resample for a single run.
 
 A point's spread comes from its repeats (fresh processes: n runs, n-1 degrees of freedom), or, with
 one run, from that run's step-time confidence interval ("within-run": it misses what differs
-between processes, such as clocks, placement and autotuning choices). A published figure has no
-spread: it contributes none, and an interval made from it says so.
+between processes, such as clocks, placement and autotuning choices). A published figure that is
+the mean of several logged runs (Lambda's 2021 tables: reference/lambda/v0-pytorch-train-runs.csv)
+carries their spread ("published runs"); one without has none: it contributes none, and an
+interval made from it says so.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from dataclasses import dataclass
 
 from src.stats import t95
 
-REPEATS, WITHIN_RUN, PUBLISHED = "repeats", "within-run", "published"
+REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED = "repeats", "within-run", "published runs", "published"
+BASES = (REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED)
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class Spread:
 
     se: float  # 0 for a published figure: no spread is known
     dof: float
-    basis: str  # "repeats", "within-run", "published", or several joined by "+"
+    basis: str  # one of BASES, or several joined by "+"
 
     def interval(self, value: float) -> tuple[float, float] | None:
         """The 95% interval around `value` (None when nothing of it has a spread)."""
@@ -42,10 +45,17 @@ class Spread:
 
 
 def point_spread(
-    throughputs: list[float], ci_rel: float | None, steps: int | None, published: bool
+    throughputs: list[float],
+    ci_rel: float | None,
+    steps: int | None,
+    published: bool,
+    published_runs: tuple[int, float] | None = None,
 ) -> Spread | None:
-    """The spread of a point's log throughput; None when a lone run logged no step-time CI."""
+    """The spread of a point's log throughput; None when a lone run logged no step-time CI.
+    `published_runs`: (n, standard error of their mean log throughput) behind a published figure."""
     if published:
+        if published_runs and published_runs[0] > 1:
+            return Spread(published_runs[1], published_runs[0] - 1, PUBLISHED_RUNS)
         return Spread(0.0, math.inf, PUBLISHED)
     if len(throughputs) > 1:
         logs = [math.log(t) for t in throughputs]
@@ -64,7 +74,7 @@ def combine(spreads: list[Spread], weights: list[float] | None = None) -> Spread
     measured = [(t, s.dof) for t, s in zip(terms, spreads, strict=True) if t > 0]
     dof = variance**2 / sum(t**2 / d for t, d in measured) if measured else math.inf
     parts = {part for s in spreads for part in s.basis.split("+")}
-    basis = "+".join(sorted(parts, key=(REPEATS, WITHIN_RUN, PUBLISHED).index))
+    basis = "+".join(sorted(parts, key=BASES.index))
     return Spread(math.sqrt(variance), dof, basis)
 
 
@@ -118,5 +128,6 @@ def describe(spread: Spread | None) -> str:
         return "none: a run without a step-time CI"
     if spread.basis == PUBLISHED:
         return "none: published figures have no spread"
-    text = spread.basis.replace(WITHIN_RUN, "within-run only")
-    return text.replace(f"+{PUBLISHED}", " (published side: no spread)")
+    parts = spread.basis.split("+")
+    text = "+".join(p.replace(WITHIN_RUN, "within-run only") for p in parts if p != PUBLISHED)
+    return text + (" (published side: no spread)" if PUBLISHED in parts else "")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import console
+from src import console, credentials, recorded
 from src.compare import (
     analysis,
     anomalies,
@@ -29,7 +29,6 @@ from src.config.groups.precision import PRECISIONS
 from src.config.groups.tracking import tracking_errors
 from src.console import note
 from src.errors import ConfigError
-from src.tracking import tags as tag
 
 
 @dataclass
@@ -263,7 +262,7 @@ def _facts(
         f"Baseline: `{baseline}`"
         + (f" from source `{cfg.baseline_source}`" if cfg.baseline_source else " (same source first)")
         + by,
-        f"Runs: experiments {', '.join(f'`{e}`' for e in experiments)} at `{cfg.tracking.uri}`; "
+        f"Runs: experiments {', '.join(f'`{e}`' for e in experiments)} at `{credentials.bare(cfg.tracking.uri)}`; "
         f"{n_finished:,} FINISHED, {n_benchmark:,} with a throughput, {used:,} kept by the filters, as "
         f"{len(measurements):,} points (median of repeats of one measured configuration; n_runs says "
         f"how many){smoke}",
@@ -365,10 +364,10 @@ def _log_report_run(
     experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.report_experiment)
     kinds = sorted({a.kind for a in found})
     tags = {
-        tag.REPORT: "true",
-        tag.BASELINE: baseline,
-        tag.ANOMALIES: len(found),
-        tag.ANOMALY_KINDS: ",".join(kinds) or "none",
+        recorded.REPORT: "true",
+        recorded.BASELINE: baseline,
+        recorded.ANOMALIES: len(found),
+        recorded.ANOMALY_KINDS: ",".join(kinds) or "none",
         "mlflow.note.content": text[:50000],  # the report as the run's description in the UI
     }
     run = job_run.JobRun(cfg.tracking, experiment_id, f"compare vs {baseline}", tags)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from src import recorded
 from src.compare import intervals
 from src.compare.analysis import NO_DIFFERENCE, RelativeRow, SummaryRow, precision_group
 from src.compare.anomalies import Anomaly
@@ -17,7 +18,7 @@ ANOMALIES_CSV = "anomalies.csv"
 REPORT_MD = "report.md"
 
 RELATIVE_COLUMNS = (
-    "model", "variant", "category", "precision", "precision_group", "gpu_count", "gpu", "source", "throughput",
+    "model", "variant", "category", "precision", "precision_group", "gpu_count", "gpu", "source", recorded.THROUGHPUT,
     "unit", "relative", "relative_low", "relative_high", "interval", "difference", "flags",
     "stack_differs", "n_runs", "throughput_low", "throughput_high", "throughput_min", "throughput_max",
     "baseline_gpu", "baseline_precision", "baseline_source", "baseline_throughput", "scaling_efficiency",
@@ -60,7 +61,7 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
                 "gpu_count": m.gpu_count,
                 "gpu": m.gpu,
                 "source": m.source,
-                "throughput": m.throughput,
+                recorded.THROUGHPUT: m.throughput,
                 "unit": m.unit,
                 "relative": row.relative,
                 "relative_low": low,
@@ -172,7 +173,7 @@ def markdown(
                               "relative_mean_low", "relative_mean_high", "relative_geomean", "interval",
                               "difference", "flags", "models", "models_left_out", "baselines"))  # fmt: skip
     lines += ["", "## Per model", ""]
-    lines += markdown_table(relative, ("model", "variant", "precision", "gpu_count", "gpu", "source", "throughput",
+    lines += markdown_table(relative, ("model", "variant", "precision", "gpu_count", "gpu", "source", recorded.THROUGHPUT,
                                "throughput_low", "throughput_high", "unit", "n_runs", "relative",
                                "relative_low", "relative_high", "interval", "difference", "flags",
                                "stack_differs", "baseline_precision", "baseline_source",

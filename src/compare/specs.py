@@ -11,17 +11,10 @@ from functools import cache
 
 from omegaconf import OmegaConf
 
+from src import recorded
 from src.hardware import devices
 from src.paths import PROJECT_ROOT
-from src.stats import positive_number
-
-PEAK_PARAM = "gpu.peak_tflops"  # logged flattened: gpu.peak_tflops.<peak key>, or "{}" when empty
-FIGURE_PARAMS = {
-    "memory_bandwidth_gbs": "gpu.memory_bandwidth_gbs",
-    "tdp_w": "gpu.tdp_w",
-    "price_usd": "gpu.price_usd",
-}
-PEAK_KEY_PARAM = "precision.peak_key"
+from src.recorded import positive_number
 
 
 @dataclass(frozen=True)
@@ -34,32 +27,22 @@ class Spec:
     from_profile: tuple[str, ...] = ()  # the figures the run never logged, taken from today's conf/
 
 
-def run_spec(gpu: str, precision: str, tf32_math: bool, params: dict[str, str]) -> Spec:
-    """The run's figures from its params; a figure it never logged from today's profile (named in
+def run_spec(result: recorded.RunResult) -> Spec:
+    """The run's figures as it logged them; a figure it never logged from today's profile (named in
     `from_profile`). A figure logged as None stays None: its profile had none when it ran."""
-    profile, fallen = spec_sheet(gpu), []
-
-    def figure(name: str, param: str) -> float | None:
-        if param in params:
-            return positive_number(params[param])
-        fallen.append(name)
-        return positive_number(profile.get(name))
-
-    if precision == "fp32" and tf32_math:  # published "fp32": TF32 tensor-core math, at TF32's peak
-        key = "tf32"
-    elif PEAK_KEY_PARAM in params:
-        key = params[PEAK_KEY_PARAM]
-    else:
-        key = _precision_peak_keys().get(precision, precision)
-        fallen.append("peak_key")
-    if any(p == PEAK_PARAM or p.startswith(f"{PEAK_PARAM}.") for p in params):
-        peak = positive_number(params.get(f"{PEAK_PARAM}.{key}"))
-    else:
+    logged, profile = result.spec, spec_sheet(result.gpu)
+    fallen = logged.unlogged
+    key = logged.peak_key or _precision_peak_keys().get(result.precision, result.precision)
+    if "peak_tflops" in fallen:
         peaks = profile.get("peak_tflops")
         peak = positive_number(peaks.get(key)) if isinstance(peaks, dict) else None
-        fallen.append("peak_tflops")
-    figures = {name: figure(name, param) for name, param in FIGURE_PARAMS.items()}
-    return Spec(key, peak, **figures, from_profile=tuple(fallen))
+    else:  # the peaks as logged, at the key the math ran at
+        peak = positive_number(result.params.get(f"{recorded.PEAK_PARAM}.{key}"))
+    figures = {
+        name: positive_number(profile.get(name)) if name in fallen else getattr(logged, name)
+        for name in recorded.SPEC_PARAMS
+    }
+    return Spec(key, peak, **figures, from_profile=fallen)
 
 
 @cache

@@ -1,10 +1,16 @@
-"""The config groups `python -m src.train --help` lists: those a user picks on the command line.
+"""`python -m src.train --help`: the help template of conf/config.yaml, with the config groups a user
+picks on the command line listed from one scan of conf/.
 
 Hydra's own listing ($APP_CONFIG_GROUPS) shows every group it can see, internal ones too: the
-schemas each model extends (model/family) and the sizes benchmark=smoke merges (sizes/smoke).
+schemas each model extends (model/family) and the sizes benchmark=smoke merges (sizes/smoke). And
+Hydra's --help builds both its listings, whether the template shows them or not, from a config
+repository it rebuilds for every option of every group: seconds on a small host. So src.train
+prints this text itself, before Hydra starts.
 """
 
 from __future__ import annotations
+
+from omegaconf import OmegaConf
 
 from src.paths import PROJECT_ROOT
 
@@ -16,3 +22,15 @@ def command_line_groups() -> str:
     """`group: option, option` per line, as Hydra's compact listing writes them."""
     folders = sorted(p for p in CONF_DIR.iterdir() if p.is_dir() and p.name not in INTERNAL)
     return "\n".join(f"{f.name}: {', '.join(sorted(y.stem for y in f.glob('*.yaml')))}" for f in folders)
+
+
+def register_resolver() -> None:
+    """`${command_line_groups:}` in the help template."""
+    if not OmegaConf.has_resolver("command_line_groups"):
+        OmegaConf.register_new_resolver("command_line_groups", command_line_groups)
+
+
+def app_help() -> str:
+    """The whole --help text, as Hydra would print it from hydra.help.template."""
+    register_resolver()
+    return OmegaConf.load(CONF_DIR / "config.yaml").hydra.help.template

@@ -35,10 +35,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from src import recorded
+
 MEASURED, PROCEDURE, PLUMBING = "measured", "procedure", "plumbing"
 ALWAYS = object()  # `since` of a key every run has logged: never left out
-RAN_BATCH = "batch_size"  # the param a run logs once its ranks report the per-GPU batch that ran
+RAN_BATCH = recorded.BATCH_SIZE  # the param a run logs once its ranks report the per-GPU batch that ran
 CPU_THREADS = "cpu_threads"  # the tag of a CPU job: the intra-op threads each of its ranks ran
+CPU_MODEL = "cpu_model"  # the tag of a CPU job: its processor, the card it ran on
 
 
 @dataclass(frozen=True)
@@ -57,9 +60,16 @@ KEYS: dict[str, Declared] = {
     "gpu.slurm.": Declared(PLUMBING),  # how Slurm was asked (a longer time limit) measures the same point
     "gpu.default_precision": Declared(PLUMBING),  # what precision=auto picks; the point has what ran
     "gpu.memory_limit_gb": Declared(MEASURED, tag="memory_limit_gb", since=None),  # a capped card
+    # spec-sheet figures a projection reads (the card's shape and links, with sources): no figure changes
+    **dict.fromkeys(
+        ("gpu.sm_count", "gpu.boost_clock_mhz", "gpu.l2_cache_mb", "gpu.host_link_gbs", "gpu.gpu_link_gbs",
+         "gpu.sources", "gpu.sources."),
+        Declared(PLUMBING),
+    ),  # fmt: skip
     # the model: its sizes separate points; what only names or describes it is the point's model
     "model.": Declared(MEASURED),
     "model.name": Declared(MEASURED, by="model"),
+    "model.kind": Declared(MEASURED, by="model", since="training"),  # the run's job_kind tag
     "model._target_": Declared(MEASURED, by="model"),
     "model.category": Declared(MEASURED, by="model"),
     "model.unit": Declared(MEASURED, by="model"),
@@ -104,14 +114,16 @@ SOFTWARE = {
     "cuda": "cuda_version",
     "cudnn": "cudnn_version",
     "nccl": "nccl_version",
+    "nccl_settings": "nccl_settings",  # the variables NCCL ran under, on GPUs that talk through it
     "driver": "driver_version",
 }
-CARD = {"gpu_name": "gpu_name", "power_limit": "power_limit_w", "cpu": "cpu_model"}  # cpu: a CPU job's
+CARD = {"gpu_name": "gpu_name", "power_limit": "power_limit_w", "cpu": CPU_MODEL}
 STACK = SOFTWARE | CARD
 STACK_NAMES = {tag: name for name, tag in STACK.items()}
-# Stack tags a job learns only from its ranks (what torch loaded); its torch build fixes them, so a
-# job about to run is matched to a finished run by the rest of its point (src/run/resume.py).
-FROM_RANKS = tuple(SOFTWARE[name] for name in ("cuda", "cudnn", "nccl"))
+# Stack tags a job learns only from its ranks (what torch loaded, the NCCL variables they ran under);
+# its torch build and environment fix them, so a job about to run is matched to a finished run by
+# the rest of its point (src/run/resume.py).
+FROM_RANKS = tuple(SOFTWARE[name] for name in ("cuda", "cudnn", "nccl", "nccl_settings"))
 
 # Run tags that are point fields: the stack, and how the job was laid out (nodes: the ranks per
 # node follow from the point's gpu_count; a CPU job's threads). A run without one (published rows,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
+from src.config import help_groups
 from src.config.groups.benchmark import BenchmarkConfig
 from src.config.groups.gpu import GpuConfig
 from src.config.groups.launcher import LauncherConfig
@@ -16,7 +17,6 @@ from src.config.groups.model import MODEL_FAMILIES, ModelConfig
 from src.config.groups.precision import PrecisionConfig
 from src.config.groups.telemetry import TelemetryConfig
 from src.config.groups.tracking import TrackingConfig
-from src.config.help_groups import command_line_groups
 from src.paths import PROJECT_ROOT, claim_folder
 
 
@@ -38,6 +38,12 @@ class AnomalyConfig:
 
 
 @dataclass
+class ProjectionConfig:
+    batch: str = "own"  # own: each target's largest batch that fits its memory; same: the batch as measured
+    model_error: float = 0.2  # the model's error on ratios between cards (benchmarks/projection_check.py)
+
+
+@dataclass
 class CompareConfig:
     """`python -m src.compare`: relative throughput against a baseline gpu, from MLflow runs."""
 
@@ -54,6 +60,9 @@ class CompareConfig:
     # two cards, gpu or gpu@<memory_limit_gb> (h200@48,h200@24): the ratio of the first to the
     # second split into speed (iso-batch) and capacity (max-batch); empty: no split
     capacity_split: list[str] = field(default_factory=list)
+    # gpu profiles to project the measured points onto (src/projection/); empty: none
+    project: list[str] = field(default_factory=list)
+    projection: ProjectionConfig = field(default_factory=ProjectionConfig)
     filter_string: str = ""  # extra MLflow search filter, e.g. "tags.compile = 'False'"
     include_smoke: bool = False  # benchmark=smoke dry runs are left out unless asked for
     tag_runs: bool = True  # tag anomalous runs with `anomaly`
@@ -95,8 +104,7 @@ def register_configs(*schemas: str) -> None:
             store.store(group="model/family", name=name, node=node)
     if not OmegaConf.has_resolver("project_root"):
         OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
-    if not OmegaConf.has_resolver("command_line_groups"):
-        OmegaConf.register_new_resolver("command_line_groups", command_line_groups)  # for --help
+    help_groups.register_resolver()  # Hydra's --help template, where Hydra prints it (--help is src.train's)
     if not OmegaConf.has_resolver("claim_folder"):
         # cached like Hydra's `now`: every job of a sweep (and Hydra's copies) sees the same folder
         OmegaConf.register_new_resolver("claim_folder", claim_folder, use_cache=True)

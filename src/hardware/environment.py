@@ -8,6 +8,7 @@ import platform
 import socket
 import sys
 from importlib import metadata
+from pathlib import Path
 
 from src.hardware import nvml
 
@@ -71,6 +72,41 @@ def runtime_versions() -> dict:
     except Exception:  # NCCL library absent in a CPU build
         versions["nccl"] = "none"
     return versions
+
+
+# The variables that decide how GPUs talk: NCCL's (transports, algorithms, NVLink SHARP), NVSHMEM's
+# and torch's symmetric memory. The user's environment sets them, never gpubench; each run records
+# their effective values.
+COMMUNICATION_PREFIXES = ("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_")
+NCCL_SYSTEM_CONF = Path("/etc/nccl.conf")
+
+
+def communication_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The communication variables as NCCL resolves them: the environment first, then the user's
+    NCCL file (NCCL_CONF_FILE, else ~/.nccl.conf), then /etc/nccl.conf, each filling only what
+    the ones before left unset (NCCL's own order)."""
+    environ = os.environ if environ is None else environ
+    user_file = environ.get("NCCL_CONF_FILE") or str(Path.home() / ".nccl.conf")
+    settings = {}
+    for source in (_nccl_conf(NCCL_SYSTEM_CONF), _nccl_conf(Path(user_file)), environ):
+        settings |= {name: value for name, value in source.items() if _is_setting(name)}
+    return dict(sorted(settings.items()))
+
+
+def _is_setting(name: str) -> bool:
+    """A communication variable that can change a figure: not debug output, nor the pointer to the
+    file whose values are recorded themselves."""
+    return name.startswith(COMMUNICATION_PREFIXES) and "DEBUG" not in name and name != "NCCL_CONF_FILE"
+
+
+def _nccl_conf(path: Path) -> dict[str, str]:
+    """NAME=VALUE lines of an NCCL configuration file ('#' starts a comment); none if unreadable."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    pairs = (line.split("=", 1) for line in lines if "=" in line and not line.lstrip().startswith("#"))
+    return {name.strip(): value.strip() for name, value in pairs}
 
 
 def capture(devices: list) -> dict:

@@ -50,7 +50,7 @@ def process_started(pid: int) -> str | None:
 
 
 def session_rss_bytes(session_id: int) -> int:
-    """Resident memory of every live process in a session (the ranks and what they started)."""
+    """Resident memory of every live process in a process session (the ranks and what they started)."""
     total = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():

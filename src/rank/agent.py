@@ -31,18 +31,9 @@ from pathlib import Path
 from src.errors import RankFailure
 from src.rank import stack_check
 
-# Multicast over NVLink (NVLS) can take the shared host's GPUs out of service: keep it off.
-SAFE_NCCL_ENV = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
 # What every rank imports, loaded once in the preloader before the first job arrives. torch._dynamo is
 # loaded by the first optimizer a rank builds (torch.optim's decorators): seconds of model build.
 PRELOAD = ("torch", "torch._dynamo", "torch.distributed.launcher.api", "src.rank.worker")
-# A failed or timed-out NCCL collective aborts its communicator and ends the rank, so the agent
-# sees a dead rank instead of one blocked forever.
-FAIL_FAST_ENV = {"TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
 
 
 def _die_with(parent_pid: int) -> None:
@@ -64,8 +55,9 @@ def _elastic_launch(spec: dict) -> list[dict]:
 
     from src.rank.worker import train_rank
 
-    for key, value in {**SAFE_NCCL_ENV, **FAIL_FAST_ENV}.items():
-        os.environ.setdefault(key, value)
+    # NCCL's variables are the user's: none is set here (the run records them). A failed or timed-out
+    # collective ends its rank all the same (torch's elastic agent sets TORCH_NCCL_ASYNC_ERROR_HANDLING),
+    # so the agent sees a dead rank instead of one blocked forever.
     # A forked rank would inherit the agent's SIGTERM handler, which Python runs only between
     # bytecodes: restore the default, so a rank stuck in C code stops at once, as a spawned one does.
     os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))

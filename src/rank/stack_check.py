@@ -39,6 +39,14 @@ def _local(version: str) -> str | None:
     return version.partition("+")[2] or None
 
 
+def cpu_build_command(torch_version: str) -> str:
+    """The pip command that replaces this torch (and its torchvision) with the CPU build of its release."""
+    major, minor = _release(torch_version)
+    pins = f"'torch=={major}.{minor}.*' 'torchvision==0.{minor + TORCHVISION_MINOR_OFFSET}.*'"
+    pins = pins if major == 2 else "torch torchvision"
+    return f"pip install --force-reinstall --no-deps {pins} --index-url {WHEEL_INDEX}/cpu"
+
+
 def reinstall_hint(torch_version: str) -> str:
     """The pip command that installs the torchvision made for this torch, from the same index."""
     major, minor = _release(torch_version)
@@ -80,14 +88,16 @@ def _ops_problem(torch) -> tuple[str | None, str | None]:
 
 @functools.cache
 def report() -> dict:
-    """{"torch", "torchvision": versions or None, "problem": one line naming the fix, or None}."""
-    found = {"torch": _version("torch"), "torchvision": _version("torchvision"), "problem": None}
+    """{"torch", "torchvision": versions or None, "cuda": the CUDA torch was built for or None,
+    "problem": one line naming the fix, or None}."""
+    found = {"torch": _version("torch"), "torchvision": _version("torchvision"), "cuda": None, "problem": None}
     try:
         import torch
     except Exception as exc:
         found["problem"] = f"torch does not import ({_first_line(exc)}): reinstall it (README, Install)"
         return found
     found["torch"] = torch_version = torch.__version__  # with its build tag (+cu130), unlike the metadata
+    found["cuda"] = torch.version.cuda  # the CUDA it was built for; None in a CPU build
     if found["torchvision"] is None:
         found["problem"] = f"torchvision is not installed: {reinstall_hint(torch_version)}"
         return found

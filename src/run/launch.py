@@ -3,7 +3,7 @@
 Each job's elastic agent runs in a session of its own, as the `torchrun` command would, forked
 by the preloader this process starts once (see src/rank/agent.py): fresh worker processes for
 every job, a c10d rendezvous on a free port (or the endpoint a multi-node run names), and the
-ranks' own stdout/stderr captured under the job's folder. Its own session lets the job stop
+ranks' own stdout/stderr captured under the job's folder. Its own process session lets the job stop
 everything it started in one `killpg`: the agent, the ranks, and whatever the ranks spawned.
 The job waits at most `benchmark.timeout_s` for it, so a rank that hangs outside a collective
 fails the job too; Ctrl-C or SIGTERM in the job stops it.
@@ -205,7 +205,7 @@ def _wait_exit(exited: int, deadline: float, watch=None) -> bool:
 
 
 def _stop_session(agent: int, exited: int) -> None:
-    """SIGTERM the agent's session, give it GRACE_S to stop its ranks, SIGKILL what is left.
+    """SIGTERM the agent's process session, give it GRACE_S to stop its ranks, SIGKILL what is left.
     The agent's pid cannot be reused meanwhile: the preloader reaps it only when asked."""
     if not _wait_exit(exited, time.monotonic()):
         _signal_group(agent, signal.SIGTERM)  # session leader: its pid is the process group id

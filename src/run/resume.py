@@ -19,16 +19,15 @@ import json
 
 from omegaconf import DictConfig, OmegaConf
 
+from src import recorded
 from src.config import points
-from src.tracking import tags as tag
-from src.tracking import verdict
 
 CANDIDATES = 100  # finished runs of one hash looked at, latest first
 
 
 def config_hash(cfg: DictConfig) -> str:
     data = points.hashed(OmegaConf.to_container(cfg, resolve=True))
-    if data["model"].get("category") == "ceilings":  # it measures every math: one point per gpu and count
+    if data["model"].get("kind") == recorded.CEILINGS:  # it measures every math: one point per gpu and count
         data.pop("precision", None)
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -39,7 +38,7 @@ def finished_run(client, experiment_id: str, digest: str, tags: dict) -> tuple[o
     run of its config that is another point or is flawed (None: nothing of its config finished)."""
     runs = client.search_runs(
         [experiment_id],
-        filter_string=f"tags.{tag.CONFIG_HASH} = '{digest}' and attributes.status = 'FINISHED'",
+        filter_string=f"tags.{recorded.CONFIG_HASH} = '{digest}' and attributes.status = 'FINISHED'",
         order_by=["attributes.start_time DESC"],
         max_results=CANDIDATES,
     )
@@ -50,8 +49,17 @@ def finished_run(client, experiment_id: str, digest: str, tags: dict) -> tuple[o
         if theirs != ours:
             there, here = points.differences(theirs, ours)
             elsewhere = elsewhere or f"run {run.info.run_id} of this config ran with {there}, this job with {here}"
-        elif (flaw := verdict.flaw(run.data.tags, run.data.metrics, run.data.params)) is None:
+        elif (flaw := _flaw(recorded.read(run))) is None:
             return run, None
         else:
             flawed = flawed or f"run {run.info.run_id} of this point {flaw}; it is kept as it is"
     return None, flawed or elsewhere
+
+
+def _flaw(result: recorded.RunResult) -> str | None:
+    """Why a finished run's figure is not a clean measurement of its point; None when it is."""
+    if result.foreign:
+        return f"shared its GPU with {result.foreign}"
+    if result.steps.missed:
+        return f"missed its stopping rule ({result.steps.missed})"
+    return None

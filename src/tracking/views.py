@@ -8,8 +8,12 @@ Two views:
 
 - `runs`: the table with the columns that say what a run measured (gpu, model, precision, GPU
   count, throughput and its spread), newest first; every run shown in the charts;
-- `by-gpu`: the same, grouped by the `gpu` tag, in the chart view, its charts narrowed to the
-  throughput figures; every group drawn (the UI's default draws the first 10 runs or groups only).
+- `by-gpu`: the same, grouped by the `gpu` and `source` tags (a publisher's generations never
+  pool), in the chart view, its charts narrowed to the per-workload throughput keys
+  (`throughput/<model>/<precision>/x<count>`, src/tracking/tags.py): one chart per model,
+  precision and GPU count, one bar per gpu. The plain `throughput` is left out of it: averaged
+  over a group it mixes images/s and tokens/s of different models. Every group drawn (the UI's
+  default draws the first 10 runs or groups only).
 
 A view with a search filter in the address is not loaded (the UI then takes the address's filter):
 the filter is typed in the search box once the view is open.
@@ -20,16 +24,25 @@ from __future__ import annotations
 import json
 import time
 
+from src import recorded
+
 TAG_PREFIX = "mlflow.sharedViewState."
 RUNS, BY_GPU = "gpubench-runs", "gpubench-by-gpu"
-NAMES = {RUNS: "gpubench: what each run measured", BY_GPU: "gpubench: throughput by gpu"}
+NAMES = {RUNS: "gpubench: what each run measured", BY_GPU: "gpubench: throughput by gpu, per workload"}
 MODES = {RUNS: "TABLE", BY_GPU: "CHART"}  # the address's compareRunsMode for each
 COLUMNS = [
-    *(f"tags.`{tag}`" for tag in ("gpu", "model", "precision", "gpu_count", "unit")),
-    *(f"metrics.`{metric}`" for metric in ("throughput", "throughput_per_gpu", "step_time_ci95_rel", "mfu")),
-    *(f"tags.`{tag}`" for tag in ("benchmark", "stop_reason", "source", "anomaly")),
+    *(f"tags.`{tag}`" for tag in (recorded.GPU, recorded.MODEL, recorded.PRECISION, recorded.GPU_COUNT, recorded.UNIT)),
+    *(
+        f"metrics.`{metric}`"
+        for metric in (recorded.THROUGHPUT, recorded.THROUGHPUT_PER_GPU, recorded.STEP_TIME_CI95_REL, recorded.MFU)
+    ),
+    *(f"tags.`{tag}`" for tag in (recorded.BENCHMARK, recorded.STOP_REASON, recorded.SOURCE, recorded.ANOMALY)),
 ]
-GROUP_BY_GPU = {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": "gpu"}]}
+GROUP_BY_GPU = {
+    "aggregateFunction": "average",
+    "groupByKeys": [{"mode": "tag", "groupByData": recorded.GPU}, {"mode": "tag", "groupByData": recorded.SOURCE}],
+}
+WORKLOAD_CHARTS = f"{recorded.THROUGHPUT}/"  # the chart filter: the per-workload keys only
 
 
 def state(key: str) -> dict:
@@ -45,7 +58,7 @@ def state(key: str) -> dict:
         "groupBy": None,
     }
     if key == BY_GPU:
-        view |= {"groupBy": GROUP_BY_GPU, "chartsSearchFilter": "throughput"}
+        view |= {"groupBy": GROUP_BY_GPU, "chartsSearchFilter": WORKLOAD_CHARTS}
     return view
 
 

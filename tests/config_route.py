@@ -1,15 +1,15 @@
-"""The route one job's config takes: the modules of the calls that receive it, in order, and how
-often that route climbs back up the layers (tests/test_layers.py's) or returns to a module it left.
+"""The route one job's config takes: the modules of the calls that receive it, in order, each with
+its layer (tests/test_layers.py's).
 
-    python benchmarks/job_route.py                       # gpu=auto benchmark=smoke: the CPU here
-    python benchmarks/job_route.py gpu=cpu model=gpt2    # any command line of python -m src.train
+    python tests/config_route.py                       # gpu=auto benchmark=smoke: the CPU here
+    python tests/config_route.py gpu=cpu model=gpt2    # any command line of python -m src.train
 
 It runs the real command in this process (one CPU smoke job into a temporary store) under
 sys.setprofile and keeps every call into src/ whose arguments carry the job's config: the config
 or a node of it, the plain dict the ranks get, or an object holding one of those (the job's store,
 its telemetry watch). Calls in other threads and in the rank processes are not followed. Two routes
 are printed: from the job's entry (Hydra's task function in src/train.py) and from run_job.
-`--json` prints them as data (tests/test_job_route.py reads it).
+`--json` prints them as data (tests/test_config_route.py reads it).
 """
 
 from __future__ import annotations
@@ -90,16 +90,8 @@ def route(calls: list[tuple[str, str]]) -> list[str]:
     return [m for i, m in enumerate(modules) if i == 0 or modules[i - 1] != m]
 
 
-def counts(modules: list[str]) -> dict:
-    """Climbs: steps to a higher layer (a return up the call stack, or a call up the layers);
-    returns: steps to a module the route has already left."""
-    climbs = sum(layer(b)[0] > layer(a)[0] for a, b in zip(modules, modules[1:], strict=False))
-    returns = sum(m in modules[:i] for i, m in enumerate(modules) if i)
-    return {"modules": len(set(modules)), "steps": len(modules), "climbs": climbs, "returns": returns}
-
-
 def trace(overrides: list[str]) -> dict:
-    """Run `python -m src.train OVERRIDES` here, into a temporary store; the two routes and counts."""
+    """Run `python -m src.train OVERRIDES` here, into a temporary store; the two routes."""
     with tempfile.TemporaryDirectory() as store:
         argv = [
             *overrides,
@@ -121,25 +113,21 @@ def trace(overrides: list[str]) -> dict:
     start = whole.index(next(c for c in whole if c == RUN_JOB)) if RUN_JOB in whole else len(whole)
     result = {}
     for name, calls in (("entry", whole), ("run_job", whole[start:])):
-        modules = route(calls)
-        result[name] = {"route": modules, **counts(modules)}
+        result[name] = {"route": route(calls)}
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("overrides", nargs="*", default=DEFAULT)
-    parser.add_argument("--json", action="store_true", help="print the routes and counts as JSON")
+    parser.add_argument("--json", action="store_true", help="print the routes as JSON")
     args = parser.parse_args()
     result = trace(args.overrides)
     if args.json:
         print(json.dumps(result))
         return
     for name, found in result.items():
-        print(
-            f"from {name}: {found['modules']} modules, {found['steps']} steps, "
-            f"{found['climbs']} climbs up the layers, {found['returns']} returns to a module left"
-        )
+        print(f"from {name}:")
         for module in found["route"]:
             print(f"  {layer(module)[0]} {module}")
 
