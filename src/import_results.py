@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from src import recorded
+from src import credentials, recorded
 from src.config import cli
 from src.config.groups.tracking import tracking_errors
 from src.config.schema import register_configs
@@ -320,8 +320,8 @@ def file_argument_as_override(argv: list[str]) -> list[str]:
 @hydra.main(config_path="../conf", config_name="import_results", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     cli.composed()
+    credentials.adopt_tracking_credentials(cfg)
     from src.console import console, link_line
-    from src.credentials import redact
     from src.published import TableError
     from src.tracking import ui
 
@@ -337,8 +337,8 @@ def main(cfg: DictConfig) -> None:
         console.print(
             f"imported {summary.created} run(s) from {table.name} as source={cfg.source} "
             f"precision={precision} into {cfg.tracking.published_experiment!r} at "
-            f"{redact(cfg.tracking.uri)}; {summary.already_there} already there, {summary.not_run} cell(s) "
-            "not run (0 or less)",
+            f"{credentials.bare(cfg.tracking.uri)}; {summary.already_there} already there, "
+            f"{summary.not_run} cell(s) not run (0 or less)",
             soft_wrap=True,
         )
     link_line(ui.how_to_open(cfg.tracking.uri, done[-1][2].experiment_id))

@@ -62,7 +62,8 @@ ERROR = "error"  # why a run FAILED or was KILLED
 SWEEP = "sweep"  # "true"
 OVERRIDES = "overrides"
 SWEEP_DIR = "sweep_dir"
-SKIPPED_PREFIX = "skipped."  # skipped.<config_hash> = the id of the FINISHED run that did the point
+# skipped.<config_hash>.<run name of the skipped point> = the id of the FINISHED run that did the point
+SKIPPED_PREFIX = "skipped."
 UNAVAILABLE_PREFIX = "unavailable."  # unavailable.<num> = "<run name>: needs ..."
 FAILED_JOB_PREFIX = "failed_job."  # failed_job.<num> = why that point failed
 NO_RUN_JOB_PREFIX = "no_run_job."  # no_run_job.<num> = true: that point failed before opening a run

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import console, recorded
+from src import console, credentials, recorded
 from src.compare import (
     analysis,
     anomalies,
@@ -262,7 +262,7 @@ def _facts(
         f"Baseline: `{baseline}`"
         + (f" from source `{cfg.baseline_source}`" if cfg.baseline_source else " (same source first)")
         + by,
-        f"Runs: experiments {', '.join(f'`{e}`' for e in experiments)} at `{cfg.tracking.uri}`; "
+        f"Runs: experiments {', '.join(f'`{e}`' for e in experiments)} at `{credentials.bare(cfg.tracking.uri)}`; "
         f"{n_finished:,} FINISHED, {n_benchmark:,} with a throughput, {used:,} kept by the filters, as "
         f"{len(measurements):,} points (median of repeats of one measured configuration; n_runs says "
         f"how many){smoke}",

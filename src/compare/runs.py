@@ -127,6 +127,7 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
     ids; the extra filter is MLflow's syntax."""
     from mlflow.exceptions import MlflowException
 
+    from src.credentials import bare
     from src.paths import sqlite_path
     from src.tracking import store
 
@@ -140,7 +141,7 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
     found = [e for e in map(mlflow_client.get_experiment_by_name, dict.fromkeys(experiments)) if e]
     if not found:
         raise CompareError(
-            f"tracking.experiment={experiments[0]!r}: no such experiment at {uri} (nor "
+            f"tracking.experiment={experiments[0]!r}: no such experiment at {bare(uri)} (nor "
             f"{', '.join(map(repr, experiments[1:])) or 'another'}); "
             "run a benchmark or import published results first"
         )

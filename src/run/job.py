@@ -203,7 +203,10 @@ def _skip(cfg: DictConfig, name: str, done, digest: str, parent_run_id: str | No
     """Report the point as done by an earlier run; its parent (if any) lists it."""
     throughput = recorded.read(done).throughput
     console.skip_line(name, done.info.run_id, throughput, cfg.model.unit)
-    note_on_parent(cfg.tracking.uri, parent_run_id, f"{recorded.SKIPPED_PREFIX}{digest}", done.info.run_id)
+    # keyed by this point's name too: amp's ceilings point is the run tf32's measured, named tf32
+    note_on_parent(
+        cfg.tracking.uri, parent_run_id, f"{recorded.SKIPPED_PREFIX}{digest}.{name}", done.info.run_id
+    )
     return throughput
 
 
@@ -221,6 +224,7 @@ def _launch(
     cfg: DictConfig, selection: devices.Selection, job_dir: Path, name: str, job_started: float
 ) -> JobOutcome:
     rank_cfg = OmegaConf.to_container(cfg, resolve=True)
+    del rank_cfg["tracking"]  # ranks never log; a database URI's password stays out of launch.json
     # the job id is in every file the job exchanges with its ranks: what it reads back is its own
     job_id = uuid.uuid4().hex
     rank_cfg["runtime"] = {"device": selection.device_kind, "job_id": job_id}
