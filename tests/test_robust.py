@@ -29,6 +29,7 @@ from src.run.prepare import prepare
 from tests.process_tree import ProcessTree, rank_processes
 
 TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
+TINY += ["benchmark.max_steps=400"]  # steps until the smoke rule is met: resume reuses only such a run
 USER, URI_PASSWORD = "alice", "uri-pw-5x9k2"
 ENV_SECRETS = {"MLFLOW_TRACKING_TOKEN": "token-7f3q1m", "MLFLOW_TRACKING_PASSWORD": "env-pw-4r8w6"}
 
