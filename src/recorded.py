@@ -176,7 +176,8 @@ SMOKE_PARAM = "benchmark.smoke"  # a smoke switch before benchmark=smoke
 MIN_STEPS_PARAM, TARGET_CI_PARAM = "benchmark.min_steps", "benchmark.target_ci"
 PEAK_PARAM = "gpu.peak_tflops"  # logged flattened: gpu.peak_tflops.<peak key>, or "{}" when empty
 PEAK_KEY_PARAM = "precision.peak_key"
-SPEC_PARAMS = {"memory_bandwidth_gbs": "gpu.memory_bandwidth_gbs", "tdp_w": "gpu.tdp_w", "price_usd": "gpu.price_usd"}
+SPEC_PARAMS = {"memory_bandwidth_gbs": "gpu.memory_bandwidth_gbs", "tdp_w": "gpu.tdp_w", "price_usd": "gpu.price_usd",
+               "memory_gb": "gpu.memory_gb"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,7 @@ class Spec:
     memory_bandwidth_gbs: float | None
     tdp_w: float | None  # per GPU
     price_usd: float | None  # per GPU
+    memory_gb: float | None  # per GPU, as the profile states it (a memory cap aside)
     unlogged: tuple[str, ...] = ()  # the figures the run never logged (logged as None is logged)
 
 

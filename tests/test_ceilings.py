@@ -76,6 +76,7 @@ def test_the_best_shape_is_sampled_until_its_spread_meets_the_target_or_max_samp
     assert best_matmul("bf16", cfg["model"], torch.device("cpu"))["samples"] == samples
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throughput_and_breakdown(
     tmp_path, tracking_uri, monkeypatch
 ):

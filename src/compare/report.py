@@ -7,8 +7,9 @@ from pathlib import Path
 
 from src import recorded
 from src.compare import intervals
-from src.compare.analysis import NO_DIFFERENCE, RelativeRow, SummaryRow, precision_group
+from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.anomalies import Anomaly
+from src.compare.ratio import NO_DIFFERENCE
 from src.compare.runs import MEASURED
 from src.console import gpus, number
 
@@ -94,16 +95,16 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
 def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]:
     return [
         {
-            **dict(zip(("relative_mean_low", "relative_mean_high"), _low_high(s.mean_interval), strict=True)),
+            **dict(zip(("relative_mean_low", "relative_mean_high"), _low_high(s.mean.interval), strict=True)),
             **dict(
                 zip(
                     ("relative_geomean_low", "relative_geomean_high"),
-                    _low_high(s.geomean_interval),
+                    _low_high(s.geomean.interval),
                     strict=True,
                 )
             ),
-            "interval": "baseline" if s.gpu == baseline else intervals.describe(s.geomean_spread),
-            "difference": NO_DIFFERENCE if _holds_one(s) else "",
+            "interval": "baseline" if s.gpu == baseline else s.geomean.basis(),
+            "difference": NO_DIFFERENCE if s.mean.no_difference else "",
             "flags": " ".join(s.flags),
             "category": s.category,
             "precision": s.precision,
@@ -120,10 +121,6 @@ def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]
         }
         for s in summary
     ]
-
-
-def _holds_one(s: SummaryRow) -> bool:
-    return intervals.holds_one(s.mean_interval)
 
 
 def anomaly_records(anomalies: list[Anomaly]) -> list[dict]:
@@ -288,7 +285,7 @@ def print_summary(
 
 
 def _console_interval(s: SummaryRow) -> str:
-    return interval_text(s.mean_interval) + ("!" if "stack_differs" in s.flags else "")
+    return interval_text(s.mean.interval) + ("!" if "stack_differs" in s.flags else "")
 
 
 def interval_text(interval: tuple[float, float] | None) -> str:
