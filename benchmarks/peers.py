@@ -103,13 +103,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("peers", type=Path, help="the folder holding the peers' scripts")
     parser.add_argument("--only", default=",".join(PEERS), help="comma-separated: " + ", ".join(PEERS))
+    parser.add_argument("--store", type=Path, help="keep the suite's runs (and the peers' outputs) here")
     args = parser.parse_args()
     rows = []
     for name in args.only.split(","):
         if name not in PEERS:
             parser.error(f"--only: {name!r} is not one of {', '.join(PEERS)}")
-        with tempfile.TemporaryDirectory() as store:
-            rows += PEERS[name](args.peers.resolve(), Path(store))
+        with tempfile.TemporaryDirectory() as scratch:
+            store = args.store / name if args.store else Path(scratch)
+            store.mkdir(parents=True, exist_ok=True)
+            rows += PEERS[name](args.peers.resolve(), store.resolve())
     print(f"\n{'figure':<36}{'peer':>10}  {'':<16}{'suite':>10}  {'':<28}{'ratio':>7}")
     for label, peer, peer_note, suite, suite_note in rows:
         ratio = suite / peer
