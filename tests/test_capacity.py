@@ -171,13 +171,65 @@ def test_capped_cards_stand_for_the_profile_of_their_memory_beside_its_published
     assert (row.published_batch, row.published_baseline_batch) == (496, 224)
 
 
-def test_the_split_and_curve_charts_draw(tmp_path):
-    runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in
-            [(24, 2, 600.0), (24, 4, 1000.0), (48, 4, 1000.0), (48, 8, 1400.0), (48, 16, 1650.0)]]  # fmt: skip
+CURVE_RUNS = [(24, 2, 600.0), (24, 4, 1000.0), (48, 4, 1000.0), (48, 8, 1400.0), (48, 16, 1650.0)]
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Every matplotlib figure a chart function saves, as it was drawn."""
+    from matplotlib.figure import Figure
+
+    saved, save = [], Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        saved.append(fig)
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return saved
+
+
+def test_the_split_chart_shows_each_ratio_as_a_bar_of_its_own_colour_with_its_label(tmp_path, drawn):
+    from matplotlib.container import BarContainer
+
+    runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in CURVE_RUNS]
     rows, _ = capacity.split(runs, PAIR)
-    (split_png,) = capacity_charts.split_chart(rows, tmp_path)
-    (curve_png,) = capacity_charts.curve_chart(runs, tmp_path)
-    assert split_png.stat().st_size > 10_000 and curve_png.stat().st_size > 10_000
+    (png,) = capacity_charts.split_chart(rows, tmp_path)
+    (fig,) = drawn
+    (ax,) = fig.axes
+    assert png.read_bytes().startswith(b"\x89PNG") and png.name == "capacity_split.png"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["txl_large tf32 x1"]
+    assert ax.get_xlabel() == "throughput of h200@48 / h200@24"
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    # iso-batch 1000 / 1000 at batch 4; max-batch 1650 (batch 16) / 1000 (batch 4); nothing published
+    assert [[p.get_width() for p in c] for c in bars] == [[pytest.approx(1.0)], [pytest.approx(1.65)], [0.0]]
+    assert [t.get_text().strip() for t in ax.texts] == ["1.00x", "1.65x;  capacity 1.65x", "none published"]
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "iso-batch (speed)", "max-batch (speed x capacity)", "published (max-batch)",
+    ]  # fmt: skip
+    colours = [c.patches[0].get_facecolor() for c in bars]
+    assert len(set(colours)) == 3 and [h.get_facecolor() for h in legend.legend_handles] == colours
+    assert fig.texts[0].get_text().startswith("Speed and capacity: h200@48 vs h200@24")
+
+
+def test_the_memory_curve_shows_a_line_per_card_through_its_batches(tmp_path, drawn):
+    from matplotlib.container import ErrorbarContainer
+
+    runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in CURVE_RUNS]
+    (png,) = capacity_charts.curve_chart(runs, tmp_path)
+    (fig,) = drawn
+    (ax,) = fig.axes
+    assert png.read_bytes().startswith(b"\x89PNG") and png.name == "memory_curve.png"
+    assert ax.get_title(loc="left") == "txl_large tf32, 1 GPU"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("per-GPU batch", "tokens/s")
+    lines = {c.get_label(): c.lines[0] for c in ax.containers if isinstance(c, ErrorbarContainer)}
+    drawn_points = {card: (list(line.get_xdata()), list(line.get_ydata())) for card, line in lines.items()}
+    assert drawn_points == {"h200@24": ([2, 4], [600.0, 1000.0]), "h200@48": ([4, 8, 16], [1000.0, 1400.0, 1650.0])}
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["h200@24", "h200@48"]
+    notes = {t.get_text(): t.get_color() for t in ax.texts}
+    assert notes == {"largest run: 4": lines["h200@24"].get_color(), "largest run: 16": lines["h200@48"].get_color()}
+    assert lines["h200@24"].get_color() != lines["h200@48"].get_color()
 
 
 def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys, tracking_uri):
@@ -238,6 +290,7 @@ def test_a_split_of_one_card_is_refused_before_any_work(tmp_path):
         run(f"sqlite:///{tmp_path}/none.db", tmp_path / "out", "capacity_split=[h200@48]")
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_the_overlay_sweeps_both_caps_at_the_largest_and_the_smaller_cards_batch():
     """experiment=capacity_split: every point of its sweep composes and finalises, as its jobs will."""
     import itertools

@@ -61,6 +61,7 @@ def test_shapes_larger_than_one_slow_call_are_skipped_and_named():
     assert found["shape"] == 64 and found["skipped_sizes"] == [128]
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throughput_and_breakdown(
     tmp_path, tracking_uri, monkeypatch
 ):

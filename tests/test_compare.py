@@ -287,6 +287,7 @@ def test_a_list_of_lists_is_refused_naming_the_key(store, tmp_path):
         run(store, tmp_path / "never", "gpus=[[cpu]]")
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_cli_prints_the_summary_and_writes_the_folder(store, tmp_path):
     proc = run_cli(["models=[txl_base]", f"out={tmp_path}/cli"], tmp_path, store, module="src.compare")
     assert proc.returncode == 0, proc.stderr

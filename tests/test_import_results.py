@@ -77,6 +77,7 @@ def test_bad_arguments_name_key_value_and_what_is_allowed(table):
     assert "file='/no/such.csv'" in message and "tracking.uri='nope'" in message
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_import_into_mlflow_and_back_without_duplicates(table, tmp_path, tracking_uri):
     args = [str(table), "precision=fp32", "source=lambda"]
     first = run_cli(args, tmp_path, tracking_uri, module="src.import_results")
