@@ -23,7 +23,7 @@ STACK_TAGS = (*(f"{p}{recorded.VERSION_SUFFIX}" for p in ("torch", "cuda", "cudn
 SHARES = recorded.SHARES
 SHARE_TITLES = {"matmul": "matmul/conv", "other": "other compute", "comm": "communication",
                 "memcpy": "memory copies", "idle": "GPU idle"}  # fmt: skip
-CSV = "explain.csv"
+HEADING, CSV = "Why: ceilings and step time", "explain.csv"
 COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "gpu_name", recorded.ACHIEVED_TFLOPS_PER_GPU,
            recorded.MFU, "ceiling_math", "ceiling_tflops", "share_of_ceiling", "ceilings_run",
            *(f"{s}_share" for s in SHARES), recorded.THROTTLED_POWER_SHARE, recorded.POWER_LIMIT,
@@ -347,10 +347,9 @@ def _record(p: Placement) -> dict:
     }  # fmt: skip
 
 
-def markdown(explanation: Explanation, charts: list) -> list[str]:
-    """The report's section: the sentences, the claims, a table of placements, its charts."""
-    lines = ["", "## Why: ceilings and step time", ""]
-    lines += [
+def markdown(explanation: Explanation) -> list[str]:
+    """The report's section: the sentences, the claims, a table of placements."""
+    lines = [
         "Each measured point against its card's own ceilings (the latest `model=ceilings` run of the same "
         "GPU name, count and software stack) and where its step time went (a few steps profiled after "
         "the measured window). Share of ceiling: achieved TFLOP/s over the measured matmul ceiling of "
@@ -380,5 +379,4 @@ def markdown(explanation: Explanation, charts: list) -> list[str]:
             "; ".join(n for n in (p.power.said() if p.power and p.power.limited else "", p.note) if n),
         ]
         lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
-    lines += ["", *[f"![{c.stem}]({c.name})" for c in charts], ""]
     return lines
