@@ -59,6 +59,7 @@ def best_matmul(math_name: str, cfg: dict, device: torch.device) -> dict:
     """The best shape's figure: median TFLOP/s, range and CI over its samples, the shape, and what
     the screen saw (every shape's rate) and left out (shapes whose call would outlast
     `max_call_s`, or past the math's `screen_budget_s`)."""
+    started = time.perf_counter()
     set_tf32(math_name == "tf32", device)
     shapes = grid(cfg["matmul_dims"])
     products = Products(math_name, max(cfg["matmul_dims"]), device)
@@ -86,6 +87,7 @@ def best_matmul(math_name: str, cfg: dict, device: torch.device) -> dict:
         "shape": "x".join(map(str, best.shape)),
         "skipped": len(skipped),
         "screen": [[*t.shape, t.rate / 1e12] for t in screened],
+        "seconds": time.perf_counter() - started,  # what the search cost
     }
 
 
