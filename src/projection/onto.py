@@ -23,7 +23,7 @@ def project_onto(
     measurements: list[Measurement], runs: list, targets: list[str], batch: str, model_error: float
 ) -> Projected:
     """The measured points of every gpu that is not itself a target, onto each target."""
-    by_id = {r.info.run_id: r for r in runs}
+    by_id = {r.run_id: r for r in runs}
     found = explain.ceilings_runs(runs)
     done = Projected()
     pairs = [
@@ -40,8 +40,8 @@ def project_onto(
         for chosen in choose([p for _, p in pairs], target, batch):
             m = next(m for m, p in pairs if p is chosen.point)
             try:
-                card = inputs.source_card(m, by_id[chosen.point.run_ids[0]].data.params)
-                ceilings = inputs.ceilings_of(m, by_id, found)
+                card = inputs.source_card(m, by_id[chosen.point.run_ids[0]].params)
+                ceilings = inputs.ceilings_of([by_id[i] for i in chosen.point.run_ids], found)
                 projection = project(chosen.point, card, ceilings, target, model_error)
             except ProjectionRefused as exc:
                 if str(exc) not in done.refused:  # a point lacking its breakdown is refused once, not per target
