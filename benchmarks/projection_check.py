@@ -26,13 +26,14 @@ sys.path.insert(0, str(ROOT))  # the suite's own modules
 
 from omegaconf import OmegaConf  # noqa: E402
 
+from src.compare.projection import project_onto  # noqa: E402
 from src.compare.published import read_table  # noqa: E402
 from src.compare.runs import aggregate, search_finished, to_record  # noqa: E402
 from src.hardware import devices  # noqa: E402
 from src.import_results import SHIPPED, generation  # noqa: E402
+from src.projection.cards import profiles  # noqa: E402
 from src.projection.choose import BATCHES, OWN  # noqa: E402
 from src.projection.model import ratio_band  # noqa: E402
-from src.projection.onto import project_onto  # noqa: E402
 from src.projection.sentences import pair_sentence  # noqa: E402
 
 OURS = {"fp32": "tf32", "amp": "amp"}  # published precision -> the runs set against it
@@ -79,7 +80,8 @@ def main() -> None:
     targets = sorted({gpu for gpu, count, _, _ in table if count == 1 and devices.load_profile(gpu)})
     runs, _ = search_finished(args.uri, [args.experiment])
     records = [r for r in map(to_record, runs) if r and r.gpu == args.gpu and not r.smoke]
-    done = project_onto(aggregate(records), runs, targets, args.batch, model_error)
+    cards = profiles([*targets, args.gpu])
+    done = project_onto(aggregate(records), runs, targets, cards, args.batch, model_error)
     for line in done.refused:
         print(f"not projected: {line}")
     projected = {(p.target.name, p.source.model, p.source.precision, p.source.gpu_count): p for p in done.projections}

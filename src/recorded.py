@@ -26,6 +26,7 @@ TRAINING, CEILINGS = "training", "ceilings"
 KINDS = (TRAINING, CEILINGS)
 REPORT_KIND, SWEEP_KIND = "report", "sweep"  # runs that are no job: compare's report, a sweep's parent
 MEASURED = "measured"  # the source of this project's own runs (they carry no `source` tag)
+PROJECTED = "projected"  # the source of a point projected onto a card (src/compare/projection.py)
 
 # ---- tags: what a run measured (compare's point reads these) ----
 SCHEMA = "schema_version"

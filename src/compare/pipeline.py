@@ -20,6 +20,7 @@ from src.compare import (
     charts,
     explain,
     explain_charts,
+    projection,
     report,
     split,
 )
@@ -77,6 +78,7 @@ def validate_compare(cfg: DictConfig) -> None:
     if pair and (len(pair) != 2 or pair[0] == pair[1]):
         errors.append(f"capacity_split={list(pair)}: must be two different cards, gpu or gpu@<memory_limit_gb>, "
                       "e.g. capacity_split=[a6000,rtx3090] or capacity_split=[h200@48,h200@24]")  # fmt: skip
+    errors += projection.errors(cfg)
     if Path(cfg.out).exists() and not Path(cfg.out).is_dir():
         errors.append(f"out={cfg.out!r}: is a file; must be a folder (created when missing)")
     if errors:
@@ -102,6 +104,8 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         kept, untagged = axis.along(kept, cfg.by)
     baseline = axis.baseline(kept, cfg.by, cfg.baseline)
     measurements = aggregate(kept)
+    projected = projection.for_compare(cfg, measurements, runs, baseline)
+    measurements += projected.measurements
     rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, axis.stack_keys(cfg.by))
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, rows, baseline)
@@ -150,6 +154,9 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         split_table,
         split.SPLIT_COLUMNS,
     ) + "\n".join(explain.markdown(why, why_pictures))
+    if cfg.project:
+        files.append(report.write_csv(out / projection.CSV, projection.COLUMNS, projection.records(projected)))
+        text += "\n".join(projection.markdown(projected, list(cfg.project)))
     capacity_rows, missing = _capacity_split(cfg, measurements)
     split_files, split_lines = _capacity_files(capacity_rows, missing, out)
     text += "".join(f"{line}\n" for line in split_lines)
@@ -157,9 +164,12 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     files += [*split_files, *pictures, *why_pictures, out / report.REPORT_MD]
 
     if cfg.tag_runs:
-        anomalies.tag_runs(cfg.tracking.uri, measurements, found)
+        ours = [m for m in measurements if m.source != projection.PROJECTED]  # a projection tags no run
+        anomalies.tag_runs(cfg.tracking.uri, ours, [a for a in found if a.measurement.source != projection.PROJECTED])
     run_id = _log_report_run(cfg, baseline, files, found, text)
-    for line in unanswered + missing:
+    if projected.projections:
+        projection.log_runs(cfg.tracking, run_id, projected)
+    for line in unanswered + missing + projected.refused + projected.notes:
         console.warning(line)
     unlike = [_label(r) for r in rows if r.math_differs]
     report.print_summary(summary, baseline, asked, str(out), unlike)
