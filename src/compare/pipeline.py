@@ -104,7 +104,7 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         kept, untagged = axis.along(kept, cfg.by)
     baseline = axis.baseline(kept, cfg.by, cfg.baseline)
     measurements = aggregate(kept)
-    projected = projection.for_compare(cfg, measurements, runs, baseline)
+    projected = projection.for_compare(cfg, records, runs, baseline)
     measurements += projected.measurements
     rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, axis.stack_keys(cfg.by))
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps

@@ -14,9 +14,11 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+from omegaconf import OmegaConf
+
 from src import recorded
 from src.compare import explain, intervals
-from src.compare.runs import MEASURED, Measurement
+from src.compare.runs import MEASURED, Measurement, aggregate, select
 from src.compare.specs import Spec
 from src.projection.cards import known, profiles
 from src.projection.choose import BATCHES, choose
@@ -41,10 +43,13 @@ class Section:
     refused: list[str] = field(default_factory=list)  # one line each: the run to make first
 
 
-def for_compare(cfg, measurements: list[Measurement], runs: list, baseline: str) -> Section:
-    """project=[...]: the measured points onto each card named; none named: an empty section."""
+def for_compare(cfg, records: list, runs: list, baseline: str) -> Section:
+    """project=[...]: the measured points onto each card named; none named: an empty section. The
+    sources are the points the filters keep on any card: `gpus=` selects the cards shown."""
     if not cfg.project:
         return Section()
+    kept, _ = select(records, OmegaConf.merge(cfg, {"gpus": []}))
+    measurements = aggregate(kept)
     cards = profiles([*cfg.project, *(m.gpu for m in measurements)])
     p = cfg.projection
     return build(measurements, runs, list(cfg.project), cards, baseline, p.batch, p.model_error)
@@ -136,6 +141,9 @@ def errors(cfg) -> list[str]:
     for name in cfg.project:
         if name not in names:
             found.append(f"project={list(cfg.project)}: {name!r} is not a gpu profile; one of {', '.join(names)}")
+    if cfg.project and cfg.by:
+        found.append(f"project={list(cfg.project)} with by={cfg.by}: by= compares the values of a tag on one card; "
+                     "project= compares cards: give one of them")  # fmt: skip
     if cfg.projection.batch not in BATCHES:
         found.append(f"projection.batch={cfg.projection.batch!r}: must be one of {', '.join(BATCHES)}")
     if not 0 <= cfg.projection.model_error < 10:
