@@ -64,7 +64,7 @@ def build(measurements: list[Measurement], runs: list, targets: list[str], profi
         [m] = [m for m in measurements if m.runs and m.runs[0].run_id == p.source.run_ids[0]]
         section.measurements.append(as_measurement(p, m))
         if id(p) in done.notes:
-            section.notes.append(f"{p.target.name} {p.source.model} {p.source.precision}: {done.notes[id(p)]}")
+            section.notes.append(done.notes[id(p)])
     section.sentences = _sentences(done.projections, baseline, model_error)
     return section
 
