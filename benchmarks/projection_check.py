@@ -27,7 +27,6 @@ sys.path.insert(0, str(ROOT))  # the suite's own modules
 from omegaconf import OmegaConf  # noqa: E402
 
 from src.compare.projection import project_onto  # noqa: E402
-from src.compare.published import read_table  # noqa: E402
 from src.compare.runs import aggregate, search_finished, to_record  # noqa: E402
 from src.hardware import devices  # noqa: E402
 from src.import_results import SHIPPED, _batches_and_runs, generation  # noqa: E402
@@ -35,6 +34,7 @@ from src.projection.cards import profiles  # noqa: E402
 from src.projection.choose import BATCHES, OWN  # noqa: E402
 from src.projection.model import ratio_band  # noqa: E402
 from src.projection.sentences import pair_sentence  # noqa: E402
+from src.published import read_table  # noqa: E402
 
 OURS = {"fp32": "tf32", "amp": "amp"}  # published precision -> the runs set against it
 STUDY = ("a6000", "rtx3090")

@@ -116,32 +116,46 @@ def failure_line(name: str, reason: str) -> None:
 
 
 def summary_table(rows: list[dict]) -> None:
-    """One line per job, fitting an 80-column terminal or log: run names stay whole (a reader
-    searches for them); why a job failed or was skipped follows the table, one line each, unless
-    this process printed that skip already."""
+    """One row per point, fitting an 80-column terminal or log: each named by its own point (run
+    name, then what tells it from rows of the same name), the run name kept whole (a reader
+    searches for it); a short flag where its figure needs one. Why a job failed or was skipped and what each flag
+    means follow the table, one line each, unless this process printed that skip already."""
     from rich import box
 
-    names = [escape(row["name"]) for row in rows]
-    table = Table(title="Sweep summary", box=box.SIMPLE_HEAD, title_justify="left")
-    table.add_column("run", no_wrap=True, min_width=max(map(len, names), default=3))
+    names = [escape(" ".join(filter(None, (row["name"], row.get("variant"))))) for row in rows]
+    table = Table(
+        title="Sweep summary",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    # a run name holds no space: only the variant after it wraps, onto the next line
+    table.add_column("run", min_width=max((len(row["name"]) for row in rows), default=3))
     table.add_column("status", no_wrap=True)
     table.add_column(recorded.THROUGHPUT, justify="right", no_wrap=True)
     table.add_column("unit", no_wrap=True)
     table.add_column("step ms", justify="right", no_wrap=True)
+    flagged = any(row.get("flags") for row in rows)
+    if flagged:
+        table.add_column("flags", min_width=len("shared"))
     for name, row in zip(names, rows, strict=True):
         throughput = row.get(recorded.THROUGHPUT)
         step = row.get(recorded.STEP_TIME_MS)
-        table.add_row(
+        cells = [
             name,
             row["status"],
             f"{throughput:,.1f}" if throughput is not None else "-",
             row.get("unit", ""),
             f"{step:.1f}" if step is not None else "-",
-        )
+        ]
+        table.add_row(*cells, *(["\n".join(row.get("flags", {}))] if flagged else []))
     console.print(table)
     for name, row in zip(names, rows, strict=True):
         if row.get("error") and not (row["status"] == "SKIPPED" and row["name"] in _said):
             console.print(f"  {name}: {escape(row['error'])}")
+        for meaning in row.get("flags", {}).values():
+            console.print(f"  {name}: {escape(meaning)}")
 
 
 def gpus(count: int) -> str:
@@ -176,6 +190,11 @@ def skip_line(name: str, run_id: str, throughput: float | None, unit: str) -> No
         f"[cyan]skip[/] {name}: already FINISHED as run {run_id} ({figure}); "
         f"benchmark.rerun=true runs it again"
     )
+
+
+def measure_line(name: str, why: str) -> None:
+    """Why a point with a FINISHED run of its config is measured all the same (src/run/resume.py)."""
+    console.print(f"[cyan]measure[/] {name}: {escape(why)}", soft_wrap=True)
 
 
 def unavailable_line(name: str, shortfall: str) -> None:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from src import recorded
+from src import credentials, recorded
 from src.config import cli
 from src.config.groups.tracking import tracking_errors
 from src.config.schema import register_configs
@@ -31,7 +31,7 @@ from src.errors import ConfigError, TrackingUnavailable, exit_with_error
 from src.paths import PROJECT_ROOT
 
 if TYPE_CHECKING:
-    from src.compare.published import PublishedResult
+    from src.published import PublishedResult
 
 register_configs("import_schema")
 
@@ -158,7 +158,7 @@ def import_table(
 ) -> ImportSummary:
     """One table's positive cells (those `only` keeps) as runs; `shipped` adds its generation's
     tags, batch sizes and runs' spread."""
-    from src.compare import published
+    from src import published
     from src.run.job import run_name
     from src.tracking import job_run, store
 
@@ -208,6 +208,7 @@ def import_table(
                 "model.name": result.model,
                 "precision.name": precision,
             }
+            | profile_spec(result.gpu, precision)
         )
         run.log_metrics(
             {
@@ -220,6 +221,20 @@ def import_table(
         run.end("FINISHED")
         created += 1
     return ImportSummary(created, already_there, table.not_run, experiment_id)
+
+
+def profile_spec(gpu: str, precision: str) -> dict:
+    """The spec-sheet figures of the GPU's profile, under the params a measured run logs them as, so
+    compare judges a published figure by what its run holds (nothing for a GPU without a profile)."""
+    from src.hardware.devices import load_profile
+    from src.tracking.job_run import flatten
+
+    profile = load_profile(gpu)
+    if not profile:
+        return {}
+    figures = {k: profile.get(k) for k in ("peak_tflops", "memory_bandwidth_gbs", "memory_gb")}
+    peak_key = OmegaConf.load(PROJECT_ROOT / "conf" / "precision" / f"{precision}.yaml").peak_key
+    return flatten({"gpu": figures}) | {"precision.peak_key": peak_key}
 
 
 def runs_spread(throughputs: list[float]) -> dict[str, float]:
@@ -238,7 +253,7 @@ def _batches_and_runs(
     """(system, GPU count, task) -> the published batch, and -> the logged runs' throughputs."""
     import csv
 
-    from src.compare import published
+    from src import published
 
     if shipped is None:
         return {}, {}
@@ -276,7 +291,7 @@ def _existing_figures(mlflow_client, experiment_id: str, source: str) -> dict[st
 def _refuse_changed_figures(path: Path, results: list, existing: dict, source: str, precision: str) -> None:
     """A figure the store holds for the same published row with another value: refused, as two
     figures for one row within a file are, before anything is imported."""
-    from src.compare.published import TableError
+    from src.published import TableError
 
     changed = []
     for r in results:
@@ -305,9 +320,9 @@ def file_argument_as_override(argv: list[str]) -> list[str]:
 @hydra.main(config_path="../conf", config_name="import_results", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     cli.composed()
-    from src.compare.published import TableError
+    credentials.adopt_tracking_credentials(cfg)
     from src.console import console, link_line
-    from src.credentials import redact
+    from src.published import TableError
     from src.tracking import ui
 
     try:
@@ -322,8 +337,8 @@ def main(cfg: DictConfig) -> None:
         console.print(
             f"imported {summary.created} run(s) from {table.name} as source={cfg.source} "
             f"precision={precision} into {cfg.tracking.published_experiment!r} at "
-            f"{redact(cfg.tracking.uri)}; {summary.already_there} already there, {summary.not_run} cell(s) "
-            "not run (0 or less)",
+            f"{credentials.bare(cfg.tracking.uri)}; {summary.already_there} already there, "
+            f"{summary.not_run} cell(s) not run (0 or less)",
             soft_wrap=True,
         )
     link_line(ui.how_to_open(cfg.tracking.uri, done[-1][2].experiment_id))

@@ -63,7 +63,8 @@ ERROR = "error"  # why a run FAILED or was KILLED
 SWEEP = "sweep"  # "true"
 OVERRIDES = "overrides"
 SWEEP_DIR = "sweep_dir"
-SKIPPED_PREFIX = "skipped."  # skipped.<config_hash> = the id of the FINISHED run that did the point
+# skipped.<config_hash>.<run name of the skipped point> = the id of the FINISHED run that did the point
+SKIPPED_PREFIX = "skipped."
 UNAVAILABLE_PREFIX = "unavailable."  # unavailable.<num> = "<run name>: needs ..."
 FAILED_JOB_PREFIX = "failed_job."  # failed_job.<num> = why that point failed
 NO_RUN_JOB_PREFIX = "no_run_job."  # no_run_job.<num> = true: that point failed before opening a run
@@ -176,7 +177,8 @@ SMOKE_PARAM = "benchmark.smoke"  # a smoke switch before benchmark=smoke
 MIN_STEPS_PARAM, TARGET_CI_PARAM = "benchmark.min_steps", "benchmark.target_ci"
 PEAK_PARAM = "gpu.peak_tflops"  # logged flattened: gpu.peak_tflops.<peak key>, or "{}" when empty
 PEAK_KEY_PARAM = "precision.peak_key"
-SPEC_PARAMS = {"memory_bandwidth_gbs": "gpu.memory_bandwidth_gbs", "tdp_w": "gpu.tdp_w", "price_usd": "gpu.price_usd"}
+SPEC_PARAMS = {"memory_bandwidth_gbs": "gpu.memory_bandwidth_gbs", "tdp_w": "gpu.tdp_w", "price_usd": "gpu.price_usd",
+               "memory_gb": "gpu.memory_gb"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,7 @@ class Spec:
     memory_bandwidth_gbs: float | None
     tdp_w: float | None  # per GPU
     price_usd: float | None  # per GPU
+    memory_gb: float | None  # per GPU, as the profile states it (a memory cap aside)
     unlogged: tuple[str, ...] = ()  # the figures the run never logged (logged as None is logged)
 
 

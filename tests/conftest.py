@@ -214,8 +214,6 @@ def run_result(tags: dict | None = None, params: dict | None = None, metrics: di
 
 
 def spec_of(gpu: str, precision: str, tf32_math: bool, params: dict):
-    """compare's spec of a run of `gpu` that logged `params`."""
-    from src.compare.specs import run_spec
-
+    """The spec sheet a run of `gpu` that logged `params` is judged by."""
     tags = {"gpu": gpu, "precision": precision, "math_matmul_tf32": str(tf32_math)}
-    return run_spec(run_result(tags, {k: str(v) for k, v in params.items()}))
+    return run_result(tags, {k: str(v) for k, v in params.items()}).spec

@@ -8,6 +8,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from src import credentials
 from src.config import cli
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
@@ -18,6 +19,7 @@ register_configs("compare_schema")
 @hydra.main(config_path="../../conf", config_name="compare", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     cli.composed()
+    credentials.adopt_tracking_credentials(cfg)
     from src.compare.pipeline import run_compare
     from src.compare.runs import CompareError
     from src.console import console, link_line

@@ -104,7 +104,7 @@ def spec_anomalies(rows: list[RelativeRow], tolerance: float) -> list[Anomaly]:
 
 
 def _limits(m: Measurement) -> tuple[str, float, float] | None:
-    """(peak key, peak TFLOP/s, GB/s) as its runs logged them (src/compare/specs.py), or None
+    """(peak key, peak TFLOP/s, GB/s) as its runs logged them, or None
     where they lack them."""
     spec = m.spec
     if spec.peak_tflops and spec.memory_bandwidth_gbs:

@@ -50,7 +50,7 @@ def draw_all(
     """Every chart; `flagged` maps a point to its anomaly kinds, printed beside its bar."""
     by_category = [
         ((f"{s.category}, {gpus(s.gpu_count)}", precision_group(s.precision)),
-         Bar(s.gpu, s.precision, s.source, s.relative_mean, " ".join(s.flags), s.mean_interval))
+         Bar(s.gpu, s.precision, s.source, s.relative_mean, " ".join(s.flags), s.mean.interval))
         for s in summary
     ]  # fmt: skip
     paths = relative_bars(
@@ -75,7 +75,7 @@ def draw_all(
 
 def _bar(row: RelativeRow, flagged: dict[tuple, list[str]]) -> Bar:
     m = row.measurement
-    flags = " ".join(flagged.get(m.point, []) + row.flags)
+    flags = " ".join(dict.fromkeys(flagged.get(m.point, []) + row.flags))
     return Bar(m.gpu, m.precision, m.source, row.relative, flags, row.interval)
 
 

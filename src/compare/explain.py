@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from src import recorded
 from src.compare.analysis import RelativeRow, SummaryRow
+from src.compare.ratio import Fixed, quotient
 from src.compare.runs import MEASURED, Measurement
 from src.console import gpus
 
@@ -22,7 +23,7 @@ STACK_TAGS = (*(f"{p}{recorded.VERSION_SUFFIX}" for p in ("torch", "cuda", "cudn
 SHARES = recorded.SHARES
 SHARE_TITLES = {"matmul": "matmul/conv", "other": "other compute", "comm": "communication",
                 "memcpy": "memory copies", "idle": "GPU idle"}  # fmt: skip
-CSV = "explain.csv"
+HEADING, CSV = "Why: ceilings and step time", "explain.csv"
 COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "gpu_name", recorded.ACHIEVED_TFLOPS_PER_GPU,
            recorded.MFU, "ceiling_math", "ceiling_tflops", "share_of_ceiling", "ceilings_run",
            *(f"{s}_share" for s in SHARES), "note")  # fmt: skip
@@ -108,7 +109,7 @@ def _median(values) -> float | None:
 
 def place(measurement: Measurement, by_id: dict, ceilings: list[Ceilings]) -> Placement:
     runs = [by_id[r.run_id] for r in measurement.runs if r.run_id in by_id]
-    math = measurement.spec.peak_key  # the math that ran (src/compare/specs.py)
+    math = measurement.spec.peak_key  # the math that ran
     found = [matching_ceilings(ceilings, r) for r in runs]
     matched = max((c for c in found if c), key=lambda c: c.started, default=None)
     with_shares = [r.shares for r in runs if r.shares]
@@ -179,14 +180,16 @@ def pair_sentence(row: RelativeRow, a: Placement, b: Placement) -> str:
     head = f"{m.workload} {m.precision} x{m.gpu_count}, {m.gpu} vs {row.baseline.gpu} {row.relative:.2f}x"
     text = f"{head}: {m.gpu} {_side(a)}; {row.baseline.gpu} {_side(b)}"
     if a.share_of_ceiling and b.share_of_ceiling and a.math == b.math:
-        from_ceiling = a.ceiling_tflops / b.ceiling_tflops
+        ceilings = quotient(*(Fixed((p.ceilings.run_id, a.math), p.ceiling_tflops) for p in (a, b)))
+        used = quotient(*(Fixed((p.measurement.key, "share"), p.share_of_ceiling) for p in (a, b)))
         text += (
-            f". Of the {row.relative:.2f}x, {from_ceiling:.2f}x is the cards' {a.math} ceilings and "
-            f"{a.share_of_ceiling / b.share_of_ceiling:.2f}x how much of them each run used"
+            f". Of the {row.relative:.2f}x, {ceilings.value:.2f}x is the cards' {a.math} ceilings and "
+            f"{used.value:.2f}x how much of them each run used"
         )
         copies = [p.ceilings.figures.get(recorded.MEMORY_COPY_GBS) for p in (a, b)]
         if all(copies):
-            text += f"; their memory copy bandwidths differ {copies[0] / copies[1]:.2f}x"
+            copy = quotient(*(Fixed((p.ceilings.run_id, "copy"), c) for p, c in zip((a, b), copies, strict=True)))
+            text += f"; their memory copy bandwidths differ {copy.value:.2f}x"
     return text + "."
 
 
@@ -284,10 +287,9 @@ def _record(p: Placement) -> dict:
     }  # fmt: skip
 
 
-def markdown(explanation: Explanation, charts: list) -> list[str]:
-    """The report's section: the sentences, the claims, a table of placements, its charts."""
-    lines = ["", "## Why: ceilings and step time", ""]
-    lines += [
+def markdown(explanation: Explanation) -> list[str]:
+    """The report's section: the sentences, the claims, a table of placements."""
+    lines = [
         "Each measured point against its card's own ceilings (the latest `model=ceilings` run of the same "
         "GPU name, count and software stack) and where its step time went (a few steps profiled after "
         "the measured window). Share of ceiling: achieved TFLOP/s over the measured matmul ceiling of "
@@ -315,5 +317,4 @@ def markdown(explanation: Explanation, charts: list) -> list[str]:
             p.note,
         ]
         lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
-    lines += ["", *[f"![{c.stem}]({c.name})" for c in charts], ""]
     return lines

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from omegaconf import OmegaConf
 
 from src import recorded
-from src.compare import explain, intervals
+from src.compare import explain, intervals, sections
 from src.compare.runs import MEASURED, Measurement, aggregate, select
-from src.compare.specs import Spec
 from src.projection.cards import known, profiles
 from src.projection.choose import BATCHES, choose
 from src.projection.model import Card, Ceilings, Projection, ProjectionRefused, SourcePoint, project
@@ -35,7 +34,7 @@ COLUMNS = ("model", "precision", "gpu_count", "gpu", "from_gpu", "batch", "math"
 
 
 @dataclass
-class Section:
+class Outcome:
     projections: list[Projection] = field(default_factory=list)
     measurements: list[Measurement] = field(default_factory=list)  # the projections as compare's points
     sentences: list[str] = field(default_factory=list)  # one per model, precision, count and card
@@ -43,11 +42,11 @@ class Section:
     refused: list[str] = field(default_factory=list)  # one line each: the run to make first
 
 
-def for_compare(cfg, records: list, runs: list, baseline: str) -> Section:
+def for_compare(cfg, records: list, runs: list, baseline: str) -> Outcome:
     """project=[...]: the measured points onto each card named; none named: an empty section. The
     sources are the points the filters keep on any card: `gpus=` selects the cards shown."""
     if not cfg.project:
-        return Section()
+        return Outcome()
     kept, _ = select(records, OmegaConf.merge(cfg, {"gpus": []}))
     measurements = aggregate(kept)
     cards = profiles([*cfg.project, *(m.gpu for m in measurements)])
@@ -56,17 +55,17 @@ def for_compare(cfg, records: list, runs: list, baseline: str) -> Section:
 
 
 def build(measurements: list[Measurement], runs: list, targets: list[str], profiles: dict[str, dict],
-          baseline: str, batch: str, model_error: float) -> Section:  # fmt: skip
+          baseline: str, batch: str, model_error: float) -> Outcome:  # fmt: skip
     """Every measured point of a card not named in `targets` onto each of them."""
     done = project_onto(measurements, runs, targets, profiles, batch, model_error)
-    section = Section(done.projections, refused=done.refused)
+    outcome = Outcome(done.projections, refused=done.refused)
     for p in done.projections:
         [m] = [m for m in measurements if m.runs and m.runs[0].run_id == p.source.run_ids[0]]
-        section.measurements.append(as_measurement(p, m))
+        outcome.measurements.append(as_measurement(p, m))
         if id(p) in done.notes:
-            section.notes.append(done.notes[id(p)])
-    section.sentences = _sentences(done.projections, baseline, model_error)
-    return section
+            outcome.notes.append(done.notes[id(p)])
+    outcome.sentences = _sentences(done.projections, baseline, model_error)
+    return outcome
 
 
 def as_measurement(p: Projection, m: Measurement) -> Measurement:
@@ -76,7 +75,7 @@ def as_measurement(p: Projection, m: Measurement) -> Measurement:
     se = math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE)
     config = tuple((k, v) for k, v in m.config if not k.startswith("tag:"))  # the stack is the source card's
     t = p.target
-    spec = Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None)  # judged as the target card
+    spec = recorded.Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None)  # judged as the target card
     runs = [dataclasses.replace(r, gpu=t.name, source=PROJECTED, config=config, spec=spec) for r in m.runs]
     return dataclasses.replace(
         m, gpu=t.name, source=PROJECTED, throughput=p.throughput, throughput_min=low, throughput_max=high,
@@ -100,7 +99,7 @@ def _sentences(projections: list[Projection], baseline: str, model_error: float)
     return found
 
 
-def records(section: Section) -> list[dict]:
+def records(outcome: Outcome) -> list[dict]:
     return [
         {
             "model": p.source.model, "precision": p.source.precision, "gpu_count": p.source.gpu_count,
@@ -108,30 +107,34 @@ def records(section: Section) -> list[dict]:
             "throughput": p.throughput, "throughput_low": p.interval[0], "throughput_high": p.interval[1],
             "step_ratio": p.step_ratio,
             "parts": "; ".join(f"{f.part} {f.share:.1%} x{f.scale:.3g} ({f.basis})" for f in p.factors if f.share),
-            "note": next((n for n in section.notes if n.startswith(f"{p.target.name} {p.source.model} {p.source.precision}:")), ""),
+            "note": next((n for n in outcome.notes if n.startswith(f"{p.target.name} {p.source.model} {p.source.precision}:")), ""),
             "from_runs": " ".join(p.source.run_ids), "ceilings_run": p.ceilings.run_id,
         }  # fmt: skip
-        for p in section.projections
+        for p in outcome.projections
     ]
 
 
-def markdown(section: Section, targets: list[str]) -> list[str]:
-    lines = ["", "## Projection: " + ", ".join(targets), ""]
-    lines += [
+def section(outcome: Outcome, targets: list[str]) -> list[sections.Section]:
+    """The report's section: what each ratio is made of, what was not projected (or not at the
+    card's own batch) and why; projection.csv; the same lines as console warnings."""
+    if not targets:
+        return []
+    lines = [
         "Each measured point on a card you may not have: its step time split as its breakdown logged it, "
         "each class scaled by the ratio that governs it on that card (matmul: the tensor rate of the math "
         "it runs there, the source's measured efficiency carried over; other compute and matmul waiting on "
         "memory: memory bandwidth; copies: the host link; communication: the GPU link; idle kept), at the "
-        "card's own largest batch where the memory curve was measured. Projected figures are points of "
-        f"source `{PROJECTED}` in every table and chart: never pooled with measured or published ones. "
-        "docs/compare.md#projection says what the model misses.",
+        "batch the card's profile runs, else the largest measured that fits its memory. Projected figures "
+        f"are points of source `{PROJECTED}` in every table and chart: never pooled with measured or "
+        "published ones. docs/compare.md (Projection) says what the model misses.",
         "",
     ]
-    lines += [f"- {s}" for s in section.sentences] or ["- Nothing projected."]
-    if section.notes or section.refused:
-        lines += ["", "Not projected, or not at the card's own batch:", ""]
-        lines += [f"- {line}" for line in section.refused + section.notes]
-    return lines + [""]
+    lines += [f"- {s}" for s in outcome.sentences] or ["- Nothing projected."]
+    said = outcome.refused + outcome.notes
+    if said:
+        lines += ["", "Not projected, or not at the card's own batch:", "", *[f"- {line}" for line in said]]
+    table = [(CSV, COLUMNS, records(outcome))]
+    return [sections.Section("Projection: " + ", ".join(targets), lines, tables=table, warnings=said)]
 
 
 def errors(cfg) -> list[str]:
@@ -151,7 +154,7 @@ def errors(cfg) -> list[str]:
     return found
 
 
-def log_runs(tracking, parent_run_id: str, section: Section) -> list[str]:
+def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> list[str]:
     """One run per projected point in the report's experiment, a child of the report run: its
     figures, each part's share and scale, and the runs it was made from (tags `projected_from`,
     `ceilings_run`)."""
@@ -159,10 +162,12 @@ def log_runs(tracking, parent_run_id: str, section: Section) -> list[str]:
 
     from src.tracking import store
 
+    if not outcome.projections:
+        return []
     experiment_id = store.ensure_experiment(tracking.uri, tracking.report_experiment)
     mlflow_client = store.client(tracking.uri)
     ids = []
-    for p in section.projections:
+    for p in outcome.projections:
         s = p.source
         tags = {"mlflow.parentRunId": parent_run_id, "job_kind": KIND, "source": PROJECTED, "gpu": p.target.name,
                 "gpu_count": str(s.gpu_count), "model": s.model, "precision": s.precision, "projected_from_gpu": s.gpu,

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from src import recorded
 from src.compare import intervals
-from src.compare.specs import Spec, run_spec
 from src.config import points
 from src.recorded import MEASURED
 
@@ -71,7 +70,7 @@ class RunRecord(Workpoint):
     smoke: bool  # a benchmark=smoke dry run
     ci_missed: str | None  # how the run missed its target_ci ("max_steps: CI 27% > 1%"), else None
     anomaly_tag: str | None  # the `anomaly` tag an earlier compare left
-    spec: Spec  # the spec-sheet figures it is judged by: its own, else today's profile (src/compare/specs.py)
+    spec: recorded.Spec  # the spec-sheet figures it is judged by: those it logged
     step_ci_rel: float | None = None  # the run's step-time CI half-width, relative
     measured_steps: int | None = None
     foreign: str | None = None  # other programs seen on its GPUs (tags.GPU_FOREIGN_PROCESSES)
@@ -97,11 +96,19 @@ class Measurement(Workpoint):
         return self.spread.interval(self.throughput) if self.spread else None
 
     @property
+    def key(self) -> tuple:  # a figure of src/compare/ratio.py
+        return self.point
+
+    @property
+    def value(self) -> float:
+        return self.throughput
+
+    @property
     def n_runs(self) -> int:
         return len(self.runs)
 
     @property
-    def spec(self) -> Spec:
+    def spec(self) -> recorded.Spec:
         """The spec-sheet figures of its first run (repeats of a point ran on one profile)."""
         return self.runs[0].spec
 
@@ -120,6 +127,7 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
     ids; the extra filter is MLflow's syntax."""
     from mlflow.exceptions import MlflowException
 
+    from src.credentials import bare
     from src.paths import sqlite_path
     from src.tracking import store
 
@@ -133,7 +141,7 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
     found = [e for e in map(mlflow_client.get_experiment_by_name, dict.fromkeys(experiments)) if e]
     if not found:
         raise CompareError(
-            f"tracking.experiment={experiments[0]!r}: no such experiment at {uri} (nor "
+            f"tracking.experiment={experiments[0]!r}: no such experiment at {bare(uri)} (nor "
             f"{', '.join(map(repr, experiments[1:])) or 'another'}); "
             "run a benchmark or import published results first"
         )
@@ -165,7 +173,7 @@ def to_record(result: recorded.RunResult) -> RunRecord | None:
     if any(not v for v in (result.gpu, result.model, result.precision)) or result.gpu_count is None:
         return None
     count, throughput = result.gpu_count, result.throughput
-    spec = run_spec(result)
+    spec = result.spec
     per_watt, basis = result.per_watt, "measured"
     if per_watt is None:
         per_watt, basis = (throughput / (spec.tdp_w * count), "tdp") if spec.tdp_w else (None, None)

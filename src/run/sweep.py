@@ -29,7 +29,7 @@ from src.errors import (
     exit_with_error,
     first_line,
 )
-from src.run import owner, signals
+from src.run import owner, signals, summary
 from src.tracking import spool, store, ui
 
 
@@ -83,7 +83,7 @@ class SweepRunCallback(Callback):
         self.parent_run_id, self.experiment_id = run.info.run_id, experiment_id
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         (self.sweep_dir / store.PARENT_RUN_FILE).write_text(
-            json.dumps({"run_id": self.parent_run_id, "uri": self.uri})
+            json.dumps({"run_id": self.parent_run_id, "uri": credentials.bare(self.uri)})
         )
 
     def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:
@@ -177,13 +177,20 @@ def finish_parent(client, run_id: str, interrupted: bool, sweep_dir: Path | None
             _end_lost_child(client, child.info.run_id, statuses[child.info.run_id])
     parent_tags = parent.data.tags
     failed = [k for k in parent_tags if k.startswith(recorded.FAILED_JOB_PREFIX)]
-    skipped = [client.get_run(v) for k, v in parent_tags.items() if k.startswith(recorded.SKIPPED_PREFIX)]
+    skipped = {k: client.get_run(v) for k, v in parent_tags.items() if k.startswith(recorded.SKIPPED_PREFIX)}
     unavailable = _unavailable_rows(parent_tags)
     ran = bool(children or skipped or failed or not unavailable)
     client.set_terminated(run_id, parent_status(list(statuses.values()), len(failed), interrupted, ran))
-    rows = [_row(c, statuses[c.info.run_id], c.data.tags.get(recorded.ERROR, "")) for c in children]
-    rows += [_row(s, "SKIPPED", f"done earlier in run {s.info.run_id}") for s in skipped]
-    rows = sorted(rows, key=lambda r: r.pop("start"))
+    rows = [
+        summary.run_row(c, statuses[c.info.run_id], c.data.tags.get(recorded.ERROR, "")) for c in children
+    ]
+    rows += [
+        summary.run_row(
+            s, "SKIPPED", f"done earlier in run {s.info.run_id} ({s.info.run_name})", _skipped_name(k)
+        )
+        for k, s in skipped.items()
+    ]
+    rows = summary.tell_apart(sorted(rows, key=lambda r: r.pop("start")))
     no_run = sorted(
         int(k.removeprefix(recorded.NO_RUN_JOB_PREFIX)) for k in parent_tags if k.startswith(recorded.NO_RUN_JOB_PREFIX)
     )
@@ -224,14 +231,6 @@ def _no_run_row(num: int, reason: str) -> dict:
     return {"name": f"point #{num} (no run)", "status": "FAILED", "unit": "", "error": reason}
 
 
-def _row(run, status: str, note: str) -> dict:
-    result = recorded.read(run)
-    return {
-        "name": result.name,
-        "status": status,
-        recorded.THROUGHPUT: result.throughput,
-        "unit": result.unit if recorded.UNIT in result.tags else "",
-        recorded.STEP_TIME_MS: result.steps.median_ms,
-        "error": note.splitlines()[0] if note else "",
-        "start": result.started_ms,
-    }
+def _skipped_name(key: str) -> str:
+    """The skipped point's own run name from its note's key (`skipped.<hash>.<name>`)."""
+    return key.removeprefix(recorded.SKIPPED_PREFIX).partition(".")[2]

@@ -56,7 +56,7 @@ class JobRun:
         self.experiment_id = experiment_id
         self.spool_dir, self.retries, self.backoff_s = spool_dir, tracking_cfg.retries, tracking_cfg.backoff_s
         self.record = spool.SpooledRun(
-            uri=tracking_cfg.uri,
+            uri=credentials.bare(tracking_cfg.uri),  # a database's password stays in memory
             experiment=tracking_cfg.experiment,
             run_name=name,
             key=uuid.uuid4().hex,

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from src import recorded
+from src.credentials import bare
 
 SPOOL_DIR = "spool"
 RUN_FILE = "run.json"  # a job's run
@@ -144,7 +145,7 @@ def _find_or_create_run(client, record: SpooledRun):
 def write_parent(folder: Path, uri: str, run_id: str, interrupted: bool) -> Path:
     """Remember a sweep's parent run that could not be ended; sync ends it after its children."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / PARENT_FILE).write_text(json.dumps({"uri": uri, "run_id": run_id, "interrupted": interrupted}))
+    (folder / PARENT_FILE).write_text(json.dumps({"uri": bare(uri), "run_id": run_id, "interrupted": interrupted}))
     return folder
 
 
