@@ -44,10 +44,11 @@ class Outcome:
 
 def for_compare(cfg, records: list, runs: list, baseline: str) -> Outcome:
     """project=[...]: the measured points onto each card named; none named: an empty section. The
-    sources are the points the filters keep on any card: `gpus=` selects the cards shown."""
+    sources are the measured points the model, precision and count filters keep, on any card:
+    `gpus=` and `sources=` select what is shown beside the projection."""
     if not cfg.project:
         return Outcome()
-    kept, _ = select(records, OmegaConf.merge(cfg, {"gpus": []}))
+    kept, _ = select(records, OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]}))
     measurements = aggregate(kept)
     cards = profiles([*cfg.project, *(m.gpu for m in measurements)])
     p = cfg.projection
@@ -59,27 +60,35 @@ def build(measurements: list[Measurement], runs: list, targets: list[str], profi
     """Every measured point of a card not named in `targets` onto each of them."""
     done = project_onto(measurements, runs, targets, profiles, batch, model_error)
     outcome = Outcome(done.projections, refused=done.refused)
+    per_card: dict[tuple, int] = {}
+    for p in done.projections:
+        key = (p.target.name, p.source.model, p.source.precision, p.source.gpu_count, p.source.group)
+        per_card[key] = per_card.get(key, 0) + 1
     for p in done.projections:
         [m] = [m for m in measurements if m.runs and m.runs[0].run_id == p.source.run_ids[0]]
-        outcome.measurements.append(as_measurement(p, m))
+        several = per_card[(p.target.name, p.source.model, p.source.precision, p.source.gpu_count, p.source.group)] > 1
+        outcome.measurements.append(as_measurement(p, m, f"batch_size={p.source.batch}" if several else ""))
         if id(p) in done.notes:
             outcome.notes.append(done.notes[id(p)])
     outcome.sentences = _sentences(done.projections, baseline, model_error)
     return outcome
 
 
-def as_measurement(p: Projection, m: Measurement) -> Measurement:
+def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
     """The projection as a point of source `projected`, on the target card, with its band as the
-    95% interval (a spread with no degrees of freedom to lose: the model's error is measured)."""
+    95% interval (a spread with no degrees of freedom to lose: the model's error is measured). Its
+    variant names its batch only where a card has several (projection.batch=same): cards of one
+    workload run their own batches, as measured ones do."""
     low, high = p.interval
     se = math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE)
-    config = tuple((k, v) for k, v in m.config if not k.startswith("tag:"))  # the stack is the source card's
+    # the stack is the source card's, its memory cap stood for the target's own memory: neither is the target's
+    config = tuple((k, v) for k, v in m.config if not k.startswith("tag:") and k != CAP_PARAM)
     t = p.target
-    spec = recorded.Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None)  # judged as the target card
+    spec = recorded.Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)  # the target's
     runs = [dataclasses.replace(r, gpu=t.name, source=PROJECTED, config=config, spec=spec) for r in m.runs]
     return dataclasses.replace(
         m, gpu=t.name, source=PROJECTED, throughput=p.throughput, throughput_min=low, throughput_max=high,
-        per_watt=None, per_watt_basis=None, per_kusd=None, config=config, runs=runs,
+        per_watt=None, per_watt_basis=None, per_kusd=None, config=config, runs=runs, variant=variant,
         spread=intervals.Spread(se, NO_DOF_TO_LOSE, intervals.PROJECTED),
     )  # fmt: skip
 
