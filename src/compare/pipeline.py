@@ -22,6 +22,7 @@ from src.compare import (
     explain_charts,
     report,
     split,
+    study,
 )
 from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
 from src.config import points
@@ -101,7 +102,8 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     untagged = 0
     if cfg.by:
         kept, untagged = axis.along(kept, cfg.by)
-    baseline = axis.baseline(kept, cfg.by, cfg.baseline)
+    baseline = axis.baseline(kept, cfg.by, cfg.baseline or (cfg.study.baseline if cfg.study.name else None))
+    kept, outside = scope(kept, cfg, baseline)
     measurements = aggregate(kept)
     rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, axis.stack_keys(cfg.by))
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
@@ -137,12 +139,13 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     files.append(report.write_csv(out / explain.CSV, explain.COLUMNS, why.records()))
     facts = _facts(
         cfg, baseline, experiments, len(runs), len(records), measurements, smoke_left_out, untagged
-    )
+    ) + ([outside] if outside else [])
+    found_study = study.figures(summary, cfg.study) if cfg.study.name else None
     text = report.markdown(
         f"Training throughput relative to {baseline}",
         facts,
-        summary_table,
-        relative,
+        [r for r in summary_table if r["gpu"] != baseline],  # 1.0 by definition: the CSVs keep them
+        [r for r in relative if r["gpu"] != baseline],
         anomaly_table,
         unanswered
         + _notes(rows, measurements, baseline, nothing_common, bool(cfg.by))
@@ -151,6 +154,9 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         split_table,
         split.SPLIT_COLUMNS,
     ) + "\n".join(explain.markdown(why, why_pictures))
+    if found_study is not None:  # the question asked comes first
+        heading, rest = text.split("\n", 1)
+        text = "\n".join([heading, "", *study.markdown(found_study, rows, cfg.study), rest])
     capacity_rows, missing = _capacity_split(cfg, measurements)
     split_files, split_lines = _capacity_files(capacity_rows, missing, out)
     text += "".join(f"{line}\n" for line in split_lines)
@@ -163,12 +169,43 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     for line in unanswered + missing:
         console.warning(line)
     unlike = [_label(r) for r in rows if r.math_differs]
-    report.print_summary(summary, baseline, asked, str(out), unlike)
+    if found_study is not None:
+        study.print_study(found_study, rows, cfg.study)
+    else:
+        report.print_summary(summary, baseline, asked, str(out), unlike)
+    if outside:
+        console.note(outside)
     if capacity_rows:
         capacity_report.print_table(capacity_rows, capacity.category_means(capacity_rows))
-    if stand_ins:
-        console.note(stand_ins)
+    if stand_ins and any(r.source == MEASURED for m in measurements for r in m.runs if r.spec.from_profile):
+        console.note(stand_ins)  # published runs never log them: said in report.md only
     return CompareResult(out, measurements, rows, summary, found, files, run_id, experiment_ids)
+
+
+def scope(records: list, cfg: DictConfig, baseline: str) -> tuple[list, str]:
+    """The runs of the question asked, and one line for what that leaves out ('' when nothing):
+    an experiment's study; else, without gpus= or all=true, the baseline, the study's pair and
+    every gpu you measured."""
+    if cfg.study.name:
+        inside = [r for r in records if study.in_scope(r, cfg.study)]
+        shows = f"`python -m src.compare baseline={baseline} all=true` shows them"
+    elif cfg.all or cfg.gpus or cfg.by or all(r.gpu != baseline for r in records):
+        return records, ""  # (no baseline run: the error names every gpu there is)
+    else:
+        wanted = {baseline, *report.STUDY_PAIR} | {r.gpu for r in records if r.source == MEASURED}
+        inside = [r for r in records if r.gpu in wanted]
+        shows = "all=true or gpus=[...] shows them"
+    kept = {id(r) for r in inside}
+    outside = [r for r in records if id(r) not in kept]
+    if not outside:
+        return inside, ""
+    gpus = sorted({r.gpu for r in outside})
+    sources = sorted({r.source for r in outside})
+    named = ", ".join(gpus[:5]) + (f" and {len(gpus) - 5} more" if len(gpus) > 5 else "")
+    return inside, (
+        f"left out: {len(outside):,} run(s) outside the question, of {named} "
+        f"(source {', '.join(sources)}); {shows}"
+    )
 
 
 def _capacity_split(
@@ -284,14 +321,17 @@ def _notes(
         "(fresh processes), or for a single run from its step-time CI (`within-run only`: it misses "
         "what differs between processes); a ratio combines both sides, a mean all its ratios "
         "(the uncertainty of these models' mean as measured, not the spread between models). A ratio "
-        "whose interval holds 1.0 is marked `no measurable difference`. Published figures have no "
-        "spread: none is invented, and an interval against one rests on the measured side only.",
+        "whose interval holds 1.0 is marked `no measurable difference`. A published figure carries the "
+        "spread of the logged runs it is the mean of where the source has them (`published runs`); "
+        "one without has none, none is invented, and an interval against it rests on the other side only. "
+        "The baseline's own rows (1.0 by definition) are in the CSVs only.",
         "Precision groups: fp32 and tf32 are charted together as fp32, amp and bf16 as mixed "
         "precision; every table keeps the precision each run used. A ratio takes the baseline at the "
         "same precision when it has one, else at another of the same group (see baseline_precision).",
         "Category means are the arithmetic mean of the per-model ratios, as in Lambda's RTX A6000 vs "
-        "RTX 3090 article, over the models that every gpu of the (category, precision group, GPU count) "
-        "has (`models`; `left_out` names the others); the geometric mean is given beside it.",
+        "RTX 3090 article, over the models the gpu and the baseline both have (`models`; "
+        "`models_left_out` names the others and why): a gpu's mean depends on its runs and the "
+        "baseline's only. The geometric mean is given beside it.",
     ]
     if nothing_common:
         notes.append(
