@@ -17,9 +17,9 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from src import recorded
 from src.hardware import telemetry
 from src.tracking import spool
-from src.tracking import tags as tag
 from src.tracking.job_run import JobRun
 
 CLIENT_TAG = "load_client"  # which client logged a run: one run per client must land
@@ -45,7 +45,7 @@ class JobTemplate:
         client = MlflowClient(uri)
         run = client.get_run(run_id)
         tags = {
-            k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.") and k != tag.IDEMPOTENCY_KEY
+            k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.") and k != recorded.IDEMPOTENCY_KEY
         }
         # set once the job has run, as job.py does; the rest open the run
         later = {

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from src import recorded
 from src.stats import rule_missed
 
 PIPED_WIDTH = 10_000  # a pipe or file has no width: lines stay whole for grep
@@ -93,9 +94,8 @@ def result_line(
     """The job's figure; one that stopped (max_steps, time_limit) before target_ci, or short of
     min_steps, says so, one measured while another program used its GPU says which (`shared`), and
     one the store could not take says where it waits (`spooled`: its folder)."""
-    missed = rule_missed(
-        stop_reason, metrics.get("measured_steps"), min_steps, metrics.get("step_time_ci95_rel"), target_ci
-    )
+    steps, ci = metrics.get(recorded.MEASURED_STEPS), metrics.get(recorded.STEP_TIME_CI95_REL)
+    missed = rule_missed(stop_reason, steps, min_steps, ci, target_ci)
     missed = f"; [yellow]stopped at {missed}[/]" if missed else ""
     waiting = (
         f"; [yellow]spooled[/]: not in the store yet, kept in {escape(str(spooled))}; "
@@ -105,9 +105,9 @@ def result_line(
     )
     busy = f"; [yellow]GPU shared[/] with {escape(shared)}" if shared else ""
     console.print(
-        f"[green]done[/] {name}: [bold]{metrics['throughput']:,.1f} {unit}[/] "
-        f"(step {metrics['step_time_ms']:.1f} ms median, p10-p90 {metrics['step_time_p10_ms']:.1f}-"
-        f"{metrics['step_time_p90_ms']:.1f} ms, {metrics['measured_steps']} steps{missed}){busy}{waiting}"
+        f"[green]done[/] {name}: [bold]{metrics[recorded.THROUGHPUT]:,.1f} {unit}[/] "
+        f"(step {metrics[recorded.STEP_TIME_MS]:.1f} ms median, p10-p90 {metrics[recorded.STEP_TIME_P10_MS]:.1f}-"
+        f"{metrics[recorded.STEP_TIME_P90_MS]:.1f} ms, {steps} steps{missed}){busy}{waiting}"
     )
 
 
@@ -116,32 +116,46 @@ def failure_line(name: str, reason: str) -> None:
 
 
 def summary_table(rows: list[dict]) -> None:
-    """One line per job, fitting an 80-column terminal or log: run names stay whole (a reader
-    searches for them); why a job failed or was skipped follows the table, one line each, unless
-    this process printed that skip already."""
+    """One row per point, fitting an 80-column terminal or log: each named by its own point (run
+    name, then what tells it from rows of the same name), the run name kept whole (a reader
+    searches for it); a short flag where its figure needs one. Why a job failed or was skipped and what each flag
+    means follow the table, one line each, unless this process printed that skip already."""
     from rich import box
 
-    names = [escape(row["name"]) for row in rows]
-    table = Table(title="Sweep summary", box=box.SIMPLE_HEAD, title_justify="left")
-    table.add_column("run", no_wrap=True, min_width=max(map(len, names), default=3))
+    names = [escape(" ".join(filter(None, (row["name"], row.get("variant"))))) for row in rows]
+    table = Table(
+        title="Sweep summary",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    # a run name holds no space: only the variant after it wraps, onto the next line
+    table.add_column("run", min_width=max((len(row["name"]) for row in rows), default=3))
     table.add_column("status", no_wrap=True)
-    table.add_column("throughput", justify="right", no_wrap=True)
+    table.add_column(recorded.THROUGHPUT, justify="right", no_wrap=True)
     table.add_column("unit", no_wrap=True)
     table.add_column("step ms", justify="right", no_wrap=True)
+    flagged = any(row.get("flags") for row in rows)
+    if flagged:
+        table.add_column("flags", min_width=len("shared"))
     for name, row in zip(names, rows, strict=True):
-        throughput = row.get("throughput")
-        step = row.get("step_time_ms")
-        table.add_row(
+        throughput = row.get(recorded.THROUGHPUT)
+        step = row.get(recorded.STEP_TIME_MS)
+        cells = [
             name,
             row["status"],
             f"{throughput:,.1f}" if throughput is not None else "-",
             row.get("unit", ""),
             f"{step:.1f}" if step is not None else "-",
-        )
+        ]
+        table.add_row(*cells, *(["\n".join(row.get("flags", {}))] if flagged else []))
     console.print(table)
     for name, row in zip(names, rows, strict=True):
         if row.get("error") and not (row["status"] == "SKIPPED" and row["name"] in _said):
             console.print(f"  {name}: {escape(row['error'])}")
+        for meaning in row.get("flags", {}).values():
+            console.print(f"  {name}: {escape(meaning)}")
 
 
 def gpus(count: int) -> str:
@@ -176,6 +190,11 @@ def skip_line(name: str, run_id: str, throughput: float | None, unit: str) -> No
         f"[cyan]skip[/] {name}: already FINISHED as run {run_id} ({figure}); "
         f"benchmark.rerun=true runs it again"
     )
+
+
+def measure_line(name: str, why: str) -> None:
+    """Why a point with a FINISHED run of its config is measured all the same (src/run/resume.py)."""
+    console.print(f"[cyan]measure[/] {name}: {escape(why)}", soft_wrap=True)
 
 
 def unavailable_line(name: str, shortfall: str) -> None:

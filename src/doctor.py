@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from src import credentials
 from src.config.schema import register_configs
 from src.errors import ConfigError, exit_with_error, first_line
 from src.paths import PROJECT_ROOT
@@ -81,14 +82,12 @@ def check_cuda_build(found: dict, gpu_here: bool) -> Check | None:
     """A CUDA build of torch on a host without a GPU: gigabytes of libraries nothing here will load."""
     if gpu_here or found["problem"] or not found.get("cuda"):
         return None
-    from src.rank.stack_check import cpu_build_command
-
     return Check(
         "note",
         "torch",
         f"torch {found['torch']} is a CUDA {found['cuda']} build ({cuda_build_bytes() / 1e9:.1f} GB with its CUDA "
         f"libraries) on a host without a GPU; the CPU build does the same work here: "
-        f"{cpu_build_command(found['torch'])} (then free the CUDA libraries: docs/deployment.md, CPU-only torch)",
+        f"{found['cpu_build']} (then free the CUDA libraries: docs/deployment.md, CPU-only torch)",
     )
 
 
@@ -137,12 +136,11 @@ def check_gpus(missing: str | None) -> Check:
 def check_tracking(cfg) -> Check:
     import mlflow  # noqa: F401  (it sets its logger's level on import: set ours after)
 
-    from src.credentials import redact
     from src.errors import TrackingUnavailable
     from src.tracking import store
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # its INFO lines on creating a new store
-    uri = redact(cfg.tracking.uri)
+    uri = credentials.bare(cfg.tracking.uri)
     try:
         experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
         stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -215,6 +213,7 @@ def gpu_here(nvml_missing: str | None) -> bool:
 def run_checks(overrides: list[str]) -> list[Check]:
     nvml_missing = _nvml_problem()
     cfg = compose(as_the_job_runs(overrides, nvml_missing))
+    credentials.adopt_tracking_credentials(cfg)
     stack = stack_report()
     checks = [
         check_torch(stack),

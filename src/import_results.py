@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from src import credentials, recorded
 from src.config import cli
 from src.config.groups.tracking import tracking_errors
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
 from src.paths import PROJECT_ROOT
-from src.tracking import tags as tag
 
 if TYPE_CHECKING:
-    from src.compare.published import PublishedResult
+    from src.published import PublishedResult
 
 register_configs("import_schema")
 
@@ -79,7 +79,7 @@ class Generation:
     runs: str | None = None  # one row per logged run: name_gpu,num_gpu,task,precision,run,throughput
 
     def tags(self) -> dict:
-        return {tag.PUBLISHED_SOFTWARE: self.software, tag.PUBLISHED_DATES: self.dates}
+        return {recorded.PUBLISHED_SOFTWARE: self.software, recorded.PUBLISHED_DATES: self.dates}
 
     def per_gpu_batch(self, task: str, batch: float, gpu_count: int) -> float:
         is_global = self.batch == "global" or task in self.global_batch
@@ -158,7 +158,7 @@ def import_table(
 ) -> ImportSummary:
     """One table's positive cells (those `only` keeps) as runs; `shipped` adds its generation's
     tags, batch sizes and runs' spread."""
-    from src.compare import published
+    from src import published
     from src.run.job import run_name
     from src.tracking import job_run, store
 
@@ -178,24 +178,25 @@ def import_table(
         existing[key] = (result.throughput, "")  # a row published twice imports once
         cell = (result.system, result.gpu_count, result.task)
         tags = {
-            tag.GPU: result.gpu,
-            tag.GPU_NAME: result.gpu_name,
-            tag.GPU_COUNT: result.gpu_count,
-            tag.MODEL: result.model,
-            tag.CATEGORY: result.category,
-            tag.PRECISION: precision,
-            tag.UNIT: result.unit,
-            tag.SOURCE: source,
-            tag.IMPORT_KEY: key,
-            tag.PUBLISHED_SYSTEM: result.system,
-            tag.PUBLISHED_TASK: result.task,
-            tag.PUBLISHED_PRECISION: PRECISIONS[precision],
-            tag.PUBLISHED_FILE: path.name,
+            recorded.KIND: recorded.TRAINING,
+            recorded.GPU: result.gpu,
+            recorded.GPU_NAME: result.gpu_name,
+            recorded.GPU_COUNT: result.gpu_count,
+            recorded.MODEL: result.model,
+            recorded.CATEGORY: result.category,
+            recorded.PRECISION: precision,
+            recorded.UNIT: result.unit,
+            recorded.SOURCE: source,
+            recorded.IMPORT_KEY: key,
+            recorded.PUBLISHED_SYSTEM: result.system,
+            recorded.PUBLISHED_TASK: result.task,
+            recorded.PUBLISHED_PRECISION: PRECISIONS[precision],
+            recorded.PUBLISHED_FILE: path.name,
             **MATH_TAGS[precision],
             **(shipped.tags() if shipped else {}),
         }
         if cell in batches:
-            tags[tag.PUBLISHED_BATCH] = f"{shipped.per_gpu_batch(result.task, batches[cell], result.gpu_count):g}"
+            tags[recorded.PUBLISHED_BATCH] = f"{shipped.per_gpu_batch(result.task, batches[cell], result.gpu_count):g}"
         name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
         run = job_run.JobRun(cfg.tracking, experiment_id, name, tags)
         # Per-GPU spec figures under the param names measured runs get from their gpu profile.
@@ -207,12 +208,13 @@ def import_table(
                 "model.name": result.model,
                 "precision.name": precision,
             }
+            | profile_spec(result.gpu, precision)
         )
         run.log_metrics(
             {
-                "throughput": result.throughput,
-                "throughput_per_gpu": result.throughput / result.gpu_count,
-                tag.workload_metric(result.model, precision, result.gpu_count): result.throughput,
+                recorded.THROUGHPUT: result.throughput,
+                recorded.THROUGHPUT_PER_GPU: result.throughput / result.gpu_count,
+                recorded.workload_metric(result.model, precision, result.gpu_count): result.throughput,
                 **runs_spread(runs.get(cell, [])),
             }
         )
@@ -221,14 +223,28 @@ def import_table(
     return ImportSummary(created, already_there, table.not_run, experiment_id)
 
 
+def profile_spec(gpu: str, precision: str) -> dict:
+    """The spec-sheet figures of the GPU's profile, under the params a measured run logs them as, so
+    compare judges a published figure by what its run holds (nothing for a GPU without a profile)."""
+    from src.hardware.devices import load_profile
+    from src.tracking.job_run import flatten
+
+    profile = load_profile(gpu)
+    if not profile:
+        return {}
+    figures = {k: profile.get(k) for k in ("peak_tflops", "memory_bandwidth_gbs", "memory_gb")}
+    peak_key = OmegaConf.load(PROJECT_ROOT / "conf" / "precision" / f"{precision}.yaml").peak_key
+    return flatten({"gpu": figures}) | {"precision.peak_key": peak_key}
+
+
 def runs_spread(throughputs: list[float]) -> dict[str, float]:
     """How many logged runs a published figure is the mean of and, with two or more, the standard
     error of their mean log throughput (the spread compare's intervals are made of)."""
     if len(throughputs) < 2:
-        return {tag.PUBLISHED_RUNS: len(throughputs)} if throughputs else {}
+        return {recorded.PUBLISHED_RUNS: len(throughputs)} if throughputs else {}
     logs = [math.log(t) for t in throughputs]
     se = statistics.stdev(logs) / math.sqrt(len(logs))
-    return {tag.PUBLISHED_RUNS: len(throughputs), tag.PUBLISHED_RUNS_LOG_SE: se}
+    return {recorded.PUBLISHED_RUNS: len(throughputs), recorded.PUBLISHED_RUNS_LOG_SE: se}
 
 
 def _batches_and_runs(
@@ -237,7 +253,7 @@ def _batches_and_runs(
     """(system, GPU count, task) -> the published batch, and -> the logged runs' throughputs."""
     import csv
 
-    from src.compare import published
+    from src import published
 
     if shipped is None:
         return {}, {}
@@ -260,13 +276,13 @@ def _existing_figures(mlflow_client, experiment_id: str, source: str) -> dict[st
     while True:
         page = mlflow_client.search_runs(
             [experiment_id],
-            filter_string=f"tags.{tag.SOURCE} = '{source}'",
+            filter_string=f"tags.{recorded.SOURCE} = '{source}'",
             max_results=1000,
             page_token=token,
         )
-        for run in page:
-            if tag.IMPORT_KEY in run.data.tags:
-                figures[run.data.tags[tag.IMPORT_KEY]] = (run.data.metrics.get("throughput"), run.info.run_id)
+        for result in map(recorded.read, page):
+            if recorded.IMPORT_KEY in result.tags:
+                figures[result.tags[recorded.IMPORT_KEY]] = (result.throughput, result.run_id)
         token = page.token
         if not token:
             return figures
@@ -275,7 +291,7 @@ def _existing_figures(mlflow_client, experiment_id: str, source: str) -> dict[st
 def _refuse_changed_figures(path: Path, results: list, existing: dict, source: str, precision: str) -> None:
     """A figure the store holds for the same published row with another value: refused, as two
     figures for one row within a file are, before anything is imported."""
-    from src.compare.published import TableError
+    from src.published import TableError
 
     changed = []
     for r in results:
@@ -304,9 +320,9 @@ def file_argument_as_override(argv: list[str]) -> list[str]:
 @hydra.main(config_path="../conf", config_name="import_results", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     cli.composed()
-    from src.compare.published import TableError
+    credentials.adopt_tracking_credentials(cfg)
     from src.console import console, link_line
-    from src.credentials import redact
+    from src.published import TableError
     from src.tracking import ui
 
     try:
@@ -321,8 +337,8 @@ def main(cfg: DictConfig) -> None:
         console.print(
             f"imported {summary.created} run(s) from {table.name} as source={cfg.source} "
             f"precision={precision} into {cfg.tracking.published_experiment!r} at "
-            f"{redact(cfg.tracking.uri)}; {summary.already_there} already there, {summary.not_run} cell(s) "
-            "not run (0 or less)",
+            f"{credentials.bare(cfg.tracking.uri)}; {summary.already_there} already there, "
+            f"{summary.not_run} cell(s) not run (0 or less)",
             soft_wrap=True,
         )
     link_line(ui.how_to_open(cfg.tracking.uri, done[-1][2].experiment_id))

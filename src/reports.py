@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from src.recorded import CEILINGS
+
 
 @dataclass(frozen=True)
 class RankReport:
@@ -63,7 +65,7 @@ class CeilingsReport:
     first_step_done: float | None = None
     agent_ready: float | None = None
     communication: dict = field(default_factory=dict)
-    kind: str = "ceilings"
+    kind: str = CEILINGS
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -74,4 +76,4 @@ Report = RankReport | CeilingsReport
 
 def from_json(data: dict) -> Report:
     """A report read back from the agent's outcome file, of whichever kind the rank wrote."""
-    return CeilingsReport(**data) if data.get("kind") == "ceilings" else RankReport.from_json(data)
+    return CeilingsReport(**data) if data.get("kind") == CEILINGS else RankReport.from_json(data)

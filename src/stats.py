@@ -61,19 +61,6 @@ def percentile(samples: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def summarize_step_times(step_times_s: list[float]) -> dict:
-    mean = statistics.fmean(step_times_s)
-    return {
-        "step_time_ms": percentile(step_times_s, 50) * 1e3,
-        "step_time_mean_ms": mean * 1e3,
-        "step_time_p10_ms": percentile(step_times_s, 10) * 1e3,
-        "step_time_p90_ms": percentile(step_times_s, 90) * 1e3,
-        "step_time_ci95_rel": relative_ci_halfwidth(step_times_s),
-        "step_time_cv": statistics.stdev(step_times_s) / mean if len(step_times_s) > 1 else 0.0,
-        "measured_steps": len(step_times_s),
-    }
-
-
 def rule_missed(
     stop_reason: str | None, steps: int | None, min_steps: int | None, ci: float | None, target_ci: float | None
 ) -> str | None:

@@ -30,8 +30,8 @@ def sync(roots: list[Path], uri: str | None = None) -> int:
     """Deliver every spool folder under `roots`, then close runs whose owner vanished; returns how
     many spool folders are left undelivered."""
     runs, parents = spool.pending(roots)
-    named = [spool.load(f).uri for f in runs] + [
-        json.loads((f / spool.PARENT_FILE).read_text())["uri"] for f in parents
+    named = [credentials.with_credentials(spool.load(f).uri) for f in runs] + [
+        credentials.with_credentials(json.loads((f / spool.PARENT_FILE).read_text())["uri"]) for f in parents
     ]
     stores = {uri} if uri else {*named, _default_store()}
     left = _deliver_all(runs, parents, uri) if runs or parents else 0
@@ -61,9 +61,8 @@ def _deliver_all(runs: list[Path], parents: list[Path], uri: str | None) -> int:
     left = 0
     for folder in runs:  # children first: a parent's status is read from its children
         record = spool.load(folder)
-        left += not _deliver(
-            folder, uri or record.uri, record.run_name, lambda c, f=folder: spool.deliver(c, f)
-        )
+        target = uri or credentials.with_credentials(record.uri)
+        left += not _deliver(folder, target, record.run_name, lambda c, f=folder: spool.deliver(c, f))
     for folder in parents:
         sweep_dir = folder.parent
         if spool.pending([sweep_dir])[0]:
@@ -76,7 +75,7 @@ def _deliver_all(runs: list[Path], parents: list[Path], uri: str | None) -> int:
             finish_parent(client, data["run_id"], data["interrupted"], sweep_dir)
             return data["run_id"]
 
-        left += not _deliver(folder, uri or data["uri"], f"the parent run of {sweep_dir}", end_parent)
+        left += not _deliver(folder, uri or credentials.with_credentials(data["uri"]), f"the parent run of {sweep_dir}", end_parent)
     return left
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
 from src import credentials
 from src.config import cli, help_groups
@@ -84,9 +84,8 @@ def _parent_run(hydra_cfg) -> str | None:
 
 
 def _keep_credentials_out(cfg: DictConfig, hydra_cfg) -> None:
-    """Move user:password from tracking.uri into MLflow's variables and mask it in Hydra's copies."""
-    with open_dict(cfg):
-        cfg.tracking.uri = credentials.adopt_uri_credentials(cfg.tracking.uri)
+    """A server's user:password into MLflow's variables; every secret masked in Hydra's copies."""
+    credentials.adopt_tracking_credentials(cfg)
     output = Path(hydra_cfg.runtime.output_dir)
     saved = list((output / hydra_cfg.output_subdir).glob("*.yaml")) if hydra_cfg.output_subdir else []
     if hydra_cfg.mode == RunMode.MULTIRUN:  # a single run has no sweep folder (nor should claim one)

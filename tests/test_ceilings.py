@@ -61,6 +61,7 @@ def test_shapes_larger_than_one_slow_call_are_skipped_and_named():
     assert found["shape"] == 64 and found["skipped_sizes"] == [128]
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throughput_and_breakdown(
     tmp_path, tracking_uri, monkeypatch
 ):
@@ -111,3 +112,11 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
         runs["cpux2-gpt2-fp32-smoke"].info.run_id, "top_kernels.csv", str(tmp_path)
     )
     assert open(kernels).readline().strip() == "kernel,category,calls,total_ms,share_of_span"
+
+    # bf16's ceilings point is the run fp32's measured (one point whatever the precision): the
+    # summary names its row bf16, and says which run did it
+    again = run_cli([*args[:-1], "model=ceilings", "precision=bf16"], tmp_path / "again", tracking_uri)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    summary = " ".join(again.stdout[again.stdout.index("Sweep summary") :].split())
+    assert "cpux2-ceilings-bf16-smoke SKIPPED" in summary and "cpux2-ceilings-fp32-smoke" not in summary
+

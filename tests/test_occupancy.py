@@ -13,8 +13,8 @@ from conftest import read_runs
 from fake_nvml import FakeGpu, FakeNvml, install
 from test_study import H200, TINY, fake_host_cli
 
+from src import recorded
 from src.hardware import devices, occupancy
-from src.tracking import tags as tag
 
 
 @pytest.fixture
@@ -57,6 +57,7 @@ def test_in_another_pid_namespace_one_unseen_process_per_gpu_is_the_jobs_rank(mo
         assert [p.pid for p in occupancy.foreign(lib, found, ranks_running=False)] == unseen
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_a_busy_gpu_is_recorded_said_and_refused_when_exclusive(tmp_path, stranger, tracking_uri):
     uri = tracking_uri
     gpu = H200 | {"processes": [[stranger, "notebook", int(5e8)]]}
@@ -80,7 +81,7 @@ def test_a_busy_gpu_is_recorded_said_and_refused_when_exclusive(tmp_path, strang
         and f"benchmark.exclusive=true: the job's GPUs are in use by pid {stranger}" in refused[0]
     )
     runs = {r.info.status: r for r in read_runs(uri) if "gpu" in r.data.tags}
-    assert f"pid {stranger} notebook" in runs["FINISHED"].data.tags[tag.GPU_FOREIGN_PROCESSES]
-    assert "in the window" in runs["FINISHED"].data.tags[tag.GPU_FOREIGN_PROCESSES]
+    assert f"pid {stranger} notebook" in runs["FINISHED"].data.tags[recorded.GPU_FOREIGN_PROCESSES]
+    assert "in the window" in runs["FINISHED"].data.tags[recorded.GPU_FOREIGN_PROCESSES]
     assert runs["FAILED"].data.tags["error"].startswith("benchmark.exclusive=true")
     assert "throughput" not in runs["FAILED"].data.metrics

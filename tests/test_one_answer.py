@@ -30,7 +30,7 @@ def client_and_store(tmp_path, empty_store):
 
 def means(result) -> dict[tuple, tuple]:
     return {
-        (s.gpu, s.category): (s.relative_mean, s.relative_geomean, s.mean_interval, s.models, s.left_out)
+        (s.gpu, s.category): (s.relative_mean, s.relative_geomean, s.mean.interval, s.models, s.left_out)
         for s in result.summary
         if s.gpu == "a6000"
     }

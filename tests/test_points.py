@@ -17,14 +17,14 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
+from src import recorded
 from src.compare.runs import RunRecord, aggregate, measured_config, to_record
-from src.compare.specs import run_spec
 from src.config import points
 from src.config.finalise import finalize
 from src.run import resume
 from src.run.prepare import prepare
 from src.tracking.job_run import flatten
-from tests.conftest import compose_cfg
+from tests.conftest import compose_cfg, spec_of
 
 STORED = json.loads((Path(__file__).parent / "data" / "runs_b6bf398.json").read_text())
 
@@ -90,16 +90,21 @@ def stored_runs(tracking_uri):
     return client, ids
 
 
-def test_a_run_from_before_the_declaration_resumes_as_finished_and_compares_as_its_point(
-    stored_runs, tracking_uri, tmp_path, monkeypatch
+def test_a_run_from_before_the_declaration_keeps_its_hash_and_compares_as_its_point(
+    stored_runs, tracking_uri, tmp_path, monkeypatch, capsys
 ):
+    """Its hash finds it; it is not this job's point only for what it never recorded (a CPU job's
+    processor and threads), which the job says before it measures again."""
     from src.run import job, launch
     from src.tracking import job_run
 
-    def no_new_run(*args, **kwargs):
-        raise AssertionError("the job opened a run for a point that has a FINISHED one")
+    class Opened(Exception):
+        """Stands in for opening the run: only whether the job measures matters here."""
 
-    monkeypatch.setattr(job_run, "JobRun", no_new_run)
+    def new_run(*args, **kwargs):
+        raise Opened
+
+    monkeypatch.setattr(job_run, "JobRun", new_run)
     monkeypatch.setattr(launch, "prestart", lambda *args: None)  # no rank will start
     client, ids = stored_runs
     for stored, run_id in zip(STORED["runs"], ids, strict=True):
@@ -110,9 +115,12 @@ def test_a_run_from_before_the_declaration_resumes_as_finished_and_compares_as_i
         today = without_keys_added_since(OmegaConf.to_container(cfg, resolve=True), then)
         then["tracking"]["uri"] = today["tracking"]["uri"] = "URI"
         assert today == then
-        assert job.run_job(cfg, selection, tmp_path) == stored["metrics"]["throughput"]  # the finished run's figure
+        with pytest.raises(Opened):
+            job.run_job(cfg, selection, tmp_path)
+        said = " ".join(capsys.readouterr().out.split())
+        assert f"run {run_id} of this config ran with cpu=unrecorded, cpu_threads=unrecorded, this job with cpu=" in said
         # the stack it logged (torch, CUDA, ... as tags) joins the point it had
-        record = to_record(client.get_run(run_id))
+        record = to_record(recorded.read(client.get_run(run_id)))
         stack = {
             f"tag:{name}": stored["tags"][name] for name in points.STACK.values() if name in stored["tags"]
         }
@@ -144,7 +152,7 @@ def record(params: dict[str, str], throughput: float) -> RunRecord:
         run_id=str(throughput), gpu="cpu", gpu_count=1, model="gpt2", category="language",
         precision="fp32", source="measured", unit="tokens/s", config=measured_config(params),
         throughput=throughput, tf32_math=False, per_watt=None, per_watt_basis=None, per_kusd=None,
-        smoke=False, ci_missed=None, anomaly_tag=None, spec=run_spec("cpu", "fp32", False, params),
+        smoke=False, ci_missed=None, anomaly_tag=None, spec=spec_of("cpu", "fp32", False, params),
     )  # fmt: skip
 
 
@@ -185,15 +193,14 @@ def test_every_key_of_every_model_has_a_role(model):
 
 
 def test_every_tag_a_job_writes_is_named_in_the_tag_module():
-    from src.tracking import tags
-
-    names = {v for k, v in vars(tags).items() if k.isupper() and isinstance(v, str)} | set(tags.SETTINGS)
+    settings = {e.tag for e in points.KEYS.values() if e.tag}
+    names = {v for k, v in vars(recorded).items() if k.isupper() and isinstance(v, str)} | settings
     for stored in STORED["runs"]:
         unnamed = {
             t for t in stored["tags"]
-            if t not in names and not t.startswith(tags.MATH_PREFIX) and not t.endswith(tags.VERSION_SUFFIX)
+            if t not in names and not t.startswith(recorded.MATH_PREFIX) and not t.endswith(recorded.VERSION_SUFFIX)
         }  # fmt: skip
-        assert not unnamed, f"{stored['run_name']}: tags not in src/tracking/tags.py: {sorted(unnamed)}"
+        assert not unnamed, f"{stored['run_name']}: tags not in src/recorded.py: {sorted(unnamed)}"
 
 
 def test_runs_with_and_without_nvlink_sharp_are_different_points():

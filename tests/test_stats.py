@@ -6,8 +6,8 @@ import pytest
 
 from src.reports import RankReport
 from src.run.phases import phase_metrics
-from src.run.results import combine_ranks
-from src.stats import percentile, relative_ci_halfwidth, summarize_step_times
+from src.run.results import combine_ranks, summarize_step_times
+from src.stats import percentile, relative_ci_halfwidth
 from tests.conftest import rank_report
 
 

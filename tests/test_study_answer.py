@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 
 from src.compare import study
 from src.compare.analysis import SummaryRow
+from src.compare.ratio import Ratio
 from src.config.schema import register_configs
 from src.paths import PROJECT_ROOT
 from tests.conftest import CONF_DIR
@@ -35,7 +36,8 @@ def study_cfg():
 
 
 def mean(gpu: str, source: str, value: float, category="vision", precision="fp32", count=8) -> SummaryRow:
-    return SummaryRow(category, precision, count, gpu, source, value, value, ("resnet50",), (), "")
+    ratio = Ratio(value, None)
+    return SummaryRow(category, precision, count, gpu, source, ratio, ratio, ("resnet50",), (), "")
 
 
 def test_a_stated_figure_is_set_beside_the_published_and_your_own_and_a_difference_is_said():

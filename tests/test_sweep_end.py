@@ -9,8 +9,8 @@ import pytest
 import sqlalchemy.exc
 from mlflow.tracking import MlflowClient
 
+from src import recorded
 from src.run.sweep import finish_parent
-from src.tracking import tags as tag
 
 
 def _sweep_with_two_running_children(uri: str) -> tuple[MlflowClient, str, list[str]]:
@@ -30,9 +30,9 @@ def test_a_child_ending_itself_at_the_same_moment_leaves_the_parent_ended_not_sp
     real_set_tag = client.set_tag
 
     def set_tag(run_id, key, value):
-        if run_id == racing and key == tag.ERROR:
+        if run_id == racing and key == recorded.ERROR:
             # the job's own process inserted the same tag between MLflow's check and its insert
-            own_process.set_tag(racing, tag.ERROR, "interrupted (SIGTERM)")
+            own_process.set_tag(racing, recorded.ERROR, "interrupted (SIGTERM)")
             own_process.set_terminated(racing, "KILLED")
             raise sqlalchemy.exc.IntegrityError(
                 "INSERT INTO tags", {}, sqlite3.IntegrityError("UNIQUE constraint failed: tags.key, tags.run_uuid")
@@ -43,8 +43,8 @@ def test_a_child_ending_itself_at_the_same_moment_leaves_the_parent_ended_not_sp
     rows = finish_parent(client, parent, interrupted=True)
     assert client.get_run(parent).info.status == "KILLED"
     assert {r["name"]: r["status"] for r in rows} == {"job0": "KILLED", "job1": "KILLED"}
-    assert client.get_run(racing).data.tags[tag.ERROR] == "interrupted (SIGTERM)"  # its own word stands
-    assert client.get_run(lost).data.tags[tag.ERROR] == "its job process ended without closing the run"
+    assert client.get_run(racing).data.tags[recorded.ERROR] == "interrupted (SIGTERM)"  # its own word stands
+    assert client.get_run(lost).data.tags[recorded.ERROR] == "its job process ended without closing the run"
     assert client.get_run(lost).info.status == "KILLED"
 
 

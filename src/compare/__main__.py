@@ -10,6 +10,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from src import credentials
 from src.config import cli
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
@@ -37,6 +38,7 @@ def experiment_as_study(argv: list[str]) -> list[str]:
 @hydra.main(config_path="../../conf", config_name="compare", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     cli.composed()
+    credentials.adopt_tracking_credentials(cfg)
     from src.compare.pipeline import run_compare
     from src.compare.runs import CompareError
     from src.console import console, link_line
@@ -61,9 +63,9 @@ def main(cfg: DictConfig) -> None:
 def _import_study_figures(cfg: DictConfig) -> None:
     """The study's published figures, imported when the store lacks them: its gpus, models and GPU
     counts only (seconds; the whole generation is `python -m src.import_results source=NAME`)."""
-    from src.compare.published import TableError
     from src.console import note
     from src.import_results import import_generation
+    from src.published import TableError
 
     register_configs("import_schema")
     importing = hydra.compose("import_results")  # its tasks and gpu names; compare's store

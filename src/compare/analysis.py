@@ -11,11 +11,10 @@ leaves it out of the means, and `stack_differs`). Every ratio and mean carries a
 
 from __future__ import annotations
 
-import math
-import statistics
 from dataclasses import dataclass
 
 from src.compare import intervals
+from src.compare.ratio import MATH_DIFFERS, Ratio, means, quotient
 from src.compare.runs import (
     MEASURED,
     STACK_KEYS,
@@ -29,8 +28,6 @@ from src.config import points
 # Precisions compared in one panel of the charts; each stays distinct in the tables.
 PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "amp": "mixed", "bf16": "mixed"}
 GROUP_TITLES = {"fp32": "fp32 and tf32", "mixed": "mixed precision (amp, bf16)"}
-MATH_DIFFERS, STACK_DIFFERS = "math_differs", "stack_differs"
-NO_DIFFERENCE = "no measurable difference"
 
 
 def precision_group(precision: str) -> str:
@@ -41,44 +38,54 @@ def precision_group(precision: str) -> str:
 class RelativeRow:
     measurement: Measurement
     baseline: Measurement | None  # the baseline gpu's measurement this one is divided by
-    stack_keys: tuple[str, ...] = tuple(points.SOFTWARE)  # the stack a like-for-like ratio shares
+    ratio: Ratio | None  # measurement / baseline
 
     @property
     def relative(self) -> float | None:
-        return self.measurement.throughput / self.baseline.throughput if self.baseline else None
+        return self.ratio.value if self.ratio else None
 
     @property
     def spread(self) -> intervals.Spread | None:
-        if self.baseline is None or self.baseline is self.measurement:  # the baseline itself: 1 exactly
-            return None
-        return intervals.ratio_spread(self.measurement.spread, self.baseline.spread)
+        return self.ratio.spread if self.ratio else None
 
     @property
     def interval(self) -> tuple[float, float] | None:
-        spread = self.spread
-        return spread.interval(self.relative) if spread else None
+        return self.ratio.interval if self.ratio else None
 
     @property
     def math_differs(self) -> bool:
-        """Strict fp32 against TF32 math (published "fp32" ran TF32), either way round."""
-        return self.baseline is not None and {self.measurement.math, self.baseline.math} == {"fp32", "tf32"}
+        return bool(self.ratio and self.ratio.math_differs)
 
     @property
     def stack_differs(self) -> str:
-        """What differs between the two stacks, e.g. 'torch 2.14.1 vs 2.11.0'; '' when nothing, and
-        against a published figure, whose stack is unknown (its source marks it instead)."""
-        if self.baseline is None or {self.measurement.source, self.baseline.source} != {MEASURED}:
-            return ""
-        return stack_difference(self.measurement, self.baseline, self.stack_keys)
+        return self.ratio.stack_differs if self.ratio else ""
 
     @property
     def flags(self) -> list[str]:
-        flags = [MATH_DIFFERS] if self.math_differs else []
-        return flags + ([STACK_DIFFERS] if self.stack_differs else [])
+        return self.ratio.flags if self.ratio else []
 
     @property
     def no_difference(self) -> bool:
-        return intervals.holds_one(self.interval)
+        return bool(self.ratio and self.ratio.no_difference)
+
+
+def against(m: Measurement, base: Measurement | None, stack_keys: tuple[str, ...]) -> RelativeRow:
+    """m over its baseline, flagged where the two ran unlike math (strict fp32 against TF32, either
+    way round) or unlike stacks (what differs among `stack_keys`; never against a published
+    figure, whose stack is unknown: its source marks it instead)."""
+    if base is None:
+        return RelativeRow(m, None, None)
+    measured = {m.source, base.source} == {MEASURED}
+    return RelativeRow(
+        m,
+        base,
+        quotient(
+            m,
+            base,
+            math_differs={m.math, base.math} == {"fp32", "tf32"},
+            stack_differs=stack_difference(m, base, stack_keys) if measured else "",
+        ),
+    )
 
 
 @dataclass
@@ -88,22 +95,23 @@ class SummaryRow:
     gpu_count: int
     gpu: str
     source: str
-    relative_mean: float
-    relative_geomean: float
+    mean: Ratio  # the arithmetic mean of the model ratios, as Lambda's article states them
+    geomean: Ratio
     models: tuple[str, ...]  # the models averaged: those the gpu and the baseline both have
-    left_out: tuple[str, ...]  # this gpu's models that some other gpu of the group lacks
+    left_out: tuple[str, ...]  # the other models of the two, each with why: "maskrcnn (no a6000 run)"
     baselines: str  # which baseline measurements the ratios used, e.g. "fp32 [lambda]"
-    mean_spread: intervals.Spread | None = None  # of log relative_mean
-    geomean_spread: intervals.Spread | None = None  # of log relative_geomean
-    flags: tuple[str, ...] = ()  # stack_differs when a ratio averaged has it
 
     @property
-    def mean_interval(self) -> tuple[float, float] | None:
-        return self.mean_spread.interval(self.relative_mean) if self.mean_spread else None
+    def relative_mean(self) -> float:
+        return self.mean.value
 
     @property
-    def geomean_interval(self) -> tuple[float, float] | None:
-        return self.geomean_spread.interval(self.relative_geomean) if self.geomean_spread else None
+    def relative_geomean(self) -> float:
+        return self.geomean.value
+
+    @property
+    def flags(self) -> list[str]:
+        return self.mean.flags
 
     @property
     def n_models(self) -> int:
@@ -156,7 +164,7 @@ def same_workload(one: tuple, other: tuple) -> bool:
     """The keys both configs have agree, the per-GPU batch and the stack aside (a ratio across
     stacks is made where it must be, and flagged)."""
     a, b = dict(one), dict(other)
-    return all(a[k] == b[k] for k in a.keys() & b.keys() if k != "batch_size" and k not in STACK_KEYS)
+    return all(a[k] == b[k] for k in a.keys() & b.keys() if k != points.RAN_BATCH and k not in STACK_KEYS)
 
 
 def relative_table(
@@ -168,10 +176,7 @@ def relative_table(
     """Each measurement over its baseline; `stack_keys`: what a like-for-like ratio shares (the
     software for a GPU comparison; with compare by=, every stack key but the one compared)."""
     baselines = [m for m in measurements if m.gpu == baseline]
-    return [
-        RelativeRow(m, find_baseline(m, baselines, baseline_source, stack_keys), stack_keys)
-        for m in measurements
-    ]
+    return [against(m, find_baseline(m, baselines, baseline_source, stack_keys), stack_keys) for m in measurements]
 
 
 def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
@@ -195,8 +200,7 @@ def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
             if any(r.baseline is None for r in members_all):
                 nothing_common.append(f"{category} {precision} x{count} {gpu} [{source}]")
             continue
-        ratios = [r.relative for r in members]
-        geomean_spread, mean_spread = intervals.mean_spreads(ratios, [r.spread for r in members])
+        mean, geomean = means([r.ratio for r in members])
         summary.append(
             SummaryRow(
                 category,
@@ -204,14 +208,11 @@ def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
                 count,
                 gpu,
                 source,
-                relative_mean=statistics.fmean(ratios),
-                relative_geomean=math.exp(statistics.fmean(math.log(r) for r in ratios)),
+                mean=mean,
+                geomean=geomean,
                 models=tuple(sorted(r.measurement.workload for r in members)),
                 left_out=left_out,
                 baselines=", ".join(sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})),
-                mean_spread=mean_spread,
-                geomean_spread=geomean_spread,
-                flags=tuple(sorted({flag for r in members for flag in r.flags})),
             )
         )
     summary.sort(key=lambda s: (s.category, s.precision, s.gpu_count, s.gpu, s.source))

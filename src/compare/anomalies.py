@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from src import recorded
 from src.compare.analysis import RelativeRow
 from src.compare.runs import Measurement
 from src.console import number
-from src.tracking import tags as tag
 
 SCALING_ABOVE_100 = "scaling_above_100"
 SLOWER_THAN_1GPU = "slower_than_1gpu"
@@ -104,7 +104,7 @@ def spec_anomalies(rows: list[RelativeRow], tolerance: float) -> list[Anomaly]:
 
 
 def _limits(m: Measurement) -> tuple[str, float, float] | None:
-    """(peak key, peak TFLOP/s, GB/s) as its runs logged them (src/compare/specs.py), or None
+    """(peak key, peak TFLOP/s, GB/s) as its runs logged them, or None
     where they lack them."""
     spec = m.spec
     if spec.peak_tflops and spec.memory_bandwidth_gbs:
@@ -129,7 +129,7 @@ def tag_runs(uri: str, measurements: list[Measurement], anomalies: list[Anomaly]
             if run.run_id in flagged:
                 text = "; ".join(flagged[run.run_id])[:5000]
                 if text != run.anomaly_tag:
-                    mlflow_client.set_tag(run.run_id, tag.ANOMALY, text)
+                    mlflow_client.set_tag(run.run_id, recorded.ANOMALY, text)
             elif run.anomaly_tag is not None:
-                mlflow_client.delete_tag(run.run_id, tag.ANOMALY)
+                mlflow_client.delete_tag(run.run_id, recorded.ANOMALY)
     return len(flagged)

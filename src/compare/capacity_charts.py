@@ -16,7 +16,7 @@ CURVE_STEM, SPLIT_STEM = "memory_curve", "capacity_split"
 def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
     """Per model and precision: the iso-batch, max-batch and published ratios side by side, the
     measured two with their 95% intervals as whiskers and in their labels."""
-    shown = [r for r in rows if r.iso_ratio is not None or r.max_ratio is not None]
+    shown = [r for r in rows if r.figures["iso_ratio"] or r.figures["max_ratio"]]
     if not shown:
         return []
     fig = style.figure(8, 1.5 + 0.6 * len(shown))
@@ -27,8 +27,8 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
     ends = [1.0]
     for i, (name, figure) in enumerate(series):
         ys = [n + i * height for n in range(len(shown))]
-        values = [getattr(r, figure) or 0.0 for r in shown]
-        spans = [r.interval(figure) if figure in FIGURES else None for r in shown]
+        values = [_value(r, figure) or 0.0 for r in shown]
+        spans = [r.figures[figure] and r.figures[figure].interval if figure in FIGURES else None for r in shown]
         bars = ax.barh(ys, values, height=height, label=name, xerr=style.whiskers(values, spans),
                        error_kw={"elinewidth": 1, "capsize": 2, "ecolor": "dimgrey"})  # fmt: skip
         for bar, r, value, span in zip(bars, shown, values, spans, strict=True):
@@ -36,8 +36,8 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
                 f"{value:.2f}x" if r.published_ratio is not None else NONE_TEXT[figure])  # fmt: skip
             if figure in FIGURES and intervals.holds_one(span):
                 text += " ~1"
-            if figure == "max_ratio" and r.capacity_factor is not None:
-                held = intervals.holds_one(r.interval("capacity_factor"))
+            if figure == "max_ratio" and (factor := r.figures["capacity_factor"]):
+                held = factor.no_difference
                 text += f";  capacity {figure_text(r, 'capacity_factor')}" + (" ~1" if held else "")
             end = span[1] if span else value
             ends.append(end)
@@ -54,6 +54,12 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
     path = out / f"{SPLIT_STEM}.png"
     fig.savefig(path, dpi=110)
     return [path]
+
+
+def _value(row: SplitRow, figure: str) -> float | None:
+    if figure == "published_ratio":
+        return row.published_ratio
+    return row.figures[figure].value if row.figures[figure] else None
 
 
 def curve_chart(measurements: list[Measurement], out: Path) -> list[Path]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from src.compare import report
-from src.compare.analysis import NO_DIFFERENCE
-from src.compare.capacity import FIGURES, SplitMean, SplitRow
+from src.compare.capacity import FIGURES, MEANING, SplitMean, SplitRow
+from src.compare.ratio import NO_DIFFERENCE
 from src.console import gpus
 
 SPLIT_CSV, MEANS_CSV = "capacity_split.csv", "capacity_split_categories.csv"
@@ -41,11 +41,11 @@ LABELS = {  # what each figure is called where a person reads it
 def _figures(split: SplitRow | SplitMean) -> dict:
     """Each figure, its interval's ends, what they rest on, and which hold 1.0."""
     record = {}
-    for figure in FIGURES:
-        low, high = split.interval(figure) or (None, None)
-        record |= {figure: getattr(split, figure), f"{figure}_low": low, f"{figure}_high": high}
-    held = split.no_difference()
-    record["interval"] = split.basis()
+    for figure, r in split.figures.items():
+        low, high = (r and r.interval) or (None, None)
+        record |= {figure: r.value if r else None, f"{figure}_low": low, f"{figure}_high": high}
+    held = [MEANING[f] for f, r in split.figures.items() if r and r.no_difference]
+    record["interval"] = _basis_text(split)
     record["difference"] = f"{', '.join(held)}: {NO_DIFFERENCE}" if held else ""
     return record
 
@@ -67,13 +67,22 @@ def mean_records(means: list[SplitMean]) -> list[dict]:
     ]  # fmt: skip
 
 
+def _basis_text(split: SplitRow | SplitMean) -> str:
+    """What the intervals rest on: one text where every figure's is the same, else each figure's,
+    `speed: repeats; capacity: ...`."""
+    texts = {MEANING[f]: r.basis() for f, r in split.figures.items() if r}
+    if len(set(texts.values())) <= 1:
+        return next(iter(texts.values()), "")
+    return "; ".join(f"{meaning}: {text}" for meaning, text in texts.items())
+
+
 def figure_text(split: SplitRow | SplitMean, figure: str) -> str:
     """`1.10x [1.08-1.13]`: the figure and its 95% interval, or the figure alone when it has none."""
-    value = getattr(split, figure)
-    if value is None:
+    r = split.figures[figure]
+    if r is None:
         return NONE_TEXT[figure]
-    interval = split.interval(figure)
-    return f"{value:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+    interval = r.interval
+    return f"{r.value:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
 
 
 def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
@@ -83,7 +92,7 @@ def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
         return f"{pair}: no model has both the iso-batch and the max-batch pair yet; the runs to add are listed below."
     parts = []
     for m in means:
-        held = m.no_difference()
+        held = [MEANING[f] for f, r in m.figures.items() if r and r.no_difference]
         parts.append(
             f"{m.category} {m.precision_group} x{m.gpu_count}: {figure_text(m, 'max_ratio')} at each card's "
             f"largest batch = {figure_text(m, 'iso_ratio')} speed at the same batch x "
@@ -158,10 +167,10 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
     for title, split, count, batches in sections:
         table.add_row(f"[bold]{escape(title)}[/]", "", "", count)
         for figure in FIGURES:
-            value = getattr(split, figure)
-            interval = report.interval_text(split.interval(figure)) if value is not None else ""
+            r = split.figures[figure]
+            interval = report.interval_text(r.interval) if r else ""
             marks.append(interval)
-            ratio = report.console_ratio(value) if value is not None else "-"
+            ratio = report.console_ratio(r.value) if r else "-"
             table.add_row(f"  {LABELS[figure]}", ratio, interval, batches.get(figure, ""))
     note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({SPLIT_CSV})")
     console.print(table)

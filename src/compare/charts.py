@@ -52,7 +52,7 @@ def draw_all(
     style.use_colours([m.gpu for m in measurements])
     by_category = [
         ((f"{s.category}, {gpus(s.gpu_count)}", precision_group(s.precision)),
-         Bar(s.gpu, s.precision, s.source, s.relative_mean, " ".join(s.flags), s.mean_interval))
+         Bar(s.gpu, s.precision, s.source, s.relative_mean, " ".join(s.flags), s.mean.interval))
         for s in summary
     ]  # fmt: skip
     paths = relative_bars(
@@ -77,7 +77,7 @@ def draw_all(
 
 def _bar(row: RelativeRow, flagged: dict[tuple, list[str]]) -> Bar:
     m = row.measurement
-    flags = " ".join(flagged.get(m.point, []) + row.flags)
+    flags = " ".join(dict.fromkeys(flagged.get(m.point, []) + row.flags))
     return Bar(m.gpu, m.precision, m.source, row.relative, flags, row.interval)
 
 

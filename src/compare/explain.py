@@ -13,19 +13,19 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from src import recorded
 from src.compare.analysis import RelativeRow, SummaryRow
+from src.compare.ratio import Fixed, quotient
 from src.compare.runs import MEASURED, Measurement
 from src.console import gpus
-from src.tracking import tags as tag
 
-CEILINGS_MODEL = "ceilings"
-STACK_TAGS = (*(f"{p}{tag.VERSION_SUFFIX}" for p in ("torch", "cuda", "cudnn", "nccl")), tag.DRIVER_VERSION)
-SHARES = ("matmul", "other", "comm", "memcpy", "idle")  # src/rank/breakdown.py's categories
+STACK_TAGS = (*(f"{p}{recorded.VERSION_SUFFIX}" for p in ("torch", "cuda", "cudnn", "nccl")), recorded.DRIVER_VERSION)
+SHARES = recorded.SHARES
 SHARE_TITLES = {"matmul": "matmul/conv", "other": "other compute", "comm": "communication",
                 "memcpy": "memory copies", "idle": "GPU idle"}  # fmt: skip
 CSV = "explain.csv"
-COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "gpu_name", "achieved_tflops_per_gpu",
-           "mfu", "ceiling_math", "ceiling_tflops", "share_of_ceiling", "ceilings_run",
+COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "gpu_name", recorded.ACHIEVED_TFLOPS_PER_GPU,
+           recorded.MFU, "ceiling_math", "ceiling_tflops", "share_of_ceiling", "ceilings_run",
            *(f"{s}_share" for s in SHARES), "note")  # fmt: skip
 
 
@@ -38,10 +38,10 @@ class Ceilings:
     stack: tuple
     smoke: bool
     started: int  # ms since the epoch
-    metrics: dict
+    figures: dict  # by name, without the ceiling_ prefix: matmul_bf16_tflops, memory_copy_gbs, ...
 
     def matmul(self, math: str) -> float | None:
-        return self.metrics.get(f"ceiling_matmul_{math}_tflops")
+        return self.figures.get(recorded.matmul_figure(math))
 
 
 @dataclass
@@ -76,45 +76,28 @@ class Explanation:
         return [_record(p) for p in self.placements]
 
 
-def _smoke(run) -> bool:
-    return run.data.params.get("benchmark.smoke") == "True" or run.data.tags.get(tag.BENCHMARK) == "smoke"
-
-
 def _stack(tags: dict) -> tuple:
     return tuple(tags.get(t, "") for t in STACK_TAGS)
 
 
-def ceilings_runs(runs: list) -> list[Ceilings]:
-    """The FINISHED model=ceilings runs among `runs`."""
-    found = []
-    for run in runs:
-        tags = run.data.tags
-        if tags.get(tag.MODEL) != CEILINGS_MODEL or not str(tags.get(tag.GPU_COUNT, "")).isdigit():
-            continue
-        found.append(
-            Ceilings(
-                run.info.run_id,
-                tags.get(tag.GPU, ""),
-                tags.get(tag.GPU_NAME, ""),
-                int(tags[tag.GPU_COUNT]),
-                _stack(tags),
-                _smoke(run),
-                run.info.start_time or 0,
-                dict(run.data.metrics),
-            )  # fmt: skip
-        )
-    return found
+def ceilings_runs(runs: list[recorded.RunResult]) -> list[Ceilings]:
+    """The ceilings runs among `runs`."""
+    return [
+        Ceilings(r.run_id, r.gpu, r.gpu_name, r.gpu_count, _stack(r.tags), r.smoke, r.started_ms, r.ceilings)
+        for r in runs
+        if r.kind == recorded.CEILINGS and r.gpu_count is not None
+    ]
 
 
-def matching_ceilings(ceilings: list[Ceilings], tags: dict, smoke: bool) -> Ceilings | None:
+def matching_ceilings(ceilings: list[Ceilings], run: recorded.RunResult) -> Ceilings | None:
     """The latest ceilings run of this GPU name, count and stack (smoke with smoke only)."""
     same = [
         c
         for c in ceilings
-        if c.gpu_name == tags.get(tag.GPU_NAME)
-        and str(c.gpu_count) == tags.get(tag.GPU_COUNT)
-        and c.stack == _stack(tags)
-        and c.smoke == smoke
+        if c.gpu_name == run.gpu_name
+        and c.gpu_count == run.gpu_count
+        and c.stack == _stack(run.tags)
+        and c.smoke == run.smoke
     ]
     return max(same, key=lambda c: c.started, default=None)
 
@@ -126,21 +109,16 @@ def _median(values) -> float | None:
 
 def place(measurement: Measurement, by_id: dict, ceilings: list[Ceilings]) -> Placement:
     runs = [by_id[r.run_id] for r in measurement.runs if r.run_id in by_id]
-    first = runs[0].data
-    math = measurement.spec.peak_key  # the math that ran (src/compare/specs.py)
-    found = [matching_ceilings(ceilings, r.data.tags, _smoke(r)) for r in runs]
+    math = measurement.spec.peak_key  # the math that ran
+    found = [matching_ceilings(ceilings, r) for r in runs]
     matched = max((c for c in found if c), key=lambda c: c.started, default=None)
-    with_shares = [r.data.metrics for r in runs if "breakdown_matmul_share" in r.data.metrics]
-    shares = (
-        {s: _median(m.get(f"breakdown_{s}_share") for m in with_shares) for s in SHARES}
-        if with_shares
-        else None
-    )
+    with_shares = [r.shares for r in runs if r.shares]
+    shares = {s: _median(m[s] for m in with_shares) for s in SHARES} if with_shares else None
     placement = Placement(
         measurement=measurement,
-        gpu_name=first.tags.get(tag.GPU_NAME, ""),
-        achieved_tflops=_median(r.data.metrics.get("achieved_tflops_per_gpu") for r in runs),
-        mfu=_median(r.data.metrics.get("mfu") for r in runs),
+        gpu_name=runs[0].gpu_name,
+        achieved_tflops=_median(r.achieved_tflops_per_gpu for r in runs),
+        mfu=_median(r.mfu for r in runs),
         math=math,
         ceilings=matched,
         shares=shares,
@@ -164,7 +142,7 @@ def explain(
 ) -> Explanation:
     """Place every measured point; a sentence per model pair; the category claims checked."""
     ceilings = ceilings_runs(runs)
-    by_id = {r.info.run_id: r for r in runs}
+    by_id = {r.run_id: r for r in runs}
     placements = [place(m, by_id, ceilings) for m in measurements if m.source == MEASURED]
     placed = {p.measurement.label: p for p in placements}
     sentences = [
@@ -202,14 +180,16 @@ def pair_sentence(row: RelativeRow, a: Placement, b: Placement) -> str:
     head = f"{m.workload} {m.precision} x{m.gpu_count}, {m.gpu} vs {row.baseline.gpu} {row.relative:.2f}x"
     text = f"{head}: {m.gpu} {_side(a)}; {row.baseline.gpu} {_side(b)}"
     if a.share_of_ceiling and b.share_of_ceiling and a.math == b.math:
-        from_ceiling = a.ceiling_tflops / b.ceiling_tflops
+        ceilings = quotient(*(Fixed((p.ceilings.run_id, a.math), p.ceiling_tflops) for p in (a, b)))
+        used = quotient(*(Fixed((p.measurement.key, "share"), p.share_of_ceiling) for p in (a, b)))
         text += (
-            f". Of the {row.relative:.2f}x, {from_ceiling:.2f}x is the cards' {a.math} ceilings and "
-            f"{a.share_of_ceiling / b.share_of_ceiling:.2f}x how much of them each run used"
+            f". Of the {row.relative:.2f}x, {ceilings.value:.2f}x is the cards' {a.math} ceilings and "
+            f"{used.value:.2f}x how much of them each run used"
         )
-        copies = [p.ceilings.metrics.get("ceiling_memory_copy_gbs") for p in (a, b)]
+        copies = [p.ceilings.figures.get(recorded.MEMORY_COPY_GBS) for p in (a, b)]
         if all(copies):
-            text += f"; their memory copy bandwidths differ {copies[0] / copies[1]:.2f}x"
+            copy = quotient(*(Fixed((p.ceilings.run_id, "copy"), c) for p, c in zip((a, b), copies, strict=True)))
+            text += f"; their memory copy bandwidths differ {copy.value:.2f}x"
     return text + "."
 
 
@@ -298,7 +278,7 @@ def _record(p: Placement) -> dict:
     shares = {f"{s}_share": (p.shares or {}).get(s) for s in SHARES}
     return {
         "model": m.model, "variant": m.variant, "precision": m.precision, "gpu_count": m.gpu_count,
-        "gpu": m.gpu, "gpu_name": p.gpu_name, "achieved_tflops_per_gpu": p.achieved_tflops, "mfu": p.mfu,
+        "gpu": m.gpu, "gpu_name": p.gpu_name, recorded.ACHIEVED_TFLOPS_PER_GPU: p.achieved_tflops, recorded.MFU: p.mfu,
         "ceiling_math": p.math, "ceiling_tflops": p.ceiling_tflops, "share_of_ceiling": p.share_of_ceiling,
         "ceilings_run": p.ceilings.run_id if p.ceilings else None, **shares, "note": p.note,
     }  # fmt: skip

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import console
+from src import console, credentials, recorded
 from src.compare import (
     analysis,
     anomalies,
@@ -20,8 +20,8 @@ from src.compare import (
     charts,
     explain,
     explain_charts,
+    hardware_software,
     report,
-    split,
     study,
 )
 from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
@@ -30,7 +30,6 @@ from src.config.groups.precision import PRECISIONS
 from src.config.groups.tracking import tracking_errors
 from src.console import note
 from src.errors import ConfigError
-from src.tracking import tags as tag
 
 
 @dataclass
@@ -109,7 +108,7 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, rows, baseline)
     summary, nothing_common = analysis.summarize(rows)
-    stand_ins = profile_stand_ins(measurements)
+    stand_ins = unlogged_specs(measurements)
     # with by=, gpus= filters the runs but the compared axis is KEY's values: no gpu is asked for there
     asked = [] if cfg.by else list(cfg.gpus)
     unanswered = asked_without_figures(asked, records, measurements, summary, baseline)
@@ -124,14 +123,14 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     relative = report.relative_records(rows, efficiency, flagged)
     summary_table = report.summary_records(summary, baseline)
     anomaly_table = report.anomaly_records(found)
-    split_table = [] if cfg.by else split.split_records(rows, measurements)
+    split_table = [] if cfg.by else hardware_software.records(rows, measurements)
     files = [
         report.write_csv(out / report.RELATIVE_CSV, report.RELATIVE_COLUMNS, relative),
         report.write_csv(out / report.SUMMARY_CSV, report.SUMMARY_COLUMNS, summary_table),
         report.write_csv(out / report.ANOMALIES_CSV, report.ANOMALY_COLUMNS, anomaly_table),
     ]
     if split_table:
-        files.append(report.write_csv(out / split.SPLIT_CSV, split.SPLIT_COLUMNS, split_table))
+        files.append(report.write_csv(out / hardware_software.CSV, hardware_software.COLUMNS, split_table))
     pictures = charts.draw_all(rows, summary, measurements, baseline, out, flagged)
     pictures += capacity_charts.curve_chart(measurements, out)
     why = explain.explain(runs, measurements, rows, summary, baseline)
@@ -152,7 +151,7 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         + ([stand_ins] if stand_ins else []),
         pictures,
         split_table,
-        split.SPLIT_COLUMNS,
+        hardware_software.COLUMNS,
     ) + "\n".join(explain.markdown(why, why_pictures))
     if found_study is not None:  # the question asked comes first
         heading, rest = text.split("\n", 1)
@@ -177,8 +176,8 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         console.note(outside)
     if capacity_rows:
         capacity_report.print_table(capacity_rows, capacity.category_means(capacity_rows))
-    if stand_ins and any(r.source == MEASURED for m in measurements for r in m.runs if r.spec.from_profile):
-        console.note(stand_ins)  # published runs never log them: said in report.md only
+    if stand_ins and any(r.source == MEASURED for m in measurements for r in m.runs if r.spec.unlogged):
+        console.note(stand_ins)  # published runs of gpus without a profile lack them: said in report.md
     return CompareResult(out, measurements, rows, summary, found, files, run_id, experiment_ids)
 
 
@@ -300,7 +299,7 @@ def _facts(
         f"Baseline: `{baseline}`"
         + (f" from source `{cfg.baseline_source}`" if cfg.baseline_source else " (same source first)")
         + by,
-        f"Runs: experiments {', '.join(f'`{e}`' for e in experiments)} at `{cfg.tracking.uri}`; "
+        f"Runs: experiments {', '.join(f'`{e}`' for e in experiments)} at `{credentials.bare(cfg.tracking.uri)}`; "
         f"{n_finished:,} FINISHED, {n_benchmark:,} with a throughput, {used:,} kept by the filters, as "
         f"{len(measurements):,} points (median of repeats of one measured configuration; n_runs says "
         f"how many){smoke}",
@@ -383,17 +382,18 @@ def _notes(
     return notes
 
 
-def profile_stand_ins(measurements: list[Measurement]) -> str | None:
-    """Which runs are judged by today's conf/ profile for figures they never logged, or None."""
-    runs = [r for m in measurements for r in m.runs if r.spec.from_profile]
+def unlogged_specs(measurements: list[Measurement]) -> str | None:
+    """Which runs logged no spec-sheet figures (runs of version 1, imported GPUs without a
+    profile), or None: compare judges a run by what it logged only."""
+    judged = set(recorded.SPEC_PARAMS) - {"memory_gb"} | {"peak_key", "peak_tflops"}
+    runs = [r for m in measurements for r in m.runs if judged & set(r.spec.unlogged)]
     if not runs:
         return None
-    figures = sorted({name for r in runs for name in r.spec.from_profile})
+    figures = sorted({name for r in runs for name in r.spec.unlogged if name in judged})
     gpus = sorted({r.gpu for r in runs})
     return (
-        f"{len(runs):,} run(s) of {', '.join(gpus)} never logged {', '.join(figures)}: today's conf/ "
-        "profile stands in for those figures (per-watt, per-kUSD, the spec range); every other figure "
-        "is the one its run logged."
+        f"{len(runs):,} run(s) of {', '.join(gpus)} never logged {', '.join(figures)}: the figures that "
+        "need them (per-watt, per-kUSD, the spec range) are left out for those runs."
     )
 
 
@@ -405,10 +405,10 @@ def _log_report_run(
     experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.report_experiment)
     kinds = sorted({a.kind for a in found})
     tags = {
-        tag.REPORT: "true",
-        tag.BASELINE: baseline,
-        tag.ANOMALIES: len(found),
-        tag.ANOMALY_KINDS: ",".join(kinds) or "none",
+        recorded.REPORT: "true",
+        recorded.BASELINE: baseline,
+        recorded.ANOMALIES: len(found),
+        recorded.ANOMALY_KINDS: ",".join(kinds) or "none",
         "mlflow.note.content": text[:50000],  # the report as the run's description in the UI
     }
     run = job_run.JobRun(cfg.tracking, experiment_id, f"compare vs {baseline}", tags)

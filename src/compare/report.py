@@ -5,9 +5,11 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from src import recorded
 from src.compare import intervals
-from src.compare.analysis import NO_DIFFERENCE, RelativeRow, SummaryRow, precision_group
+from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.anomalies import Anomaly
+from src.compare.ratio import NO_DIFFERENCE
 from src.compare.runs import MEASURED
 from src.console import gpus, number
 
@@ -17,7 +19,7 @@ ANOMALIES_CSV = "anomalies.csv"
 REPORT_MD = "report.md"
 
 RELATIVE_COLUMNS = (
-    "model", "variant", "category", "precision", "precision_group", "gpu_count", "gpu", "source", "throughput",
+    "model", "variant", "category", "precision", "precision_group", "gpu_count", "gpu", "source", recorded.THROUGHPUT,
     "unit", "relative", "relative_low", "relative_high", "interval", "difference", "flags",
     "stack_differs", "n_runs", "throughput_low", "throughput_high", "throughput_min", "throughput_max",
     "baseline_gpu", "baseline_precision", "baseline_source", "baseline_throughput", "scaling_efficiency",
@@ -60,7 +62,7 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
                 "gpu_count": m.gpu_count,
                 "gpu": m.gpu,
                 "source": m.source,
-                "throughput": m.throughput,
+                recorded.THROUGHPUT: m.throughput,
                 "unit": m.unit,
                 "relative": row.relative,
                 "relative_low": low,
@@ -93,16 +95,16 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
 def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]:
     return [
         {
-            **dict(zip(("relative_mean_low", "relative_mean_high"), _low_high(s.mean_interval), strict=True)),
+            **dict(zip(("relative_mean_low", "relative_mean_high"), _low_high(s.mean.interval), strict=True)),
             **dict(
                 zip(
                     ("relative_geomean_low", "relative_geomean_high"),
-                    _low_high(s.geomean_interval),
+                    _low_high(s.geomean.interval),
                     strict=True,
                 )
             ),
-            "interval": "baseline" if s.gpu == baseline else intervals.describe(s.geomean_spread),
-            "difference": NO_DIFFERENCE if _holds_one(s) else "",
+            "interval": "baseline" if s.gpu == baseline else s.geomean.basis(),
+            "difference": NO_DIFFERENCE if s.mean.no_difference else "",
             "flags": " ".join(s.flags),
             "category": s.category,
             "precision": s.precision,
@@ -119,10 +121,6 @@ def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]
         }
         for s in summary
     ]
-
-
-def _holds_one(s: SummaryRow) -> bool:
-    return intervals.holds_one(s.mean_interval)
 
 
 def anomaly_records(anomalies: list[Anomaly]) -> list[dict]:
@@ -172,7 +170,7 @@ def markdown(
                               "relative_mean_low", "relative_mean_high", "relative_geomean", "interval",
                               "difference", "flags", "models", "models_left_out", "baselines"))  # fmt: skip
     lines += ["", "## Per model", ""]
-    lines += markdown_table(relative, ("model", "variant", "precision", "gpu_count", "gpu", "source", "throughput",
+    lines += markdown_table(relative, ("model", "variant", "precision", "gpu_count", "gpu", "source", recorded.THROUGHPUT,
                                "throughput_low", "throughput_high", "unit", "n_runs", "relative",
                                "relative_low", "relative_high", "interval", "difference", "flags",
                                "stack_differs", "baseline_precision", "baseline_source",
@@ -299,7 +297,7 @@ def left_out_lines(summary: list[SummaryRow]) -> list[str]:
 
 
 def _console_interval(s: SummaryRow) -> str:
-    return interval_text(s.mean_interval) + ("!" if "stack_differs" in s.flags else "")
+    return interval_text(s.mean.interval) + ("!" if "stack_differs" in s.flags else "")
 
 
 def interval_text(interval: tuple[float, float] | None) -> str:

@@ -14,15 +14,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from src import recorded
 from src.compare import intervals
-from src.compare.specs import Spec, positive_number, run_spec
 from src.config import points
-from src.stats import rule_missed
-from src.tracking import tags as tag
-
-MEASURED = "measured"
-REQUIRED_TAGS = (tag.GPU, tag.GPU_COUNT, tag.MODEL, tag.PRECISION)
-
+from src.recorded import MEASURED
 
 # what a store with nothing to compare is told: the command that brings comparable runs
 STUDY_HINT = (
@@ -82,7 +77,7 @@ class RunRecord(Workpoint):
     smoke: bool  # a benchmark=smoke dry run
     ci_missed: str | None  # how the run missed its target_ci ("max_steps: CI 27% > 1%"), else None
     anomaly_tag: str | None  # the `anomaly` tag an earlier compare left
-    spec: Spec  # the spec-sheet figures it is judged by: its own, else today's profile (src/compare/specs.py)
+    spec: recorded.Spec  # the spec-sheet figures it is judged by: those it logged
     step_ci_rel: float | None = None  # the run's step-time CI half-width, relative
     measured_steps: int | None = None
     foreign: str | None = None  # other programs seen on its GPUs (tags.GPU_FOREIGN_PROCESSES)
@@ -108,11 +103,19 @@ class Measurement(Workpoint):
         return self.spread.interval(self.throughput) if self.spread else None
 
     @property
+    def key(self) -> tuple:  # a figure of src/compare/ratio.py
+        return self.point
+
+    @property
+    def value(self) -> float:
+        return self.throughput
+
+    @property
     def n_runs(self) -> int:
         return len(self.runs)
 
     @property
-    def spec(self) -> Spec:
+    def spec(self) -> recorded.Spec:
         """The spec-sheet figures of its first run (repeats of a point ran on one profile)."""
         return self.runs[0].spec
 
@@ -127,10 +130,11 @@ class Measurement(Workpoint):
 
 
 def search_finished(uri: str, experiments: list[str], filter_string: str = "") -> tuple[list, list[str]]:
-    """Every FINISHED run of the named experiments that exist (all pages), and their ids; the extra
-    filter is MLflow's syntax."""
+    """Every FINISHED run of the named experiments that exist (all pages) as read back, and their
+    ids; the extra filter is MLflow's syntax."""
     from mlflow.exceptions import MlflowException
 
+    from src.credentials import bare
     from src.paths import sqlite_path
     from src.tracking import store
 
@@ -144,7 +148,7 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
     found = [e for e in map(mlflow_client.get_experiment_by_name, dict.fromkeys(experiments)) if e]
     if not found:
         raise CompareError(
-            f"tracking.experiment={experiments[0]!r}: no such experiment at {uri} (nor "
+            f"tracking.experiment={experiments[0]!r}: no such experiment at {bare(uri)} (nor "
             f"{', '.join(map(repr, experiments[1:])) or 'another'}); run a benchmark first; {STUDY_HINT}"
         )
     ids = [e.experiment_id for e in found]
@@ -155,7 +159,7 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
             page = mlflow_client.search_runs(ids, filter_string=query, max_results=1000, page_token=token)
         except MlflowException as exc:
             raise CompareError(f"filter_string={filter_string!r}: MLflow rejects it: {exc.message}") from None
-        runs.extend(page)
+        runs.extend(map(recorded.read, page))
         token = page.token
         if not token:
             return runs, ids
@@ -167,65 +171,48 @@ def measured_config(params: dict, tags: dict | None = None) -> tuple:
     return points.point_config(params, tags)
 
 
-def ci_missed(tags: dict, metrics: dict, params: dict) -> str | None:
-    """How a run stopped short of its stopping rule: fewer steps than min_steps (whatever its tag
-    says: runs tagged `ci` after a cut-short window were logged before that was caught), its
-    `stop_reason` tag, else (runs logged before the tag existed) its CI metric against the target
-    param. None when it met it or cannot tell."""
-    steps, min_steps = metrics.get("measured_steps"), positive_number(params.get("benchmark.min_steps"))
-    return rule_missed(
-        tags.get(tag.STOP_REASON),
-        None if steps is None else int(steps),
-        None if min_steps is None else int(min_steps),
-        metrics.get("step_time_ci95_rel"),
-        positive_number(params.get("benchmark.target_ci")),
-    )
-
-
-def to_record(run) -> RunRecord | None:
-    """A benchmark run's figures, or None for runs that are not one (sweep parents, reports)."""
-    tags, metrics, params = run.data.tags, run.data.metrics, run.data.params
-    throughput = metrics.get("throughput")
-    if throughput is None or throughput <= 0 or tags.get(tag.REPORT) == "true":
+def to_record(result: recorded.RunResult) -> RunRecord | None:
+    """A training run's figures, or None for runs that are not one (ceilings runs, sweep parents,
+    reports, runs without a throughput)."""
+    if result.kind != recorded.TRAINING or not result.throughput or result.throughput <= 0:
         return None
-    if any(not tags.get(key) for key in REQUIRED_TAGS) or not tags[tag.GPU_COUNT].isdigit():
+    if any(not v for v in (result.gpu, result.model, result.precision)) or result.gpu_count is None:
         return None
-    gpu, count, precision = tags[tag.GPU], int(tags[tag.GPU_COUNT]), tags[tag.PRECISION]
-    tf32_math = tags.get(tag.MATH_MATMUL_TF32) == "True"
-    spec = run_spec(gpu, precision, tf32_math, params)
-    per_watt, basis = metrics.get("throughput_per_watt"), "measured"
+    count, throughput = result.gpu_count, result.throughput
+    spec = result.spec
+    per_watt, basis = result.per_watt, "measured"
     if per_watt is None:
         per_watt, basis = (throughput / (spec.tdp_w * count), "tdp") if spec.tdp_w else (None, None)
     return RunRecord(
-        run_id=run.info.run_id,
-        gpu=gpu,
+        run_id=result.run_id,
+        gpu=result.gpu,
         gpu_count=count,
-        model=tags[tag.MODEL],
-        category=tags.get(tag.CATEGORY, "other"),
-        precision=precision,
-        source=tags.get(tag.SOURCE, MEASURED),
-        unit=tags.get(tag.UNIT, "items/s"),
-        config=measured_config(params, tags),
+        model=result.model,
+        category=result.category,
+        precision=result.precision,
+        source=result.source,
+        unit=result.unit,
+        config=measured_config(result.params, result.tags),
         throughput=throughput,
-        tf32_math=tf32_math,
+        tf32_math=result.tf32_math,
         per_watt=per_watt,
         per_watt_basis=basis,
         per_kusd=throughput / (spec.price_usd * count / 1000) if spec.price_usd else None,
-        smoke=params.get("benchmark.smoke") == "True" or tags.get(tag.BENCHMARK) == "smoke",
-        ci_missed=ci_missed(tags, metrics, params),
-        anomaly_tag=tags.get(tag.ANOMALY),
+        smoke=result.smoke,
+        ci_missed=result.steps.missed,
+        anomaly_tag=result.anomaly,
         spec=spec,
-        step_ci_rel=metrics.get("step_time_ci95_rel"),
-        measured_steps=int(metrics["measured_steps"]) if "measured_steps" in metrics else None,
-        foreign=tags.get(tag.GPU_FOREIGN_PROCESSES),
-        started_ms=run.info.start_time or 0,
-        published_runs=_published_runs(metrics),
-        tags=dict(tags),
+        step_ci_rel=result.steps.ci95_rel,
+        measured_steps=result.steps.count,
+        foreign=result.foreign,
+        started_ms=result.started_ms,
+        published_runs=result.published_runs,
+        tags=result.tags,
     )
 
 
 def _published_runs(metrics: dict) -> tuple[int, float] | None:
-    n, se = metrics.get(tag.PUBLISHED_RUNS), metrics.get(tag.PUBLISHED_RUNS_LOG_SE)
+    n, se = metrics.get(recorded.PUBLISHED_RUNS), metrics.get(recorded.PUBLISHED_RUNS_LOG_SE)
     return (int(n), se) if n and se is not None else None
 
 

@@ -148,7 +148,7 @@ def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> Non
     console.print(table)
     for line in differences(found, rows, study):
         console.print(f"  * {escape(line)}")
-    if any(f.published and f.published.mean_interval for f in found):
+    if any(f.published and f.published.mean.interval for f in found):
         console.print("  95% CI: from the logged runs behind the published figures; = it holds 1.0")
     if gpus:
         console.print(f"  {', '.join(gpus)}: your runs against {study.baseline} (n: models averaged where fewer)")
@@ -175,4 +175,4 @@ def _mean(s: SummaryRow | None) -> str:
 
 def _interval(s: SummaryRow | None) -> str:
     """The mean's 95% interval, `=` where it holds 1.0 (no measurable difference)."""
-    return interval_text(s.mean_interval if s else None)
+    return interval_text(s.mean.interval if s else None)

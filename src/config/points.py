@@ -22,9 +22,10 @@ Adding a key (the extension point):
 - `needs="<key>"`: the key means nothing while that switch is off; finalising resets it to its
   `since` default then, so the point and hash do not split on a setting that was not used.
 - Point fields that come from the run's environment rather than its config (the software stack,
-  the detected card) go in TAGS: tag name -> Declared, MEASURED; compare reads them from the run's
-  tags into the point as `tag:<name>` (not into the resume hash, which is of the config alone),
-  and `since` works the same way for runs that lack the tag.
+  the detected card, the nodes, a CPU job's threads) go in TAGS: tag name -> Declared, MEASURED;
+  compare reads them from the run's tags into the point as `tag:<name>` (not into the resume hash,
+  which is of the config alone: resume matches them apart), and `since` works the same way for
+  runs that lack the tag.
 - LEGACY holds param names that older runs logged and the schema no longer has, with their role,
   so compare reads those runs as they were read when they were logged.
 """
@@ -34,9 +35,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from src import recorded
+
 MEASURED, PROCEDURE, PLUMBING = "measured", "procedure", "plumbing"
 ALWAYS = object()  # `since` of a key every run has logged: never left out
-RAN_BATCH = "batch_size"  # the param a run logs once its ranks report the per-GPU batch that ran
+RAN_BATCH = recorded.BATCH_SIZE  # the param a run logs once its ranks report the per-GPU batch that ran
+CPU_THREADS = "cpu_threads"  # the tag of a CPU job: the intra-op threads each of its ranks ran
+CPU_MODEL = "cpu_model"  # the tag of a CPU job: its processor, the card it ran on
 
 
 @dataclass(frozen=True)
@@ -55,9 +60,16 @@ KEYS: dict[str, Declared] = {
     "gpu.slurm.": Declared(PLUMBING),  # how Slurm was asked (a longer time limit) measures the same point
     "gpu.default_precision": Declared(PLUMBING),  # what precision=auto picks; the point has what ran
     "gpu.memory_limit_gb": Declared(MEASURED, tag="memory_limit_gb", since=None),  # a capped card
+    # spec-sheet figures a projection reads (the card's shape and links, with sources): no figure changes
+    **dict.fromkeys(
+        ("gpu.sm_count", "gpu.boost_clock_mhz", "gpu.l2_cache_mb", "gpu.host_link_gbs", "gpu.gpu_link_gbs",
+         "gpu.sources", "gpu.sources."),
+        Declared(PLUMBING),
+    ),  # fmt: skip
     # the model: its sizes separate points; what only names or describes it is the point's model
     "model.": Declared(MEASURED),
     "model.name": Declared(MEASURED, by="model"),
+    "model.kind": Declared(MEASURED, by="model", since="training"),  # the run's job_kind tag
     "model._target_": Declared(MEASURED, by="model"),
     "model.category": Declared(MEASURED, by="model"),
     "model.unit": Declared(MEASURED, by="model"),
@@ -75,7 +87,8 @@ KEYS: dict[str, Declared] = {
         MEASURED, tag="cudnn_benchmark_limit", since=None, needs="benchmark.cudnn_benchmark"
     ),
     "benchmark.rerun": Declared(PLUMBING),
-    "benchmark.cpu_threads": Declared(MEASURED, tag="cpu_threads", since=None),  # a CPU rank's threads
+    # a CPU rank's threads as asked (null: the cores shared): the point has the threads that ran
+    "benchmark.cpu_threads": Declared(MEASURED, by=CPU_THREADS, since=None),
     "benchmark.breakdown_steps": Declared(PLUMBING),  # profiled after the window: the figure is the same
     # a repeat of the point in fresh processes: its own run (hash), the same point; 0 as runs before it
     "benchmark.repeat": Declared(PROCEDURE, since=0),
@@ -104,13 +117,21 @@ SOFTWARE = {
     "nccl_settings": "nccl_settings",  # the variables NCCL ran under, on GPUs that talk through it
     "driver": "driver_version",
 }
-CARD = {"gpu_name": "gpu_name", "power_limit": "power_limit_w"}
+CARD = {"gpu_name": "gpu_name", "power_limit": "power_limit_w", "cpu": CPU_MODEL}
 STACK = SOFTWARE | CARD
 STACK_NAMES = {tag: name for name, tag in STACK.items()}
+# Stack tags a job learns only from its ranks (what torch loaded, the NCCL variables they ran under);
+# its torch build and environment fix them, so a job about to run is matched to a finished run by
+# the rest of its point (src/run/resume.py).
+FROM_RANKS = tuple(SOFTWARE[name] for name in ("cuda", "cudnn", "nccl", "nccl_settings"))
 
-# Run tags that are point fields; a run without one (published rows, runs from before the power
-# limit tag) has none in its point.
-TAGS: dict[str, Declared] = {name: Declared(MEASURED, since=None) for name in STACK.values()}
+# Run tags that are point fields: the stack, and how the job was laid out (nodes: the ranks per
+# node follow from the point's gpu_count; a CPU job's threads). A run without one (published rows,
+# runs from before the tag) compares as the tag's default: none for the stack, one node.
+TAGS: dict[str, Declared] = {name: Declared(MEASURED, since=None) for name in STACK.values()} | {
+    "nnodes": Declared(MEASURED, since=1),
+    CPU_THREADS: Declared(MEASURED, since=None),
+}
 
 LEGACY: dict[str, Declared] = {
     "model.builder": Declared(MEASURED, by="model"),  # before model._target_
@@ -163,9 +184,11 @@ def hashed(data: dict, prefix: str = "") -> dict:
     return kept
 
 
-def point_config(params: dict[str, str], tags: dict[str, str] | None = None) -> tuple:
-    """The point's measured configuration from a run's logged params (and tags): sorted (key,
-    value) pairs of every measured key that stands for itself, the batch that ran among them."""
+def point_config(params: dict[str, str], tags: dict[str, str] | None = None, before_run: bool = False) -> tuple:
+    """The point's measured configuration from a run's logged params and tags (the one key that
+    compare's grouping, its pairings and resume use): sorted (key, value) pairs of every measured
+    key that stands for itself, the batch that ran among them, and the point's tags. A key a run
+    lacks is at its default. `before_run`: without what only the ranks report (FROM_RANKS)."""
     config = {}
     for key, value in params.items():
         if _in_point(_param_entry(key), value):
@@ -173,9 +196,28 @@ def point_config(params: dict[str, str], tags: dict[str, str] | None = None) -> 
     if RAN_BATCH not in config and "model.batch_size" in params:  # runs logged before the param
         config[RAN_BATCH] = params["model.batch_size"]
     for name, value in (tags or {}).items():
-        if _in_point(TAGS.get(name), value):
+        if _in_point(TAGS.get(name), value) and not (before_run and name in FROM_RANKS):
             config[f"tag:{name}"] = value
     return tuple(sorted((key, value) for key, value in config.items() if value != "None"))
+
+
+def differences(one: tuple, other: tuple) -> tuple[str, str]:
+    """What sets two point configurations apart, as each side's labels: ("torch=2.14.1", "torch=2.13.0");
+    a key one side lacks shows its default (a tag without one: "unrecorded")."""
+    a, b = dict(one), dict(other)
+    keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    return tuple(", ".join(f"{label(k)}={side.get(k, _default(k))}" for k in keys) for side in (a, b))
+
+
+def _default(key: str) -> Any:
+    """How a point without the key shows it: the default it is at."""
+    if key.startswith("tag:"):
+        since = TAGS[key.removeprefix("tag:")].since
+        return "unrecorded" if since is None else since
+    entry = _param_entry(key)
+    if entry is None or entry.since is ALWAYS:
+        return "unrecorded"
+    return "null" if entry.since is None else entry.since
 
 
 def _param_entry(key: str) -> Declared | None:

@@ -61,6 +61,12 @@ class StudyConfig:
 
 
 @dataclass
+class ProjectionConfig:
+    batch: str = "own"  # own: each target's largest batch that fits its memory; same: the batch as measured
+    model_error: float = 0.2  # the model's error on ratios between cards (benchmarks/projection_check.py)
+
+
+@dataclass
 class CompareConfig:
     """`python -m src.compare`: relative throughput against a baseline gpu, from MLflow runs."""
 
@@ -77,6 +83,9 @@ class CompareConfig:
     # two cards, gpu or gpu@<memory_limit_gb> (h200@48,h200@24): the ratio of the first to the
     # second split into speed (iso-batch) and capacity (max-batch); empty: no split
     capacity_split: list[str] = field(default_factory=list)
+    # gpu profiles to project the measured points onto (src/projection/); empty: none
+    project: list[str] = field(default_factory=list)
+    projection: ProjectionConfig = field(default_factory=ProjectionConfig)
     filter_string: str = ""  # extra MLflow search filter, e.g. "tags.compile = 'False'"
     include_smoke: bool = False  # benchmark=smoke dry runs are left out unless asked for
     all: bool = False  # every gpu in the store; by default the baseline, the study's pair and your gpus

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from src import console
+from src import console, recorded
 from src.hardware import host, nvml, system_metrics
 
 GPU_FIELDS = (
@@ -171,29 +171,29 @@ def summarize(rows: dict[str, list[tuple]], window: tuple[float, float], items: 
         return mean(gpus, "clock_event_reasons", of=lambda reasons: bool(int(reasons) & mask))
 
     metrics = {
-        "power_mean_w": mean(gpus, "power_w"),  # per GPU
-        "power_max_w": peak(gpus, "power_w"),
-        "sm_clock_mean_mhz": mean(gpus, "sm_clock_mhz"),
-        "mem_clock_mean_mhz": mean(gpus, "mem_clock_mhz"),
-        "temperature_max_c": peak(gpus, "temperature_c"),
-        "gpu_util_mean_pct": mean(gpus, "gpu_util_pct"),
-        "mem_util_mean_pct": mean(gpus, "mem_util_pct"),
-        "mem_used_max_gb": peak(gpus, "mem_used_gb"),
-        "throttled_power_share": share(POWER_REASONS),
-        "throttled_thermal_share": share(THERMAL_REASONS),
-        "throttled_share": share(THROTTLE_REASONS),
-        "pcie_tx_mean_mbs": mean(gpus, "pcie_tx_mbs"),
-        "pcie_rx_mean_mbs": mean(gpus, "pcie_rx_mbs"),
-        "cpu_util_mean_pct": mean(["host"], "cpu_util_pct") if "host" in rows else None,
-        "host_mem_used_max_gb": peak(["host"], "host_mem_used_gb") if "host" in rows else None,
+        recorded.POWER_MEAN_W: mean(gpus, "power_w"),  # per GPU
+        recorded.POWER_MAX_W: peak(gpus, "power_w"),
+        recorded.SM_CLOCK_MEAN_MHZ: mean(gpus, "sm_clock_mhz"),
+        recorded.MEM_CLOCK_MEAN_MHZ: mean(gpus, "mem_clock_mhz"),
+        recorded.TEMPERATURE_MAX_C: peak(gpus, "temperature_c"),
+        recorded.GPU_UTIL_MEAN_PCT: mean(gpus, "gpu_util_pct"),
+        recorded.MEM_UTIL_MEAN_PCT: mean(gpus, "mem_util_pct"),
+        recorded.MEM_USED_MAX_GB: peak(gpus, "mem_used_gb"),
+        recorded.THROTTLED_POWER_SHARE: share(POWER_REASONS),
+        recorded.THROTTLED_THERMAL_SHARE: share(THERMAL_REASONS),
+        recorded.THROTTLED_SHARE: share(THROTTLE_REASONS),
+        recorded.PCIE_TX_MEAN_MBS: mean(gpus, "pcie_tx_mbs"),
+        recorded.PCIE_RX_MEAN_MBS: mean(gpus, "pcie_rx_mbs"),
+        recorded.CPU_UTIL_MEAN_PCT: mean(["host"], "cpu_util_pct") if "host" in rows else None,
+        recorded.HOST_MEM_USED_MAX_GB: peak(["host"], "host_mem_used_gb") if "host" in rows else None,
     }
     if gpus:
-        metrics["telemetry_samples_per_gpu"] = min(len(inside[g]) for g in gpus)
+        metrics[recorded.TELEMETRY_SAMPLES_PER_GPU] = min(len(inside[g]) for g in gpus)
         energy = [_window_energy_j(rows[g], start, end) for g in gpus]
         if all(e is not None for e in energy):
-            metrics["energy_j"] = sum(energy)
+            metrics[recorded.ENERGY_J] = sum(energy)
             # per GPU over items per rank: right also when other nodes hold the rest of the ranks
-            metrics["energy_per_item_j"] = sum(energy) / len(gpus) / (items / world) if items else None
+            metrics[recorded.ENERGY_PER_ITEM_J] = sum(energy) / len(gpus) / (items / world) if items else None
     return {k: v for k, v in metrics.items() if v is not None}
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
+from src import recorded
 from src.rank.collectives import agreed_int
 from src.reports import CeilingsReport
 from src.stats import relative_ci_halfwidth
@@ -137,7 +138,7 @@ def _device_memory(size: int, cfg: dict, device: torch.device) -> dict[str, dict
     copy = time_samples(lambda: target.copy_(source), device, cfg["sample_s"], cfg["samples"])
     read = time_samples(lambda: source.sum(), device, cfg["sample_s"], cfg["samples"])
     return {
-        "memory_copy_gbs": figure(copy, 2.0 * size, 1e9, bytes=size),
+        recorded.MEMORY_COPY_GBS: figure(copy, 2.0 * size, 1e9, bytes=size),
         "memory_read_gbs": figure(read, float(size), 1e9, bytes=size),
     }
 
@@ -171,7 +172,7 @@ def allreduce_figures(cfg: dict, device: torch.device, world: int) -> dict[str, 
         tensor = torch.ones(size // 4, device=device)
         dist.barrier()
         samples = _agreed_samples(lambda t=tensor: dist.all_reduce(t), device, cfg)
-        figures[f"allreduce_busbw_gbs_{_mb_label(mb)}"] = figure(
+        figures[f"{recorded.ALLREDUCE_BUSBW_GBS}_{_mb_label(mb)}"] = figure(
             samples, size * bus_bandwidth_factor(world), 1e9, bytes=size, world=world
         )
         del tensor
@@ -206,7 +207,7 @@ def _mb_label(mb: float) -> str:
 def measure(cfg: dict, device: torch.device, world: int) -> dict[str, dict]:
     """Every ceiling of this rank's device (and, across ranks, the all-reduce), by metric name."""
     model = cfg["model"]
-    figures = {f"matmul_{m}_tflops": best_matmul(m, model, device) for m in maths(device)}
+    figures = {recorded.matmul_figure(m): best_matmul(m, model, device) for m in maths(device)}
     figures |= memory_figures(model, device)
     if world > 1:
         figures |= allreduce_figures(model, device, world)

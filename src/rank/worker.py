@@ -25,6 +25,7 @@ from src.models import build_workload
 from src.rank.collectives import StopAgreement
 from src.rank.memory_cap import apply_memory_cap, cap_note
 from src.rank.precision import PrecisionContext
+from src.recorded import CEILINGS
 from src.reports import CeilingsReport, RankReport
 from src.stats import relative_ci_halfwidth
 
@@ -170,7 +171,7 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport |
     """
     started = time.time()
     rank = _start_rank(cfg)
-    if cfg["model"]["category"] == "ceilings":  # the card's own limits, not a training loop
+    if cfg["model"]["kind"] == CEILINGS:  # the card's own limits, not a training loop
         from src.rank.ceilings import rank_report
 
         return _gather(rank_report(cfg, rank.device, rank.world, rank.rank, started), rank)

@@ -7,9 +7,10 @@ import csv
 import io
 import statistics
 
+from src import recorded
 from src.reports import RankReport
 
-CATEGORIES = ("matmul", "other", "comm", "memcpy", "idle")  # as src/rank/breakdown.py names them
+CATEGORIES = recorded.SHARES
 KERNEL_COLUMNS = ("kernel", "category", "calls", "total_ms", "share_of_span")
 
 
@@ -32,12 +33,12 @@ def combine(ranks: list[RankReport]) -> dict | None:
 def metrics(breakdown: dict | None) -> dict:
     if breakdown is None:
         return {}
-    shares = {f"breakdown_{c}_share": v for c, v in breakdown["shares"].items()}
+    shares = {recorded.share_metric(c): v for c, v in breakdown["shares"].items()}
     return shares | {
-        "breakdown_steps": breakdown["steps"],
-        "breakdown_step_ms": breakdown["step_ms"],
-        "breakdown_s": breakdown["seconds"],
-    } | {f"breakdown_{phase}_s": s for phase, s in breakdown["phase_seconds"].items()}
+        recorded.BREAKDOWN_STEPS: breakdown["steps"],
+        recorded.BREAKDOWN_STEP_MS: breakdown["step_ms"],
+        recorded.BREAKDOWN_S: breakdown["seconds"],
+    } | {recorded.breakdown_phase_metric(phase): s for phase, s in breakdown["phase_seconds"].items()}
 
 
 def files(breakdown: dict | None) -> dict[str, str]:

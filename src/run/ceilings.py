@@ -11,14 +11,13 @@ import csv
 import io
 import statistics
 
-from src import console
+from src import console, recorded
 from src.reports import CeilingsReport
 from src.run.phases import rank_marks
 from src.run.results import JobOutcome
-from src.tracking import tags as tag
 
-PREFIX = "ceiling_"
-ALLREDUCE = "allreduce_busbw_gbs"  # the best over message sizes; per size: allreduce_busbw_gbs_<mb>mb
+PREFIX = recorded.CEILING_PREFIX
+ALLREDUCE = recorded.ALLREDUCE_BUSBW_GBS  # the best over message sizes; per size: allreduce_busbw_gbs_<mb>mb
 COLUMNS = ("figure", "rank", "value", "min", "max", "ci95_rel", "samples", "shape", "bytes", "skipped_sizes")
 
 
@@ -38,7 +37,7 @@ def combine(ranks: list[CeilingsReport]) -> JobOutcome:
         metrics[PREFIX + ALLREDUCE] = max(sizes)
     window = (min(r.window_start for r in ranks), max(r.window_end for r in ranks))
     return JobOutcome(
-        metrics=metrics | {"measured_window_s": window[1] - window[0]},
+        metrics=metrics | {recorded.MEASURED_WINDOW_S: window[1] - window[0]},
         step_times_s=[],
         window=window,
         marks=rank_marks(ranks),
@@ -69,7 +68,7 @@ def _table(ranks: list[CeilingsReport], names: list[str]) -> str:
 def log(run, outcome: JobOutcome, metrics: dict) -> dict:
     """Log the figures and the table and close the run FINISHED; returns the figures."""
     run.log_metrics(metrics)
-    run.set_tags({tag.UNIT: "TFLOP/s", tag.STOP_REASON: outcome.stop_reason})
+    run.set_tags({recorded.UNIT: "TFLOP/s", recorded.STOP_REASON: outcome.stop_reason})
     run.log_files({"ceilings.csv": outcome.ceilings_table})
     run.end("FINISHED")
     return metrics

@@ -15,17 +15,15 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import console, credentials
+from src import console, credentials, recorded
 from src.config import points
 from src.config.finalise import resolve_precision
 from src.errors import ConfigError, DeviceUnavailable, JobFailed
-from src.hardware import devices, gpu_lock, host, occupancy
-from src.reports import CeilingsReport
+from src.hardware import devices, environment, gpu_lock, host, occupancy
 from src.run import breakdown, ceilings, launch, phases, resume, signals
 from src.run.job_store import JobStore, note_on_parent
 from src.run.results import JobOutcome, combine_ranks, efficiency, mfu
 from src.tracking import job_run, spool
-from src.tracking import tags as tag
 
 
 def run_name(profile: str, count: int, model: str, precision: str, benchmark: str = "default") -> str:
@@ -69,17 +67,23 @@ def _run_job(
 
     tracking = JobStore(cfg.tracking)
     digest = resume.config_hash(cfg)
-    if not cfg.benchmark.rerun and (done := tracking.finished_run(digest)) is not None:
-        return _skip(cfg, name, done, digest, parent_run_id)
-    run = tracking.open_run(name, _run_tags(cfg, selection, digest), parent_run_id, job_dir / spool.SPOOL_DIR)
+    env = environment.capture(selection.devices)  # the stack and card: part of the point resume matches
+    tags = _run_tags(cfg, selection, digest)
+    if not cfg.benchmark.rerun:
+        done, why = tracking.finished_run(digest, tags | _environment_tags(env))
+        if done is not None:
+            return _skip(cfg, name, done, digest, parent_run_id)
+        if why is not None:
+            console.measure_line(name, why)
+    run = tracking.open_run(name, tags, parent_run_id, job_dir / spool.SPOOL_DIR)
     try:
         from src.hardware import telemetry
 
-        env = _log_set_up(run, cfg, selection)
+        _log_set_up(run, cfg, env)
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
             outcome = _launch(cfg, selection, job_dir, name, job_started)
         metrics = _log_result(run, cfg, env, outcome, watch.summary(outcome), phases_start, job_started)
-        if outcome.ceilings_table is not None:  # the card's figures: no throughput to return
+        if cfg.model.kind == recorded.CEILINGS:  # the card's figures: no throughput to return
             return ceilings.result_line(name, metrics)
         console.result_line(
             name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled,
@@ -87,15 +91,15 @@ def _run_job(
         )  # fmt: skip
         if parent_run_id is None and not run.spooled:  # a sweep says where once, at its end
             _where_and_next(cfg, run)
-        return metrics["throughput"]
+        return metrics[recorded.THROUGHPUT]
     except KeyboardInterrupt:
         stop = signals.received()
-        run.set_tags({tag.ERROR: f"interrupted by {stop.name if stop else 'SIGINT'}"})
+        run.set_tags({recorded.ERROR: f"interrupted by {stop.name if stop else 'SIGINT'}"})
         run.end("KILLED")
         raise
     except BaseException as exc:
         reason = credentials.redact(str(exc) or type(exc).__name__)
-        run.set_tags({tag.ERROR: reason[:5000]})
+        run.set_tags({recorded.ERROR: reason[:5000]})
         run.end("FAILED")
         console.failure_line(name, reason.splitlines()[0] if reason else "")
         if isinstance(exc, Exception):
@@ -126,32 +130,41 @@ def _gpu_count(cfg: DictConfig) -> int:
 def _run_tags(cfg: DictConfig, selection: devices.Selection, digest: str) -> dict:
     """What the run is of, set when it opens: the point's fields and the measured settings."""
     return {
-        tag.GPU: selection.profile,
-        tag.GPU_NAME: selection.gpu_name,
-        tag.GPU_COUNT: _gpu_count(cfg),
-        tag.NNODES: cfg.launcher.nnodes,
-        tag.GPUS_PER_NODE: cfg.gpu.count,
-        tag.MODEL: cfg.model.name,
-        tag.CATEGORY: cfg.model.category,
-        tag.PRECISION: cfg.precision.name,
-        tag.BENCHMARK: cfg.benchmark.name,
-        tag.HOST: socket.gethostname(),
-        tag.CONFIG_HASH: digest,
+        recorded.GPU: selection.profile,
+        recorded.GPU_NAME: selection.gpu_name,
+        recorded.GPU_COUNT: _gpu_count(cfg),
+        recorded.NNODES: cfg.launcher.nnodes,
+        recorded.GPUS_PER_NODE: cfg.gpu.count,
+        recorded.KIND: cfg.model.kind,
+        recorded.MODEL: cfg.model.name,
+        recorded.CATEGORY: cfg.model.category,
+        recorded.PRECISION: cfg.precision.name,
+        recorded.BENCHMARK: cfg.benchmark.name,
+        recorded.HOST: socket.gethostname(),
+        recorded.CONFIG_HASH: digest,
         **points.setting_tags(cfg),  # compile, channels_last, ...: each measured setting with a tag
+        **_cpu_tags(cfg, selection),
     }
 
 
-def _log_set_up(run: job_run.JobRun, cfg: DictConfig, selection: devices.Selection) -> dict:
-    """Environment, params and config, sent now so the running run shows its set-up; returns the
-    environment, which the ranks' versions complete."""
-    from src.hardware import environment
+def _cpu_tags(cfg: DictConfig, selection: devices.Selection) -> dict:
+    """A CPU job's card and threads: the processor model, the intra-op threads each rank runs."""
+    if selection.device_kind == "cuda":
+        return {}
+    return {points.CPU_MODEL: environment.cpu_model(), points.CPU_THREADS: _cpu_threads(cfg)}
 
-    env = environment.capture(selection.devices)
+
+def _cpu_threads(cfg: DictConfig) -> int:
+    return host.threads_per_rank(cfg.gpu.count, cfg.benchmark.cpu_threads)
+
+
+def _log_set_up(run: job_run.JobRun, cfg: DictConfig, env: dict) -> None:
+    """Environment, params and config, sent now so the running run shows its set-up (the ranks'
+    versions complete the environment at the end)."""
     _log_environment(run, env)
     run.log_params(job_run.flatten(cfg))
     run.log_files({"config.yaml": OmegaConf.to_yaml(cfg, resolve=True)})
     run.flush()  # the rest goes in one write at the run's end
-    return env
 
 
 def _log_result(
@@ -168,30 +181,30 @@ def _log_result(
     env["communication"] = outcome.communication
     _log_environment(run, env)
     if outcome.world_size > 1 and env["devices"]:  # GPUs that talk through NCCL: part of the point
-        run.set_tags({tag.NCCL_SETTINGS: nccl_settings_tag(outcome.communication)})
+        run.set_tags({recorded.NCCL_SETTINGS: nccl_settings_tag(outcome.communication)})
     if outcome.foreign:
-        run.set_tags({tag.GPU_FOREIGN_PROCESSES: outcome.foreign[:5000]})
+        run.set_tags({recorded.GPU_FOREIGN_PROCESSES: outcome.foreign[:5000]})
     marks = outcome.marks | {"job_entry": job_started, "logged": time.time()}
-    if outcome.ceilings_table is not None:  # the card's own figures: no throughput, no step times
+    if cfg.model.kind == recorded.CEILINGS:  # the card's own figures: no throughput, no step times
         return ceilings.log(
             run, outcome, outcome.metrics | telemetry_figures | phases.phase_metrics(phases_start, marks)
         )
     if not outcome.all_finite:  # its figures are not a result: none is logged
-        run.set_tags({tag.DIVERGED: "true"})
+        run.set_tags({recorded.DIVERGED: "true"})
         raise Diverged("training diverged: non-finite loss in the measured window")
     metrics = outcome.metrics
-    run.log_params({points.RAN_BATCH: metrics["batch_size"]})  # the per-GPU batch that ran
+    run.log_params({points.RAN_BATCH: metrics[recorded.BATCH_SIZE]})  # the per-GPU batch that ran
     peak = cfg.gpu.peak_tflops.get(cfg.precision.peak_key) if cfg.gpu.peak_tflops else None
-    metrics["mfu"] = mfu(metrics.get("achieved_tflops_per_gpu"), peak)
+    metrics[recorded.MFU] = mfu(metrics.get(recorded.ACHIEVED_TFLOPS_PER_GPU), peak)
     metrics |= telemetry_figures
     metrics |= efficiency(metrics, cfg.gpu, _gpu_count(cfg))
     metrics |= phases.phase_metrics(phases_start, marks)
     metrics |= breakdown.metrics(outcome.breakdown)  # taken after the window
-    metrics[tag.workload_metric(cfg.model.name, cfg.precision.name, _gpu_count(cfg))] = metrics["throughput"]
+    metrics[recorded.workload_metric(cfg.model.name, cfg.precision.name, _gpu_count(cfg))] = metrics[recorded.THROUGHPUT]
     run.log_metrics(metrics)
     run.set_tags(
-        {tag.UNIT: cfg.model.unit, tag.STOP_REASON: outcome.stop_reason}
-        | {f"{tag.MATH_PREFIX}{k}": v for k, v in outcome.precision_math.items()}
+        {recorded.UNIT: cfg.model.unit, recorded.STOP_REASON: outcome.stop_reason}
+        | {f"{recorded.MATH_PREFIX}{k}": v for k, v in outcome.precision_math.items()}
     )
     run.log_files(
         {"step_times.csv": _step_times_csv(outcome.step_times_s)} | breakdown.files(outcome.breakdown)
@@ -201,12 +214,17 @@ def _log_result(
 
 
 def _log_environment(run: job_run.JobRun, env: dict) -> None:
-    tags = {f"{k}{tag.VERSION_SUFFIX}": v for k, v in env["versions"].items()} | {tag.DRIVER_VERSION: env["driver"]}
+    run.set_tags(_environment_tags(env))
+    run.log_dict(env, "environment.json")
+
+
+def _environment_tags(env: dict) -> dict:
+    """The stack and card the job runs on, as run tags: versions, driver, the power limit."""
+    tags = {f"{k}{recorded.VERSION_SUFFIX}": v for k, v in env["versions"].items()} | {recorded.DRIVER_VERSION: env["driver"]}
     limits = sorted({f"{d['power_limit_w']:g}" for d in env["devices"] if d.get("power_limit_w")})
     if limits:  # the card's enforced power limit changes its figure: part of compare's point
-        tags[tag.POWER_LIMIT] = "/".join(limits)
-    run.set_tags(tags)
-    run.log_dict(env, "environment.json")
+        tags[recorded.POWER_LIMIT] = "/".join(limits)
+    return tags
 
 
 def nccl_settings_tag(settings: dict[str, str]) -> str:
@@ -220,9 +238,12 @@ class Diverged(RuntimeError):
 
 def _skip(cfg: DictConfig, name: str, done, digest: str, parent_run_id: str | None) -> float:
     """Report the point as done by an earlier run; its parent (if any) lists it."""
-    throughput = done.data.metrics.get("throughput")
+    throughput = recorded.read(done).throughput
     console.skip_line(name, done.info.run_id, throughput, cfg.model.unit)
-    note_on_parent(cfg.tracking.uri, parent_run_id, f"{tag.SKIPPED_PREFIX}{digest}", done.info.run_id)
+    # keyed by this point's name too: amp's ceilings point is the run tf32's measured, named tf32
+    note_on_parent(
+        cfg.tracking.uri, parent_run_id, f"{recorded.SKIPPED_PREFIX}{digest}.{name}", done.info.run_id
+    )
     return throughput
 
 
@@ -232,7 +253,7 @@ def skip_unavailable(cfg: DictConfig, exc: DeviceUnavailable, parent_run_id: str
     name = run_name(cfg.gpu.name, _gpu_count(cfg), cfg.model.name, precision, cfg.benchmark.name)
     console.unavailable_line(name, exc.shortfall)
     note_on_parent(
-        cfg.tracking.uri, parent_run_id, f"{tag.UNAVAILABLE_PREFIX}{num}", f"{name}: {exc.shortfall}"
+        cfg.tracking.uri, parent_run_id, f"{recorded.UNAVAILABLE_PREFIX}{num}", f"{name}: {exc.shortfall}"
     )
 
 
@@ -240,6 +261,7 @@ def _launch(
     cfg: DictConfig, selection: devices.Selection, job_dir: Path, name: str, job_started: float
 ) -> JobOutcome:
     rank_cfg = OmegaConf.to_container(cfg, resolve=True)
+    del rank_cfg["tracking"]  # ranks never log; a database URI's password stays out of launch.json
     # the job id is in every file the job exchanges with its ranks: what it reads back is its own
     job_id = uuid.uuid4().hex
     rank_cfg["runtime"] = {"device": selection.device_kind, "job_id": job_id}
@@ -247,7 +269,7 @@ def _launch(
         os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         os.environ["CUDA_VISIBLE_DEVICES"] = selection.cuda_visible_devices
     else:  # share the cores between CPU ranks instead of oversubscribing them
-        rank_cfg["runtime"]["cpu_threads"] = host.threads_per_rank(cfg.gpu.count, cfg.benchmark.cpu_threads)
+        rank_cfg["runtime"]["cpu_threads"] = _cpu_threads(cfg)
     job_dir.mkdir(parents=True, exist_ok=True)
     # one file and folder per node: the nodes of a Slurm job share the job's folder
     node = f"node{cfg.launcher.node_rank}"
@@ -264,7 +286,7 @@ def _launch(
             reports = launch.launch_ranks(
                 rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks" / node, progress_file, run_id
             )
-    if isinstance(reports[0], CeilingsReport):  # a model=ceilings job: figures of the card, no steps
+    if cfg.model.kind == recorded.CEILINGS:  # figures of the card, no steps
         outcome = ceilings.combine(reports)
     else:
         outcome = combine_ranks(reports, job_started + waited_s)  # start-up figures leave the wait out
@@ -276,7 +298,7 @@ def _launch(
 def _step_times_csv(step_times_s: list[float]) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["step", "step_time_ms"])
+    writer.writerow(["step", recorded.STEP_TIME_MS])
     writer.writerows((i, f"{t * 1e3:.4f}") for i, t in enumerate(step_times_s))
     return out.getvalue()
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 import os
 import socket
 
-from src import console
+from src import console, recorded
 from src.hardware import host
 from src.tracking import store
-from src.tracking import tags as tag
 
 VANISHED = "owner process vanished"
 
@@ -24,18 +23,18 @@ def tags() -> dict[str, str]:
     """This process as the owner of the runs it opens."""
     pid = os.getpid()
     return {
-        tag.OWNER_HOST: socket.gethostname(),
-        tag.OWNER_PID: str(pid),
-        tag.OWNER_STARTED: host.process_started(pid) or "",
+        recorded.OWNER_HOST: socket.gethostname(),
+        recorded.OWNER_PID: str(pid),
+        recorded.OWNER_STARTED: host.process_started(pid) or "",
     }
 
 
 def vanished(run_tags: dict[str, str]) -> bool:
     """True when the run's owner ran on this host and that process is gone (its pid dead, or reused
     by a process started at another time)."""
-    if run_tags.get(tag.OWNER_HOST) != socket.gethostname() or not run_tags.get(tag.OWNER_STARTED):
+    if run_tags.get(recorded.OWNER_HOST) != socket.gethostname() or not run_tags.get(recorded.OWNER_STARTED):
         return False  # another host's process, or a start time this host could not read
-    return host.process_started(int(run_tags[tag.OWNER_PID])) != run_tags.get(tag.OWNER_STARTED)
+    return host.process_started(int(run_tags[recorded.OWNER_PID])) != run_tags.get(recorded.OWNER_STARTED)
 
 
 def close_vanished(uri: str, experiment_ids: list[str] | None = None) -> int:
@@ -47,12 +46,12 @@ def close_vanished(uri: str, experiment_ids: list[str] | None = None) -> int:
         ids = experiment_ids or [e.experiment_id for e in client.search_experiments()]
         running = client.search_runs(
             ids,
-            filter_string=f"attributes.status = 'RUNNING' and tags.`{tag.OWNER_HOST}` = '{socket.gethostname()}'",
+            filter_string=f"attributes.status = 'RUNNING' and tags.`{recorded.OWNER_HOST}` = '{socket.gethostname()}'",
             max_results=1000,
         )
         closed = [run for run in running if vanished(run.data.tags)]
         for run in closed:  # repeating this after a failure is harmless
-            client.set_tag(run.info.run_id, tag.ERROR, VANISHED)
+            client.set_tag(run.info.run_id, recorded.ERROR, VANISHED)
             client.set_terminated(run.info.run_id, "KILLED")
         return closed
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 
+from src import recorded
 from src.reports import RankReport
 
 # (phase, the mark that ends it), in order; each phase starts at the previous phase's mark
@@ -71,6 +72,6 @@ def phase_metrics(start: float, marks: dict[str, float]) -> dict[str, float]:
     for name, mark in PHASES:
         if mark not in marks:
             continue
-        metrics[f"phase_{name}_s"] = max(0.0, marks[mark] - previous)
+        metrics[recorded.phase_metric(name)] = max(0.0, marks[mark] - previous)
         previous = marks[mark]
     return metrics

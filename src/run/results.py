@@ -5,10 +5,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from src import recorded
 from src.reports import Report
 from src.run import breakdown
 from src.run.phases import rank_marks
-from src.stats import summarize_step_times
+from src.stats import percentile, relative_ci_halfwidth
 
 
 @dataclass
@@ -33,7 +34,7 @@ class JobOutcome:
     @property
     def measured_items(self) -> float:
         """Items every rank trained in the window, together (none in a ceilings job)."""
-        return self.metrics.get("items_per_step", 0) * self.metrics.get("measured_steps", 0)
+        return self.metrics.get(recorded.ITEMS_PER_STEP, 0) * self.metrics.get(recorded.MEASURED_STEPS, 0)
 
 
 def combine_ranks(ranks: list[Report], job_started: float) -> JobOutcome:
@@ -50,25 +51,25 @@ def combine_ranks(ranks: list[Report], job_started: float) -> JobOutcome:
     throughput = items_per_step / statistics.fmean(step_times)
     window = (min(r.window_start for r in ranks), max(r.window_end for r in ranks))
     metrics = {
-        "throughput": throughput,
-        "throughput_per_gpu": throughput / world,
+        recorded.THROUGHPUT: throughput,
+        recorded.THROUGHPUT_PER_GPU: throughput / world,
         **summarize_step_times(step_times),
-        "items_per_step": items_per_step,
-        "batch_size": first.batch_size,  # per GPU: the one model.batch_size=auto chose, if so
-        "loss_first": first.loss_first,
-        "loss_last": first.loss_last,
+        recorded.ITEMS_PER_STEP: items_per_step,
+        recorded.BATCH_SIZE: first.batch_size,  # per GPU: the one model.batch_size=auto chose, if so
+        recorded.LOSS_FIRST: first.loss_first,
+        recorded.LOSS_LAST: first.loss_last,
         # where start-up goes: launching the ranks, then building the model and its first step
-        "time_to_rank_start_s": max(r.rank_started for r in ranks) - job_started,
-        "time_to_first_step_s": max(r.first_step_done for r in ranks) - job_started,
-        "measured_window_s": window[1] - window[0],
+        recorded.TIME_TO_RANK_START_S: max(r.rank_started for r in ranks) - job_started,
+        recorded.TIME_TO_FIRST_STEP_S: max(r.first_step_done for r in ranks) - job_started,
+        recorded.MEASURED_WINDOW_S: window[1] - window[0],
     }
     memory = [r.peak_memory_gb for r in ranks if r.peak_memory_gb is not None]
     if memory:
-        metrics["peak_memory_gb"] = max(memory)
-        metrics.update({f"peak_memory_gb_rank{r.rank}": r.peak_memory_gb for r in ranks})
+        metrics[recorded.PEAK_MEMORY_GB] = max(memory)
+        metrics.update({recorded.peak_memory_of_rank(r.rank): r.peak_memory_gb for r in ranks})
     if first.flops_per_item:
-        metrics["flops_per_item"] = first.flops_per_item
-        metrics["achieved_tflops_per_gpu"] = first.flops_per_item * throughput / world / 1e12
+        metrics[recorded.FLOPS_PER_ITEM] = first.flops_per_item
+        metrics[recorded.ACHIEVED_TFLOPS_PER_GPU] = first.flops_per_item * throughput / world / 1e12
     return JobOutcome(
         metrics=metrics,
         step_times_s=step_times,
@@ -83,6 +84,19 @@ def combine_ranks(ranks: list[Report], job_started: float) -> JobOutcome:
         breakdown=breakdown.combine(ranks),
         communication=first.communication,
     )
+
+
+def summarize_step_times(step_times_s: list[float]) -> dict:
+    mean = statistics.fmean(step_times_s)
+    return {
+        recorded.STEP_TIME_MS: percentile(step_times_s, 50) * 1e3,
+        recorded.STEP_TIME_MEAN_MS: mean * 1e3,
+        recorded.STEP_TIME_P10_MS: percentile(step_times_s, 10) * 1e3,
+        recorded.STEP_TIME_P90_MS: percentile(step_times_s, 90) * 1e3,
+        recorded.STEP_TIME_CI95_REL: relative_ci_halfwidth(step_times_s),
+        recorded.STEP_TIME_CV: statistics.stdev(step_times_s) / mean if len(step_times_s) > 1 else 0.0,
+        recorded.MEASURED_STEPS: len(step_times_s),
+    }
 
 
 def mfu(achieved_tflops_per_gpu: float | None, peak_tflops: float | None) -> float | None:
@@ -100,10 +114,10 @@ def efficiency(metrics: dict, gpu, world: int) -> dict:
     items/s per 1,000 USD of GPU list price. Scaling efficiency needs runs at several GPU counts:
     `python -m src.compare` computes it, against the 1-GPU run of the same settings.
     """
-    throughput = metrics["throughput"]
-    price, power = gpu.get("price_usd"), metrics.get("power_mean_w")
+    throughput = metrics[recorded.THROUGHPUT]
+    price, power = gpu.get("price_usd"), metrics.get(recorded.POWER_MEAN_W)
     figures = {
-        "throughput_per_watt": throughput / (power * world) if power else None,
-        "throughput_per_kusd": throughput / (price * world / 1000) if price else None,
+        recorded.THROUGHPUT_PER_WATT: throughput / (power * world) if power else None,
+        recorded.THROUGHPUT_PER_KUSD: throughput / (price * world / 1000) if price else None,
     }
     return {k: v for k, v in figures.items() if v is not None}

@@ -17,7 +17,7 @@ from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from src import console, credentials
+from src import console, credentials, recorded
 from src.config.groups.tracking import tracking_errors
 from src.errors import (
     JOB_FAILED,
@@ -29,9 +29,8 @@ from src.errors import (
     exit_with_error,
     first_line,
 )
-from src.run import owner, signals
+from src.run import owner, signals, summary
 from src.tracking import spool, store, ui
-from src.tracking import tags as tag
 
 
 class SweepRunCallback(Callback):
@@ -72,9 +71,10 @@ class SweepRunCallback(Callback):
                 experiment_id,
                 run_name=f"sweep {self.sweep_dir.parent.name} {self.sweep_dir.name}",
                 tags={
-                    tag.SWEEP: "true",
-                    tag.OVERRIDES: overrides,
-                    tag.SWEEP_DIR: str(self.sweep_dir),
+                    recorded.SCHEMA: recorded.SCHEMA_VERSION,
+                    recorded.SWEEP: "true",
+                    recorded.OVERRIDES: overrides,
+                    recorded.SWEEP_DIR: str(self.sweep_dir),
                     **owner.tags(),
                 },
             ),
@@ -83,7 +83,7 @@ class SweepRunCallback(Callback):
         self.parent_run_id, self.experiment_id = run.info.run_id, experiment_id
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         (self.sweep_dir / store.PARENT_RUN_FILE).write_text(
-            json.dumps({"run_id": self.parent_run_id, "uri": self.uri})
+            json.dumps({"run_id": self.parent_run_id, "uri": credentials.bare(self.uri)})
         )
 
     def on_job_end(self, config: DictConfig, job_return, **kwargs) -> None:
@@ -98,11 +98,11 @@ class SweepRunCallback(Callback):
         num, client = config.hydra.job.num, store.client(self.uri)
         client.set_tag(
             self.parent_run_id,
-            f"{tag.FAILED_JOB_PREFIX}{num}",
+            f"{recorded.FAILED_JOB_PREFIX}{num}",
             " ".join(credentials.redact(reason).split())[:500],
         )
         if not (isinstance(value, PointFailed) and value.has_run):  # raised: it never got as far as its run
-            client.set_tag(self.parent_run_id, f"{tag.NO_RUN_JOB_PREFIX}{num}", "true")
+            client.set_tag(self.parent_run_id, f"{recorded.NO_RUN_JOB_PREFIX}{num}", "true")
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         """Every job returned: exit 2 if no point could run on this host, 1 if a point failed, 3 if
@@ -176,20 +176,27 @@ def finish_parent(client, run_id: str, interrupted: bool, sweep_dir: Path | None
             statuses[child.info.run_id] = "KILLED" if interrupted else "FAILED"
             _end_lost_child(client, child.info.run_id, statuses[child.info.run_id])
     parent_tags = parent.data.tags
-    failed = [k for k in parent_tags if k.startswith(tag.FAILED_JOB_PREFIX)]
-    skipped = [client.get_run(v) for k, v in parent_tags.items() if k.startswith(tag.SKIPPED_PREFIX)]
+    failed = [k for k in parent_tags if k.startswith(recorded.FAILED_JOB_PREFIX)]
+    skipped = {k: client.get_run(v) for k, v in parent_tags.items() if k.startswith(recorded.SKIPPED_PREFIX)}
     unavailable = _unavailable_rows(parent_tags)
     ran = bool(children or skipped or failed or not unavailable)
     client.set_terminated(run_id, parent_status(list(statuses.values()), len(failed), interrupted, ran))
-    rows = [_row(c, statuses[c.info.run_id], c.data.tags.get(tag.ERROR, "")) for c in children]
-    rows += [_row(s, "SKIPPED", f"done earlier in run {s.info.run_id}") for s in skipped]
-    rows = sorted(rows, key=lambda r: r.pop("start"))
+    rows = [
+        summary.run_row(c, statuses[c.info.run_id], c.data.tags.get(recorded.ERROR, "")) for c in children
+    ]
+    rows += [
+        summary.run_row(
+            s, "SKIPPED", f"done earlier in run {s.info.run_id} ({s.info.run_name})", _skipped_name(k)
+        )
+        for k, s in skipped.items()
+    ]
+    rows = summary.tell_apart(sorted(rows, key=lambda r: r.pop("start")))
     no_run = sorted(
-        int(k.removeprefix(tag.NO_RUN_JOB_PREFIX)) for k in parent_tags if k.startswith(tag.NO_RUN_JOB_PREFIX)
+        int(k.removeprefix(recorded.NO_RUN_JOB_PREFIX)) for k in parent_tags if k.startswith(recorded.NO_RUN_JOB_PREFIX)
     )
     return (
         rows
-        + [_no_run_row(num, parent_tags.get(f"{tag.FAILED_JOB_PREFIX}{num}", "")) for num in no_run]
+        + [_no_run_row(num, parent_tags.get(f"{recorded.FAILED_JOB_PREFIX}{num}", "")) for num in no_run]
         + unavailable
     )
 
@@ -198,7 +205,7 @@ def _end_lost_child(client, run_id: str, status: str) -> None:
     """End a child that is still RUNNING. After an interrupt its job process may be ending it at
     this very moment (the same error tag written twice): that process's own ending stands."""
     try:
-        client.set_tag(run_id, tag.ERROR, "its job process ended without closing the run")
+        client.set_tag(run_id, recorded.ERROR, "its job process ended without closing the run")
         client.set_terminated(run_id, status)
     except Exception as exc:
         if not store.is_write_conflict(exc):
@@ -208,9 +215,9 @@ def _end_lost_child(client, run_id: str, status: str) -> None:
 def _unavailable_rows(parent_tags: dict) -> list[dict]:
     """The points this host lacked the GPUs for, in sweep order."""
     notes = {
-        int(k.removeprefix(tag.UNAVAILABLE_PREFIX)): v
+        int(k.removeprefix(recorded.UNAVAILABLE_PREFIX)): v
         for k, v in parent_tags.items()
-        if k.startswith(tag.UNAVAILABLE_PREFIX)
+        if k.startswith(recorded.UNAVAILABLE_PREFIX)
     }
     rows = []
     for num in sorted(notes):
@@ -221,17 +228,9 @@ def _unavailable_rows(parent_tags: dict) -> list[dict]:
 
 def _no_run_row(num: int, reason: str) -> dict:
     """A point that failed before its run was opened (bad input): its job number, no figures."""
-    return {"name": f"point #{num} (no run)", "status": "FAILED", "throughput": None, "unit": "",
-            "step_time_ms": None, "error": reason}  # fmt: skip
+    return {"name": f"point #{num} (no run)", "status": "FAILED", "unit": "", "error": reason}
 
 
-def _row(run, status: str, note: str) -> dict:
-    return {
-        "name": run.info.run_name,
-        "status": status,
-        "throughput": run.data.metrics.get("throughput"),
-        "unit": run.data.tags.get(tag.UNIT, ""),
-        "step_time_ms": run.data.metrics.get("step_time_ms"),
-        "error": note.splitlines()[0] if note else "",
-        "start": run.info.start_time,
-    }
+def _skipped_name(key: str) -> str:
+    """The skipped point's own run name from its note's key (`skipped.<hash>.<name>`)."""
+    return key.removeprefix(recorded.SKIPPED_PREFIX).partition(".")[2]

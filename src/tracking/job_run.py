@@ -11,10 +11,9 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import console, credentials
+from src import console, credentials, recorded
 from src.errors import first_line
 from src.tracking import spool
-from src.tracking import tags as tag
 from src.tracking.store import at_start, client, retry
 
 
@@ -57,14 +56,14 @@ class JobRun:
         self.experiment_id = experiment_id
         self.spool_dir, self.retries, self.backoff_s = spool_dir, tracking_cfg.retries, tracking_cfg.backoff_s
         self.record = spool.SpooledRun(
-            uri=tracking_cfg.uri,
+            uri=credentials.bare(tracking_cfg.uri),  # a database's password stays in memory
             experiment=tracking_cfg.experiment,
             run_name=name,
             key=uuid.uuid4().hex,
             start_time=_now_ms(),
             parent_run_id=parent_run_id,
         )
-        tags = {**_clean(tags), tag.IDEMPOTENCY_KEY: self.record.key}
+        tags = {**_clean(tags), recorded.SCHEMA: recorded.SCHEMA_VERSION, recorded.IDEMPOTENCY_KEY: self.record.key}
         if parent_run_id:
             tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
         self.record.tags.update(tags)

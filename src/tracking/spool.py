@@ -18,7 +18,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from src.tracking import tags as tag
+from src import recorded
+from src.credentials import bare
 
 SPOOL_DIR = "spool"
 RUN_FILE = "run.json"  # a job's run
@@ -77,9 +78,9 @@ def deliver(client, folder: Path) -> str:
         params=[Param(k, v) for k, v in record.params.items() if k not in known],
         tags=[RunTag(k, v) for k, v in record.tags.items()],
     )
-    if tag.ERROR in run.data.tags and tag.ERROR not in record.tags:
+    if recorded.ERROR in run.data.tags and recorded.ERROR not in record.tags:
         # ended KILLED while its result waited here (its process had gone): the result says otherwise
-        client.delete_tag(run_id, tag.ERROR)
+        client.delete_tag(run_id, recorded.ERROR)
     artifacts = folder / ARTIFACTS_DIR
     if artifacts.is_dir() and any(artifacts.iterdir()):
         client.log_artifacts(run_id, str(artifacts))
@@ -127,7 +128,7 @@ def _find_or_create_run(client, record: SpooledRun):
     if experiment is not None:
         found = client.search_runs(
             [experiment.experiment_id],
-            filter_string=f"tags.`{tag.IDEMPOTENCY_KEY}` = '{record.key}'",
+            filter_string=f"tags.`{recorded.IDEMPOTENCY_KEY}` = '{record.key}'",
             max_results=1,
         )
         if found:
@@ -135,7 +136,7 @@ def _find_or_create_run(client, record: SpooledRun):
         experiment_id = experiment.experiment_id
     else:
         experiment_id = client.create_experiment(record.experiment)
-    tags = {**record.tags, tag.IDEMPOTENCY_KEY: record.key}
+    tags = {**record.tags, recorded.IDEMPOTENCY_KEY: record.key}
     if record.parent_run_id:
         tags[MLFLOW_PARENT_RUN_ID] = record.parent_run_id
     return client.create_run(experiment_id, start_time=record.start_time, tags=tags, run_name=record.run_name)
@@ -144,7 +145,7 @@ def _find_or_create_run(client, record: SpooledRun):
 def write_parent(folder: Path, uri: str, run_id: str, interrupted: bool) -> Path:
     """Remember a sweep's parent run that could not be ended; sync ends it after its children."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / PARENT_FILE).write_text(json.dumps({"uri": uri, "run_id": run_id, "interrupted": interrupted}))
+    (folder / PARENT_FILE).write_text(json.dumps({"uri": bare(uri), "run_id": run_id, "interrupted": interrupted}))
     return folder
 
 

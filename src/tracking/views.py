@@ -24,20 +24,25 @@ from __future__ import annotations
 import json
 import time
 
+from src import recorded
+
 TAG_PREFIX = "mlflow.sharedViewState."
 RUNS, BY_GPU = "gpubench-runs", "gpubench-by-gpu"
 NAMES = {RUNS: "gpubench: what each run measured", BY_GPU: "gpubench: throughput by gpu, per workload"}
 MODES = {RUNS: "TABLE", BY_GPU: "CHART"}  # the address's compareRunsMode for each
 COLUMNS = [
-    *(f"tags.`{tag}`" for tag in ("gpu", "model", "precision", "gpu_count", "unit")),
-    *(f"metrics.`{metric}`" for metric in ("throughput", "throughput_per_gpu", "step_time_ci95_rel", "mfu")),
-    *(f"tags.`{tag}`" for tag in ("benchmark", "stop_reason", "source", "anomaly")),
+    *(f"tags.`{tag}`" for tag in (recorded.GPU, recorded.MODEL, recorded.PRECISION, recorded.GPU_COUNT, recorded.UNIT)),
+    *(
+        f"metrics.`{metric}`"
+        for metric in (recorded.THROUGHPUT, recorded.THROUGHPUT_PER_GPU, recorded.STEP_TIME_CI95_REL, recorded.MFU)
+    ),
+    *(f"tags.`{tag}`" for tag in (recorded.BENCHMARK, recorded.STOP_REASON, recorded.SOURCE, recorded.ANOMALY)),
 ]
 GROUP_BY_GPU = {
     "aggregateFunction": "average",
-    "groupByKeys": [{"mode": "tag", "groupByData": "gpu"}, {"mode": "tag", "groupByData": "source"}],
+    "groupByKeys": [{"mode": "tag", "groupByData": recorded.GPU}, {"mode": "tag", "groupByData": recorded.SOURCE}],
 }
-WORKLOAD_CHARTS = "throughput/"  # the chart filter: the per-workload keys only
+WORKLOAD_CHARTS = f"{recorded.THROUGHPUT}/"  # the chart filter: the per-workload keys only
 
 
 def state(key: str) -> dict:

@@ -23,6 +23,11 @@ class SlurmRequest:
     time_limit_min: int = 60  # the job's wall-clock limit (Slurm's --time)
 
 
+# The spec sheet's single figures (peak_tflops is a table of them); each states its source in `sources`
+SPEC_FIGURES = ("memory_gb", "memory_bandwidth_gbs", "tdp_w", "price_usd", "sm_count", "boost_clock_mhz",
+                "l2_cache_mb", "host_link_gbs", "gpu_link_gbs")  # fmt: skip
+
+
 @dataclass
 class GpuConfig:
     name: str = MISSING
@@ -36,11 +41,19 @@ class GpuConfig:
     # GB (GiB) of device memory each rank may allocate (the allocator's per-process cap), so a large
     # card stands in for the capacity, not the speed, of a smaller one; null: the whole card
     memory_limit_gb: float | None = None
+    # dense TFLOP/s per math (no sparsity): fp32 on the CUDA cores, tf32/fp16/bf16 on the tensor
+    # cores with fp32 accumulate, at the rate this card runs it (GeForce halves it)
     peak_tflops: dict[str, float] = field(default_factory=dict)
     memory_bandwidth_gbs: float | None = None
-    tdp_w: float | None = None
+    tdp_w: float | None = None  # the board's power limit as shipped
     price_usd: float | None = None
-    interconnect: str | None = None
+    interconnect: str | None = None  # the links in words; the two below are their figures
+    sm_count: int | None = None
+    boost_clock_mhz: float | None = None
+    l2_cache_mb: float | None = None
+    host_link_gbs: float | None = None  # to the host (PCIe), GB/s each way
+    gpu_link_gbs: float | None = None  # between the GPUs of one system (NVLink, else PCIe), GB/s each way
+    sources: dict[str, str] = field(default_factory=dict)  # figure name -> where it is published
     # model name -> precision -> per-GPU batch size, for cards whose memory needs another size
     batch_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
     slurm: SlurmRequest = field(default_factory=SlurmRequest)
@@ -79,7 +92,7 @@ def check(cfg: DictConfig, errors: Errors) -> None:
         precision,
         f"one of {', '.join(g.precisions)} on gpu={g.name}",
     )
-    for key in ("memory_gb", "memory_bandwidth_gbs", "tdp_w", "price_usd"):
+    for key in SPEC_FIGURES:
         errors.need(positive_or_none(g[key]), f"gpu.{key}", g[key], "a positive number or null")
     check_memory_cap(g.memory_limit_gb, g.memory_gb, g.device, f"gpu={g.name} (gpu.memory_gb)", errors)
     for key, value in g.peak_tflops.items():

@@ -13,6 +13,7 @@ from omegaconf import MISSING, DictConfig
 
 from src.config.checks import Errors, positive_int, positive_or_none
 from src.config.groups.precision import check_batch_table
+from src.recorded import KINDS
 
 CATEGORIES = ("vision", "language", "ceilings")  # ceilings: the card's own limits (model=ceilings)
 AUTO_BATCH = "auto"  # model.batch_size=auto: the largest batch that trains, found by src.rank.autobatch
@@ -25,6 +26,7 @@ class ModelConfig:
     so a key the model does not take (`model=resnet50 model.n_head=7`) fails at composition."""
 
     _target_: str = MISSING  # the builder, "package.module.function" returning a Workload
+    kind: str = "training"  # what the job measures: a training workload, or the card's ceilings
     name: str = MISSING
     category: str = MISSING
     unit: str = MISSING
@@ -119,6 +121,7 @@ class TransformerXLModel(LanguageModel):
 class CeilingsModel(ModelConfig):
     """model=ceilings: the card's matmul, memory, host and all-reduce ceilings (src/rank/ceilings.py)."""
 
+    kind: str = "ceilings"
     category: str = "ceilings"
     unit: str = "TFLOP/s"
     matmul_sizes: list[int] = MISSING  # square n x n x n products; the best shape is the figure
@@ -158,6 +161,7 @@ SIZE_KEYS = tuple(
 
 def check(cfg: DictConfig, errors: Errors) -> None:
     m, device = cfg.model, cfg.gpu.device
+    errors.need(m.kind in KINDS, "model.kind", m.kind, f"one of {', '.join(KINDS)}")
     errors.need(bool(m.name), "model.name", m.name, "a non-empty name")
     errors.need(
         target_exists(m._target_), "model._target_", m._target_, "'package.module.function' that exists"

@@ -1,0 +1,358 @@
+"""What a run records, named once, and the one reader that turns an MLflow run back into it.
+
+Every tag and metric that one part of gpubench writes and another reads is named here (the measured
+settings' tags and the stack's tags are declared with their config keys in src/config/points.py).
+Writers: the job (src/run/), the telemetry summary, the sweep, the importer, compare's report and
+anomaly tags. Readers: everything that reads a run back goes through `read`, which gives a
+`RunResult`: compare, the importer, the sweep summary, resume's skip line. docs/metrics.md lists
+the names for users.
+
+Runs carry `schema_version`; `read` handles the current version and version 1 (runs logged before
+the tag and the job kind existed: their kind is told by the model name, `ceilings`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from src.stats import rule_missed
+
+SCHEMA_VERSION = 2
+FIRST_SCHEMA = 1  # runs without the tag
+
+# what kind of job a run is: a training workload (measured or published) or the card's ceilings
+TRAINING, CEILINGS = "training", "ceilings"
+KINDS = (TRAINING, CEILINGS)
+REPORT_KIND, SWEEP_KIND = "report", "sweep"  # runs that are no job: compare's report, a sweep's parent
+MEASURED = "measured"  # the source of this project's own runs (they carry no `source` tag)
+
+# ---- tags: what a run measured (compare's point reads these) ----
+SCHEMA = "schema_version"
+KIND = "job_kind"
+GPU = "gpu"  # the gpu profile
+GPU_NAME = "gpu_name"  # the device name as detected (or published)
+GPU_COUNT = "gpu_count"  # GPUs in the job, all nodes
+NNODES = "nnodes"
+GPUS_PER_NODE = "gpus_per_node"
+MODEL = "model"
+CATEGORY = "category"  # vision | language
+PRECISION = "precision"
+UNIT = "unit"  # of throughput: images/s, tokens/s, ...
+BENCHMARK = "benchmark"  # the benchmark group's name: default, smoke
+SOURCE = "source"  # who measured it: absent on this project's own runs, the publisher on imported ones
+MATH_PREFIX = "math_"  # math_<what>: the math that ran (math_matmul_tf32, math_autocast_dtype, ...)
+MATH_MATMUL_TF32 = MATH_PREFIX + "matmul_tf32"
+VERSION_SUFFIX = "_version"  # <package>_version: the software the run ran with
+DRIVER_VERSION = "driver" + VERSION_SUFFIX
+# NCCL's effective variables ("NCCL_ALGO=Ring NCCL_NVLS_ENABLE=0", or "default": none set) on a
+# job whose GPUs talk through NCCL (src/hardware/environment.communication_settings)
+NCCL_SETTINGS = "nccl_settings"
+POWER_LIMIT = "power_limit_w"  # the card's enforced power limit as NVML read it, per GPU ("300" or "300/350")
+HOST = "host"
+GPU_FOREIGN_PROCESSES = "gpu_foreign_processes"  # other programs on the job's GPUs: pid, name, memory, when
+
+# how the run ended
+CONFIG_HASH = "config_hash"  # resume: src/run/resume.py
+STOP_REASON = "stop_reason"  # ci | max_steps | time_limit
+DIVERGED = "diverged"  # "true": a non-finite loss in the window
+ERROR = "error"  # why a run FAILED or was KILLED
+
+# a sweep's parent run
+SWEEP = "sweep"  # "true"
+OVERRIDES = "overrides"
+SWEEP_DIR = "sweep_dir"
+# skipped.<config_hash>.<run name of the skipped point> = the id of the FINISHED run that did the point
+SKIPPED_PREFIX = "skipped."
+UNAVAILABLE_PREFIX = "unavailable."  # unavailable.<num> = "<run name>: needs ..."
+FAILED_JOB_PREFIX = "failed_job."  # failed_job.<num> = why that point failed
+NO_RUN_JOB_PREFIX = "no_run_job."  # no_run_job.<num> = true: that point failed before opening a run
+
+# who runs it: a RUNNING run whose process is gone is closed (src/run/owner.py)
+OWNER_HOST, OWNER_PID, OWNER_STARTED = "owner.host", "owner.pid", "owner.started"
+IDEMPOTENCY_KEY = "gpubench.key"  # one per job, set when its run is created (src/tracking/spool.py)
+
+# imported published results (src/import_results.py)
+IMPORT_KEY = "import_key"
+PUBLISHED_SYSTEM, PUBLISHED_TASK = "published_system", "published_task"
+PUBLISHED_PRECISION, PUBLISHED_FILE = "published_precision", "published_file"
+PUBLISHED_SOFTWARE, PUBLISHED_DATES = "published_software", "published_dates"  # of the source's generation
+PUBLISHED_BATCH = "published_batch_size"  # per GPU, from the table's batch sizes
+
+# compare
+ANOMALY = "anomaly"  # on a run behind a flagged figure: what was flagged
+REPORT = "report"  # "true" on compare's report run
+BASELINE, ANOMALIES, ANOMALY_KINDS = "baseline", "anomalies", "anomaly_kinds"
+
+# ---- metrics: throughput and the measured window (src/run/results.py, src/stats.py) ----
+THROUGHPUT = "throughput"  # items/s, all GPUs
+THROUGHPUT_PER_GPU = "throughput_per_gpu"
+STEP_TIME_MS = "step_time_ms"  # median
+STEP_TIME_MEAN_MS = "step_time_mean_ms"
+STEP_TIME_P10_MS, STEP_TIME_P90_MS = "step_time_p10_ms", "step_time_p90_ms"
+STEP_TIME_CI95_REL = "step_time_ci95_rel"  # the mean step time's 95% CI half-width, relative
+STEP_TIME_CV = "step_time_cv"
+MEASURED_STEPS = "measured_steps"
+ITEMS_PER_STEP = "items_per_step"
+BATCH_SIZE = "batch_size"  # per GPU, as it ran (also logged as a param: src/config/points.py)
+LOSS_FIRST, LOSS_LAST = "loss_first", "loss_last"
+TIME_TO_RANK_START_S, TIME_TO_FIRST_STEP_S = "time_to_rank_start_s", "time_to_first_step_s"
+MEASURED_WINDOW_S = "measured_window_s"
+PEAK_MEMORY_GB = "peak_memory_gb"  # the largest rank's; per rank: peak_memory_gb_rank<r>
+FLOPS_PER_ITEM = "flops_per_item"
+ACHIEVED_TFLOPS_PER_GPU = "achieved_tflops_per_gpu"
+MFU = "mfu"  # achieved over the spec sheet's peak for the math that ran
+THROUGHPUT_PER_WATT = "throughput_per_watt"  # over measured GPU power
+THROUGHPUT_PER_KUSD = "throughput_per_kusd"  # per 1,000 USD of GPU list price
+PUBLISHED_RUNS = "published_runs"  # an imported figure: the logged runs behind it (their mean, published)
+PUBLISHED_RUNS_LOG_SE = "published_runs_log_se"  # ...and the standard error of their mean log throughput
+
+# telemetry over the measured window (src/hardware/telemetry.py)
+POWER_MEAN_W, POWER_MAX_W = "power_mean_w", "power_max_w"  # per GPU
+SM_CLOCK_MEAN_MHZ, MEM_CLOCK_MEAN_MHZ = "sm_clock_mean_mhz", "mem_clock_mean_mhz"
+TEMPERATURE_MAX_C = "temperature_max_c"
+GPU_UTIL_MEAN_PCT, MEM_UTIL_MEAN_PCT = "gpu_util_mean_pct", "mem_util_mean_pct"
+MEM_USED_MAX_GB = "mem_used_max_gb"
+THROTTLED_POWER_SHARE, THROTTLED_THERMAL_SHARE = "throttled_power_share", "throttled_thermal_share"
+THROTTLED_SHARE = "throttled_share"
+PCIE_TX_MEAN_MBS, PCIE_RX_MEAN_MBS = "pcie_tx_mean_mbs", "pcie_rx_mean_mbs"
+CPU_UTIL_MEAN_PCT, HOST_MEM_USED_MAX_GB = "cpu_util_mean_pct", "host_mem_used_max_gb"
+TELEMETRY_SAMPLES_PER_GPU = "telemetry_samples_per_gpu"
+ENERGY_J, ENERGY_PER_ITEM_J = "energy_j", "energy_per_item_j"
+TELEMETRY = (
+    POWER_MEAN_W, POWER_MAX_W, SM_CLOCK_MEAN_MHZ, MEM_CLOCK_MEAN_MHZ, TEMPERATURE_MAX_C, GPU_UTIL_MEAN_PCT,
+    MEM_UTIL_MEAN_PCT, MEM_USED_MAX_GB, THROTTLED_POWER_SHARE, THROTTLED_THERMAL_SHARE, THROTTLED_SHARE,
+    PCIE_TX_MEAN_MBS, PCIE_RX_MEAN_MBS, CPU_UTIL_MEAN_PCT, HOST_MEM_USED_MAX_GB, TELEMETRY_SAMPLES_PER_GPU,
+    ENERGY_J, ENERGY_PER_ITEM_J,
+)  # fmt: skip
+
+# the step-time breakdown, profiled after the window (src/run/breakdown.py)
+SHARES = ("matmul", "other", "comm", "memcpy", "idle")  # src/rank/breakdown.py's categories
+BREAKDOWN_STEPS, BREAKDOWN_STEP_MS, BREAKDOWN_S = "breakdown_steps", "breakdown_step_ms", "breakdown_s"
+
+# the card's ceilings, a model=ceilings job's figures (src/run/ceilings.py)
+CEILING_PREFIX = "ceiling_"
+MEMORY_COPY_GBS = "memory_copy_gbs"  # a ceilings figure: device memory copied, read + written
+ALLREDUCE_BUSBW_GBS = "allreduce_busbw_gbs"  # the best over message sizes
+
+
+def workload_metric(model: str, precision: str, gpu_count: int | str) -> str:
+    """The run's throughput again under a key of its own workload, e.g. `throughput/resnet50/amp/x1`:
+    a chart of one such key in the MLflow UI sets like against like (one model, unit, precision and
+    GPU count), where the plain `throughput` mixes images/s and tokens/s of different models."""
+    return f"{THROUGHPUT}/{model}/{precision}/x{gpu_count}"
+
+
+def peak_memory_of_rank(rank: int) -> str:
+    return f"{PEAK_MEMORY_GB}_rank{rank}"
+
+
+def share_metric(category: str) -> str:
+    """`breakdown_matmul_share`: the share of the step one category of kernels took."""
+    return f"breakdown_{category}_share"
+
+
+def breakdown_phase_metric(phase: str) -> str:
+    return f"breakdown_{phase}_s"
+
+
+def phase_metric(phase: str) -> str:
+    """`phase_measure_s`: the seconds of one phase of the job (src/run/phases.py)."""
+    return f"phase_{phase}_s"
+
+
+def ceiling_metric(figure: str) -> str:
+    """`ceiling_memory_copy_gbs`: a ceilings figure as its run logs it."""
+    return CEILING_PREFIX + figure
+
+
+def matmul_figure(math_: str) -> str:
+    """The ceilings figure of a math's best matmul: `matmul_bf16_tflops`."""
+    return f"matmul_{math_}_tflops"
+
+
+# ---- params a reader needs (the config's flattened keys) ----
+SMOKE_PARAM = "benchmark.smoke"  # a smoke switch before benchmark=smoke
+MIN_STEPS_PARAM, TARGET_CI_PARAM = "benchmark.min_steps", "benchmark.target_ci"
+PEAK_PARAM = "gpu.peak_tflops"  # logged flattened: gpu.peak_tflops.<peak key>, or "{}" when empty
+PEAK_KEY_PARAM = "precision.peak_key"
+SPEC_PARAMS = {"memory_bandwidth_gbs": "gpu.memory_bandwidth_gbs", "tdp_w": "gpu.tdp_w", "price_usd": "gpu.price_usd",
+               "memory_gb": "gpu.memory_gb"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The spec-sheet figures a run logged from its gpu profile and precision (None: not logged)."""
+
+    peak_key: str | None  # which peak the math ran at
+    peak_tflops: float | None  # at that key, per GPU
+    memory_bandwidth_gbs: float | None
+    tdp_w: float | None  # per GPU
+    price_usd: float | None  # per GPU
+    memory_gb: float | None  # per GPU, as the profile states it (a memory cap aside)
+    unlogged: tuple[str, ...] = ()  # the figures the run never logged (logged as None is logged)
+
+
+@dataclass(frozen=True)
+class Steps:
+    """The measured window: step-time statistics and how it stopped."""
+
+    median_ms: float | None
+    p10_ms: float | None
+    p90_ms: float | None
+    ci95_rel: float | None
+    count: int | None
+    stop_reason: str | None
+    missed: str | None  # how it fell short of its stopping rule ("max_steps: CI 27% > 1%"), else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """One run as gpubench reads it back: what it is of, its figures, where they came from."""
+
+    run_id: str
+    name: str
+    status: str
+    started_ms: int
+    schema_version: int
+    kind: str  # TRAINING, CEILINGS, or REPORT_KIND / SWEEP_KIND for runs that are no job
+    source: str  # MEASURED, or the publisher of an imported figure
+    gpu: str
+    gpu_name: str
+    gpu_count: int | None
+    model: str
+    category: str
+    precision: str
+    unit: str
+    smoke: bool
+    throughput: float | None
+    steps: Steps
+    batch_size: int | None
+    achieved_tflops_per_gpu: float | None
+    mfu: float | None
+    per_watt: float | None  # over measured power; None where telemetry logged none
+    shares: dict[str, float] | None  # the step-time breakdown; None without one
+    ceilings: dict[str, float]  # a ceilings run's figures by name (matmul_bf16_tflops, ...); {} otherwise
+    spec: Spec
+    tf32_math: bool  # matmuls ran (or were published) with TF32 tensor-core math
+    foreign: str | None  # other programs seen on its GPUs
+    anomaly: str | None  # the `anomaly` tag an earlier compare left
+    published_runs: tuple[int, float] | None  # an imported figure: (runs behind it, se of their mean log)
+    tags: dict = field(repr=False)
+    params: dict = field(repr=False)
+    metrics: dict = field(repr=False)
+
+    @property
+    def is_job(self) -> bool:
+        return self.kind in KINDS
+
+    def ceiling_matmul(self, math_: str) -> float | None:
+        return self.ceilings.get(matmul_figure(math_))
+
+
+def kind_of(tags: dict) -> str:
+    """The job kind a run declares; a version-1 run's from its model; report runs and sweep parents."""
+    if tags.get(REPORT) == "true":
+        return REPORT_KIND
+    if tags.get(SWEEP) == "true":
+        return SWEEP_KIND
+    if tags.get(KIND):
+        return tags[KIND]
+    return CEILINGS if tags.get(MODEL) == CEILINGS else TRAINING
+
+
+def read(run) -> RunResult:
+    """An MLflow run (any status) as gpubench reads it."""
+    tags, metrics, params = dict(run.data.tags), dict(run.data.metrics), dict(run.data.params)
+    count = tags.get(GPU_COUNT, "")
+    steps = metrics.get(MEASURED_STEPS)
+    min_steps = positive_number(params.get(MIN_STEPS_PARAM))
+    ci = metrics.get(STEP_TIME_CI95_REL)
+    missed = rule_missed(
+        tags.get(STOP_REASON),
+        None if steps is None else int(steps),
+        None if min_steps is None else int(min_steps),
+        ci,
+        positive_number(params.get(TARGET_CI_PARAM)),
+    )
+    shares = {s: metrics.get(share_metric(s)) for s in SHARES} if share_metric("matmul") in metrics else None
+    batch = metrics.get(BATCH_SIZE)
+    return RunResult(
+        run_id=run.info.run_id,
+        name=run.info.run_name or "",
+        status=run.info.status,
+        started_ms=run.info.start_time or 0,
+        schema_version=int(tags.get(SCHEMA, FIRST_SCHEMA)),
+        kind=kind_of(tags),
+        source=tags.get(SOURCE, MEASURED),
+        gpu=tags.get(GPU, ""),
+        gpu_name=tags.get(GPU_NAME, ""),
+        gpu_count=int(count) if count.isdigit() else None,
+        model=tags.get(MODEL, ""),
+        category=tags.get(CATEGORY, "other"),
+        precision=tags.get(PRECISION, ""),
+        unit=tags.get(UNIT, "items/s"),
+        smoke=params.get(SMOKE_PARAM) == "True" or tags.get(BENCHMARK) == "smoke",
+        throughput=metrics.get(THROUGHPUT),
+        steps=Steps(
+            metrics.get(STEP_TIME_MS),
+            metrics.get(STEP_TIME_P10_MS),
+            metrics.get(STEP_TIME_P90_MS),
+            ci,
+            None if steps is None else int(steps),
+            tags.get(STOP_REASON),
+            missed,
+        ),
+        batch_size=None if batch is None else int(batch),
+        achieved_tflops_per_gpu=metrics.get(ACHIEVED_TFLOPS_PER_GPU),
+        mfu=metrics.get(MFU),
+        per_watt=metrics.get(THROUGHPUT_PER_WATT),
+        shares=shares,
+        ceilings={k.removeprefix(CEILING_PREFIX): v for k, v in metrics.items() if k.startswith(CEILING_PREFIX)},
+        spec=_spec(tags.get(PRECISION, ""), tags.get(MATH_MATMUL_TF32) == "True", params),
+        tf32_math=tags.get(MATH_MATMUL_TF32) == "True",
+        foreign=tags.get(GPU_FOREIGN_PROCESSES),
+        anomaly=tags.get(ANOMALY),
+        published_runs=_published_runs(metrics),
+        tags=tags,
+        params=params,
+        metrics=metrics,
+    )
+
+
+def _published_runs(metrics: dict) -> tuple[int, float] | None:
+    n, se = metrics.get(PUBLISHED_RUNS), metrics.get(PUBLISHED_RUNS_LOG_SE)
+    return (int(n), se) if n and se is not None else None
+
+
+def _spec(precision: str, tf32_math: bool, params: dict) -> Spec:
+    """The spec figures as the run logged them; a figure logged as None stays None (its profile
+    had none when it ran), one never logged is named in `unlogged`."""
+    unlogged = []
+    if precision == "fp32" and tf32_math:  # published "fp32": TF32 tensor-core math, at TF32's peak
+        key = "tf32"
+    elif PEAK_KEY_PARAM in params:
+        key = params[PEAK_KEY_PARAM]
+    else:
+        key = None
+        unlogged.append("peak_key")
+    if any(p == PEAK_PARAM or p.startswith(f"{PEAK_PARAM}.") for p in params):
+        peak = positive_number(params.get(f"{PEAK_PARAM}.{key}"))
+    else:
+        peak = None
+        unlogged.append("peak_tflops")
+    figures = {}
+    for name, param in SPEC_PARAMS.items():
+        figures[name] = positive_number(params.get(param))
+        if param not in params:
+            unlogged.append(name)
+    return Spec(key, peak, **figures, unlogged=tuple(unlogged))
+
+
+def positive_number(value) -> float | None:
+    """A logged figure as a number; None when absent, "None" (a profile without it), 0 or less."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 and math.isfinite(number) else None
