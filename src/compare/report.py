@@ -154,36 +154,22 @@ def _csv_value(value):
     return f"{value:.6g}" if isinstance(value, float) else value
 
 
-def markdown(
-    title: str,
-    facts: list[str],
-    summary: list[dict],
-    relative: list[dict],
-    anomalies: list[dict],
-    notes: list[str],
-    charts: list[Path],
-    split: list[dict] = (),
-    split_columns: tuple[str, ...] = (),
-) -> str:
-    lines = [f"# {title}", "", *[f"- {fact}" for fact in facts], "", "## Category means", ""]
-    lines += markdown_table(summary, ("category", "precision", "gpu_count", "gpu", "source", "relative_mean",
-                              "relative_mean_low", "relative_mean_high", "relative_geomean", "interval",
-                              "difference", "flags", "models", "models_left_out", "baselines"))  # fmt: skip
-    lines += ["", "## Per model", ""]
-    lines += markdown_table(relative, ("model", "variant", "precision", "gpu_count", "gpu", "source", recorded.THROUGHPUT,
-                               "throughput_low", "throughput_high", "unit", "n_runs", "relative",
-                               "relative_low", "relative_high", "interval", "difference", "flags",
-                               "stack_differs", "baseline_precision", "baseline_source",
-                               "scaling_efficiency", "anomalies"))  # fmt: skip
-    if split:
-        lines += ["", "## Hardware and software parts of cross-stack ratios", ""]
-        lines += markdown_table(split, split_columns)
-    lines += ["", f"## Anomalies ({len(anomalies)})", ""]
-    lines += markdown_table(anomalies, ANOMALY_COLUMNS[:-1]) if anomalies else ["None found."]
-    if notes:
-        lines += ["", "## Notes", "", *[f"- {note}" for note in notes]]
-    lines += ["", "## Charts", "", *[f"![{chart.stem}]({chart.name})" for chart in charts], ""]
-    return "\n".join(lines)
+def write_all(sections: list, title: str, facts: list[str], out: Path) -> tuple[str, list[Path]]:
+    """Every section's CSVs and charts into `out`, and report.md assembled from them in order: the
+    title, the facts, then each section's heading, table, text and chart links. Returns report.md's
+    text and every file written."""
+    files, drawn = [], []
+    lines = [f"# {title}", "", *[f"- {fact}" for fact in facts]]
+    for section in sections:
+        files += [write_csv(out / name, columns, rows) for name, columns, rows in section.tables]
+        charts = section.draw(out) if section.draw else []
+        drawn += charts
+        body = (markdown_table(*section.shown) if section.shown else []) + section.lines
+        links = [f"![{path.stem}]({path.name})" for path in charts]
+        lines += ["", f"## {section.heading}", "", *body, *([""] if body and links else []), *links]
+    text = "\n".join(lines) + "\n"
+    (out / REPORT_MD).write_text(text)
+    return text, [*files, *drawn, out / REPORT_MD]
 
 
 PERCENT_COLUMNS = {"scaling_efficiency"}

@@ -99,11 +99,10 @@ def differences(found: list[StudyFigure], rows: list[RelativeRow], study) -> lis
 
 def markdown(found: list[StudyFigure], rows: list[RelativeRow], study) -> list[str]:
     """report.md's first section: the stated figures, the published and measured ones, per model."""
-    subject, base = (g for g in study.gpus if g != study.baseline), study.baseline
-    subject = next(subject)
+    subject = next(g for g in study.gpus if g != study.baseline)
     gpus = sorted({g for f in found for g in f.measured})
     head = ["figure", "stated", study.published, "95% CI", *[f"{g} (measured)" for g in gpus]]
-    lines = [f"## {study.title}: {subject} over {base}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for f in found:
         ours = f"{f.published.relative_mean:.2f}x" if f.published else "no figures"
         mark = "" if f.agrees in (True, None) else " (differs)"
@@ -112,14 +111,12 @@ def markdown(found: list[StudyFigure], rows: list[RelativeRow], study) -> list[s
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", *[f"- {line}" for line in differences(found, rows, study)]]
     models = per_model(rows, study)
-    names = list(dict.fromkeys(study.models))
     cols = [f"{precision} x{count}" for precision, count in models]
-    lines += ["", f"Per model, {subject} over {base} [{study.published}]:", "", "| model | " + " | ".join(cols) + " |",
-              "|" + "---|" * (len(cols) + 1)]  # fmt: skip
-    for name in names:
-        cells = [_ratio(models[cell].get(name)) for cell in models]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return lines + [""]
+    lines += ["", f"Per model, {subject} over {study.baseline} [{study.published}]:", "",
+              "| model | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]  # fmt: skip
+    for name in dict.fromkeys(study.models):
+        lines.append(f"| {name} | " + " | ".join(_ratio(models[cell].get(name)) for cell in models) + " |")
+    return lines
 
 
 def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> None:
