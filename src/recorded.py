@@ -136,6 +136,15 @@ MEMORY_COPY_GBS = "memory_copy_gbs"  # a ceilings figure: device memory copied, 
 ALLREDUCE_BUSBW_GBS = "allreduce_busbw_gbs"  # the best over message sizes
 
 
+METRICS = (
+    THROUGHPUT, THROUGHPUT_PER_GPU, STEP_TIME_MS, STEP_TIME_MEAN_MS, STEP_TIME_P10_MS, STEP_TIME_P90_MS,
+    STEP_TIME_CI95_REL, STEP_TIME_CV, MEASURED_STEPS, ITEMS_PER_STEP, BATCH_SIZE, LOSS_FIRST, LOSS_LAST,
+    TIME_TO_RANK_START_S, TIME_TO_FIRST_STEP_S, MEASURED_WINDOW_S, PEAK_MEMORY_GB, FLOPS_PER_ITEM,
+    ACHIEVED_TFLOPS_PER_GPU, MFU, THROUGHPUT_PER_WATT, THROUGHPUT_PER_KUSD, PUBLISHED_RUNS, PUBLISHED_RUNS_LOG_SE,
+    *TELEMETRY, BREAKDOWN_STEPS, BREAKDOWN_STEP_MS, BREAKDOWN_S,
+)  # fmt: skip  # every metric logged under a fixed name (the others: the functions below)
+
+
 def workload_metric(model: str, precision: str, gpu_count: int | str) -> str:
     """The run's throughput again under a key of its own workload, e.g. `throughput/resnet50/amp/x1`:
     a chart of one such key in the MLflow UI sets like against like (one model, unit, precision and
@@ -172,7 +181,6 @@ def matmul_figure(math_: str) -> str:
 
 
 # ---- params a reader needs (the config's flattened keys) ----
-SMOKE_PARAM = "benchmark.smoke"  # a smoke switch before benchmark=smoke
 MIN_STEPS_PARAM, TARGET_CI_PARAM = "benchmark.min_steps", "benchmark.target_ci"
 PEAK_PARAM = "gpu.peak_tflops"  # logged flattened: gpu.peak_tflops.<peak key>, or "{}" when empty
 PEAK_KEY_PARAM = "precision.peak_key"
@@ -292,7 +300,7 @@ def read(run) -> RunResult:
         category=tags.get(CATEGORY, "other"),
         precision=tags.get(PRECISION, ""),
         unit=tags.get(UNIT, "items/s"),
-        smoke=params.get(SMOKE_PARAM) == "True" or tags.get(BENCHMARK) == "smoke",
+        smoke=tags.get(BENCHMARK) == "smoke",
         throughput=metrics.get(THROUGHPUT),
         steps=Steps(
             metrics.get(STEP_TIME_MS),
