@@ -26,10 +26,9 @@ from src.projection.sentences import pair_sentence
 from src.stats import t95
 
 PROJECTED = recorded.PROJECTED  # the source of a projected point: never pooled with `measured` or a publisher's
-KIND = "projection"  # the job kind of its MLflow run
 CSV = "projection.csv"
 NO_DOF_TO_LOSE = 10**6  # a band's degrees of freedom: a normal interval, finite for Welch's sums
-COLUMNS = ("model", "precision", "gpu_count", "gpu", "from_gpu", "batch", "math", "throughput", "throughput_low",
+COLUMNS = ("model", "precision", "gpu_count", "gpu", "from_gpu", "batch", "math", recorded.THROUGHPUT, "throughput_low",
            "throughput_high", "step_ratio", "parts", "note", "from_runs", "ceilings_run")  # fmt: skip
 
 
@@ -117,7 +116,7 @@ def records(outcome: Outcome) -> list[dict]:
         {
             "model": p.source.model, "precision": p.source.precision, "gpu_count": p.source.gpu_count,
             "gpu": p.target.name, "from_gpu": p.source.gpu, "batch": p.source.batch, "math": p.math,
-            "throughput": p.throughput, "throughput_low": p.interval[0], "throughput_high": p.interval[1],
+            recorded.THROUGHPUT: p.throughput, "throughput_low": p.interval[0], "throughput_high": p.interval[1],
             "step_ratio": p.step_ratio,
             "parts": "; ".join(f"{f.part} {f.share:.1%} x{f.scale:.3g} ({f.basis})" for f in p.factors if f.share),
             "note": next((n for n in outcome.notes if n.startswith(f"{p.target.name} {p.source.model} {p.source.precision}:")), ""),
@@ -182,14 +181,15 @@ def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> list[str]:
     ids = []
     for p in outcome.projections:
         s = p.source
-        tags = {"mlflow.parentRunId": parent_run_id, "job_kind": KIND, "source": PROJECTED, "gpu": p.target.name,
-                "gpu_count": str(s.gpu_count), "model": s.model, "precision": s.precision, "projected_from_gpu": s.gpu,
-                "projected_from": " ".join(s.run_ids), "ceilings_run": p.ceilings.run_id}  # fmt: skip
+        r = recorded
+        tags = {"mlflow.parentRunId": parent_run_id, r.KIND: r.PROJECTION_KIND, r.SOURCE: PROJECTED, r.GPU: p.target.name,
+                r.GPU_COUNT: str(s.gpu_count), r.MODEL: s.model, r.PRECISION: s.precision, r.PROJECTED_FROM_GPU: s.gpu,
+                r.PROJECTED_FROM: " ".join(s.run_ids), r.CEILINGS_RUN: p.ceilings.run_id}  # fmt: skip
         run = mlflow_client.create_run(
             experiment_id, run_name=f"{p.target.name} x{s.gpu_count} {s.model} {s.precision} [{PROJECTED}]", tags=tags
         )
-        metrics = {"throughput": p.throughput, "throughput_low": p.interval[0], "throughput_high": p.interval[1],
-                   "batch_size": s.batch, "step_ratio": p.step_ratio}  # fmt: skip
+        metrics = {r.THROUGHPUT: p.throughput, "throughput_low": p.interval[0], "throughput_high": p.interval[1],
+                   r.BATCH_SIZE: s.batch, "step_ratio": p.step_ratio}  # fmt: skip
         for f in p.factors:
             key = f.part.replace(", ", "_").replace(" ", "_")
             metrics |= {f"share_{key}": f.share, f"scale_{key}": f.scale}
