@@ -217,3 +217,19 @@ def spec_of(gpu: str, precision: str, tf32_math: bool, params: dict):
     """The spec sheet a run of `gpu` that logged `params` is judged by."""
     tags = {"gpu": gpu, "precision": precision, "math_matmul_tf32": str(tf32_math)}
     return run_result(tags, {k: str(v) for k, v in params.items()}).spec
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Every matplotlib figure a chart function saves, as it was drawn: a chart test reads what the
+    chart shows (its bars, lines, labels, colours) from the figure itself."""
+    from matplotlib.figure import Figure
+
+    saved, save = [], Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        saved.append(fig)
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return saved

@@ -64,7 +64,7 @@ def stopping_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
     """Points with a run that stopped before its confidence interval met target_ci."""
     found = []
     for m in measurements:
-        missed = [r.ci_missed for r in m.runs if r.ci_missed]
+        missed = [r.result.steps.missed for r in m.runs if r.result.steps.missed]
         if missed:
             detail = f"{len(missed)} of {m.n_runs} run(s) stopped early; {missed[0]}"
             found.append(Anomaly(CI_NOT_MET, m, detail))
@@ -75,7 +75,7 @@ def shared_gpu_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
     """Points with a run during which another program held one of its GPUs."""
     found = []
     for m in measurements:
-        shared = [r.foreign for r in m.runs if r.foreign]
+        shared = [r.result.foreign for r in m.runs if r.result.foreign]
         if shared:
             found.append(
                 Anomaly(GPU_SHARED, m, f"{len(shared)} of {m.n_runs} run(s) shared a GPU: {shared[0]}")
@@ -128,8 +128,8 @@ def tag_runs(uri: str, measurements: list[Measurement], anomalies: list[Anomaly]
         for run in m.runs:
             if run.run_id in flagged:
                 text = "; ".join(flagged[run.run_id])[:5000]
-                if text != run.anomaly_tag:
+                if text != run.result.anomaly:
                     mlflow_client.set_tag(run.run_id, recorded.ANOMALY, text)
-            elif run.anomaly_tag is not None:
+            elif run.result.anomaly is not None:
                 mlflow_client.delete_tag(run.run_id, recorded.ANOMALY)
     return len(flagged)

@@ -69,21 +69,18 @@ class Workpoint:
 
 @dataclass(frozen=True, kw_only=True)
 class RunRecord(Workpoint):
+    """One run of a point: the run as read back, with the efficiency figures compare derives."""
+
     run_id: str
     throughput: float
     per_watt: float | None
     per_watt_basis: str | None  # "measured" power, or the spec sheet's "tdp"
     per_kusd: float | None  # items/s per 1,000 USD of GPUs
-    smoke: bool  # a benchmark=smoke dry run
-    ci_missed: str | None  # how the run missed its target_ci ("max_steps: CI 27% > 1%"), else None
-    anomaly_tag: str | None  # the `anomaly` tag an earlier compare left
-    spec: recorded.Spec  # the spec-sheet figures it is judged by: those it logged
-    step_ci_rel: float | None = None  # the run's step-time CI half-width, relative
-    measured_steps: int | None = None
-    foreign: str | None = None  # other programs seen on its GPUs (tags.GPU_FOREIGN_PROCESSES)
-    started_ms: int = 0
-    published_runs: tuple[int, float] | None = None  # (n, se of mean log throughput) behind a published figure
-    tags: dict = field(default_factory=dict, compare=False, repr=False)  # every tag, for compare by=
+    result: recorded.RunResult = field(compare=False, repr=False)
+
+    @property
+    def spec(self) -> recorded.Spec:  # the spec-sheet figures it is judged by: those it logged
+        return self.result.spec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,16 +195,7 @@ def to_record(result: recorded.RunResult) -> RunRecord | None:
         per_watt=per_watt,
         per_watt_basis=basis,
         per_kusd=throughput / (spec.price_usd * count / 1000) if spec.price_usd else None,
-        smoke=result.smoke,
-        ci_missed=result.steps.missed,
-        anomaly_tag=result.anomaly,
-        spec=spec,
-        step_ci_rel=result.steps.ci95_rel,
-        measured_steps=result.steps.count,
-        foreign=result.foreign,
-        started_ms=result.started_ms,
-        published_runs=result.published_runs,
-        tags=result.tags,
+        result=result,
     )
 
 
@@ -230,7 +218,7 @@ def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
         )
         if not all(not allowed or value in allowed for allowed, value in checks):
             continue
-        if record.smoke and not cfg.include_smoke:
+        if record.result.smoke and not cfg.include_smoke:
             smoke += 1
         else:
             keep.append(record)
@@ -274,10 +262,10 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
                 variant=", ".join(f"{points.label(k)}={v}" for k, v in first.config if k in shown),
                 spread=intervals.point_spread(
                     throughputs,
-                    lone.step_ci_rel if lone else None,
-                    lone.measured_steps if lone else None,
+                    lone.result.steps.ci95_rel if lone else None,
+                    lone.result.steps.count if lone else None,
                     first.source != MEASURED,
-                    lone.published_runs if lone else None,
+                    lone.result.published_runs if lone else None,
                 ),
             )
         )
