@@ -36,6 +36,8 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
                 f"{value:.2f}x" if r.published_ratio is not None else NONE_TEXT[figure])  # fmt: skip
             if figure in FIGURES and intervals.holds_one(span):
                 text += " ~1"
+            if figure in FIGURES and r.figures[figure] and (flags := r.figures[figure].flags):
+                text += f"  ! {' '.join(flags)}"  # as the GPU ratios' charts mark a flagged figure
             if figure == "max_ratio" and (factor := r.figures["capacity_factor"]):
                 held = factor.no_difference
                 text += f";  capacity {figure_text(r, 'capacity_factor')}" + (" ~1" if held else "")
@@ -56,6 +58,19 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
     return [path]
 
 
+def _lines(card: str, at: dict[int, list[Measurement]]) -> dict[str, dict[int, Measurement]]:
+    """A card's points as lines, one per software stack it was measured on (named where more than
+    one), so that no line joins points of two stacks."""
+    stacks: dict[tuple, dict[int, Measurement]] = {}
+    for batch, found in at.items():
+        for m in found:
+            stacks.setdefault(tuple(m.software.items()), {})[batch] = m
+    if len(stacks) == 1:
+        return {card: next(iter(stacks.values()))}
+    varying = {k for k in {k for s in stacks for k, _ in s} if len({dict(s).get(k) for s in stacks}) > 1}
+    return {f"{card} {' '.join(f'{k}={v}' for k, v in s if k in varying)}": b for s, b in stacks.items()}
+
+
 def _value(row: SplitRow, figure: str) -> float | None:
     if figure == "published_ratio":
         return row.published_ratio
@@ -69,7 +84,7 @@ def curve_chart(measurements: list[Measurement], out: Path) -> list[Path]:
     series: dict[tuple, dict[str, dict[int, Measurement]]] = {}
     for (model, precision, count), cards in by_batch(measurements).items():
         if count == 1:
-            kept = {card: b for card, b in cards.items() if len(b) > 1}
+            kept = {line: b for card, at in cards.items() for line, b in _lines(card, at).items() if len(b) > 1}
             if kept:
                 series[(model, precision)] = kept
     if not series:

@@ -76,7 +76,14 @@ class RunRecord(Workpoint):
     foreign: str | None = None  # other programs seen on its GPUs (tags.GPU_FOREIGN_PROCESSES)
     started_ms: int = 0
     published_runs: tuple[int, float] | None = None  # (n, se of mean log throughput) behind a published figure
+    config_hash: str | None = None  # its config's resume hash: a later clean run of it re-measured it
+    procedure: tuple = ()  # how its figure was taken (points.procedure_config)
     tags: dict = field(default_factory=dict, compare=False, repr=False)  # every tag, for compare by=
+
+    @property
+    def flawed(self) -> bool:
+        """It shared its GPU or missed its stopping rule."""
+        return bool(self.foreign or self.ci_missed)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +97,8 @@ class Measurement(Workpoint):
     runs: list[RunRecord] = field(repr=False)
     variant: str = ""  # what sets this point apart from others of its model, e.g. "d_model=128"
     spread: intervals.Spread | None = None  # of its log throughput; None: no interval can be given
+    # flawed runs a later clean run of the same point and config measured again: left out, kept in the store
+    superseded: tuple[RunRecord, ...] = field(default=(), repr=False)
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -201,6 +210,8 @@ def to_record(result: recorded.RunResult) -> RunRecord | None:
         foreign=result.foreign,
         started_ms=result.started_ms,
         published_runs=result.published_runs,
+        config_hash=result.tags.get(recorded.CONFIG_HASH),
+        procedure=points.procedure_config(result.params),
         tags=result.tags,
     )
 
@@ -239,7 +250,7 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
     differing = differing_keys(list(groups))
     measurements = []
     for point in sorted(groups, key=_sort_key):
-        runs = groups[point]
+        runs, superseded = remeasured(groups[point])
         first = runs[0]
         throughputs = [r.throughput for r in runs]
         watts = [r.per_watt for r in runs if r.per_watt is not None]
@@ -273,9 +284,18 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
                     first.source != MEASURED,
                     lone.published_runs if lone else None,
                 ),
+                superseded=superseded,
             )
         )
     return measurements
+
+
+def remeasured(runs: list[RunRecord]) -> tuple[list[RunRecord], tuple[RunRecord, ...]]:
+    """A point's runs less the flawed ones (GPU shared, stopping rule missed) whose config has a
+    clean run: resume measured those again (src/run/resume.py); and the runs left out."""
+    clean = {r.config_hash for r in runs if r.config_hash and not r.flawed}
+    superseded = tuple(r for r in runs if r.flawed and r.config_hash in clean)
+    return [r for r in runs if r not in superseded], superseded
 
 
 def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:
