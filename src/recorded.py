@@ -172,7 +172,6 @@ def matmul_figure(math_: str) -> str:
 
 
 # ---- params a reader needs (the config's flattened keys) ----
-SMOKE_PARAM = "benchmark.smoke"  # a smoke switch before benchmark=smoke
 MIN_STEPS_PARAM, TARGET_CI_PARAM = "benchmark.min_steps", "benchmark.target_ci"
 PEAK_PARAM = "gpu.peak_tflops"  # logged flattened: gpu.peak_tflops.<peak key>, or "{}" when empty
 PEAK_KEY_PARAM = "precision.peak_key"
@@ -292,7 +291,7 @@ def read(run) -> RunResult:
         category=tags.get(CATEGORY, "other"),
         precision=tags.get(PRECISION, ""),
         unit=tags.get(UNIT, "items/s"),
-        smoke=params.get(SMOKE_PARAM) == "True" or tags.get(BENCHMARK) == "smoke",
+        smoke=tags.get(BENCHMARK) == "smoke",
         throughput=metrics.get(THROUGHPUT),
         steps=Steps(
             metrics.get(STEP_TIME_MS),

@@ -57,3 +57,32 @@ def test_values_too_short_or_too_long_to_draw_are_written():
     assert "0.000200x (too short to draw)" in texts and "1.00x" in texts
     assert any(t.startswith("150x (beyond the axis)") for t in texts)
     assert drawn[2].get_width() == 2.0  # cut at the axis' edge
+
+
+def test_no_two_gpus_of_a_comparison_share_a_colour_and_the_same_gpus_keep_theirs():
+    # Lambda's systems whose hashes pick the same colour of the palette
+    gpus = ["rtx3090", "a6000", "h100", *[f"lambda_system_{i}" for i in range(25)]]
+    style.use_colours(gpus)
+    first = {gpu: style.gpu_colour(gpu) for gpu in gpus}
+    assert len(set(map(str, first.values()))) == len(gpus)
+    assert first["a6000"] == style.PROFILE_COLOURS["a6000"]
+    style.use_colours(list(reversed(gpus)))  # another compare of the same gpus
+    assert {gpu: style.gpu_colour(gpu) for gpu in gpus} == first
+
+
+def test_a_label_that_would_leave_its_panel_is_written_inside_its_bar():
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.2, 2), layout="constrained")
+    ax = fig.subplots()
+    drawn = ax.barh(range(2), [0.3, 1.9])
+    ax.set_xlim(0, 2.0)
+    style.bar_values(ax, drawn, [0.3, 1.9], ["0.300x", "1.90x  ! outside_spec scaling_above_100"], end=2.0)
+    style.keep_labels_inside(fig)
+    renderer = fig.canvas.get_renderer()
+    box = ax.get_window_extent(renderer)
+    for label in ax.texts:
+        extent = label.get_window_extent(renderer)
+        assert box.x0 <= extent.x0 and extent.x1 <= box.x1 + 0.5, label.get_text()
+    assert ax.texts[1].get_horizontalalignment() == "right"  # moved: it ends at its bar's end
+    assert ax.texts[0].get_horizontalalignment() == "left"  # room beside its bar: left there

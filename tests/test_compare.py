@@ -103,7 +103,7 @@ def row(rows: list[dict], **match) -> dict:
 
 @pytest.fixture(scope="module")
 def result(store, tmp_path_factory):
-    return run(store, tmp_path_factory.mktemp("out"))
+    return run(store, tmp_path_factory.mktemp("out"), "all=true")  # lambda's h100 too
 
 
 def test_per_model_ratios_and_category_means_are_exact(store, result, tmp_path):
@@ -114,22 +114,19 @@ def test_per_model_ratios_and_category_means_are_exact(store, result, tmp_path):
         r = row(rel, model=model, precision=precision, gpu="a6000", gpu_count=1, source="measured")
         assert float(r["relative"]) == pytest.approx(ratio, rel=1e-5)
     summary = read_csv(result.out / "summary.csv")
-    # vision at fp32 x1: lambda's h100 has only resnet50, so every gpu's mean is over resnet50 alone
-    # and ssd300 is named as left out (it was averaged in beside h100's one model before)
+    # vision at fp32 x1: the a6000's mean is over the models it and the rtx3090 both have; lambda's
+    # h100, with resnet50 alone, moves nothing of it (it once cut the a6000's mean to resnet50)
     vision = row(summary, category="vision", precision="fp32", gpu="a6000", gpu_count=1, source="measured")
-    assert float(vision["relative_mean"]) == pytest.approx(0.9, rel=1e-5)
-    assert (vision["n_models"], vision["models"], vision["models_left_out"]) == ("1", "resnet50", "ssd300")
+    assert float(vision["relative_mean"]) == pytest.approx((0.9 + 1.1) / 2, rel=1e-5)
+    assert float(vision["relative_geomean"]) == pytest.approx(math.sqrt(0.9 * 1.1), rel=1e-5)
+    assert (vision["n_models"], vision["models"], vision["models_left_out"]) == ("2", "resnet50 ssd300", "")
     h100 = row(summary, category="vision", precision="fp32", gpu="h100", gpu_count=1, source="lambda")
     assert (h100["models"], h100["models_left_out"]) == ("resnet50", "")
     report = (result.out / "report.md").read_text()
-    assert "| vision | fp32 | 1 | a6000 | measured | 0.900 |" in report
-    assert "| resnet50 | ssd300 |" in report
-    # without the published h100 the measured gpus share both vision models
+    assert "| vision | fp32 | 1 | a6000 | measured | 1.00 |" in report
     measured = run(store, tmp_path, "sources=[measured]").summary
-    vision = next(s for s in measured if (s.category, s.precision, s.gpu) == ("vision", "fp32", "a6000"))
-    assert vision.relative_mean == pytest.approx((0.9 + 1.1) / 2, rel=1e-5)
-    assert vision.relative_geomean == pytest.approx(math.sqrt(0.9 * 1.1), rel=1e-5)
-    assert vision.models == ("resnet50", "ssd300")
+    alone = next(s for s in measured if (s.category, s.precision, s.gpu) == ("vision", "fp32", "a6000"))
+    assert (alone.relative_mean, alone.models) == (pytest.approx(float(vision["relative_mean"])), ("resnet50", "ssd300"))
     language = row(
         summary, category="language", precision="fp32", gpu="a6000", gpu_count=1, source="measured"
     )
@@ -148,6 +145,16 @@ def test_median_of_repeats_with_count_and_failed_runs_ignored(result):
     assert (float(resnet["throughput_min"]), float(resnet["throughput_max"])) == (400.0, 1000.0)
     ssd = row(rel, model="ssd300", precision="fp32", gpu="a6000", gpu_count=1, source="measured")
     assert (float(ssd["throughput"]), ssd["n_runs"]) == (110.0, "1")  # the FAILED 9999 is not in it
+
+
+def test_by_default_the_question_is_the_pair_and_your_gpus_and_one_line_says_what_is_left_out(
+    store, tmp_path, capsys
+):
+    default = run(store, tmp_path / "default")
+    assert {m.gpu for m in default.measurements} == {"a6000", "rtx3090"}
+    line = "left out: 1 run(s) outside the question, of h100 (source lambda); all=true or gpus=[...] shows them"
+    assert line in capsys.readouterr().out and line in (default.out / "report.md").read_text()
+    assert not list(default.out.glob("*h100*"))
 
 
 def test_mixed_precision_and_sources_are_matched_and_recorded(result):
@@ -277,9 +284,10 @@ def test_bad_filters_are_refused_before_any_work(store, tmp_path):
 
 def test_compare_on_a_store_that_does_not_exist_creates_none(tmp_path):
     uri = f"sqlite:///{tmp_path}/new/mlflow.db"
-    with pytest.raises(CompareError, match=r"no store there \(.*/new/mlflow.db does not exist\)"):
+    with pytest.raises(CompareError, match=r"no store there \(.*/new/mlflow.db does not exist\)") as error:
         run(uri, tmp_path / "out")
     assert not (tmp_path / "new").exists()
+    assert "`python -m src.compare experiment=lambda_a6000_vs_3090` imports Lambda's" in str(error.value)
 
 
 def test_a_list_of_lists_is_refused_naming_the_key(store, tmp_path):

@@ -7,8 +7,6 @@ about 1 by construction, and the interval says whether its distance from 1 is mo
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from src.compare import report
 from src.compare.capacity import FIGURES, MEANING, SplitMean, SplitRow
 from src.compare.ratio import NO_DIFFERENCE
@@ -108,16 +106,9 @@ def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
     return f"{pair}, 95% intervals in brackets: " + "; ".join(parts) + "."
 
 
-def markdown(
-    rows: list[SplitRow], means: list[SplitMean], chart: list[Path], missing: list[str]
-) -> list[str]:
-    """report.md's section: the sentence, the category means, the models, the chart, the runs to add."""
-    lines = [
-        "",
-        f"## Speed and capacity: {rows[0].card} against {rows[0].baseline_card}",
-        "",
-        sentence(rows, means),
-    ]
+def markdown(rows: list[SplitRow], means: list[SplitMean], missing: list[str]) -> list[str]:
+    """report.md's section: the sentence, the category means, the models, the runs to add."""
+    lines = [sentence(rows, means)]
     figures = {LABELS[f]: f for f in FIGURES}
     if means:
         lines += ["", f"Category means ({MEANS_CSV}):", ""]
@@ -138,7 +129,6 @@ def markdown(
         ("model", "precision", "GPUs", "iso batch", "max batches", *figures, "interval", "difference",
          "Lambda batches", "Lambda ratio"),
     )  # fmt: skip
-    lines += [f"\n![{path.stem}]({path.name})" for path in chart]
     return lines + ["", *[f"- {line}" for line in missing]] if missing else lines
 
 

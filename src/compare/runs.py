@@ -19,6 +19,13 @@ from src.compare import intervals
 from src.config import points
 from src.recorded import MEASURED
 
+# what a store with nothing to compare is told: the command that brings comparable runs
+STUDY_HINT = (
+    "`python -m src.compare experiment=lambda_a6000_vs_3090` imports Lambda's published RTX A6000 and "
+    "RTX 3090 figures and compares them (and your runs of the study's models), or "
+    "`python -m src.import_results source=lambda-2022` imports Lambda's newer tables"
+)
+
 
 class CompareError(ValueError):
     """Nothing (or not enough) to compare; the message names what is missing."""
@@ -143,16 +150,15 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
     database = sqlite_path(uri)
     if database is not None and not database.exists():  # opening it would create a whole new store
         raise CompareError(
-            f"tracking.uri={uri!r}: no store there ({database} does not exist); run a benchmark or "
-            "import published results first, or name the store they went to"
+            f"tracking.uri={uri!r}: no store there ({database} does not exist); run a benchmark, or "
+            f"name the store your runs went to; {STUDY_HINT}"
         )
     mlflow_client = store.client(uri)
     found = [e for e in map(mlflow_client.get_experiment_by_name, dict.fromkeys(experiments)) if e]
     if not found:
         raise CompareError(
             f"tracking.experiment={experiments[0]!r}: no such experiment at {bare(uri)} (nor "
-            f"{', '.join(map(repr, experiments[1:])) or 'another'}); "
-            "run a benchmark or import published results first"
+            f"{', '.join(map(repr, experiments[1:])) or 'another'}); run a benchmark first; {STUDY_HINT}"
         )
     ids = [e.experiment_id for e in found]
     query = "attributes.status = 'FINISHED'" + (f" and {filter_string}" if filter_string else "")

@@ -17,7 +17,7 @@ covers a group, e.g. every model size; a more specific entry overrides it).
 Adding a key (the extension point):
 - A key added after runs were logged gives `since=<its default>`: while it is at that default it
   is left out of the hash, the point and the tags, so every run logged before it keeps its hash
-  and its point (tests/test_points.py holds runs and hashes from before this table).
+  and its point, and a run that lacks it compares as that default.
 - A key in the hash but not in the point (e.g. `benchmark.repeat`) is PROCEDURE, with `since`.
 - `needs="<key>"`: the key means nothing while that switch is off; finalising resets it to its
   `since` default then, so the point and hash do not split on a setting that was not used.
@@ -26,8 +26,6 @@ Adding a key (the extension point):
   compare reads them from the run's tags into the point as `tag:<name>` (not into the resume hash,
   which is of the config alone: resume matches them apart), and `since` works the same way for
   runs that lack the tag.
-- LEGACY holds param names that older runs logged and the schema no longer has, with their role,
-  so compare reads those runs as they were read when they were logged.
 """
 
 from __future__ import annotations
@@ -134,13 +132,6 @@ TAGS: dict[str, Declared] = {name: Declared(MEASURED, since=None) for name in ST
     CPU_THREADS: Declared(MEASURED, since=None),
 }
 
-LEGACY: dict[str, Declared] = {
-    "model.builder": Declared(MEASURED, by="model"),  # before model._target_
-    "model.smoke.": Declared(PLUMBING),  # smoke sizes kept in the model before conf/sizes/
-    "benchmark.smoke": Declared(MEASURED),  # a smoke switch before benchmark=smoke
-}
-
-
 def declared(key: str, table: dict[str, Declared] | None = None) -> Declared | None:
     """The entry for `key`: its own, else its longest declared prefix; None if there is none."""
     table = KEYS if table is None else table
@@ -192,7 +183,7 @@ def point_config(params: dict[str, str], tags: dict[str, str] | None = None, bef
     lacks is at its default. `before_run`: without what only the ranks report (FROM_RANKS)."""
     config = {}
     for key, value in params.items():
-        if _in_point(_param_entry(key), value):
+        if _in_point(declared(key), value):
             config[key] = value
     if RAN_BATCH not in config and "model.batch_size" in params:  # runs logged before the param
         config[RAN_BATCH] = params["model.batch_size"]
@@ -215,7 +206,7 @@ def _default(key: str) -> Any:
     if key.startswith("tag:"):
         since = TAGS[key.removeprefix("tag:")].since
         return "unrecorded" if since is None else since
-    entry = _param_entry(key)
+    entry = declared(key)
     if entry is None or entry.since is ALWAYS:
         return "unrecorded"
     return "null" if entry.since is None else entry.since
@@ -229,17 +220,12 @@ def procedure_config(params: dict[str, str]) -> tuple:
         sorted(
             (key, value)
             for key, value in params.items()
-            if (entry := _param_entry(key)) is not None
+            if (entry := declared(key)) is not None
             and entry.role == PROCEDURE
             and key != REPEAT
             and not key.startswith("launcher.")
         )
     )
-
-
-def _param_entry(key: str) -> Declared | None:
-    """A logged param's declaration: a name older runs logged as itself (LEGACY), else today's."""
-    return declared(key, LEGACY) or declared(key)
 
 
 def _in_point(entry: Declared | None, value: Any) -> bool:
