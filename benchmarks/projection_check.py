@@ -78,7 +78,7 @@ def main() -> None:
     table = published(args.published)
     targets = sorted({gpu for gpu, count, _, _ in table if count == 1 and devices.load_profile(gpu)})
     runs, _ = search_finished(args.uri, [args.experiment])
-    records = [r for r in map(to_record, runs) if r and r.gpu == args.gpu and not r.smoke]
+    records = [r for r in map(to_record, runs) if r and r.gpu == args.gpu and not r.result.smoke]
     done = project_onto(aggregate(records), runs, targets, args.batch, model_error)
     for line in done.refused:
         print(f"not projected: {line}")

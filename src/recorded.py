@@ -136,6 +136,15 @@ MEMORY_COPY_GBS = "memory_copy_gbs"  # a ceilings figure: device memory copied, 
 ALLREDUCE_BUSBW_GBS = "allreduce_busbw_gbs"  # the best over message sizes
 
 
+METRICS = (
+    THROUGHPUT, THROUGHPUT_PER_GPU, STEP_TIME_MS, STEP_TIME_MEAN_MS, STEP_TIME_P10_MS, STEP_TIME_P90_MS,
+    STEP_TIME_CI95_REL, STEP_TIME_CV, MEASURED_STEPS, ITEMS_PER_STEP, BATCH_SIZE, LOSS_FIRST, LOSS_LAST,
+    TIME_TO_RANK_START_S, TIME_TO_FIRST_STEP_S, MEASURED_WINDOW_S, PEAK_MEMORY_GB, FLOPS_PER_ITEM,
+    ACHIEVED_TFLOPS_PER_GPU, MFU, THROUGHPUT_PER_WATT, THROUGHPUT_PER_KUSD, PUBLISHED_RUNS, PUBLISHED_RUNS_LOG_SE,
+    *TELEMETRY, BREAKDOWN_STEPS, BREAKDOWN_STEP_MS, BREAKDOWN_S,
+)  # fmt: skip  # every metric logged under a fixed name (the others: the functions below)
+
+
 def workload_metric(model: str, precision: str, gpu_count: int | str) -> str:
     """The run's throughput again under a key of its own workload, e.g. `throughput/resnet50/amp/x1`:
     a chart of one such key in the MLflow UI sets like against like (one model, unit, precision and

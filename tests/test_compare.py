@@ -13,7 +13,7 @@ from mlflow.entities import Param
 from src.compare.runs import CompareError, measured_config
 from src.config.schema import register_configs
 from src.errors import ConfigError
-from tests.conftest import CONF_DIR, run_cli, spec_of, store_copy
+from tests.conftest import CONF_DIR, run_cli, run_result, spec_of, store_copy
 
 EXPERIMENT = "gpubench"
 
@@ -310,28 +310,12 @@ def test_cli_prints_the_summary_and_writes_the_folder(store, tmp_path):
 
 def measurement(gpu: str, model: str, throughput: float, tf32_math: bool = False, params=None):
     """One run's measurement; its spec figures are the `params` it logged."""
-    from src.compare.runs import RunRecord, aggregate
+    from src.compare.runs import aggregate, to_record
 
-    record = RunRecord(
-        run_id=f"{gpu}-{model}",
-        gpu=gpu,
-        gpu_count=1,
-        model=model,
-        category="vision",
-        precision="fp32",
-        source="measured",
-        unit="images/s",
-        config=(),
-        throughput=throughput,
-        tf32_math=tf32_math,
-        per_watt=None,
-        per_watt_basis=None,
-        per_kusd=None,
-        smoke=False,
-        ci_missed=None,
-        anomaly_tag=None,
-        spec=spec_of(gpu, "fp32", tf32_math, params or {}),
-    )
+    tags = {"gpu": gpu, "gpu_count": "1", "model": model, "category": "vision", "precision": "fp32",
+            "unit": "images/s", "math_matmul_tf32": str(tf32_math)}  # fmt: skip
+    params = {k: str(v) for k, v in (params or {}).items()}
+    record = to_record(run_result(tags, params, {"throughput": throughput}, run_id=f"{gpu}-{model}"))
     return aggregate([record])[0]
 
 
@@ -403,7 +387,7 @@ def variants_store(tmp_path_factory, empty_store) -> str:
     uri = store_copy(empty_store, tmp_path_factory.mktemp("variants"))
     client = MlflowClient(tracking_uri=uri)
     experiment_id = client.create_experiment(EXPERIMENT)
-    full = {"benchmark.smoke": False, "benchmark.compile": False, "model.seq_len": 1024, "batch_size": 8}
+    full = {"benchmark.compile": False, "model.seq_len": 1024, "batch_size": 8}
     runs = [
         ("cpu", "gpt2", 100.0, {"model.d_model": 64}),
         (
@@ -415,10 +399,11 @@ def variants_store(tmp_path_factory, empty_store) -> str:
         ("cpu", "gpt2", 50.0, {"model.d_model": 128}),
         ("a6000", "gpt2", 600.0, {"model.d_model": 64, "batch_size": 16}),  # the profile's larger batch
         ("a6000", "gpt2", 300.0, {"model.d_model": 128, "batch_size": 16}),
-        ("cpu", "gpt2", 5000.0, {"model.d_model": 64, "benchmark.smoke": True, "model.seq_len": 32}),
+        ("cpu", "gpt2", 5000.0, {"model.d_model": 64, "model.seq_len": 32}),  # a benchmark=smoke run
     ]
     for gpu, model, throughput, params in runs:
-        make_measured_run(client, experiment_id, gpu, model, throughput, full | params)
+        tags = {"benchmark": "smoke"} if throughput == 5000.0 else {}
+        make_measured_run(client, experiment_id, gpu, model, throughput, full | params, tags)
     resnet = full | {"model.image_size": 224, "benchmark.target_ci": 0.01}
     make_measured_run(client, experiment_id, "cpu", "resnet50", 20.0, resnet, {"stop_reason": "ci"})
     missed = {"stop_reason": "max_steps"}
@@ -463,7 +448,7 @@ def test_a_shorter_autotuning_search_is_its_own_point():
 def test_smoke_runs_count_only_when_asked_for(variants_store, tmp_path):
     result = run(variants_store, tmp_path, "baseline=cpu", "include_smoke=true", "models=[gpt2]")
     smoke = [m for m in result.measurements if m.throughput == 5000.0]
-    assert len(smoke) == 1 and smoke[0].workload == "gpt2 [smoke=True, d_model=64, seq_len=32]"
+    assert len(smoke) == 1 and smoke[0].workload == "gpt2 [d_model=64, seq_len=32]"
     assert smoke[0].n_runs == 1  # never pooled with the full-size d_model=64 runs
 
 

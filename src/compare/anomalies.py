@@ -75,9 +75,9 @@ def stopping_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
     """Points with a run that stopped before its confidence interval met target_ci."""
     found = []
     for m in measurements:
-        missed = [r for r in m.runs if r.ci_missed]
+        missed = [r for r in m.runs if r.result.steps.missed]
         if missed:
-            detail = f"{len(missed)} of {m.n_runs} run(s) stopped early; {missed[0].ci_missed}"
+            detail = f"{len(missed)} of {m.n_runs} run(s) stopped early; {missed[0].result.steps.missed}"
             found.append(Anomaly(CI_NOT_MET, m, detail, tuple(r.run_id for r in missed)))
     return found
 
@@ -86,9 +86,9 @@ def shared_gpu_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
     """Points with a run during which another program held one of its GPUs."""
     found = []
     for m in measurements:
-        shared = [r for r in m.runs if r.foreign]
+        shared = [r for r in m.runs if r.result.foreign]
         if shared:
-            detail = f"{len(shared)} of {m.n_runs} run(s) shared a GPU: {shared[0].foreign}"
+            detail = f"{len(shared)} of {m.n_runs} run(s) shared a GPU: {shared[0].result.foreign}"
             found.append(Anomaly(GPU_SHARED, m, detail, tuple(r.run_id for r in shared)))
     return found
 
@@ -104,7 +104,9 @@ def procedure_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
         usual = ways.most_common(1)[0][0]
         settings = [dict(way) for way in ways]
         keys = sorted(k for k in set().union(*settings) if len({s.get(k) for s in settings}) > 1)
-        what = ", ".join(f"{k.removeprefix('benchmark.')} {'/'.join(sorted({str(s.get(k)) for s in settings}))}" for k in keys)
+        what = ", ".join(
+            f"{k.removeprefix('benchmark.')} {'/'.join(sorted({str(s.get(k)) for s in settings}))}" for k in keys
+        )
         odd = tuple(r.run_id for r in m.runs if r.procedure != usual)
         detail = f"repeats measured with different {what}: {len(odd)} of {m.n_runs}"
         found.append(Anomaly(PROCEDURE_DIFFERS, m, detail, odd))
@@ -156,8 +158,8 @@ def tag_runs(uri: str, measurements: list[Measurement], anomalies: list[Anomaly]
         for run in m.runs:
             if run.run_id in flagged:
                 text = "; ".join(flagged[run.run_id])[:5000]
-                if text != run.anomaly_tag:
+                if text != run.result.anomaly:
                     mlflow_client.set_tag(run.run_id, recorded.ANOMALY, text)
-            elif run.anomaly_tag is not None:
+            elif run.result.anomaly is not None:
                 mlflow_client.delete_tag(run.run_id, recorded.ANOMALY)
     return len(flagged)

@@ -205,7 +205,7 @@ class Published:
         gpu = self.stands_for(card)
         for m in self.points:
             if (m.gpu, m.model, m.gpu_count, precision_group(m.precision)) == (gpu, model, 1, group):
-                batch = recorded.positive_number(m.runs[0].tags.get(recorded.PUBLISHED_BATCH))
+                batch = recorded.positive_number(m.runs[0].result.tags.get(recorded.PUBLISHED_BATCH))
                 if batch:
                     return int(batch)
         return None

@@ -80,7 +80,7 @@ class Ratio:
     @property
     def gpu_shared(self) -> bool:
         """A run behind either side shared its GPU with another program."""
-        return any(r.foreign for p in self.points() for r in p.runs)
+        return any(r.result.foreign for p in self.points() for r in p.runs)
 
     @property
     def flags(self) -> list[str]:

@@ -69,28 +69,28 @@ class Workpoint:
 
 @dataclass(frozen=True, kw_only=True)
 class RunRecord(Workpoint):
+    """One run of a point: the run as read back, with the efficiency figures compare derives."""
+
     run_id: str
     throughput: float
     per_watt: float | None
     per_watt_basis: str | None  # "measured" power, or the spec sheet's "tdp"
     per_kusd: float | None  # items/s per 1,000 USD of GPUs
-    smoke: bool  # a benchmark=smoke dry run
-    ci_missed: str | None  # how the run missed its target_ci ("max_steps: CI 27% > 1%"), else None
-    anomaly_tag: str | None  # the `anomaly` tag an earlier compare left
-    spec: recorded.Spec  # the spec-sheet figures it is judged by: those it logged
-    step_ci_rel: float | None = None  # the run's step-time CI half-width, relative
-    measured_steps: int | None = None
-    foreign: str | None = None  # other programs seen on its GPUs (tags.GPU_FOREIGN_PROCESSES)
-    started_ms: int = 0
-    published_runs: tuple[int, float] | None = None  # (n, se of mean log throughput) behind a published figure
-    config_hash: str | None = None  # its config's resume hash: a later clean run of it re-measured it
-    procedure: tuple = ()  # how its figure was taken (points.procedure_config)
-    tags: dict = field(default_factory=dict, compare=False, repr=False)  # every tag, for compare by=
+    result: recorded.RunResult = field(compare=False, repr=False)
+
+    @property
+    def spec(self) -> recorded.Spec:  # the spec-sheet figures it is judged by: those it logged
+        return self.result.spec
 
     @property
     def flawed(self) -> bool:
         """It shared its GPU or missed its stopping rule."""
-        return bool(self.foreign or self.ci_missed)
+        return bool(self.result.foreign or self.result.steps.missed)
+
+    @property
+    def procedure(self) -> tuple:
+        """How its figure was taken (points.procedure_config): repeats may differ in it."""
+        return points.procedure_config(self.result.params)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,18 +207,7 @@ def to_record(result: recorded.RunResult) -> RunRecord | None:
         per_watt=per_watt,
         per_watt_basis=basis,
         per_kusd=throughput / (spec.price_usd * count / 1000) if spec.price_usd else None,
-        smoke=result.smoke,
-        ci_missed=result.steps.missed,
-        anomaly_tag=result.anomaly,
-        spec=spec,
-        step_ci_rel=result.steps.ci95_rel,
-        measured_steps=result.steps.count,
-        foreign=result.foreign,
-        started_ms=result.started_ms,
-        published_runs=result.published_runs,
-        config_hash=result.tags.get(recorded.CONFIG_HASH),
-        procedure=points.procedure_config(result.params),
-        tags=result.tags,
+        result=result,
     )
 
 
@@ -241,7 +230,7 @@ def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
         )
         if not all(not allowed or value in allowed for allowed, value in checks):
             continue
-        if record.smoke and not cfg.include_smoke:
+        if record.result.smoke and not cfg.include_smoke:
             smoke += 1
         else:
             keep.append(record)
@@ -285,10 +274,10 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
                 variant=", ".join(f"{points.label(k)}={v}" for k, v in first.config if k in shown),
                 spread=intervals.point_spread(
                     throughputs,
-                    lone.step_ci_rel if lone else None,
-                    lone.measured_steps if lone else None,
+                    lone.result.steps.ci95_rel if lone else None,
+                    lone.result.steps.count if lone else None,
                     first.source != MEASURED,
-                    lone.published_runs if lone else None,
+                    lone.result.published_runs if lone else None,
                 ),
                 superseded=superseded,
             )
@@ -299,8 +288,9 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
 def remeasured(runs: list[RunRecord]) -> tuple[list[RunRecord], tuple[RunRecord, ...]]:
     """A point's runs less the flawed ones (GPU shared, stopping rule missed) whose config has a
     clean run: resume measured those again (src/run/resume.py); and the runs left out."""
-    clean = {r.config_hash for r in runs if r.config_hash and not r.flawed}
-    superseded = tuple(r for r in runs if r.flawed and r.config_hash in clean)
+    hashes = {r.run_id: r.result.tags.get(recorded.CONFIG_HASH) for r in runs}
+    clean = {hashes[r.run_id] for r in runs if hashes[r.run_id] and not r.flawed}
+    superseded = tuple(r for r in runs if r.flawed and hashes[r.run_id] in clean)
     return [r for r in runs if r not in superseded], superseded
 
 

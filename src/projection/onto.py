@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from src import recorded
 from src.compare import explain
 from src.compare.runs import MEASURED, Measurement
 from src.projection import runs as inputs
@@ -20,10 +21,10 @@ class Projected:
 
 
 def project_onto(
-    measurements: list[Measurement], runs: list, targets: list[str], batch: str, model_error: float
+    measurements: list[Measurement], runs: list[recorded.RunResult], targets: list[str], batch: str, model_error: float
 ) -> Projected:
     """The measured points of every gpu that is not itself a target, onto each target."""
-    by_id = {r.info.run_id: r for r in runs}
+    by_id = {r.run_id: r for r in runs}
     found = explain.ceilings_runs(runs)
     done = Projected()
     pairs = [
@@ -40,7 +41,7 @@ def project_onto(
         for chosen in choose([p for _, p in pairs], target, batch):
             m = next(m for m, p in pairs if p is chosen.point)
             try:
-                card = inputs.source_card(m, by_id[chosen.point.run_ids[0]].data.params)
+                card = inputs.source_card(m, by_id[chosen.point.run_ids[0]].params)
                 ceilings = inputs.ceilings_of(m, by_id, found)
                 projection = project(chosen.point, card, ceilings, target, model_error)
             except ProjectionRefused as exc:
