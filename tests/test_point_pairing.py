@@ -126,7 +126,7 @@ def test_the_capacity_split_pairs_the_same_stack_where_it_exists_and_flags_it_wh
     assert row.figures["iso_ratio"].stack_differs == "torch 2.14.1 vs 2.13.0"
     [record] = capacity_report.records([row])
     assert record["stack_differs"] == "torch 2.14.1 vs 2.13.0"
-    assert "stack_differs: torch 2.14.1 vs 2.13.0" in " ".join(capacity_report.markdown([row], [], [], []))
+    assert "stack_differs: torch 2.14.1 vs 2.13.0" in " ".join(capacity_report.markdown([row], [], []))
 
     capped(real_run, store, 24, 8, "2.14.1")  # ...and then on the same one: the split takes it
     [row], _ = capacity.split(measurements(store), ["cpu@48", "cpu@24"])

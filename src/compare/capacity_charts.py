@@ -24,7 +24,7 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
     series = (("iso-batch (speed)", "iso_ratio"), ("max-batch (speed x capacity)", "max_ratio"),
               ("published (max-batch)", "published_ratio"))  # fmt: skip
     height = 0.8 / len(series)
-    ends = [1.0]
+    ends, flagged = [1.0], False
     for i, (name, figure) in enumerate(series):
         ys = [n + i * height for n in range(len(shown))]
         values = [_value(r, figure) or 0.0 for r in shown]
@@ -36,11 +36,12 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
                 f"{value:.2f}x" if r.published_ratio is not None else NONE_TEXT[figure])  # fmt: skip
             if figure in FIGURES and intervals.holds_one(span):
                 text += " ~1"
-            if figure in FIGURES and r.figures[figure] and (flags := r.figures[figure].flags):
-                text += f"  ! {' '.join(flags)}"  # as the GPU ratios' charts mark a flagged figure
             if figure == "max_ratio" and (factor := r.figures["capacity_factor"]):
                 held = factor.no_difference
                 text += f";  capacity {figure_text(r, 'capacity_factor')}" + (" ~1" if held else "")
+            if figure in FIGURES and r.figures[figure] and (flags := r.figures[figure].flags):
+                text += f"  ! {' '.join(flags)}"  # as the GPU ratios' charts mark a flagged figure
+                flagged = True
             end = span[1] if span else value
             ends.append(end)
             ax.text(end, bar.get_y() + height / 2, " " + text, va="center", fontsize="small")
@@ -48,7 +49,7 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
     ax.set_yticklabels([f"{r.model} {r.precision} x{r.gpu_count}" for r in shown])
     ax.invert_yaxis()
     ax.axvline(1.0, color="grey", linewidth=0.8)
-    ax.set_xlim(0, max(ends) * 1.6)
+    ax.set_xlim(0, max(ends) * (2.2 if flagged else 1.6))  # room for the labels beside the bars
     ax.set_xlabel(f"throughput of {shown[0].card} / {shown[0].baseline_card}")
     style.title(fig, f"Speed and capacity: {shown[0].card} vs {shown[0].baseline_card}",
                 "whiskers and brackets: 95% interval; ~1: it holds 1.0 (no measurable difference)")  # fmt: skip
