@@ -238,3 +238,19 @@ def logged_copy(run, uri: str, tags: dict | None = None, params: dict | None = N
     )
     client.set_terminated(copy.info.run_id, "FINISHED")
     return copy.info.run_id
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Every matplotlib figure a chart function saves, as it was drawn: a chart test reads what the
+    chart shows (its bars, lines, labels, colours) from the figure itself."""
+    from matplotlib.figure import Figure
+
+    saved, save = [], Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        saved.append(fig)
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return saved

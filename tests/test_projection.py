@@ -89,14 +89,27 @@ def test_a_profile_without_the_figures_is_refused_naming_them():
         Card.from_profile({"name": "odd", "peak_tflops": {"fp32": 1}, "memory_bandwidth_gbs": 1, "memory_gb": 1})
 
 
-def test_the_target_gets_its_own_largest_batch_that_fits_or_the_same_batch_when_asked():
+def test_the_target_gets_its_profiles_batch_else_its_largest_that_fits_or_the_same_batch_when_asked():
     curve = [point(batch=4, memory_gb=24.0), point(batch=16, memory_gb=48.0), point(batch=32, memory_gb=60.0)]
-    own = {name: choose(curve, Card(name, {}, 1, memory, 1, 1), OWN) for name, memory in
-           (("c24", 24), ("c48", 48), ("c80", 80))}  # fmt: skip
-    assert {name: [c.point.batch for c in chosen] for name, chosen in own.items()} == {"c24": [4], "c48": [16], "c80": [32]}
-    assert all(c.note == "" for chosen in own.values() for c in chosen)
-    [small] = choose(curve, Card("c16", {}, 1, 16, 1, 1), OWN)
-    assert small.point.batch == 4 and "gpu.memory_limit_gb=16 model=m precision=tf32 model.batch_size=auto" in small.note
+
+    def own(memory: float, batches: dict | None = None) -> list:
+        return choose(curve, Card("c", {}, 1, memory, 1, 1, batch_sizes=batches or {}), OWN)
+
+    assert [[c.point.batch for c in own(m)] for m in (24, 48, 80)] == [[4], [16], [32]]
+    assert all(c.note == "" for m in (24, 48, 80) for c in own(m))
+    [profiled] = own(80, {"m": {"tf32": 16}})  # the profile's batch, measured: it, not the largest
+    assert (profiled.point.batch, profiled.note) == (16, "")
+    [unmeasured] = own(48, {"m": {"tf32": 8}})
+    assert unmeasured.point.batch == 16 and unmeasured.note == (
+        "c m tf32: its profile runs it at batch 8, not measured on big; projected at batch 16, the largest "
+        "measured that fits its 48 GB; measure it: python -m src.train gpu=big model=m precision=tf32 "
+        "gpu.count=1 model.batch_size=8"
+    )
+    [small] = own(16)
+    assert small.point.batch == 4 and small.note.endswith(
+        "no measured batch fits its 16 GB: projected at batch 4 (needs 24 GB); measure it: python -m src.train "
+        "gpu=big model=m precision=tf32 gpu.count=1 gpu.memory_limit_gb=16 model.batch_size=auto"
+    )
     assert [c.point.batch for c in choose(curve, TARGET, SAME)] == [4, 16, 32]
 
 
