@@ -90,6 +90,9 @@ def main() -> None:
     done = project_onto(aggregate(records), runs, targets, cards, args.batch, model_error)
     for line in done.refused:
         print(f"not projected: {line}")
+    for p in done.projections:
+        if p.target.name in STUDY and id(p) in done.notes:
+            print(f"not at the card's own batch: {done.notes[id(p)]}")
     projected = {(p.target.name, p.source.model, p.source.precision, p.source.gpu_count): p for p in done.projections}
     rows = []
     for precision, ours in OURS.items():

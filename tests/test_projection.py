@@ -8,6 +8,7 @@ import pytest
 
 from src.projection.choose import OWN, SAME, choose
 from src.projection.model import Card, Ceilings, ProjectionRefused, SourcePoint, project, ratio_band
+from src.projection.sentences import pair_sentence
 
 SOURCE = Card("big", {"fp32": 60, "tf32": 500, "fp16": 1000}, 5000, 141, 64, 450)
 TARGET = Card("small", {"fp32": 40, "tf32": 50, "fp16": 100}, 1000, 24, 32, 32)
@@ -122,3 +123,18 @@ def test_a_ratio_of_two_cards_projected_from_one_point_carries_the_models_error_
     assert ratio_band(a, b_same, 0.1) == pytest.approx((ratio / 1.1, ratio * 1.1))
     half = math.hypot(math.hypot(math.log(100 / 90), math.log(100 / 90)), math.log(1.1))
     assert ratio_band(a, b, 0.1) == pytest.approx((ratio * math.exp(-half), ratio * math.exp(half)))
+
+
+def test_the_sentence_says_what_the_ratio_is_made_of_and_where_the_source_was_power_bound():
+    """double has twice small's tensor rate, the same bandwidth and links: on small's step (5.55 of
+    the source's) the tensor-bound part is 2.5 (45%), memory 2.75 (50%), host link 0.2 (4%), idle
+    0.1 (2%, under the 2% shown); double's step is 4.3: 5.55 / 4.3 = 1.29x."""
+    double = Card("double", {"fp32": 40, "tf32": 100, "fp16": 200}, 1000, 24, 32, 32)
+    for power_bound, said in ((None, ""), (0.95, " big ran at its power limit in 95% of the window: each card's "
+                                                   "tensor rate assumes it loses as much to its own.")):  # fmt: skip
+        p = point(power_bound=power_bound)
+        a, b = (project(p, SOURCE, CEILINGS, card, 0.1) for card in (double, TARGET))
+        assert pair_sentence(a, b, 0.1) == (
+            "double over small, m tf32 x1 (projected from big): 1.00x memory bandwidth on 50%, 2.00x tensor "
+            "rate on 45%, 1.00x host link on 4% of the small's step = 1.29x at batch 10 [1.17-1.42]." + said
+        )

@@ -236,6 +236,7 @@ def source_point(m: Measurement, runs: list[recorded.RunResult]) -> SourcePoint:
             f"model.batch_size={batch}{cap_part}"
         ),
         group=tuple((k, v) for k, v in m.config if k not in NOT_THE_WORKLOAD),
+        power_bound=_median([r.metrics.get(recorded.THROTTLED_POWER_SHARE) for r in runs]),
     )
 
 
@@ -264,6 +265,11 @@ def source_card(m: Measurement, params: dict, profile: dict | None) -> Card:
         if _number(params.get(f"gpu.{key}")):
             profile[key] = _number(params[f"gpu.{key}"])
     return Card.from_profile(profile)
+
+
+def _median(values: list) -> float | None:
+    found = [v for v in values if v is not None]
+    return statistics.median(found) if found else None
 
 
 def _number(value) -> float | None:

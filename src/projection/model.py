@@ -94,6 +94,7 @@ class SourcePoint:
     run_ids: tuple[str, ...]
     remeasure: str  # the command that measures it (with its breakdown)
     group: tuple = ()  # its settings and stack but the batch and memory cap: one workload's points share it
+    power_bound: float | None = None  # share of its window the source spent at its power limit (telemetry)
 
     @property
     def step_s(self) -> float:
