@@ -127,6 +127,7 @@ def compare(loaded: Loaded, cfg: DictConfig) -> Compared:
     summary, nothing_common = analysis.summarize(rows)
     found = anomalies.stopping_anomalies(measurements)
     found += anomalies.shared_gpu_anomalies(measurements)
+    found += anomalies.procedure_anomalies(measurements)
     found += anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
     found += anomalies.spec_anomalies(rows, cfg.anomalies.spec_tolerance)
     return Compared(measurements, baseline, rows, summary, nothing_common, found, cfg.by, outside, projected)
@@ -320,6 +321,13 @@ def _notes(
             + ("stack (other than the key compared)" if by else "software stack")
             + f", so these ratios set unlike stacks against each other: {'; '.join(crossed_stacks)}."
             + ("" if by else " The hardware and software parts are split below where the runs exist.")
+        )
+    superseded = [r.run_id for m in measurements for r in m.superseded]
+    if superseded:
+        notes.append(
+            f"Measured again: {len(superseded)} run(s) that shared a GPU or missed their stopping rule "
+            "have a later clean run of the same point and config (resume measured it again), which "
+            f"stands in for them; they are kept in the store: {', '.join(superseded)}."
         )
     variants = sorted({m.workload for m in measurements if m.variant})
     if variants:
