@@ -143,7 +143,7 @@ def import_generation(
     shipped = generation(source)
     done = []
     for table in shipped.tables:
-        path, precision = SHIPPED / table["throughput"], table["precision"]
+        path, precision = SHIPPED / table[recorded.THROUGHPUT], table["precision"]
         done.append((path, precision, import_table(cfg, path, precision, source, shipped, only)))
     return done
 
@@ -266,7 +266,7 @@ def _batches_and_runs(
             for row in csv.DictReader(handle):
                 if row["precision"] == PRECISIONS[precision]:
                     cell = (row["name_gpu"], int(row["num_gpu"]), row["task"])
-                    runs.setdefault(cell, []).append(float(row["throughput"]))
+                    runs.setdefault(cell, []).append(float(row[recorded.THROUGHPUT]))
     return batches, runs
 
 

@@ -25,7 +25,9 @@ FIRST_SCHEMA = 1  # runs without the tag
 TRAINING, CEILINGS = "training", "ceilings"
 KINDS = (TRAINING, CEILINGS)
 REPORT_KIND, SWEEP_KIND = "report", "sweep"  # runs that are no job: compare's report, a sweep's parent
+PROJECTION_KIND = "projection"  # no job either: a point compare projected onto a card (src/compare/projection.py)
 MEASURED = "measured"  # the source of this project's own runs (they carry no `source` tag)
+PROJECTED = "projected"  # the source of a point projected onto a card (src/compare/projection.py)
 
 # ---- tags: what a run measured (compare's point reads these) ----
 SCHEMA = "schema_version"
@@ -81,6 +83,8 @@ PUBLISHED_BATCH = "published_batch_size"  # per GPU, from the table's batch size
 
 # compare
 ANOMALY = "anomaly"  # on a run behind a flagged figure: what was flagged
+PROJECTED_FROM, PROJECTED_FROM_GPU = "projected_from", "projected_from_gpu"  # a projection run's inputs: run ids, card
+CEILINGS_RUN = "ceilings_run"  # ... and the ceilings run it carried the efficiency from
 REPORT = "report"  # "true" on compare's report run
 BASELINE, ANOMALIES, ANOMALY_KINDS = "baseline", "anomalies", "anomaly_kinds"
 
@@ -134,6 +138,15 @@ BREAKDOWN_STEPS, BREAKDOWN_STEP_MS, BREAKDOWN_S = "breakdown_steps", "breakdown_
 CEILING_PREFIX = "ceiling_"
 MEMORY_COPY_GBS = "memory_copy_gbs"  # a ceilings figure: device memory copied, read + written
 ALLREDUCE_BUSBW_GBS = "allreduce_busbw_gbs"  # the best over message sizes
+
+
+METRICS = (
+    THROUGHPUT, THROUGHPUT_PER_GPU, STEP_TIME_MS, STEP_TIME_MEAN_MS, STEP_TIME_P10_MS, STEP_TIME_P90_MS,
+    STEP_TIME_CI95_REL, STEP_TIME_CV, MEASURED_STEPS, ITEMS_PER_STEP, BATCH_SIZE, LOSS_FIRST, LOSS_LAST,
+    TIME_TO_RANK_START_S, TIME_TO_FIRST_STEP_S, MEASURED_WINDOW_S, PEAK_MEMORY_GB, FLOPS_PER_ITEM,
+    ACHIEVED_TFLOPS_PER_GPU, MFU, THROUGHPUT_PER_WATT, THROUGHPUT_PER_KUSD, PUBLISHED_RUNS, PUBLISHED_RUNS_LOG_SE,
+    *TELEMETRY, BREAKDOWN_STEPS, BREAKDOWN_STEP_MS, BREAKDOWN_S,
+)  # fmt: skip  # every metric logged under a fixed name (the others: the functions below)
 
 
 def workload_metric(model: str, precision: str, gpu_count: int | str) -> str:

@@ -9,13 +9,13 @@ import pytest
 from omegaconf import OmegaConf
 
 from src import recorded
-from src.compare.runs import RunRecord, aggregate, measured_config
+from src.compare.runs import RunRecord, aggregate, measured_config, to_record
 from src.config import points
 from src.config.finalise import finalize
 from src.run import resume
 from src.run.prepare import prepare
 from src.tracking.job_run import flatten
-from tests.conftest import compose_cfg, spec_of
+from tests.conftest import compose_cfg, run_result
 
 
 def logged_params(cfg) -> dict[str, str]:
@@ -42,12 +42,8 @@ def fake_knob(monkeypatch):
 
 
 def record(params: dict[str, str], throughput: float) -> RunRecord:
-    return RunRecord(
-        run_id=str(throughput), gpu="cpu", gpu_count=1, model="gpt2", category="language",
-        precision="fp32", source="measured", unit="tokens/s", config=measured_config(params),
-        throughput=throughput, tf32_math=False, per_watt=None, per_watt_basis=None, per_kusd=None,
-        smoke=False, ci_missed=None, anomaly_tag=None, spec=spec_of("cpu", "fp32", False, params),
-    )  # fmt: skip
+    tags = {"gpu": "cpu", "gpu_count": "1", "model": "gpt2", "category": "language", "precision": "fp32"}
+    return to_record(run_result(tags, params, {"throughput": throughput}, run_id=str(throughput)))
 
 
 def test_a_measured_key_declared_once_reaches_hash_point_tags_and_labels(fake_knob):

@@ -204,6 +204,17 @@ def test_a_single_job_that_fails_says_so_in_its_failed_line_without_a_traceback(
 
 
 @pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
+def test_a_single_job_ends_saying_where_its_result_is_and_what_to_run_next(tmp_path, tracking_uri):
+    cli = Cli([*TINY, "model.name=tiny"], tmp_path, tracking_uri)
+    assert cli.wait() == 0, cli.output[-3000:]
+    (run,) = read_runs(tracking_uri)
+    last = [line for line in cli.output.splitlines() if line.strip()][-4:]
+    assert last[0].startswith("result: run " + run.info.run_id + " in experiment 'gpubench' at sqlite:///")
+    assert last[1].startswith("MLflow UI: `mlflow ui --backend-store-uri")
+    assert last[-1].startswith("next: `python -m src.compare experiment=lambda_a6000_vs_3090`")
+
+
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_jobs_of_a_sweep_get_fresh_agents_and_ranks_from_one_preloader(fault_sweep):
     """The sweep's process imports torch once (in the preloader); each job still gets an agent and
     ranks of its own, forked at its launch: after its run opened, long after the job before had

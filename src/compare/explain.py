@@ -1,5 +1,5 @@
 """Why one GPU is faster: every measured point against its card's measured ceilings, where its step
-time went, one sentence per model pair, and the seed study's category claims checked.
+time went, one sentence per model pair, and the published means checked against yours.
 
 Computed at compare time from what the runs logged, so runs logged before a ceilings run existed
 are placed too. A point's ceilings run is the latest FINISHED `model=ceilings` run of the same GPU
@@ -111,7 +111,7 @@ class Explanation:
     placements: list[Placement]
     ceilings: list[Ceilings]
     sentences: list[str]  # one per model pair
-    claims: list[str]  # the seed study's category claims, checked
+    claims: list[str]  # the published category means checked against the measured ones
 
     def records(self) -> list[dict]:
         return [_record(p) for p in self.placements]
@@ -260,9 +260,6 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
         if s.gpu != baseline  # the baseline's own rows are 1.0 by definition: no claim
     }
     published = sorted({s.source for s in summary if s.source != MEASURED})
-    if not published:
-        return ["No published figures in the store: the study's claims are not checked "
-                "(import them: python -m src.import_results reference/lambda/... , docs/compare.md)."]  # fmt: skip
     claims = []
     for source in published:
         for (category, precision, count, gpu, src), value in sorted(rows.items()):
@@ -270,8 +267,7 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
                 continue
             ours = _measured(rows, category, precision, count, gpu)
             where = f"{category}, {precision}, {gpus(count)}: {gpu}"
-            if ours is None:
-                claims.append(f"{source} {where} {value:.2f}x; not measured here.")
+            if ours is None:  # nothing of yours to check it against: the tables show it
                 continue
             same = (value - 1) * (ours - 1) > 0 or abs(ours - value) < 0.02
             claims.append(
@@ -284,7 +280,7 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
             )
         claims += _ordering_claims(rows, source, a="vision", b="language")
         claims += _count_claims(rows, source)
-    return claims
+    return [claim for claim in claims if claim]
 
 
 def _measured(rows: dict, category: str, precision: str, count: int, gpu: str) -> float | None:
@@ -302,14 +298,15 @@ def _ordering_claims(rows: dict, source: str, a: str, b: str) -> list[str]:
         ma, mb = (_measured(rows, c, precision, count, gpu) for c in (a, b))
         claim = f"{source}: {gpu} gains {'more' if pb > pa else 'less'} on {b} ({pb:.2f}x) than on {a} ({pa:.2f}x) at {precision}, {count} GPU(s)"
         measured = None if ma is None or mb is None else f"{b} {mb:.2f}x, {a} {ma:.2f}x"
-        claims.append(_verdict(claim, pb > pa, measured and mb > ma, measured, "for both categories"))
+        claims.append(_verdict(claim, pb > pa, measured and mb > ma, measured))
     return claims
 
 
-def _verdict(claim: str, published_up: bool, measured_up: bool, measured: str | None, lacking: str) -> str:
-    """A published claim checked against the measured runs: the same direction or not."""
+def _verdict(claim: str, published_up: bool, measured_up: bool, measured: str | None) -> str:
+    """A published claim checked against the measured runs: the same direction or not ('' when
+    nothing measured checks it)."""
     if measured is None:
-        return f"{claim}; not measured here {lacking}."
+        return ""
     return f"{claim}; measured {measured}: {'holds' if published_up == measured_up else 'does not hold'}."
 
 
@@ -329,7 +326,7 @@ def _count_claims(rows: dict, source: str) -> list[str]:
                  f"{high} GPUs ({ph:.2f}x) than at {low} ({pl:.2f}x)")  # fmt: skip
         ml, mh = (_measured(rows, category, precision, n, gpu) for n in (low, high))
         measured = None if ml is None or mh is None else f"{mh:.2f}x and {ml:.2f}x"
-        claims.append(_verdict(claim, ph > pl, measured and mh > ml, measured, "at both counts"))
+        claims.append(_verdict(claim, ph > pl, measured and mh > ml, measured))
     return claims
 
 
@@ -348,7 +345,8 @@ def _record(p: Placement) -> dict:
 
 
 def markdown(explanation: Explanation) -> list[str]:
-    """The report's section: the sentences, the claims, a table of placements."""
+    """The report's section: the sentences, the claims, a table of placements (each only where it
+    has something to say)."""
     lines = [
         "Each measured point against its card's own ceilings (the latest `model=ceilings` run of the same "
         "GPU name, count and software stack) and where its step time went (a few steps profiled after "
@@ -359,8 +357,11 @@ def markdown(explanation: Explanation) -> list[str]:
         "",
     ]
     lines += [f"- {s}" for s in explanation.sentences] or ["- No model pair has runs on two GPUs to explain."]
-    lines += ["", "### The seed study's claims, checked", ""]
-    lines += [f"- {c}" for c in explanation.claims]
+    if explanation.claims:
+        lines += ["", "### Published means against yours", ""]
+        lines += [f"- {c}" for c in explanation.claims]
+    if not explanation.placements:
+        return lines
     lines += ["", "### Points against their ceilings", ""]
     header = ("point", "achieved TFLOP/s", "MFU (spec)", "share of ceiling", "matmul", "other", "comm",
               "memcpy", "idle", "note")  # fmt: skip

@@ -11,7 +11,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from src import console, credentials, recorded
-from src.compare import analysis, anomalies, axis, report, sections
+from src.compare import analysis, anomalies, axis, projection, report, sections, study
 from src.compare.runs import MEASURED, Measurement, RunRecord, aggregate, search_finished, select, to_record
 from src.compare.sections import Compared, Section
 from src.config import points
@@ -67,6 +67,7 @@ def validate_compare(cfg: DictConfig) -> None:
     if pair and (len(pair) != 2 or pair[0] == pair[1]):
         errors.append(f"capacity_split={list(pair)}: must be two different cards, gpu or gpu@<memory_limit_gb>, "
                       "e.g. capacity_split=[a6000,rtx3090] or capacity_split=[h200@48,h200@24]")  # fmt: skip
+    errors += projection.errors(cfg)
     if Path(cfg.out).exists() and not Path(cfg.out).is_dir():
         errors.append(f"out={cfg.out!r}: is a file; must be a folder (created when missing)")
     if errors:
@@ -116,17 +117,20 @@ def load(cfg: DictConfig) -> Loaded:
 def compare(loaded: Loaded, cfg: DictConfig) -> Compared:
     """Points (the median of each point's runs) and their ratios to the baseline's, the category
     means, and the figures that cannot be right."""
-    baseline = axis.baseline(loaded.kept, cfg.by, cfg.baseline)
-    measurements = aggregate(loaded.kept)
+    baseline = axis.baseline(loaded.kept, cfg.by, cfg.baseline or (cfg.study.baseline if cfg.study.name else None))
+    kept, outside = scope(loaded.kept, cfg, baseline)
+    projected = projection.for_compare(cfg, loaded.records, loaded.runs, baseline)
+    measurements = aggregate(kept) + projected.measurements
     rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, axis.stack_keys(cfg.by))
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, rows, baseline)
     summary, nothing_common = analysis.summarize(rows)
     found = anomalies.stopping_anomalies(measurements)
     found += anomalies.shared_gpu_anomalies(measurements)
+    found += anomalies.procedure_anomalies(measurements)
     found += anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
     found += anomalies.spec_anomalies(rows, cfg.anomalies.spec_tolerance)
-    return Compared(measurements, baseline, rows, summary, nothing_common, found, cfg.by)
+    return Compared(measurements, baseline, rows, summary, nothing_common, found, cfg.by, outside, projected)
 
 
 def sections_of(c: Compared, loaded: Loaded, cfg: DictConfig) -> list[Section]:
@@ -134,9 +138,11 @@ def sections_of(c: Compared, loaded: Loaded, cfg: DictConfig) -> list[Section]:
     unanswered = asked_without_figures([] if cfg.by else list(cfg.gpus), loaded.records, c.measurements, c.summary, c.baseline)
     unlogged = unlogged_specs(c.measurements)
     said = unanswered + _notes(c.rows, c.measurements, c.baseline, c.nothing_common, bool(cfg.by))
-    parts = sections.gpu_comparison(c) + sections.hardware_and_software(c) + sections.flagged(c)
+    parts = sections.study(c, cfg.study) if cfg.study.name else []  # the question asked comes first
+    parts += sections.gpu_comparison(c) + sections.hardware_and_software(c) + sections.flagged(c)
     parts += sections.notes(said, [unlogged] if unlogged else []) + sections.pictures(c)
     parts += sections.explanation(c, loaded.runs) + sections.speed_and_capacity(c, list(cfg.capacity_split))
+    parts += projection.section(c.projected, list(cfg.project))
     parts[0].warnings += unanswered
     return parts
 
@@ -144,19 +150,50 @@ def sections_of(c: Compared, loaded: Loaded, cfg: DictConfig) -> list[Section]:
 def render(parts: list[Section], c: Compared, loaded: Loaded, cfg: DictConfig, out: Path) -> CompareResult:
     """Files, report.md, the anomaly tags, the MLflow report run, the console."""
     out.mkdir(parents=True, exist_ok=True)
-    facts = _facts(cfg, c.baseline, loaded, c.measurements)
+    facts = _facts(cfg, c.baseline, loaded, c.measurements) + ([c.outside] if c.outside else [])
     text, files = report.write_all(parts, f"Training throughput relative to {c.baseline}", facts, out)
-    if cfg.tag_runs:
-        anomalies.tag_runs(cfg.tracking.uri, c.measurements, c.found)
+    if cfg.tag_runs:  # a projected point tags no run: the runs behind it measured something else
+        measured = [m for m in c.measurements if m.source != projection.PROJECTED]
+        anomalies.tag_runs(cfg.tracking.uri, measured, [a for a in c.found if a.measurement.source != projection.PROJECTED])
     run_id = _log_report_run(cfg, c.baseline, files, c.found, text)
+    projection.log_runs(cfg.tracking, run_id, c.projected)
     for line in (w for part in parts for w in part.warnings):
         console.warning(line)
     unlike = [_label(r) for r in c.rows if r.math_differs]
-    report.print_summary(c.summary, c.baseline, [] if cfg.by else list(cfg.gpus), str(out), unlike)
+    if not cfg.study.name:  # a study's section prints its own answer
+        report.print_summary(c.summary, c.baseline, [] if cfg.by else list(cfg.gpus), str(out), unlike)
     for part in parts:
         if part.show:
             part.show()
+    if c.outside:
+        console.note(c.outside)
     return CompareResult(out, c.measurements, c.rows, c.summary, c.found, files, run_id, loaded.experiment_ids)
+
+
+def scope(records: list[RunRecord], cfg: DictConfig, baseline: str) -> tuple[list[RunRecord], str]:
+    """The runs of the question asked, and one line for what that leaves out ('' when nothing):
+    an experiment's study; else, without gpus= or all=true, the baseline, the study's pair and
+    every gpu you measured."""
+    if cfg.study.name:
+        inside = [r for r in records if study.in_scope(r, cfg.study)]
+        shows = f"`python -m src.compare baseline={baseline} all=true` shows them"
+    elif cfg.all or cfg.gpus or cfg.by or all(r.gpu != baseline for r in records):
+        return records, ""  # (no baseline run: the error names every gpu there is)
+    else:
+        wanted = {baseline, *report.STUDY_PAIR} | {r.gpu for r in records if r.source == MEASURED}
+        inside = [r for r in records if r.gpu in wanted]
+        shows = "all=true or gpus=[...] shows them"
+    kept = {id(r) for r in inside}
+    outside = [r for r in records if id(r) not in kept]
+    if not outside:
+        return inside, ""
+    gpus = sorted({r.gpu for r in outside})
+    sources = sorted({r.source for r in outside})
+    named = ", ".join(gpus[:5]) + (f" and {len(gpus) - 5} more" if len(gpus) > 5 else "")
+    return inside, (
+        f"left out: {len(outside):,} run(s) outside the question, of {named} "
+        f"(source {', '.join(sources)}); {shows}"
+    )
 
 
 def asked_without_figures(
@@ -237,14 +274,17 @@ def _notes(
         "(fresh processes), or for a single run from its step-time CI (`within-run only`: it misses "
         "what differs between processes); a ratio combines both sides, a mean all its ratios "
         "(the uncertainty of these models' mean as measured, not the spread between models). A ratio "
-        "whose interval holds 1.0 is marked `no measurable difference`. Published figures have no "
-        "spread: none is invented, and an interval against one rests on the measured side only.",
+        "whose interval holds 1.0 is marked `no measurable difference`. A published figure carries the "
+        "spread of the logged runs it is the mean of where the source has them (`published runs`); "
+        "one without has none, none is invented, and an interval against it rests on the other side only. "
+        "The baseline's own rows (1.0 by definition) are in the CSVs only.",
         "Precision groups: fp32 and tf32 are charted together as fp32, amp and bf16 as mixed "
         "precision; every table keeps the precision each run used. A ratio takes the baseline at the "
         "same precision when it has one, else at another of the same group (see baseline_precision).",
         "Category means are the arithmetic mean of the per-model ratios, as in Lambda's RTX A6000 vs "
-        "RTX 3090 article, over the models that every gpu of the (category, precision group, GPU count) "
-        "has (`models`; `left_out` names the others); the geometric mean is given beside it.",
+        "RTX 3090 article, over the models the gpu and the baseline both have (`models`; "
+        "`models_left_out` names the others and why): a gpu's mean depends on its runs and the "
+        "baseline's only. The geometric mean is given beside it.",
     ]
     if nothing_common:
         notes.append(
@@ -281,6 +321,13 @@ def _notes(
             + ("stack (other than the key compared)" if by else "software stack")
             + f", so these ratios set unlike stacks against each other: {'; '.join(crossed_stacks)}."
             + ("" if by else " The hardware and software parts are split below where the runs exist.")
+        )
+    superseded = [r.run_id for m in measurements for r in m.superseded]
+    if superseded:
+        notes.append(
+            f"Measured again: {len(superseded)} run(s) that shared a GPU or missed their stopping rule "
+            "have a later clean run of the same point and config (resume measured it again), which "
+            f"stands in for them; they are kept in the store: {', '.join(superseded)}."
         )
     variants = sorted({m.workload for m in measurements if m.variant})
     if variants:

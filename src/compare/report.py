@@ -116,7 +116,7 @@ def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]
             "relative_geomean": s.relative_geomean,
             "n_models": s.n_models,
             "models": " ".join(s.models),
-            "models_left_out": " ".join(s.left_out),
+            "models_left_out": "; ".join(s.left_out),
             "baselines": s.baselines,
         }
         for s in summary
@@ -133,7 +133,7 @@ def anomaly_records(anomalies: list[Anomaly]) -> list[dict]:
             "gpu": a.measurement.gpu,
             "source": a.measurement.source,
             "detail": a.detail,
-            "run_ids": " ".join(r.run_id for r in a.measurement.runs),
+            "run_ids": " ".join(a.run_ids),  # the runs that earned it
         }
         for a in anomalies
     ]
@@ -253,7 +253,7 @@ def print_summary(
         )
         console.print()
         return
-    note(f"Throughput relative to {baseline}, mean over the models every gpu has")
+    note(f"Throughput relative to {baseline}, mean over the models each gpu and {baseline} both have")
     console.print(table)
     marks = "".join(text[-2:] for text in intervals_shown)
     if "=" in marks:
@@ -262,12 +262,24 @@ def print_summary(
         console.print("  ! stack_differs: some ratios set unlike software stacks (see report.md)")
     for line in unlike:
         console.print(f"  math_differs, in no mean: {escape(line)}")
+    for line in left_out_lines([s for s in summary if s.gpu in shown and s.gpu != baseline]):
+        console.print(f"  {escape(line)}", soft_wrap=True)
     if left_out:
         where = f" in {out}" if out else ""
         note(
             f"{len(left_out)} more gpu(s) left out of this table ({', '.join(left_out)}): every one is in "
             f"summary.csv, report.md and the charts{where}; gpus=[...] picks the gpus to compare"
         )
+
+
+def left_out_lines(summary: list[SummaryRow]) -> list[str]:
+    """One line per gpu and set of models its means leave out, naming the means and why."""
+    where: dict[tuple, list[str]] = {}
+    for s in summary:
+        if s.left_out:
+            name = s.gpu + ("" if s.source == MEASURED else f" [{s.source}]")
+            where.setdefault((name, s.left_out), []).append(f"{s.category} {s.precision} x{s.gpu_count}")
+    return [f"{name}: left out of {', '.join(means)}: {'; '.join(models)}" for (name, models), means in where.items()]
 
 
 def _console_interval(s: SummaryRow) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from src import console, recorded
 from src.compare import (
@@ -20,6 +21,7 @@ from src.compare import (
     hardware_software,
     report,
 )
+from src.compare import study as study_answer
 from src.compare.analysis import RelativeRow, SummaryRow
 from src.compare.runs import Measurement
 
@@ -35,6 +37,8 @@ class Compared:
     nothing_common: list[str]  # series without a model in common with their group: no mean
     found: list[anomalies.Anomaly]
     by: str | None = None
+    outside: str = ""  # one line for the runs the question asked leaves out (src/compare/pipeline.scope)
+    projected: Any = None  # project=[...]: the projection's outcome (src/compare/projection.py)
 
     @property
     def flagged(self) -> dict[tuple, list[str]]:
@@ -66,10 +70,26 @@ def gpu_comparison(c: Compared) -> list[Section]:
     efficiency = anomalies.scaling_efficiency(c.measurements)
     relative = report.relative_records(c.rows, efficiency, c.flagged)
     means = report.summary_records(c.summary, c.baseline)
+    shown_means = [r for r in means if r["gpu"] != c.baseline]  # 1.0 by definition: the CSVs keep them
+    shown_relative = [r for r in relative if r["gpu"] != c.baseline]
     return [
-        Section("Category means", [], (means, MEANS_COLUMNS), [(report.SUMMARY_CSV, report.SUMMARY_COLUMNS, means)]),
-        Section("Per model", [], (relative, PER_MODEL_COLUMNS), [(report.RELATIVE_CSV, report.RELATIVE_COLUMNS, relative)]),
+        Section("Category means", [], (shown_means, MEANS_COLUMNS), [(report.SUMMARY_CSV, report.SUMMARY_COLUMNS, means)]),
+        Section("Per model", [], (shown_relative, PER_MODEL_COLUMNS), [(report.RELATIVE_CSV, report.RELATIVE_COLUMNS, relative)]),
     ]  # fmt: skip
+
+
+def study(c: Compared, asked) -> list[Section]:
+    """An experiment's question (conf/study/): its stated figures beside the published and your
+    own, the per-model ratios beneath (src/compare/study.py)."""
+    found = study_answer.figures(c.summary, asked)
+    subject = next(g for g in asked.gpus if g != asked.baseline)
+    return [
+        Section(
+            f"{asked.title}: {subject} over {asked.baseline}",
+            study_answer.markdown(found, c.rows, asked),
+            show=lambda: study_answer.print_study(found, c.rows, asked),
+        )
+    ]
 
 
 def hardware_and_software(c: Compared) -> list[Section]:
@@ -110,8 +130,11 @@ def pictures(c: Compared) -> list[Section]:
 
 
 def explanation(c: Compared, runs: list) -> list[Section]:
-    """Why: each point against its card's ceilings, the step-time breakdown, the study's claims."""
+    """Why: each point against its card's ceilings, the step-time breakdown, the published means
+    against yours; none where no measured point is placed and no published mean is checked."""
     why = explain.explain(runs, c.measurements, c.rows, c.summary, c.baseline)
+    if not (why.placements or why.sentences or why.claims):  # nothing measured to place or check
+        return []
     return [
         Section(
             explain.HEADING,

@@ -89,6 +89,8 @@ def _run_job(
             name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled,
             min_steps=cfg.benchmark.min_steps, shared=outcome.foreign,
         )  # fmt: skip
+        if parent_run_id is None and not run.spooled:  # a sweep says where once, at its end
+            _where_and_next(cfg, run)
         return metrics[recorded.THROUGHPUT]
     except KeyboardInterrupt:
         stop = signals.received()
@@ -103,6 +105,22 @@ def _run_job(
         if isinstance(exc, Exception):
             raise JobFailed(reason) from exc  # said: the entry point adds no traceback
         raise
+
+
+def _where_and_next(cfg: DictConfig, run: job_run.JobRun) -> None:
+    """A single job's last lines: where its result is, and the command that sets it beside the study."""
+    from src.tracking import ui
+
+    console.console.print(
+        f"result: run {run.run_id} in experiment {cfg.tracking.experiment!r} at "
+        f"{credentials.redact(cfg.tracking.uri)}",
+        soft_wrap=True,
+    )
+    console.link_line(ui.how_to_open(cfg.tracking.uri, run.experiment_id))
+    console.link_line(
+        "next: `python -m src.compare experiment=lambda_a6000_vs_3090` sets it beside Lambda's "
+        "RTX A6000 and RTX 3090 (imports their figures the first time)"
+    )
 
 
 def _gpu_count(cfg: DictConfig) -> int:
