@@ -1,12 +1,13 @@
-"""The ceilings job checked against plain PyTorch: best-of-shapes dense matmul per math and memory
-bandwidth measured here in a few lines of torch, then `python -m src.train model=ceilings` on the
-same device, then plain again (drift hits both alike), and the suite / plain ratio of each figure.
+"""The ceilings job's bandwidth figures checked against plain PyTorch: device-memory copy and read
+and pinned host copies measured here in a few lines of torch, then `python -m src.train
+model=ceilings` on the same device, then plain again (drift hits both alike), and the suite /
+plain ratio of each figure. The matmul figures are held against mamf-finder (benchmarks/peers.py).
 
     python benchmarks/ceilings_plain.py                    # on a GPU: target every ratio within 3%
-    python benchmarks/ceilings_plain.py --sizes 64 128 --memory-mb 4 --host-mb 4 -- gpu=cpu benchmark=smoke
+    python benchmarks/ceilings_plain.py --memory-mb 4 --host-mb 4 -- gpu=cpu benchmark=smoke
 
-Arguments after `--` go to the suite's job (its sizes must match: on a CPU, benchmark=smoke is the
-64/128 set). Prints each figure, the ratios, and the ceilings job's wall time.
+Arguments after `--` go to the suite's job (its buffers must match: on a CPU, benchmark=smoke is
+4 MB). Prints each figure, the ratios, and the ceilings job's wall time.
 """
 
 from __future__ import annotations
@@ -44,41 +45,9 @@ def per_call_s(fn, cuda: bool, sample_s: float = 0.05, samples: int = 7) -> floa
     return statistics.median(times)
 
 
-def plain_figures(
-    device: torch.device, sizes: list[int], memory_mb: float, host_mb: float
-) -> dict[str, float]:
+def plain_figures(device: torch.device, memory_mb: float, host_mb: float) -> dict[str, float]:
     cuda = device.type == "cuda"
-    maths = ["fp32", "bf16"]
-    if cuda:
-        maths = ["fp32", "tf32", "fp16", "bf16"]
-        if torch.cuda.get_device_capability() >= (8, 9):
-            maths.append("fp8")
-    dtypes = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
     figures = {}
-    for math in maths:
-        torch.backends.cuda.matmul.allow_tf32 = math == "tf32"
-        best = 0.0
-        for n in sizes:
-            if math == "fp8":
-                a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
-                b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()
-                one = torch.ones((), device=device)
-
-                def call(a=a, b=b, one=one):
-                    torch._scaled_mm(
-                        a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True
-                    )
-            else:
-                a = torch.randn(n, n, device=device, dtype=dtypes[math])
-                b = torch.randn(n, n, device=device, dtype=dtypes[math])
-
-                def call(a=a, b=b):
-                    a @ b
-
-            best = max(best, 2 * n**3 / per_call_s(call, cuda) / 1e12)
-            del a, b
-        figures[f"ceiling_matmul_{math}_tflops"] = best
-    torch.backends.cuda.matmul.allow_tf32 = False
     figures |= device_memory(device, int(memory_mb * 2**20))
     if cuda:
         host_size = int(host_mb * 2**20)
@@ -107,18 +76,17 @@ def main() -> None:
     argv = sys.argv[1:]
     suite_args = argv[argv.index("--") + 1 :] if "--" in argv else []
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192, 12288])
     parser.add_argument("--memory-mb", type=float, default=2048)
     parser.add_argument("--host-mb", type=float, default=1024)
     args = parser.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    before = plain_figures(device, args.sizes, args.memory_mb, args.host_mb)
+    before = plain_figures(device, args.memory_mb, args.host_mb)
     with tempfile.TemporaryDirectory() as store:
         gpu = [] if any(a.startswith("gpu=") for a in suite_args) else ["gpu=auto"]
         wall = run_suite(["model=ceilings", *gpu, *suite_args], Path(store))
         run = job_runs(Path(store))[0]
         suite = run.data.metrics
-    after = plain_figures(device, args.sizes, args.memory_mb, args.host_mb)
+    after = plain_figures(device, args.memory_mb, args.host_mb)
     print(
         f"\nceilings job: {wall:.1f} s wall (command), {suite.get('measured_window_s', float('nan')):.1f} s measuring"
     )

@@ -192,6 +192,11 @@ def skip_line(name: str, run_id: str, throughput: float | None, unit: str) -> No
     )
 
 
+def measure_line(name: str, why: str) -> None:
+    """Why a point with a FINISHED run of its config is measured all the same (src/run/resume.py)."""
+    console.print(f"[cyan]measure[/] {name}: {escape(why)}", soft_wrap=True)
+
+
 def unavailable_line(name: str, shortfall: str) -> None:
     """One unwrapped line per point this host cannot run, grep-able in a piped log."""
     _said.add(name)

@@ -82,14 +82,12 @@ def check_cuda_build(found: dict, gpu_here: bool) -> Check | None:
     """A CUDA build of torch on a host without a GPU: gigabytes of libraries nothing here will load."""
     if gpu_here or found["problem"] or not found.get("cuda"):
         return None
-    from src.rank.stack_check import cpu_build_command
-
     return Check(
         "note",
         "torch",
         f"torch {found['torch']} is a CUDA {found['cuda']} build ({cuda_build_bytes() / 1e9:.1f} GB with its CUDA "
         f"libraries) on a host without a GPU; the CPU build does the same work here: "
-        f"{cpu_build_command(found['torch'])} (then free the CUDA libraries: docs/deployment.md, CPU-only torch)",
+        f"{found['cpu_build']} (then free the CUDA libraries: docs/deployment.md, CPU-only torch)",
     )
 
 

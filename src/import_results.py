@@ -37,7 +37,7 @@ from src.paths import PROJECT_ROOT
 from src.run import signals
 
 if TYPE_CHECKING:
-    from src.compare.published import PublishedResult
+    from src.published import PublishedResult
 
 register_configs("import_schema")
 
@@ -159,7 +159,7 @@ def import_generation(
     shipped = generation(source)
     done = []
     for table in shipped.tables:
-        path, precision = SHIPPED / table["throughput"], table["precision"]
+        path, precision = SHIPPED / table[recorded.THROUGHPUT], table["precision"]
         done.append((path, precision, import_table(cfg, path, precision, source, shipped, only)))
     return done
 
@@ -174,7 +174,7 @@ def import_table(
 ) -> ImportSummary:
     """One table's positive cells (those `only` keeps) as runs; `shipped` adds its generation's
     tags, batch sizes and runs' spread. Raises ImportInterrupted on SIGINT or SIGTERM."""
-    from src.compare import published
+    from src import published
     from src.run import owner
     from src.run.job import run_name
     from src.tracking import job_run, store
@@ -206,7 +206,11 @@ def import_table(
             name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
             with signals.held():  # Ctrl-C or SIGTERM: once this run is whole
                 run = job_run.JobRun(cfg.tracking, experiment_id, name, tags)
-                run.log_params(_spec_params(result) | {"model.name": result.model, "precision.name": precision})
+                run.log_params(
+                    _spec_params(result)
+                    | {"model.name": result.model, "precision.name": precision}
+                    | profile_spec(result.gpu, precision)
+                )
                 run.log_metrics(
                     {
                         recorded.THROUGHPUT: result.throughput,
@@ -284,7 +288,7 @@ class _Progress:
 
 def _name_unknown_columns(path: Path, results: list, tasks: dict) -> None:
     """A column that is no known task imports under its own name: say so, with the task it may mean."""
-    from src.compare.published import OTHER_CATEGORY
+    from src.published import OTHER_CATEGORY
 
     unknown = sorted({r.task for r in results if r.task not in tasks})
     for column in unknown:
@@ -294,6 +298,20 @@ def _name_unknown_columns(path: Path, results: list, tasks: dict) -> None:
             f"{path.name}: column {column!r} is no task gpubench knows: imported as model {column!r}, "
             f"category {OTHER_CATEGORY}{hint}"
         )
+
+
+def profile_spec(gpu: str, precision: str) -> dict:
+    """The spec-sheet figures of the GPU's profile, under the params a measured run logs them as, so
+    compare judges a published figure by what its run holds (nothing for a GPU without a profile)."""
+    from src.hardware.devices import load_profile
+    from src.tracking.job_run import flatten
+
+    profile = load_profile(gpu)
+    if not profile:
+        return {}
+    figures = {k: profile.get(k) for k in ("peak_tflops", "memory_bandwidth_gbs", "memory_gb")}
+    peak_key = OmegaConf.load(PROJECT_ROOT / "conf" / "precision" / f"{precision}.yaml").peak_key
+    return flatten({"gpu": figures}) | {"precision.peak_key": peak_key}
 
 
 def runs_spread(throughputs: list[float]) -> dict[str, float]:
@@ -312,7 +330,7 @@ def _batches_and_runs(
     """(system, GPU count, task) -> the published batch, and -> the logged runs' throughputs."""
     import csv
 
-    from src.compare import published
+    from src import published
 
     if shipped is None:
         return {}, {}
@@ -325,7 +343,7 @@ def _batches_and_runs(
             for row in csv.DictReader(handle):
                 if row["precision"] == PRECISIONS[precision]:
                     cell = (row["name_gpu"], int(row["num_gpu"]), row["task"])
-                    runs.setdefault(cell, []).append(float(row["throughput"]))
+                    runs.setdefault(cell, []).append(float(row[recorded.THROUGHPUT]))
     return batches, runs
 
 
@@ -333,7 +351,7 @@ def _existing_figures(mlflow_client, experiment_id: str, source: str) -> dict[st
     """import_key -> the FINISHED run that holds the figure. A run with the key that never finished
     (its import was killed) is deleted: the figure is written again. One whose import is still
     running here stops this one: two imports of one source at once would write figures twice."""
-    from src.compare.published import TableError
+    from src.published import TableError
 
     figures, token = {}, None
     while True:
@@ -374,7 +392,7 @@ def _alive(tags: dict) -> bool:
 def _refuse_changed_figures(path: Path, results: list, existing: dict, source: str, precision: str) -> None:
     """A figure the store holds for the same published row with another value (throughput, watt or
     price): refused, as two figures for one row within a file are, before anything is imported."""
-    from src.compare.published import TableError
+    from src.published import TableError
 
     changed = []
     for r in results:
@@ -411,8 +429,8 @@ def file_argument_as_override(argv: list[str]) -> list[str]:
 def main(cfg: DictConfig) -> None:
     cli.composed()
     credentials.adopt_tracking_credentials(cfg)
-    from src.compare.published import TableError
     from src.console import console, link_line
+    from src.published import TableError
     from src.tracking import ui
 
     try:

@@ -25,7 +25,9 @@ FIRST_SCHEMA = 1  # runs without the tag
 TRAINING, CEILINGS = "training", "ceilings"
 KINDS = (TRAINING, CEILINGS)
 REPORT_KIND, SWEEP_KIND = "report", "sweep"  # runs that are no job: compare's report, a sweep's parent
+PROJECTION_KIND = "projection"  # no job either: a point compare projected onto a card (src/compare/projection.py)
 MEASURED = "measured"  # the source of this project's own runs (they carry no `source` tag)
+PROJECTED = "projected"  # the source of a point projected onto a card (src/compare/projection.py)
 
 # ---- tags: what a run measured (compare's point reads these) ----
 SCHEMA = "schema_version"
@@ -81,6 +83,8 @@ PUBLISHED_BATCH = "published_batch_size"  # per GPU, from the table's batch size
 
 # compare
 ANOMALY = "anomaly"  # on a run behind a flagged figure: what was flagged
+PROJECTED_FROM, PROJECTED_FROM_GPU = "projected_from", "projected_from_gpu"  # a projection run's inputs: run ids, card
+CEILINGS_RUN = "ceilings_run"  # ... and the ceilings run it carried the efficiency from
 REPORT = "report"  # "true" on compare's report run
 BASELINE, ANOMALIES, ANOMALY_KINDS = "baseline", "anomalies", "anomaly_kinds"
 
@@ -136,6 +140,15 @@ MEMORY_COPY_GBS = "memory_copy_gbs"  # a ceilings figure: device memory copied, 
 ALLREDUCE_BUSBW_GBS = "allreduce_busbw_gbs"  # the best over message sizes
 
 
+METRICS = (
+    THROUGHPUT, THROUGHPUT_PER_GPU, STEP_TIME_MS, STEP_TIME_MEAN_MS, STEP_TIME_P10_MS, STEP_TIME_P90_MS,
+    STEP_TIME_CI95_REL, STEP_TIME_CV, MEASURED_STEPS, ITEMS_PER_STEP, BATCH_SIZE, LOSS_FIRST, LOSS_LAST,
+    TIME_TO_RANK_START_S, TIME_TO_FIRST_STEP_S, MEASURED_WINDOW_S, PEAK_MEMORY_GB, FLOPS_PER_ITEM,
+    ACHIEVED_TFLOPS_PER_GPU, MFU, THROUGHPUT_PER_WATT, THROUGHPUT_PER_KUSD, PUBLISHED_RUNS, PUBLISHED_RUNS_LOG_SE,
+    *TELEMETRY, BREAKDOWN_STEPS, BREAKDOWN_STEP_MS, BREAKDOWN_S,
+)  # fmt: skip  # every metric logged under a fixed name (the others: the functions below)
+
+
 def workload_metric(model: str, precision: str, gpu_count: int | str) -> str:
     """The run's throughput again under a key of its own workload, e.g. `throughput/resnet50/amp/x1`:
     a chart of one such key in the MLflow UI sets like against like (one model, unit, precision and
@@ -172,11 +185,11 @@ def matmul_figure(math_: str) -> str:
 
 
 # ---- params a reader needs (the config's flattened keys) ----
-SMOKE_PARAM = "benchmark.smoke"  # a smoke switch before benchmark=smoke
 MIN_STEPS_PARAM, TARGET_CI_PARAM = "benchmark.min_steps", "benchmark.target_ci"
 PEAK_PARAM = "gpu.peak_tflops"  # logged flattened: gpu.peak_tflops.<peak key>, or "{}" when empty
 PEAK_KEY_PARAM = "precision.peak_key"
-SPEC_PARAMS = {"memory_bandwidth_gbs": "gpu.memory_bandwidth_gbs", "tdp_w": "gpu.tdp_w", "price_usd": "gpu.price_usd"}
+SPEC_PARAMS = {"memory_bandwidth_gbs": "gpu.memory_bandwidth_gbs", "tdp_w": "gpu.tdp_w", "price_usd": "gpu.price_usd",
+               "memory_gb": "gpu.memory_gb"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -188,6 +201,7 @@ class Spec:
     memory_bandwidth_gbs: float | None
     tdp_w: float | None  # per GPU
     price_usd: float | None  # per GPU
+    memory_gb: float | None  # per GPU, as the profile states it (a memory cap aside)
     unlogged: tuple[str, ...] = ()  # the figures the run never logged (logged as None is logged)
 
 
@@ -290,7 +304,7 @@ def read(run) -> RunResult:
         category=tags.get(CATEGORY, "other"),
         precision=tags.get(PRECISION, ""),
         unit=tags.get(UNIT, "items/s"),
-        smoke=params.get(SMOKE_PARAM) == "True" or tags.get(BENCHMARK) == "smoke",
+        smoke=tags.get(BENCHMARK) == "smoke",
         throughput=metrics.get(THROUGHPUT),
         steps=Steps(
             metrics.get(STEP_TIME_MS),

@@ -23,6 +23,7 @@ SPECS = {
     "a6000": ({"fp32": 38.7, "tf32": 77.4, "fp16": 154.8, "bf16": 154.8}, 768.0, 300.0, 4650.0),
     "h200": ({"fp32": 67.0, "tf32": 494.0, "fp16": 989.0, "bf16": 989.0}, 4800.0, 700.0, None),
 }
+MEMORY = {"rtx3090": 24, "a6000": 48, "h200": 141}
 PEAK_KEYS = {"fp32": "fp32", "tf32": "tf32", "amp": "fp16", "bf16": "bf16"}
 CATEGORIES = {"resnet50": "vision", "ssd300": "vision", "txl_base": "language", "txl_large": "language",
               "gpt2": "language"}  # fmt: skip
@@ -69,6 +70,7 @@ PUBLISHED = {
     "RTX 3090,1,350,1500,900,190,21000,9000\n"
     "RTX A6000,1,300,4650,930,200,26000,12500\n",
 }
+PUBLISHED_BATCHES = {"a6000": "32", "rtx3090": "8"}  # txl_large amp, 1 GPU
 
 
 def _spec_params(gpu: str, precision: str, count: int) -> dict:
@@ -79,6 +81,7 @@ def _spec_params(gpu: str, precision: str, count: int) -> dict:
         "gpu.tdp_w": tdp,
         "gpu.price_usd": price,
         "gpu.count": count,
+        "gpu.memory_gb": MEMORY[gpu],
         "precision.name": precision,
         "precision.peak_key": PEAK_KEYS[precision],
         "benchmark.min_steps": 50,
@@ -165,3 +168,8 @@ def build(uri: str, folder: Path) -> None:
             cfg = compose("import_results", overrides=[f"file={path}", f"precision={precision}",
                                                        "source=lambda", f"tracking.uri={uri}"])  # fmt: skip
         import_table(cfg, path)
+    # the per-GPU batches a shipped generation's import tags its figures with
+    for run in client.search_runs([client.get_experiment_by_name("gpubench-published").experiment_id]):
+        tags = run.data.tags
+        if (tags["model"], tags["precision"], tags["gpu_count"]) == ("txl_large", "amp", "1"):
+            client.set_tag(run.info.run_id, "published_batch_size", PUBLISHED_BATCHES[tags["gpu"]])

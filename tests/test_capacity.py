@@ -8,26 +8,29 @@ import math
 
 import pytest
 
-from src.compare import capacity, capacity_charts, capacity_report, intervals
-from src.compare.runs import Measurement
+from src.compare import capacity, capacity_charts, capacity_report
+from src.compare.runs import aggregate, to_record
 from src.stats import t95
+from tests.conftest import run_result
 
 
 def point(
-    gpu, cap, model, precision, batch, throughput, source="measured", category="language", spread_d=None
-):
-    """A measurement; with spread_d, of three repeats at throughput x e^-d, x, x e^d (median x, the
-    log's standard deviation d: standard error d / sqrt(3), 2 degrees of freedom)."""
-    config = (("batch_size", str(batch)),) if batch is not None else ()
+    gpu, cap, model, precision, batch, throughput, source="measured", category="language", spread_d=None,
+    tags=None, params=None,
+):  # fmt: skip
+    """A measurement, from runs as compare reads them; with spread_d, of three repeats at
+    throughput x e^-d, x, x e^d (median x, the log's standard deviation d: standard error d / sqrt(3),
+    2 degrees of freedom)."""
+    params = {"batch_size": str(batch)} | (params or {}) if batch is not None else dict(params or {})
     if cap is not None:
-        config += (("gpu.memory_limit_gb", f"{cap:.1f}"),)
+        params["gpu.memory_limit_gb"] = f"{cap:.1f}"
+    tags = {"gpu": gpu, "gpu_count": "1", "model": model, "category": category, "precision": precision,
+            "unit": "tokens/s", **({} if source == "measured" else {"source": source}), **(tags or {})}  # fmt: skip
     repeats = [throughput * math.exp(k * spread_d) for k in (-1, 0, 1)] if spread_d else [throughput]
-    return Measurement(
-        gpu=gpu, gpu_count=1, model=model, category=category, precision=precision, source=source,
-        unit="tokens/s", config=tuple(sorted(config)), throughput=throughput, throughput_min=min(repeats),
-        throughput_max=max(repeats), tf32_math=True, per_watt=None, per_watt_basis=None, per_kusd=None,
-        runs=[], spread=intervals.point_spread(repeats, None, None, source != "measured") if spread_d else None,
-    )  # fmt: skip
+    records = [to_record(run_result(tags, params, {"throughput": t}, run_id=f"{gpu}{cap}{model}{batch}{t}"))
+               for t in repeats]  # fmt: skip
+    (m,) = aggregate(records)
+    return m
 
 
 def around(value, half, rel=1e-9):
@@ -47,10 +50,9 @@ def test_the_split_divides_a_ratio_into_speed_and_capacity():
     (row,), missing = capacity.split(runs, PAIR)
     assert missing == []
     assert (row.iso_batch, row.max_batch, row.baseline_max_batch) == (4, 16, 4)
-    assert row.iso_ratio == pytest.approx(1.1)
-    assert row.max_ratio == pytest.approx(1.65)
-    assert row.capacity_factor == pytest.approx(1.5)
-    assert (row.published_batch, row.published_baseline_batch) == (16, 4)  # Lambda's A6000 and 3090
+    assert row.figures["iso_ratio"].value == pytest.approx(1.1)
+    assert row.figures["max_ratio"].value == pytest.approx(1.65)
+    assert row.figures["capacity_factor"].value == pytest.approx(1.5)
 
 
 D = 0.01  # the log spread of every point's repeats below
@@ -64,11 +66,11 @@ def test_each_split_ratio_carries_a_95_interval_from_the_repeats_of_the_points_i
         point("h200", 48, "txl_large", "tf32", 16, 1650.0, spread_d=D),
     ]
     (row,), _ = capacity.split(runs, PAIR)
-    assert row.interval("iso_ratio") == around(1.1, HALF_ONE_PAIR)
-    assert row.interval("max_ratio") == around(1.65, HALF_ONE_PAIR)
+    assert row.figures["iso_ratio"].interval == around(1.1, HALF_ONE_PAIR)
+    assert row.figures["max_ratio"].interval == around(1.65, HALF_ONE_PAIR)
     # max / iso = (A16 / B4) / (A4 / B4) = A16 / A4: the smaller card's point cancels, it is not
     # counted twice (four points would give se^2 = 4 D^2/3 with 8 dof, a wider interval)
-    assert row.interval("capacity_factor") == around(1.5, HALF_ONE_PAIR)
+    assert row.figures["capacity_factor"].interval == around(1.5, HALF_ONE_PAIR)
     record = capacity_report.records([row])[0]
     assert record["capacity_factor_low"] == pytest.approx(1.5 * math.exp(-HALF_ONE_PAIR))
     assert record["iso_ratio_high"] == pytest.approx(1.1 * math.exp(HALF_ONE_PAIR))
@@ -82,9 +84,9 @@ def test_a_split_ratio_without_a_spread_has_no_interval_and_one_that_holds_one_s
         point("h200", 48, "txl_large", "amp", 32, 1500.0),  # a lone run that logged no step-time CI
     ]
     (row,), _ = capacity.split(runs, PAIR)
-    low, high = row.interval("iso_ratio")
+    low, high = row.figures["iso_ratio"].interval
     assert low < 1.0 < high
-    assert (row.interval("max_ratio"), row.interval("capacity_factor")) == (None, None)
+    assert (row.figures["max_ratio"].interval, row.figures["capacity_factor"].interval) == (None, None)
     record = capacity_report.records([row])[0]
     assert (record["max_ratio_low"], record["capacity_factor_high"]) == (None, None)
     assert record["difference"] == "speed: no measurable difference"
@@ -105,9 +107,9 @@ def test_category_means_carry_intervals_that_count_each_point_once():
     # two equal ratios, each of two independent points: the mean's log has se^2 = 4 (1/2)^2 D^2/3,
     # Welch's dof 8; the factor's smaller-card points cancel as in one model's
     half = t95(8) * math.sqrt(1 / 3) * D
-    assert mean.interval("iso_ratio") == around(1.1, half)
-    assert mean.interval("max_ratio") == around(1.65, half)
-    assert mean.interval("capacity_factor") == around(1.5, half)
+    assert mean.figures["iso_ratio"].interval == around(1.1, half)
+    assert mean.figures["max_ratio"].interval == around(1.65, half)
+    assert mean.figures["capacity_factor"].interval == around(1.5, half)
     assert "1.65x [1.63-1.67] at each card's largest batch = 1.10x [1.09-1.11] speed at the same batch" in (
         capacity_report.sentence(rows, [mean])
     )
@@ -123,11 +125,11 @@ def test_category_means_take_the_models_with_both_ratios():
     ]  # fmt: skip
     rows, missing = capacity.split(runs, ["a6000", "rtx3090"])
     (mean,) = capacity.category_means(rows)
-    assert mean.iso_ratio == pytest.approx(1.2)
-    assert mean.max_ratio == pytest.approx((1.5 + 1.8) / 2)
-    assert mean.capacity_factor == pytest.approx(1.65 / 1.2)
+    assert mean.figures["iso_ratio"].value == pytest.approx(1.2)
+    assert mean.figures["max_ratio"].value == pytest.approx((1.5 + 1.8) / 2)
+    assert mean.figures["capacity_factor"].value == pytest.approx(1.65 / 1.2)
     assert mean.models == ("txl_base", "txl_large")
-    assert mean.interval("iso_ratio") is None  # runs without a spread: no interval is invented
+    assert mean.figures["iso_ratio"].interval is None  # runs without a spread: no interval is invented
     assert missing == [
         "capacity_split: rtx3090 has no resnet50 amp x1 run at batch auto (its largest batch); run: "
         "python -m src.train gpu=rtx3090 model=resnet50 precision=amp model.batch_size=auto"
@@ -143,8 +145,8 @@ def test_a_pair_without_a_common_batch_names_the_iso_batch_run_to_add():
         point("h200", 48, "txl_base", "tf32", 40, 130.0),
     ]
     (row,), missing = capacity.split(runs, PAIR)
-    assert (row.iso_ratio, row.capacity_factor) == (None, None)
-    assert row.max_ratio == pytest.approx(1.3)
+    assert (row.figures["iso_ratio"], row.figures["capacity_factor"]) == (None, None)
+    assert row.figures["max_ratio"].value == pytest.approx(1.3)
     assert missing == [
         "capacity_split: h200@48 has no txl_base tf32 x1 run at batch 14 (the iso-batch point); run: "
         "python -m src.train gpu=h200 gpu.memory_limit_gb=48 model=txl_base precision=tf32 model.batch_size=14"
@@ -152,27 +154,67 @@ def test_a_pair_without_a_common_batch_names_the_iso_batch_run_to_add():
 
 
 def test_capped_cards_stand_for_the_profile_of_their_memory_beside_its_published_ratio():
-    assert (capacity.stands_for("h200@24"), capacity.stands_for("h200@48"), capacity.stands_for("h100")) == (
-        "rtx3090", "a6000", "h100",
-    )  # fmt: skip
+    published = [
+        point(gpu, None, "resnet50", "fp32", None, t, source="lambda", category="vision",
+              tags={"published_batch_size": batch}, params={"gpu.memory_gb": memory})
+        for gpu, t, batch, memory in (("a6000", 420.0, "496", "48"), ("rtx3090", 400.0, "224", "24"))
+    ]  # fmt: skip
+    stand_ins = capacity.Published(published, "h200@24", "h200@48")
+    assert (stand_ins.a, stand_ins.b, stand_ins.stands_for("h100")) == ("rtx3090", "a6000", "h100")
     runs = [
         point("h200", 24, "resnet50", "tf32", 224, 1000.0, category="vision"),
         point("h200", 48, "resnet50", "tf32", 224, 1000.0, category="vision"),
-        point("a6000", None, "resnet50", "fp32", None, 420.0, source="lambda", category="vision"),
-        point("rtx3090", None, "resnet50", "fp32", None, 400.0, source="lambda", category="vision"),
+        *published,
     ]
     (row,), _ = capacity.split(runs, PAIR)
     assert row.published_ratio == pytest.approx(1.05)
     assert (row.published_batch, row.published_baseline_batch) == (496, 224)
 
 
-def test_the_split_and_curve_charts_draw(tmp_path):
-    runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in
-            [(24, 2, 600.0), (24, 4, 1000.0), (48, 4, 1000.0), (48, 8, 1400.0), (48, 16, 1650.0)]]  # fmt: skip
+CURVE_RUNS = [(24, 2, 600.0), (24, 4, 1000.0), (48, 4, 1000.0), (48, 8, 1400.0), (48, 16, 1650.0)]
+
+
+def test_the_split_chart_shows_each_ratio_as_a_bar_of_its_own_colour_with_its_label(tmp_path, drawn):
+    from matplotlib.container import BarContainer
+
+    runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in CURVE_RUNS]
     rows, _ = capacity.split(runs, PAIR)
-    (split_png,) = capacity_charts.split_chart(rows, tmp_path)
-    (curve_png,) = capacity_charts.curve_chart(runs, tmp_path)
-    assert split_png.stat().st_size > 10_000 and curve_png.stat().st_size > 10_000
+    (png,) = capacity_charts.split_chart(rows, tmp_path)
+    (fig,) = drawn
+    (ax,) = fig.axes
+    assert png.read_bytes().startswith(b"\x89PNG") and png.name == "capacity_split.png"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["txl_large tf32 x1"]
+    assert ax.get_xlabel() == "throughput of h200@48 / h200@24"
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    # iso-batch 1000 / 1000 at batch 4; max-batch 1650 (batch 16) / 1000 (batch 4); nothing published
+    assert [[p.get_width() for p in c] for c in bars] == [[pytest.approx(1.0)], [pytest.approx(1.65)], [0.0]]
+    assert [t.get_text().strip() for t in ax.texts] == ["1.00x", "1.65x;  capacity 1.65x", "none published"]
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "iso-batch (speed)", "max-batch (speed x capacity)", "published (max-batch)",
+    ]  # fmt: skip
+    colours = [c.patches[0].get_facecolor() for c in bars]
+    assert len(set(colours)) == 3 and [h.get_facecolor() for h in legend.legend_handles] == colours
+    assert fig.texts[0].get_text().startswith("Speed and capacity: h200@48 vs h200@24")
+
+
+def test_the_memory_curve_shows_a_line_per_card_through_its_batches(tmp_path, drawn):
+    from matplotlib.container import ErrorbarContainer
+
+    runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in CURVE_RUNS]
+    (png,) = capacity_charts.curve_chart(runs, tmp_path)
+    (fig,) = drawn
+    (ax,) = fig.axes
+    assert png.read_bytes().startswith(b"\x89PNG") and png.name == "memory_curve.png"
+    assert ax.get_title(loc="left") == "txl_large tf32, 1 GPU"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("per-GPU batch", "tokens/s")
+    lines = {c.get_label(): c.lines[0] for c in ax.containers if isinstance(c, ErrorbarContainer)}
+    drawn_points = {card: (list(line.get_xdata()), list(line.get_ydata())) for card, line in lines.items()}
+    assert drawn_points == {"h200@24": ([2, 4], [600.0, 1000.0]), "h200@48": ([4, 8, 16], [1000.0, 1400.0, 1650.0])}
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["h200@24", "h200@48"]
+    notes = {t.get_text(): t.get_color() for t in ax.texts}
+    assert notes == {"largest run: 4": lines["h200@24"].get_color(), "largest run: 16": lines["h200@48"].get_color()}
+    assert lines["h200@24"].get_color() != lines["h200@48"].get_color()
 
 
 def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys, tracking_uri):
@@ -233,6 +275,7 @@ def test_a_split_of_one_card_is_refused_before_any_work(tmp_path):
         run(f"sqlite:///{tmp_path}/none.db", tmp_path / "out", "capacity_split=[h200@48]")
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_the_overlay_sweeps_both_caps_at_the_largest_and_the_smaller_cards_batch():
     """experiment=capacity_split: every point of its sweep composes and finalises, as its jobs will."""
     import itertools

@@ -7,11 +7,13 @@ import json
 import math
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from src.config.finalise import finalize
 from src.hardware import environment
 from src.rank.ceilings import bus_bandwidth_factor, figure
+from src.rank.matmul import best_matmul, grid
 from src.rank.worker import train_rank
 from src.run.resume import config_hash
 from tests.conftest import compose_cfg, read_runs, run_cli
@@ -47,20 +49,34 @@ def test_a_ceilings_rank_measures_every_math_of_the_cpu_and_its_memory():
     figures = report.figures
     assert set(figures) == {"matmul_fp32_tflops", "matmul_bf16_tflops", "memory_copy_gbs", "memory_read_gbs"}
     for found in figures.values():
-        assert found["value"] > 0 and found["samples"] == 3 and math.isfinite(found["ci95_rel"])
-    assert figures["matmul_fp32_tflops"]["shape"] in (64, 128)
+        assert found["value"] > 0 and 3 <= found["samples"] <= 5 and math.isfinite(found["ci95_rel"])
+    matmul = figures["matmul_fp32_tflops"]
+    assert [tuple(shape[:3]) for shape in matmul["screen"]] == grid([64, 128])
+    assert matmul["shape"] in {"x".join(map(str, shape[:3])) for shape in matmul["screen"]}
 
 
-def test_shapes_larger_than_one_slow_call_are_skipped_and_named():
+def test_the_grid_holds_every_shape_non_square_too_fewest_flops_first():
+    shapes = grid([128, 64])
+    assert len(shapes) == 8 and shapes[0] == (64, 64, 64) and shapes[-1] == (128, 128, 128)
+    assert {(64, 64, 128), (64, 128, 64), (128, 64, 64)} == set(shapes[1:4])
+
+
+def test_shapes_whose_call_would_outlast_max_call_s_are_skipped_and_counted():
     cfg = OmegaConf.to_container(finalize(compose_cfg([*CEILINGS, "model.max_call_s=1e-9"])), resolve=True)
-    import torch
-
-    from src.rank.ceilings import best_matmul
-
     found = best_matmul("fp32", cfg["model"], torch.device("cpu"))
-    assert found["shape"] == 64 and found["skipped_sizes"] == [128]
+    assert found["shape"] == "64x64x64" and found["skipped"] == 7 and len(found["screen"]) == 1
 
 
+@pytest.mark.parametrize(("target", "samples"), [(1e-12, 5), (10.0, 3)])
+def test_the_best_shape_is_sampled_until_its_spread_meets_the_target_or_max_samples(target, samples):
+    """benchmark=smoke: 3 samples, at most 5."""
+    cfg = OmegaConf.to_container(
+        finalize(compose_cfg([*CEILINGS, f"model.target_spread={target}"])), resolve=True
+    )
+    assert best_matmul("bf16", cfg["model"], torch.device("cpu"))["samples"] == samples
+
+
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throughput_and_breakdown(
     tmp_path, tracking_uri, monkeypatch
 ):
@@ -82,6 +98,7 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
         metrics["ceiling_allreduce_busbw_gbs_0p25mb"], metrics["ceiling_allreduce_busbw_gbs_1mb"]
     )
     assert metrics["ceiling_matmul_fp32_tflops"] > 0 and "ceiling_matmul_fp32_tflops_ci95_rel" in metrics
+    assert {metrics[f"ceiling_matmul_fp32_{dim}"] for dim in "mnk"} <= {64, 128}  # the best shape
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)
@@ -89,9 +106,15 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
     with open(table) as f:
         rows = list(csv.DictReader(f))
     assert {r["rank"] for r in rows} == {"0", "1"}
+    screen = client.download_artifacts(ceilings.info.run_id, "matmul_screen.csv", str(tmp_path))
+    with open(screen) as f:
+        screened = [r for r in csv.DictReader(f) if r["figure"] == "matmul_fp32_tflops"]
+    assert len(screened) == 2 * 8 and all(float(r["tflops"]) > 0 for r in screened)  # 8 shapes, 2 ranks
     assert "done cpux2-ceilings-fp32-smoke: fp32 " in result.stdout
     for run in runs.values():  # what the ranks saw is the user's: nothing added, nothing lost
-        recorded = client.download_artifacts(run.info.run_id, "environment.json", str(tmp_path / run.info.run_id))
+        recorded = client.download_artifacts(
+            run.info.run_id, "environment.json", str(tmp_path / run.info.run_id)
+        )
         communication = json.loads(open(recorded).read())["communication"]
         assert communication == environment.communication_settings()
         assert {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}.items() <= communication.items()
@@ -118,4 +141,3 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     summary = " ".join(again.stdout[again.stdout.index("Sweep summary") :].split())
     assert "cpux2-ceilings-bf16-smoke SKIPPED" in summary and "cpux2-ceilings-fp32-smoke" not in summary
-

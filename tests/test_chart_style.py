@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import matplotlib
+
 from src.compare import style
 
 
@@ -57,3 +59,64 @@ def test_values_too_short_or_too_long_to_draw_are_written():
     assert "0.000200x (too short to draw)" in texts and "1.00x" in texts
     assert any(t.startswith("150x (beyond the axis)") for t in texts)
     assert drawn[2].get_width() == 2.0  # cut at the axis' edge
+
+
+def test_no_two_gpus_of_a_comparison_share_a_colour_and_the_same_gpus_keep_theirs():
+    # Lambda's systems whose hashes pick the same colour of the palette
+    gpus = ["rtx3090", "a6000", "h100", *[f"lambda_system_{i}" for i in range(25)]]
+    style.use_colours(gpus)
+    first = {gpu: style.gpu_colour(gpu) for gpu in gpus}
+    assert len(set(map(str, first.values()))) == len(gpus)
+    assert first["a6000"] == style.PROFILE_COLOURS["a6000"]
+    style.use_colours(list(reversed(gpus)))  # another compare of the same gpus
+    assert {gpu: style.gpu_colour(gpu) for gpu in gpus} == first
+
+
+def test_a_label_that_would_leave_its_panel_is_written_inside_its_bar():
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.2, 2), layout="constrained")
+    ax = fig.subplots()
+    drawn = ax.barh(range(2), [0.3, 1.9])
+    ax.set_xlim(0, 2.0)
+    style.bar_values(ax, drawn, [0.3, 1.9], ["0.300x", "1.90x  ! outside_spec scaling_above_100"], end=2.0)
+    style.keep_labels_inside(fig)
+    renderer = fig.canvas.get_renderer()
+    box = ax.get_window_extent(renderer)
+    for label in ax.texts:
+        extent = label.get_window_extent(renderer)
+        assert box.x0 <= extent.x0 and extent.x1 <= box.x1 + 0.5, label.get_text()
+    assert ax.texts[1].get_horizontalalignment() == "right"  # moved: it ends at its bar's end
+    assert ax.texts[0].get_horizontalalignment() == "left"  # room beside its bar: left there
+
+
+def test_the_relative_chart_shows_each_ratio_as_a_bar_in_its_gpus_colour_with_its_label(tmp_path, drawn):
+    from matplotlib.container import BarContainer
+
+    from src.compare.charts import Bar, relative_bars
+
+    style.use_colours(["a6000", "h100", "rtx3090"])
+    grouped = {
+        "vision, 1 GPU": {
+            "fp32": [Bar("a6000", "tf32", "measured", 1.25, interval=(1.2, 1.3))],
+            "mixed": [Bar("a6000", "amp", "measured", 1.02, interval=(0.98, 1.06)),
+                      Bar("h100", "amp", "lambda", 3.4)],
+        }
+    }  # fmt: skip
+    (png,) = relative_bars(grouped, "rtx3090", "per category", tmp_path / "relative_by_category")
+    (fig,) = drawn
+    assert png.name == "relative_by_category.png" and png.read_bytes().startswith(b"\x89PNG")
+    fp32, mixed = fig.axes[:2]
+    assert fp32.get_title(loc="left") == "vision, 1 GPU · fp32, tf32"
+    assert mixed.get_title(loc="left") == "vision, 1 GPU · amp, bf16"
+    assert mixed.get_xlabel() == "training throughput relative to rtx3090 (= 1.0)"
+    assert [t.get_text() for t in mixed.get_yticklabels()] == ["a6000 amp", "h100 amp [lambda]"]
+    (bars,) = [c for c in mixed.containers if isinstance(c, BarContainer)]
+    assert [p.get_width() for p in bars] == [1.02, 3.4]
+    assert [p.get_facecolor() for p in bars] == [
+        matplotlib.colors.to_rgba(style.gpu_colour(g)) for g in ("a6000", "h100")
+    ]
+    assert [p.get_hatch() or "" for p in bars] == ["", style.PUBLISHED_HATCH]  # a published figure is hatched
+    written = [t.get_text() for t in mixed.texts]
+    assert any(t.startswith("1.02") and "~1" in t for t in written)  # its interval holds 1.0
+    assert any(t.startswith("3.40") for t in written)

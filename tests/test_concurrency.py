@@ -214,6 +214,7 @@ def test_a_new_store_that_a_plain_mlflow_client_is_creating_is_waited_for(tmp_pa
     assert run.info.status == "FINISHED" and run.data.metrics["throughput"] > 0
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_an_old_store_is_reported_at_once_not_waited_for(tracking_uri):
     """An out-of-date schema alone is an old store, not another client creating a new one."""
     uri = tracking_uri

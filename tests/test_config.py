@@ -211,15 +211,12 @@ def test_the_autotuning_limit_keeps_old_resume_hashes_until_it_is_set():
 
 def test_cpu_threads_hash_as_runs_before_the_key_until_set_and_are_refused_on_a_gpu():
     """Runs logged before benchmark.cpu_threads shared the cores among the ranks: null must hash
-    (and carry no tag) as they did; the CPU dry run sets one thread; on a GPU a count is refused."""
-    from src.config.points import setting_tags
+    as they did; on a GPU a count is refused. (The threads that ran are tagged by the job:
+    tests/test_resume_points.py.)"""
     from src.run.resume import config_hash
 
     cfg = finalize(compose_cfg(["gpu=cpu", "model=resnet50", "benchmark=smoke"]))
     assert config_hash(cfg) == hash_before(cfg, "benchmark.cpu_threads")
-    assert "cpu_threads" not in setting_tags(cfg)
-    dry_run = finalize(compose_cfg(["experiment=cpu_dry_run"]))
-    assert setting_tags(dry_run)["cpu_threads"] == 1
     with pytest.raises(ConfigError, match=r"benchmark.cpu_threads=1: must be null on a GPU"):
         finalize(compose_cfg(["gpu=h200", "benchmark.cpu_threads=1"]))
 

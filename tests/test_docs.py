@@ -51,3 +51,10 @@ def test_links_between_pages_resolve(page):
         elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
             broken.append(target)
     assert not broken, f"{page.name}: links to nothing: {broken}"
+
+
+def test_every_benchmark_script_is_in_the_index_of_the_performance_page():
+    text = (PROJECT_ROOT / "docs" / "performance.md").read_text()
+    index = text[text.index("## The benchmark scripts") :]
+    scripts = sorted(p.name for p in (PROJECT_ROOT / "benchmarks").glob("*.py"))
+    assert [s for s in scripts if f"`{s}`" not in index] == []

@@ -15,6 +15,7 @@ import pytest
 
 from src import doctor
 from src.paths import PROJECT_ROOT
+from src.rank import stack_check
 from tests import fake_torchvision
 from tests.conftest import compose_cfg, read_runs, run_cli
 from tests.fake_nvml import LIBRARY_NOT_FOUND, FakeGpu, FakeNvml, install
@@ -68,6 +69,7 @@ def test_the_reinstall_keeps_the_index_of_the_torch_build():
 
 
 CUDA_TORCH = {"torch": "2.14.1+cu130", "torchvision": "0.29.1+cu130", "cuda": "13.0", "problem": None}
+CUDA_TORCH["cpu_build"] = stack_check.cpu_build_command(CUDA_TORCH["torch"])
 
 
 def test_a_cuda_build_of_torch_on_a_host_without_gpu_is_a_note_with_its_size_and_the_cpu_build(monkeypatch):
@@ -89,7 +91,7 @@ def test_the_cuda_build_is_read_from_the_installed_torch_and_its_size_from_its_d
 
     import torch
 
-    assert doctor.stack_report()["cuda"] == torch.version.cuda
+    assert stack_check.report()["cuda"] == torch.version.cuda  # what doctor's subprocess prints
     torch_alone = sum(f.size or 0 for f in importlib.metadata.distribution("torch").files)
     assert doctor.cuda_build_bytes() >= torch_alone > 0
 
@@ -163,6 +165,7 @@ def test_a_default_the_host_cannot_run_fails_its_line(monkeypatch):
     assert check.text.startswith("python -m src.train gpu=rtx3090 would stop: gpu=rtx3090 needs 1 x")
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_the_command_exits_1_on_a_broken_install_and_says_which(shadowed, tracking_uri):
     shadowed(MATCHING)
     done = subprocess.run(
@@ -196,6 +199,7 @@ def test_a_bad_override_exits_2():
     assert done.stderr.startswith("error: ") and "nonesuch" in done.stderr
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_a_job_with_a_broken_torchvision_fails_in_one_line_before_its_ranks(shadowed, tmp_path, tracking_uri):
     shadowed(MATCHING)
     done = run_cli(["gpu=cpu", "benchmark=smoke", "model=resnet50"], tmp_path, tracking_uri)

@@ -23,6 +23,10 @@ WORKLOADS = [
     ("a6000", "txl_large", "language", "amp", 15000.0, 51.0, 0.33, (0.70, 0.25, 0.0, 0.01, 0.04)),
     ("h100", "resnet50", "vision", "amp", 3000.0, 72.0, 0.09, (0.40, 0.50, 0.0, 0.02, 0.08)),
 ]
+# telemetry: (gpu, model) -> share of the window at the power limit, mean power W, mean SM clock MHz
+POWER = {("rtx3090", "resnet50"): (0.9, 340.0, 1695.0), ("a6000", "resnet50"): (1.0, 298.0, 1455.0),
+         ("rtx3090", "txl_large"): (0.0, 250.0, 1860.0), ("a6000", "txl_large"): (0.6, 296.0, 1500.0)}  # fmt: skip
+LIMITS = {"rtx3090": "350", "a6000": "300"}  # power_limit_w
 # Lambda-like published category means at x1, mixed: vision 1.1x, language 1.3x
 PUBLISHED = [
     ("rtx3090", "resnet50", "vision", 1000.0),
@@ -68,9 +72,18 @@ def store(tmp_path_factory, empty_store):
             client, experiment_id, gpu, tuple(f * 3 for f in figures), 3_000, {"torch_version": "2.12.0"}
         )
     for gpu, model, category, precision, throughput, achieved, mfu, shares in WORKLOADS:
-        run_id = _run(client, experiment_id, gpu, model, category, precision, {"unit": "items/s"})
+        limit = {"power_limit_w": LIMITS[gpu]} if gpu in LIMITS else {}
+        run_id = _run(client, experiment_id, gpu, model, category, precision, {"unit": "items/s", **limit})
         client.log_param(run_id, "precision.peak_key", "fp16")
         metrics = {"throughput": throughput, "achieved_tflops_per_gpu": achieved, "mfu": mfu}
+        if (gpu, model) in POWER:
+            metrics |= dict(
+                zip(
+                    ("throttled_power_share", "power_mean_w", "sm_clock_mean_mhz"),
+                    POWER[gpu, model],
+                    strict=True,
+                )
+            )
         metrics |= {
             f"breakdown_{s}_share": v
             for s, v in zip(("matmul", "other", "comm", "memcpy", "idle"), shares, strict=True)
@@ -133,3 +146,23 @@ def test_the_report_says_what_each_ratio_is_made_of_and_checks_the_claims(compar
     assert "![step_breakdown](step_breakdown.png)" in text and "![ceilings](ceilings.png)" in text
     for png in ("step_breakdown.png", "ceilings.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_run_at_its_cards_power_limit_says_so_and_a_ratio_between_two_such_runs_too(compared):
+    out, _ = compared
+    text = " ".join((out / "report.md").read_text().split())
+    resnet = next(line for line in text.split("- ") if line.startswith("resnet50 amp x1, a6000 vs rtx3090"))
+    assert "rtx3090 reaches" in resnet and (
+        "at its 350 W power limit for 90% of the window (340 W mean, SM clock 1,695 MHz)" in resnet
+    )
+    assert "at its 300 W power limit for 100% of the window" in resnet
+    assert "Both ran at their power limits: a ratio between power-limited cards." in resnet
+    txl = next(line for line in text.split("- ") if line.startswith("txl_large amp x1, a6000 vs rtx3090"))
+    assert "Only a6000 ran at its power limit." in txl and "350 W" not in txl
+    h100 = next(line for line in text.split("- ") if line.startswith("resnet50 amp x1, h100 vs rtx3090"))
+    assert "rtx3090 ran at its power limit; h100's runs logged no power telemetry." in h100
+    rows = _rows(out)
+    assert rows[("rtx3090", "txl_large")]["power_limited"] == "False"
+    assert rows[("a6000", "txl_large")]["power_limited"] == "True"
+    assert float(rows[("a6000", "txl_large")]["throttled_power_share"]) == pytest.approx(0.6)
+    assert rows[("h100", "resnet50")]["power_limited"] == ""  # no telemetry: nothing said

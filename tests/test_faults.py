@@ -157,6 +157,7 @@ def test_result_that_misses_a_full_disk_is_spooled_with_exit_3_and_a_full_disk_a
 # --- a store that breaks (item 6), and a sweep that cannot start (item 2) ---
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 @pytest.mark.parametrize("sweep", [False, True], ids=["job", "sweep"])
 def test_corrupt_database_stops_with_one_line_and_exit_2(tmp_path, sweep):
     database = tmp_path / "mlruns" / "mlflow.db"
@@ -170,6 +171,7 @@ def test_corrupt_database_stops_with_one_line_and_exit_2(tmp_path, sweep):
     assert not (tmp_path / "multirun" / "0").exists()  # no job ran
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 @needs_namespaces
 def test_read_only_database_stops_with_exit_2_naming_the_cause(tmp_path):
     from src.tracking import store
@@ -219,6 +221,7 @@ def test_killed_sweep_leaves_runs_that_the_next_job_ends_killed(tmp_path, tracki
     assert tiny.info.status == "FINISHED" and tiny.data.tags["owner.pid"] == str(job.proc.pid)
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_sync_ends_runs_whose_owner_is_gone_or_whose_pid_was_reused(tmp_path, tracking_uri):
     from src.hardware import host
     from src.run import owner
@@ -311,6 +314,7 @@ def test_cpu_job_that_would_exhaust_the_host_memory_is_stopped_failed(tmp_path, 
 # --- files exchanged with the ranks belong to one job (item 1) ---
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_agent_runs_nothing_from_a_launch_file_of_another_job(tmp_path):
     from src.run.launch import Preloader
 

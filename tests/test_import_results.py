@@ -43,7 +43,7 @@ def import_cfg(*overrides: str):
 
 
 def test_table_maps_tasks_and_gpus_and_skips_cells_not_run(table):
-    from src.compare.published import read_table
+    from src.published import read_table
 
     cfg = import_cfg("precision=fp32", "source=lambda", f"file={table}")
     parsed = read_table(table, cfg.tasks, cfg.gpu_profiles)
@@ -59,7 +59,7 @@ def test_table_maps_tasks_and_gpus_and_skips_cells_not_run(table):
 
 
 def test_a_table_in_another_format_is_refused(tmp_path):
-    from src.compare.published import TableError, read_table
+    from src.published import TableError, read_table
 
     path = tmp_path / "other.csv"
     path.write_text("gpu,count,resnet50\nRTX 3090,1,513\n")
@@ -82,6 +82,7 @@ def test_bad_arguments_name_key_value_and_what_is_allowed(table):
     assert "file='/no/such.csv'" in message and "tracking.uri='nope'" in message
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_import_into_mlflow_and_back_without_duplicates(table, tmp_path, tracking_uri):
     args = [str(table), "precision=fp32", "source=lambda"]
     first = run_cli(args, tmp_path, tracking_uri, module="src.import_results")
@@ -184,7 +185,7 @@ HEADER = "name_gpu,num_gpu,watt,price,resnet50,ssd\n"
     ],
 )
 def test_a_table_with_bad_cells_is_refused_with_file_line_and_cell(tmp_path, rows, message):
-    from src.compare.published import TableError, read_table
+    from src.published import TableError, read_table
 
     path = tmp_path / "bad.csv"
     path.write_text(HEADER + rows)
@@ -194,7 +195,7 @@ def test_a_table_with_bad_cells_is_refused_with_file_line_and_cell(tmp_path, row
 
 
 def test_a_header_naming_a_column_twice_is_refused_naming_it(tmp_path):
-    from src.compare.published import TableError, read_table
+    from src.published import TableError, read_table
 
     path = tmp_path / "twice.csv"
     path.write_text(HEADER.replace(",ssd", ",resnet50") + "RTX 3090,1,350,2750,513,144\n")
@@ -205,8 +206,8 @@ def test_a_header_naming_a_column_twice_is_refused_naming_it(tmp_path):
 def test_reimporting_a_changed_figure_is_refused_with_file_line_before_anything_is_imported(
     tmp_path, tracking_uri
 ):
-    from src.compare.published import TableError
     from src.import_results import import_table
+    from src.published import TableError
 
     path = tmp_path / "table.csv"
     path.write_text(HEADER + "RTX 3090,1,350,2750,513,144\n")
@@ -221,7 +222,7 @@ def test_reimporting_a_changed_figure_is_refused_with_file_line_before_anything_
 
 
 def test_the_same_row_published_twice_imports_once_and_a_binary_file_is_refused(tmp_path):
-    from src.compare.published import TableError, read_table
+    from src.published import TableError, read_table
 
     path = tmp_path / "twice.csv"
     path.write_text(HEADER + "RTX 3090,1,350,2750,513,144\n" * 2)

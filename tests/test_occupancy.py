@@ -57,6 +57,7 @@ def test_in_another_pid_namespace_one_unseen_process_per_gpu_is_the_jobs_rank(mo
         assert [p.pid for p in occupancy.foreign(lib, found, ranks_running=False)] == unseen
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_a_busy_gpu_is_recorded_said_and_refused_when_exclusive(tmp_path, stranger, tracking_uri):
     uri = tracking_uri
     gpu = H200 | {"processes": [[stranger, "notebook", int(5e8)]]}

@@ -1,20 +1,11 @@
 """The point declared once (src/config/points.py): the resume hash, compare's point, the setting tags
-and the variant labels follow it, and runs logged before it keep their hashes and points.
-
-tests/data/runs_b6bf398.json was captured with the code of b6bf398 (before the declaration): two
-CPU smoke runs as MLflow stored them (tags, params, config.yaml, the point compare made of them),
-and, for 28 composed configs across models, precisions and settings, the hash, point and setting
-tags that code derived.
-"""
+and the variant labels follow it."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from mlflow.entities import Metric, Param, RunTag
-from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 
 from src import recorded
@@ -24,101 +15,12 @@ from src.config.finalise import finalize
 from src.run import resume
 from src.run.prepare import prepare
 from src.tracking.job_run import flatten
-from tests.conftest import compose_cfg, spec_of
-
-STORED = json.loads((Path(__file__).parent / "data" / "runs_b6bf398.json").read_text())
-
-
-def as_then(overrides: list[str]) -> list[str]:
-    """The command line as b6bf398 read it: fp32 was the default precision then (now precision=auto)."""
-    return overrides if any(o.startswith("precision=") for o in overrides) else [*overrides, "precision=fp32"]
-
-
-def as_point(stored: list) -> tuple:
-    gpu, count, model, precision, source, config = stored
-    return (gpu, count, model, precision, source, tuple(tuple(pair) for pair in config))
+from tests.conftest import compose_cfg, run_result
 
 
 def logged_params(cfg) -> dict[str, str]:
     """The params a job logs for this config, as MLflow stores them, with the batch that ran."""
     return {k: str(v) for k, v in flatten(cfg).items()} | {"batch_size": str(cfg.model.batch_size)}
-
-
-@pytest.mark.parametrize("case", STORED["composed"], ids=lambda c: " ".join(c["overrides"]))
-def test_configs_hash_tag_and_compare_as_they_did_before_the_declaration(case):
-    cfg = finalize(compose_cfg(as_then(case["overrides"])))
-    assert resume.config_hash(cfg) == case["config_hash"]
-    assert measured_config(logged_params(cfg)) == tuple(tuple(pair) for pair in case["point_config"])
-    assert {k: str(v) for k, v in points.setting_tags(cfg).items()} == case["setting_tags"]
-
-
-def without_keys_added_since(config: dict, then: dict, prefix: str = "") -> dict:
-    """Today's config less the keys the stored one lacks that cannot change its hash: plumbing, or
-    at the default they were declared `since`."""
-    kept = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if key not in then:
-            entry = points.role_of(name)
-            if entry.role == points.PLUMBING or points.at_since_default(entry, value):
-                continue
-            kept[key] = value
-        elif isinstance(value, dict) and isinstance(then[key], dict):
-            kept[key] = without_keys_added_since(value, then[key], f"{name}.")
-        else:
-            kept[key] = value
-    return kept
-
-
-@pytest.fixture
-def stored_runs(tracking_uri):
-    """The b6bf398 runs, put back into a store as MLflow held them."""
-    client = MlflowClient(tracking_uri)
-    experiment_id = client.create_experiment("gpubench")
-    ids = []
-    for stored in STORED["runs"]:
-        run = client.create_run(experiment_id, run_name=stored["run_name"])
-        run_id = run.info.run_id
-        client.log_batch(
-            run_id,
-            metrics=[Metric(k, v, 0, 0) for k, v in stored["metrics"].items()],
-            params=[Param(k, v) for k, v in stored["params"].items()],
-            tags=[RunTag(k, v) for k, v in stored["tags"].items()],
-        )
-        client.set_terminated(run_id, "FINISHED")
-        ids.append(run_id)
-    return client, ids
-
-
-def test_a_run_from_before_the_declaration_resumes_as_finished_and_compares_as_its_point(
-    stored_runs, tracking_uri, tmp_path, monkeypatch
-):
-    from src.run import job, launch
-    from src.tracking import job_run
-
-    def no_new_run(*args, **kwargs):
-        raise AssertionError("the job opened a run for a point that has a FINISHED one")
-
-    monkeypatch.setattr(job_run, "JobRun", no_new_run)
-    monkeypatch.setattr(launch, "prestart", lambda *args: None)  # no rank will start
-    client, ids = stored_runs
-    for stored, run_id in zip(STORED["runs"], ids, strict=True):
-        cfg, selection = prepare(compose_cfg([*as_then(stored["overrides"]), f"tracking.uri={tracking_uri}"]))
-        then = OmegaConf.to_container(OmegaConf.create(stored["config_yaml"]))
-        now = OmegaConf.to_container(cfg, resolve=True)
-        assert points.hashed(now) == points.hashed(then)  # the same config, plumbing (tracking) aside
-        today = without_keys_added_since(OmegaConf.to_container(cfg, resolve=True), then)
-        then["tracking"]["uri"] = today["tracking"]["uri"] = "URI"
-        assert today == then
-        assert job.run_job(cfg, selection, tmp_path) == stored["metrics"]["throughput"]  # the finished run's figure
-        # the stack it logged (torch, CUDA, ... as tags) joins the point it had
-        record = to_record(recorded.read(client.get_run(run_id)))
-        stack = {
-            f"tag:{name}": stored["tags"][name] for name in points.STACK.values() if name in stored["tags"]
-        }
-        assert record.point[:5] == as_point(stored["point"])[:5]
-        assert record.config == tuple(sorted((dict(as_point(stored["point"])[5]) | stack).items()))
-        assert dict(record.stack)["torch"] == stored["tags"]["torch_version"]
 
 
 @pytest.fixture
@@ -140,12 +42,8 @@ def fake_knob(monkeypatch):
 
 
 def record(params: dict[str, str], throughput: float) -> RunRecord:
-    return RunRecord(
-        run_id=str(throughput), gpu="cpu", gpu_count=1, model="gpt2", category="language",
-        precision="fp32", source="measured", unit="tokens/s", config=measured_config(params),
-        throughput=throughput, tf32_math=False, per_watt=None, per_watt_basis=None, per_kusd=None,
-        smoke=False, ci_missed=None, anomaly_tag=None, spec=spec_of("cpu", "fp32", False, params),
-    )  # fmt: skip
+    tags = {"gpu": "cpu", "gpu_count": "1", "model": "gpt2", "category": "language", "precision": "fp32"}
+    return to_record(run_result(tags, params, {"throughput": throughput}, run_id=str(throughput)))
 
 
 def test_a_measured_key_declared_once_reaches_hash_point_tags_and_labels(fake_knob):
@@ -184,15 +82,16 @@ def test_every_key_of_every_model_has_a_role(model):
         points.role_of(key)
 
 
-def test_every_tag_a_job_writes_is_named_in_the_tag_module():
-    settings = {e.tag for e in points.KEYS.values() if e.tag}
+@pytest.mark.parametrize("overrides", [["gpu=cpu"], ["gpu=cpu", "model=ceilings", "benchmark.compile=true"]])
+def test_every_tag_a_job_opens_its_run_with_is_named_once(overrides):
+    from src.run.job import _run_tags
+
+    settings = {e.tag for e in points.KEYS.values() if e.tag} | set(points.TAGS)
     names = {v for k, v in vars(recorded).items() if k.isupper() and isinstance(v, str)} | settings
-    for stored in STORED["runs"]:
-        unnamed = {
-            t for t in stored["tags"]
-            if t not in names and not t.startswith(recorded.MATH_PREFIX) and not t.endswith(recorded.VERSION_SUFFIX)
-        }  # fmt: skip
-        assert not unnamed, f"{stored['run_name']}: tags not in src/recorded.py: {sorted(unnamed)}"
+    cfg, selection = prepare(compose_cfg(overrides))
+    tags = _run_tags(cfg, selection, resume.config_hash(cfg))
+    assert not set(tags) - names, "tags named neither in src/recorded.py nor in src/config/points.py"
+    assert tags[recorded.KIND] == ("ceilings" if "model=ceilings" in overrides else "training")
 
 
 def test_runs_with_and_without_nvlink_sharp_are_different_points():

@@ -29,6 +29,7 @@ from src.run.prepare import prepare
 from tests.process_tree import ProcessTree, rank_processes
 
 TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
+TINY += ["benchmark.max_steps=400"]  # steps until the smoke rule is met: resume reuses only such a run
 USER, URI_PASSWORD = "alice", "uri-pw-5x9k2"
 ENV_SECRETS = {"MLFLOW_TRACKING_TOKEN": "token-7f3q1m", "MLFLOW_TRACKING_PASSWORD": "env-pw-4r8w6"}
 
@@ -154,6 +155,7 @@ def fault_sweep(tmp_path_factory):
     return cli.wait(), cli.output, uri, tmp
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_diverged_run_is_tagged_failed_and_reports_no_throughput(fault_sweep):
     _, _, uri, _ = fault_sweep
     (run,) = runs_by_name(uri)["cpux1-diverge-fp32-smoke"]
@@ -162,6 +164,7 @@ def test_diverged_run_is_tagged_failed_and_reports_no_throughput(fault_sweep):
     assert not {"throughput", "throughput_per_gpu", "step_time_ms"} & set(run.data.metrics)
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_a_rank_that_raises_fails_its_run_with_the_reason(fault_sweep):
     _, _, uri, _ = fault_sweep
     (run,) = runs_by_name(uri)["cpux1-broken-fp32-smoke"]
@@ -171,6 +174,7 @@ def test_a_rank_that_raises_fails_its_run_with_the_reason(fault_sweep):
     assert "throughput" not in run.data.metrics
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_bad_points_fail_alone_and_the_sweep_reports_them(fault_sweep):
     rc, output, uri, _ = fault_sweep
     (good,) = runs_by_name(uri)["cpux1-tiny-fp32-smoke"]
@@ -188,6 +192,7 @@ def test_bad_points_fail_alone_and_the_sweep_reports_them(fault_sweep):
     assert "point #3 (no run)" in summary and "model.name='': must be a non-empty name" in summary
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_a_single_job_that_fails_says_so_in_its_failed_line_without_a_traceback(tmp_path, tracking_uri):
     cli = Cli([*TINY, "model.name=broken"], tmp_path, tracking_uri)
     assert cli.wait() == 1
@@ -198,6 +203,18 @@ def test_a_single_job_that_fails_says_so_in_its_failed_line_without_a_traceback(
     assert f"(rank logs under {tmp_path}/run/ranks/node0)" in cli.output
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
+def test_a_single_job_ends_saying_where_its_result_is_and_what_to_run_next(tmp_path, tracking_uri):
+    cli = Cli([*TINY, "model.name=tiny"], tmp_path, tracking_uri)
+    assert cli.wait() == 0, cli.output[-3000:]
+    (run,) = read_runs(tracking_uri)
+    last = [line for line in cli.output.splitlines() if line.strip()][-4:]
+    assert last[0].startswith("result: run " + run.info.run_id + " in experiment 'gpubench' at sqlite:///")
+    assert last[1].startswith("MLflow UI: `mlflow ui --backend-store-uri")
+    assert last[-1].startswith("next: `python -m src.compare experiment=lambda_a6000_vs_3090`")
+
+
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_jobs_of_a_sweep_get_fresh_agents_and_ranks_from_one_preloader(fault_sweep):
     """The sweep's process imports torch once (in the preloader); each job still gets an agent and
     ranks of its own, forked at its launch: after its run opened, long after the job before had
@@ -213,6 +230,7 @@ def test_jobs_of_a_sweep_get_fresh_agents_and_ranks_from_one_preloader(fault_swe
     )
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_second_sweep_skips_what_the_first_finished(fault_sweep):
     _, _, uri, tmp = fault_sweep
     again = tmp / "again"
@@ -228,6 +246,7 @@ def test_second_sweep_skips_what_the_first_finished(fault_sweep):
     assert [k for k in latest.data.tags if k.startswith("skipped.")]
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_rerun_true_runs_a_point_that_has_a_finished_run(fault_sweep, tmp_path, monkeypatch):
     from src.run import job
     from src.tracking import job_run
@@ -256,6 +275,7 @@ def test_rerun_true_runs_a_point_that_has_a_finished_run(fault_sweep, tmp_path, 
 # --- a rank that dies or hangs ---
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_killed_rank_fails_the_job_quickly_and_leaves_no_process(tmp_path, tracking_uri):
     pids = tmp_path / "pids"
     cli = Cli(
@@ -298,6 +318,7 @@ def test_hung_rank_times_out_and_leaves_no_process(tmp_path, tracking_uri):
 # --- interruption ---
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_interrupted_sweep_stops_and_leaves_nothing_running(tmp_path, tracking_uri):
     pids = tmp_path / "pids"
     cli = Cli(
@@ -401,6 +422,7 @@ def test_redact_masks_every_user_info_however_written(text):
     assert not any(part in masked for part in ("ss/w", "%40ss", 'ss"x', "mlflow:", "mlflow2:"))
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_unreachable_tracking_server_is_one_line_without_urllib3s_retry_warnings(tmp_path):
     uri = f"http://127.0.0.1:{free_port()}"
     cli = Cli([*TINY, "model.name=tiny"], tmp_path, uri)  # MLflow's own retries, as a user has them
@@ -409,6 +431,7 @@ def test_unreachable_tracking_server_is_one_line_without_urllib3s_retry_warnings
     assert f"tracking.uri='{uri}': the tracking store cannot be reached" in cli.output
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_unreachable_tracking_server_stops_a_sweep_before_any_job(tmp_path):
     uri = f"http://127.0.0.1:{free_port()}"
     cli = Cli(["-m", *TINY, "model.name=tiny,oom"], tmp_path, uri, {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"})

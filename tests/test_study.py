@@ -66,6 +66,7 @@ def fake_host_cli(args: list[str], tmp: Path, uri: str, gpus: list[dict]) -> sub
     )
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_points_for_gpus_the_host_lacks_are_skipped_in_one_line_and_the_rest_run(tmp_path, tracking_uri):
     result = fake_host_cli(["-m", "gpu=a6000,cpu", *TINY, "model.name=tiny"], tmp_path, tracking_uri, [H200])
     output = result.stdout + result.stderr
@@ -91,6 +92,7 @@ def test_points_for_gpus_the_host_lacks_are_skipped_in_one_line_and_the_rest_run
     ]
 
 
+@pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_a_sweep_that_cannot_run_anything_here_exits_non_zero_without_failed_runs(tmp_path, tracking_uri):
     args = ["-m", "gpu=a6000,rtx3090", *TINY, "model.name=tiny"]
     result = fake_host_cli(args, tmp_path, tracking_uri, [H200])

@@ -70,3 +70,17 @@ def test_a_figure_measured_beside_another_program_or_short_of_its_rule_is_flagge
     )
     assert "h200x1-txl_large-tf32: GPU shared with pid 4242 python (2.0 GiB)" in lines[-2]
     assert "h200x1-txl_base-tf32: stopped at time_limit after 9 of min_steps 20 steps" in lines[-1]
+
+
+def test_a_point_done_by_another_points_run_is_named_as_itself(tracking_uri):
+    """Ceilings at amp is the point ceilings at tf32 measured: the sweep's amp row says amp."""
+    from src.run.sweep import finish_parent
+
+    client = MlflowClient(tracking_uri)
+    experiment = client.create_experiment("gpubench")
+    parent = client.create_run(experiment, run_name="sweep", tags={"sweep": "true"}).info.run_id
+    done = _run(client, experiment, "h200x1-ceilings-tf32", {"model.name": "ceilings"})
+    client.set_tag(parent, "skipped.abc123.h200x1-ceilings-amp", done.info.run_id)
+    (row,) = finish_parent(client, parent, interrupted=False)
+    assert (row["name"], row["status"]) == ("h200x1-ceilings-amp", "SKIPPED")
+    assert row["error"] == f"done earlier in run {done.info.run_id} (h200x1-ceilings-tf32)"

@@ -1,7 +1,9 @@
-"""Entry point: `python -m src.compare baseline=rtx3090 [out=DIR] [filters] [tracking.*]`."""
+"""Entry point: `python -m src.compare baseline=rtx3090 [out=DIR] [filters] [tracking.*]`, or
+`python -m src.compare experiment=lambda_a6000_vs_3090` for an experiment's own question."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import hydra
@@ -12,8 +14,25 @@ from src import credentials
 from src.config import cli
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
+from src.paths import PROJECT_ROOT
 
 register_configs("compare_schema")
+STUDIES = PROJECT_ROOT / "conf" / "study"
+
+
+def experiment_as_study(argv: list[str]) -> list[str]:
+    """`experiment=NAME` names the sweep's experiment (conf/experiment/, a group of the training
+    config); compare answers its question, the study of the same name (conf/study/)."""
+    out = []
+    for arg in argv:
+        if arg.startswith("experiment="):
+            name = arg.partition("=")[2]
+            if not (STUDIES / f"{name}.yaml").is_file():
+                known = ", ".join(sorted(p.stem for p in STUDIES.glob("*.yaml")))
+                exit_with_error(ConfigError(f"experiment={name}: compare knows the question of {known}"))
+            arg = f"study={name}"
+        out.append(arg)
+    return out
 
 
 @hydra.main(config_path="../../conf", config_name="compare", version_base="1.3")
@@ -26,6 +45,8 @@ def main(cfg: DictConfig) -> None:
     from src.tracking import ui
 
     try:
+        if cfg.study.published:
+            _import_study_figures(cfg)
         result = run_compare(cfg, Path(HydraConfig.get().runtime.output_dir))
     except (ConfigError, TrackingUnavailable, CompareError) as exc:
         exit_with_error(exc)
@@ -35,8 +56,36 @@ def main(cfg: DictConfig) -> None:
         f"{cfg.tracking.report_experiment})",
         soft_wrap=True,
     )
-    link_line(ui.how_to_open(cfg.tracking.uri, result.experiment_ids[0]))
+    for experiment_id in result.experiment_ids:  # where the compared runs are
+        link_line(ui.how_to_open(cfg.tracking.uri, experiment_id))
+
+
+def _import_study_figures(cfg: DictConfig) -> None:
+    """The study's published figures, imported when the store lacks them: its gpus, models and GPU
+    counts only (seconds; the whole generation is `python -m src.import_results source=NAME`)."""
+    from src.console import note
+    from src.import_results import import_generation
+    from src.published import TableError
+
+    register_configs("import_schema")
+    importing = hydra.compose("import_results")  # its tasks and gpu names; compare's store
+    importing.tracking = cfg.tracking
+    study = cfg.study
+    gpus, models, counts = set(study.gpus), set(study.models), {c.gpu_count for c in study.claims}
+    try:
+        done = import_generation(
+            importing, study.published, lambda r: r.gpu in gpus and r.model in models and r.gpu_count in counts
+        )
+    except TableError as exc:
+        raise ConfigError(str(exc)) from None
+    created = sum(summary.created for _, _, summary in done)
+    if created:
+        note(
+            f"imported {created} published figure(s) of {', '.join(study.gpus)} from source "
+            f"{study.published} (reference/lambda/) into {cfg.tracking.published_experiment!r}"
+        )
 
 
 if __name__ == "__main__":
+    sys.argv = experiment_as_study(sys.argv)
     cli.run_app(main)

@@ -2,28 +2,32 @@
 
 Lambda's A6000 vs 3090 article: per model, throughput over the baseline's at the same GPU count and
 precision; per category, the arithmetic mean of those ratios. The geometric mean is given too: it
-does not let one model's large ratio outweigh another's small one. A category mean averages only
-the models that every gpu of its (category, precision group, GPU count) has, so means set side by
-side are over the same models. Like math is set against like math and like software against like
+does not let one model's large ratio outweigh another's small one. A gpu's category mean averages
+the models it and the baseline both have, so it depends on those two gpus' runs only (never on
+which other gpus the store holds), and names the models it leaves out and why. Like math is set against like math and like software against like
 software where the baseline has it; a ratio that cannot be is flagged (`math_differs`, which also
 leaves it out of the means, and `stack_differs`). Every ratio and mean carries a 95% interval.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 from dataclasses import dataclass
 
 from src.compare import intervals
-from src.compare.runs import MEASURED, STACK_KEYS, CompareError, Measurement, stack_difference
+from src.compare.ratio import MATH_DIFFERS, Ratio, means, quotient
+from src.compare.runs import (
+    MEASURED,
+    STACK_KEYS,
+    STUDY_HINT,
+    CompareError,
+    Measurement,
+    stack_difference,
+)
 from src.config import points
 
 # Precisions compared in one panel of the charts; each stays distinct in the tables.
 PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "amp": "mixed", "bf16": "mixed"}
 GROUP_TITLES = {"fp32": "fp32 and tf32", "mixed": "mixed precision (amp, bf16)"}
-MATH_DIFFERS, STACK_DIFFERS = "math_differs", "stack_differs"
-NO_DIFFERENCE = "no measurable difference"
 
 
 def precision_group(precision: str) -> str:
@@ -34,44 +38,54 @@ def precision_group(precision: str) -> str:
 class RelativeRow:
     measurement: Measurement
     baseline: Measurement | None  # the baseline gpu's measurement this one is divided by
-    stack_keys: tuple[str, ...] = tuple(points.SOFTWARE)  # the stack a like-for-like ratio shares
+    ratio: Ratio | None  # measurement / baseline
 
     @property
     def relative(self) -> float | None:
-        return self.measurement.throughput / self.baseline.throughput if self.baseline else None
+        return self.ratio.value if self.ratio else None
 
     @property
     def spread(self) -> intervals.Spread | None:
-        if self.baseline is None or self.baseline is self.measurement:  # the baseline itself: 1 exactly
-            return None
-        return intervals.ratio_spread(self.measurement.spread, self.baseline.spread)
+        return self.ratio.spread if self.ratio else None
 
     @property
     def interval(self) -> tuple[float, float] | None:
-        spread = self.spread
-        return spread.interval(self.relative) if spread else None
+        return self.ratio.interval if self.ratio else None
 
     @property
     def math_differs(self) -> bool:
-        """Strict fp32 against TF32 math (published "fp32" ran TF32), either way round."""
-        return self.baseline is not None and {self.measurement.math, self.baseline.math} == {"fp32", "tf32"}
+        return bool(self.ratio and self.ratio.math_differs)
 
     @property
     def stack_differs(self) -> str:
-        """What differs between the two stacks, e.g. 'torch 2.14.1 vs 2.11.0'; '' when nothing, and
-        against a published figure, whose stack is unknown (its source marks it instead)."""
-        if self.baseline is None or {self.measurement.source, self.baseline.source} != {MEASURED}:
-            return ""
-        return stack_difference(self.measurement, self.baseline, self.stack_keys)
+        return self.ratio.stack_differs if self.ratio else ""
 
     @property
     def flags(self) -> list[str]:
-        flags = [MATH_DIFFERS] if self.math_differs else []
-        return flags + ([STACK_DIFFERS] if self.stack_differs else [])
+        return self.ratio.flags if self.ratio else []
 
     @property
     def no_difference(self) -> bool:
-        return intervals.holds_one(self.interval)
+        return bool(self.ratio and self.ratio.no_difference)
+
+
+def against(m: Measurement, base: Measurement | None, stack_keys: tuple[str, ...]) -> RelativeRow:
+    """m over its baseline, flagged where the two ran unlike math (strict fp32 against TF32, either
+    way round) or unlike stacks (what differs among `stack_keys`; never against a published
+    figure, whose stack is unknown: its source marks it instead)."""
+    if base is None:
+        return RelativeRow(m, None, None)
+    measured = {m.source, base.source} == {MEASURED}
+    return RelativeRow(
+        m,
+        base,
+        quotient(
+            m,
+            base,
+            math_differs={m.math, base.math} == {"fp32", "tf32"},
+            stack_differs=stack_difference(m, base, stack_keys) if measured else "",
+        ),
+    )
 
 
 @dataclass
@@ -81,22 +95,23 @@ class SummaryRow:
     gpu_count: int
     gpu: str
     source: str
-    relative_mean: float
-    relative_geomean: float
-    models: tuple[str, ...]  # the models averaged: those every gpu of the group has
-    left_out: tuple[str, ...]  # this gpu's models that some other gpu of the group lacks
+    mean: Ratio  # the arithmetic mean of the model ratios, as Lambda's article states them
+    geomean: Ratio
+    models: tuple[str, ...]  # the models averaged: those the gpu and the baseline both have
+    left_out: tuple[str, ...]  # the other models of the two, each with why: "maskrcnn (no a6000 run)"
     baselines: str  # which baseline measurements the ratios used, e.g. "fp32 [lambda]"
-    mean_spread: intervals.Spread | None = None  # of log relative_mean
-    geomean_spread: intervals.Spread | None = None  # of log relative_geomean
-    flags: tuple[str, ...] = ()  # stack_differs when a ratio averaged has it
 
     @property
-    def mean_interval(self) -> tuple[float, float] | None:
-        return self.mean_spread.interval(self.relative_mean) if self.mean_spread else None
+    def relative_mean(self) -> float:
+        return self.mean.value
 
     @property
-    def geomean_interval(self) -> tuple[float, float] | None:
-        return self.geomean_spread.interval(self.relative_geomean) if self.geomean_spread else None
+    def relative_geomean(self) -> float:
+        return self.geomean.value
+
+    @property
+    def flags(self) -> list[str]:
+        return self.mean.flags
 
     @property
     def n_models(self) -> int:
@@ -125,7 +140,7 @@ def find_baseline(
         and b.gpu_count == measurement.gpu_count
         and precision_group(b.precision) == group
         and (baseline_source is None or b.source == baseline_source)
-        and same_workload(b.config, measurement.config)
+        and same_workload(b, measurement)
     ]
     return min(
         candidates,
@@ -145,11 +160,23 @@ def _differences(one: dict, other: dict, keys: tuple[str, ...]) -> int:
     return sum(one.get(k) != other.get(k) for k in keys)
 
 
-def same_workload(one: tuple, other: tuple) -> bool:
-    """The keys both configs have agree, the per-GPU batch and the stack aside (a ratio across
-    stacks is made where it must be, and flagged)."""
-    a, b = dict(one), dict(other)
-    return all(a[k] == b[k] for k in a.keys() & b.keys() if k != points.RAN_BATCH and k not in STACK_KEYS)
+def same_workload(one: Measurement, other: Measurement) -> bool:
+    """The same point but for the gpu, the per-GPU batch and the stack (a ratio across stacks is
+    made where it must be, and flagged): every measured key and the layout alike, a key one side
+    lacks at its default (points.point_config leaves defaults out). A published figure, which logs
+    no sizes, stands for its model as published."""
+    if one.source != MEASURED or other.source != MEASURED:
+        return True
+    return not setting_difference(one, other)
+
+
+def setting_difference(one: Measurement, other: Measurement, also: tuple[str, ...] = ()) -> str:
+    """The measured keys two points differ in, the batch, the stack and `also` aside:
+    'cpu_threads=1 vs 2'; ''."""
+    left_out = {points.RAN_BATCH, *STACK_KEYS, *also}
+    mine, theirs = ({k: v for k, v in m.config if k not in left_out} for m in (one, other))
+    there, here = points.differences(tuple(mine.items()), tuple(theirs.items()))
+    return f"{there} vs {here}" if there or here else ""
 
 
 def relative_table(
@@ -161,56 +188,70 @@ def relative_table(
     """Each measurement over its baseline; `stack_keys`: what a like-for-like ratio shares (the
     software for a GPU comparison; with compare by=, every stack key but the one compared)."""
     baselines = [m for m in measurements if m.gpu == baseline]
-    return [
-        RelativeRow(m, find_baseline(m, baselines, baseline_source, stack_keys), stack_keys)
-        for m in measurements
-    ]
+    return [against(m, find_baseline(m, baselines, baseline_source, stack_keys), stack_keys) for m in measurements]
 
 
 def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
     """Per (category, precision, gpu count, gpu, source): mean and geomean of the model ratios,
-    over the models every gpu of its (category, precision group, gpu count) has, with their 95%
-    intervals. A ratio of unlike math (`math_differs`) is left out (the report names it).
+    with their 95% intervals. A gpu's mean depends only on its own runs and the baseline's: it
+    averages the models both have (so adding another gpu's runs moves nothing), and `left_out`
+    names each model of either that it does not average, and why: the baseline has no run of it,
+    the gpu has none, or the ratio sets unlike math (`math_differs`).
 
-    Also returns the series that share no model with the rest of their group (no mean for them).
+    Also returns the series that share no model with the baseline (no mean for them).
     """
-    groups: dict[tuple, dict[tuple, dict[str, RelativeRow]]] = {}
+    series: dict[tuple, list[RelativeRow]] = {}
     for row in rows:
         m = row.measurement
-        if row.relative is not None and not row.math_differs:
-            group = groups.setdefault((m.category, precision_group(m.precision), m.gpu_count), {})
-            group.setdefault((m.precision, m.gpu, m.source), {})[m.workload] = row
+        series.setdefault((m.category, m.precision, m.gpu_count, m.gpu, m.source), []).append(row)
     summary, nothing_common = [], []
-    for (category, _, count), series in groups.items():
-        common = set.intersection(*(set(models) for models in series.values()))
-        for (precision, gpu, source), models in series.items():
-            members = [row for workload, row in models.items() if workload in common]
-            if not members:
+    for (category, precision, count, gpu, source), members_all in series.items():
+        members = [r for r in members_all if r.relative is not None and not r.math_differs]
+        left_out = _left_out(members_all, rows, gpu)
+        if not members:
+            if any(r.baseline is None for r in members_all):
                 nothing_common.append(f"{category} {precision} x{count} {gpu} [{source}]")
-                continue
-            ratios = [r.relative for r in members]
-            geomean_spread, mean_spread = intervals.mean_spreads(ratios, [r.spread for r in members])
-            summary.append(
-                SummaryRow(
-                    category,
-                    precision,
-                    count,
-                    gpu,
-                    source,
-                    relative_mean=statistics.fmean(ratios),
-                    relative_geomean=math.exp(statistics.fmean(math.log(r) for r in ratios)),
-                    models=tuple(sorted(common)),
-                    left_out=tuple(sorted(set(models) - common)),
-                    baselines=", ".join(
-                        sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})
-                    ),
-                    mean_spread=mean_spread,
-                    geomean_spread=geomean_spread,
-                    flags=tuple(sorted({flag for r in members for flag in r.flags})),
-                )
+            continue
+        mean, geomean = means([r.ratio for r in members])
+        summary.append(
+            SummaryRow(
+                category,
+                precision,
+                count,
+                gpu,
+                source,
+                mean=mean,
+                geomean=geomean,
+                models=tuple(sorted(r.measurement.workload for r in members)),
+                left_out=left_out,
+                baselines=", ".join(sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})),
             )
+        )
     summary.sort(key=lambda s: (s.category, s.precision, s.gpu_count, s.gpu, s.source))
     return summary, sorted(nothing_common)
+
+
+def _left_out(members: list[RelativeRow], rows: list[RelativeRow], gpu: str) -> tuple[str, ...]:
+    """The models of the gpu or of its baseline (the measurements its ratios were divided by, of
+    the same category, GPU count, precision group and source) that its mean does not average."""
+    reasons = {}
+    for row in members:
+        if row.baseline is None:
+            reasons[row.measurement.workload] = "no baseline run"
+        elif row.math_differs:
+            reasons[row.measurement.workload] = MATH_DIFFERS
+    used = {(r.baseline.gpu, r.baseline.source, r.baseline.precision) for r in members if r.baseline}
+    first = members[0].measurement
+    ours = {r.measurement.model for r in members}
+    reasons |= {
+        r.measurement.workload: f"no {gpu} run"
+        for r in rows
+        if (r.measurement.gpu, r.measurement.source, r.measurement.precision) in used
+        and r.measurement.category == first.category
+        and r.measurement.gpu_count == first.gpu_count
+        and r.measurement.model not in ours
+    }
+    return tuple(f"{workload} ({why})" for workload, why in sorted(reasons.items()))
 
 
 def check_comparable(measurements: list[Measurement], rows: list[RelativeRow], baseline: str) -> None:
@@ -218,7 +259,7 @@ def check_comparable(measurements: list[Measurement], rows: list[RelativeRow], b
     if not measurements:
         raise CompareError(
             "nothing to compare: no FINISHED run with a throughput matches the filters "
-            "(check tracking.uri, tracking.experiment, gpus, models, precisions, gpu_counts, sources)"
+            f"(check tracking.uri, tracking.experiment, gpus, models, precisions, gpu_counts, sources); {STUDY_HINT}"
         )
     gpus = sorted({m.gpu for m in measurements})
     if baseline not in gpus:

@@ -24,7 +24,7 @@ def along(records: list[RunRecord], by: str) -> tuple[list[RunRecord], int]:
     tag = points.STACK.get(by, by)
     kept, missing = [], 0
     for record in records:
-        value = record.tags.get(tag)
+        value = record.result.tags.get(tag)
         if not value:
             missing += 1
             continue
@@ -52,7 +52,7 @@ def baseline(records: list[RunRecord], by: str | None, wanted: str | None) -> st
         try:
             return f"{by}={min(values, key=Version)}"
         except InvalidVersion:
-            first = min(records, key=lambda r: r.started_ms)
+            first = min(records, key=lambda r: r.result.started_ms)
             return first.gpu
     matches = [v for v in values if v == wanted] or [v for v in values if v.startswith(f"{wanted}+")]
     if len(matches) != 1:

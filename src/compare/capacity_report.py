@@ -7,11 +7,9 @@ about 1 by construction, and the interval says whether its distance from 1 is mo
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from src.compare import report
-from src.compare.analysis import NO_DIFFERENCE
-from src.compare.capacity import FIGURES, SplitMean, SplitRow
+from src.compare.capacity import FIGURES, MEANING, SplitMean, SplitRow
+from src.compare.ratio import NO_DIFFERENCE
 from src.console import gpus
 
 SPLIT_CSV, MEANS_CSV = "capacity_split.csv", "capacity_split_categories.csv"
@@ -24,13 +22,14 @@ NONE_TEXT = {
 _INTERVAL_COLUMNS = tuple(c for f in FIGURES for c in (f, f"{f}_low", f"{f}_high"))
 SPLIT_COLUMNS = (
     "model", "category", "precision", "gpu_count", "card", "baseline_card", "iso_batch", "max_batch",
-    "baseline_max_batch", *_INTERVAL_COLUMNS, "interval", "difference", "published_batch",
-    "published_baseline_batch", "published_ratio",
+    "baseline_max_batch", *_INTERVAL_COLUMNS, "interval", "difference", "stack_differs", "setting_differs",
+    "published_batch", "published_baseline_batch", "published_ratio",
 )  # fmt: skip
 MEAN_COLUMNS = (
     "category", "precision_group", "gpu_count", "card", "baseline_card", *_INTERVAL_COLUMNS, "interval",
-    "difference", "models",
+    "difference", "stack_differs", "setting_differs", "models",
 )  # fmt: skip
+FLAGS = ("stack_differs", "setting_differs")  # the two cards' points unlike in more than the card
 LABELS = {  # what each figure is called where a person reads it
     "iso_ratio": "speed (iso-batch)",
     "max_ratio": "speed x capacity (max-batch)",
@@ -41,21 +40,26 @@ LABELS = {  # what each figure is called where a person reads it
 def _figures(split: SplitRow | SplitMean) -> dict:
     """Each figure, its interval's ends, what they rest on, and which hold 1.0."""
     record = {}
-    for figure in FIGURES:
-        low, high = split.interval(figure) or (None, None)
-        record |= {figure: getattr(split, figure), f"{figure}_low": low, f"{figure}_high": high}
-    held = split.no_difference()
-    record["interval"] = split.basis()
+    for figure, r in split.figures.items():
+        low, high = (r and r.interval) or (None, None)
+        record |= {figure: r.value if r else None, f"{figure}_low": low, f"{figure}_high": high}
+    held = [MEANING[f] for f, r in split.figures.items() if r and r.no_difference]
+    record["interval"] = _basis_text(split)
     record["difference"] = f"{', '.join(held)}: {NO_DIFFERENCE}" if held else ""
-    return record
+    return record | _flags(split)
+
+
+def _flags(split: SplitRow | SplitMean) -> dict:
+    """What differs between the two cards' points beside the card: their stacks, their settings."""
+    return {
+        flag: "; ".join(sorted({getattr(r, flag) for r in split.figures.values() if r and getattr(r, flag)}))
+        for flag in FLAGS
+    }
 
 
 def records(rows: list[SplitRow]) -> list[dict]:
-    return [
-        {c: getattr(r, c) for c in SPLIT_COLUMNS if c not in _INTERVAL_COLUMNS + ("interval", "difference")}
-        | _figures(r)
-        for r in rows
-    ]
+    derived = _INTERVAL_COLUMNS + ("interval", "difference", *FLAGS)
+    return [{c: getattr(r, c) for c in SPLIT_COLUMNS if c not in derived} | _figures(r) for r in rows]
 
 
 def mean_records(means: list[SplitMean]) -> list[dict]:
@@ -67,13 +71,22 @@ def mean_records(means: list[SplitMean]) -> list[dict]:
     ]  # fmt: skip
 
 
+def _basis_text(split: SplitRow | SplitMean) -> str:
+    """What the intervals rest on: one text where every figure's is the same, else each figure's,
+    `speed: repeats; capacity: ...`."""
+    texts = {MEANING[f]: r.basis() for f, r in split.figures.items() if r}
+    if len(set(texts.values())) <= 1:
+        return next(iter(texts.values()), "")
+    return "; ".join(f"{meaning}: {text}" for meaning, text in texts.items())
+
+
 def figure_text(split: SplitRow | SplitMean, figure: str) -> str:
     """`1.10x [1.08-1.13]`: the figure and its 95% interval, or the figure alone when it has none."""
-    value = getattr(split, figure)
-    if value is None:
+    r = split.figures[figure]
+    if r is None:
         return NONE_TEXT[figure]
-    interval = split.interval(figure)
-    return f"{value:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+    interval = r.interval
+    return f"{r.value:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
 
 
 def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
@@ -83,7 +96,7 @@ def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
         return f"{pair}: no model has both the iso-batch and the max-batch pair yet; the runs to add are listed below."
     parts = []
     for m in means:
-        held = m.no_difference()
+        held = [MEANING[f] for f, r in m.figures.items() if r and r.no_difference]
         parts.append(
             f"{m.category} {m.precision_group} x{m.gpu_count}: {figure_text(m, 'max_ratio')} at each card's "
             f"largest batch = {figure_text(m, 'iso_ratio')} speed at the same batch x "
@@ -93,16 +106,9 @@ def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
     return f"{pair}, 95% intervals in brackets: " + "; ".join(parts) + "."
 
 
-def markdown(
-    rows: list[SplitRow], means: list[SplitMean], chart: list[Path], missing: list[str]
-) -> list[str]:
-    """report.md's section: the sentence, the category means, the models, the chart, the runs to add."""
-    lines = [
-        "",
-        f"## Speed and capacity: {rows[0].card} against {rows[0].baseline_card}",
-        "",
-        sentence(rows, means),
-    ]
+def markdown(rows: list[SplitRow], means: list[SplitMean], missing: list[str]) -> list[str]:
+    """report.md's section: the sentence, the category means, the models, the runs to add."""
+    lines = [sentence(rows, means)]
     figures = {LABELS[f]: f for f in FIGURES}
     if means:
         lines += ["", f"Category means ({MEANS_CSV}):", ""]
@@ -123,12 +129,14 @@ def markdown(
         ("model", "precision", "GPUs", "iso batch", "max batches", *figures, "interval", "difference",
          "Lambda batches", "Lambda ratio"),
     )  # fmt: skip
-    lines += [f"\n![{path.stem}]({path.name})" for path in chart]
     return lines + ["", *[f"- {line}" for line in missing]] if missing else lines
 
 
 def _basis(split: SplitRow | SplitMean) -> dict:
-    return {k: v for k, v in _figures(split).items() if k in ("interval", "difference")}
+    """The interval's basis and, where the two cards' points differ in more than the card, the flags."""
+    flags = "; ".join(f"{flag}: {text}" for flag, text in _flags(split).items() if text)
+    basis = {k: v for k, v in _figures(split).items() if k in ("interval", "difference")}
+    return basis | {"difference": "; ".join(t for t in (basis["difference"], flags) if t)}
 
 
 def _pair(one, other) -> str:
@@ -158,15 +166,19 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
     for title, split, count, batches in sections:
         table.add_row(f"[bold]{escape(title)}[/]", "", "", count)
         for figure in FIGURES:
-            value = getattr(split, figure)
-            interval = report.interval_text(split.interval(figure)) if value is not None else ""
+            r = split.figures[figure]
+            interval = report.interval_text(r.interval) if r else ""
             marks.append(interval)
-            ratio = report.console_ratio(value) if value is not None else "-"
+            ratio = report.console_ratio(r.value) if r else "-"
             table.add_row(f"  {LABELS[figure]}", ratio, interval, batches.get(figure, ""))
     note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({SPLIT_CSV})")
     console.print(table)
     if any(text.endswith("=") for text in marks):
         console.print("  = the interval holds 1.0: no measurable difference")
+    for title, split, _, _ in sections:
+        for flag, text in _flags(split).items():
+            if text:
+                console.print(f"  {flag}: {escape(title)}: {escape(text)}", soft_wrap=True)
 
 
 def _batches(r: SplitRow) -> dict:

@@ -23,6 +23,7 @@ PANEL_GROUPS = ("fp32", "mixed")  # fp32 and mixed precision side by side, as in
 PANEL_TITLES = {"fp32": "fp32, tf32", "mixed": "amp, bf16"}  # short: a panel's title is never cut
 BAR_IN = 0.26  # inches per bar
 PANEL_PAD_IN = 0.9  # title and axis of one panel row
+IMPOSSIBLE = {"outside_spec", "scaling_above_100"}  # anomaly kinds no hardware can produce
 
 
 @dataclass(frozen=True)
@@ -48,15 +49,16 @@ def draw_all(
     flagged: dict[tuple, list[str]],
 ) -> list[Path]:
     """Every chart; `flagged` maps a point to its anomaly kinds, printed beside its bar."""
+    style.use_colours([m.gpu for m in measurements])
     by_category = [
         ((f"{s.category}, {gpus(s.gpu_count)}", precision_group(s.precision)),
-         Bar(s.gpu, s.precision, s.source, s.relative_mean, " ".join(s.flags), s.mean_interval))
+         Bar(s.gpu, s.precision, s.source, s.relative_mean, " ".join(s.flags), s.mean.interval))
         for s in summary
     ]  # fmt: skip
     paths = relative_bars(
         _grouped(by_category),
         baseline,
-        "per category: the mean over the models every gpu of the category has",
+        "per category: the mean over the models the gpu and the baseline both have",
         out / "relative_by_category",
     )
     for count in sorted({r.measurement.gpu_count for r in rows if r.relative is not None}):
@@ -68,14 +70,14 @@ def draw_all(
         what = f"per model on {gpus(count)}"
         paths += relative_bars(_grouped(per_model), baseline, what, out / f"relative_by_model_x{count}")
     paths += scaling_chart(measurements, out / "scaling")
-    paths += throughput_per_model(measurements, out)
-    paths += efficiency_per_model(measurements, out)
+    paths += throughput_per_model(measurements, out, flagged)
+    paths += efficiency_per_model(measurements, out, flagged)
     return paths
 
 
 def _bar(row: RelativeRow, flagged: dict[tuple, list[str]]) -> Bar:
     m = row.measurement
-    flags = " ".join(flagged.get(m.point, []) + row.flags)
+    flags = " ".join(dict.fromkeys(flagged.get(m.point, []) + row.flags))
     return Bar(m.gpu, m.precision, m.source, row.relative, flags, row.interval)
 
 
@@ -104,8 +106,8 @@ def relative_bars(
     titles = list(grouped)
     heights = [BAR_IN * max(len(grouped[t].get(g, [])) for g in groups) + PANEL_PAD_IN for t in titles]
     bars_all = [b for panels in grouped.values() for bars in panels.values() for b in bars]
-    end = style.axis_end([max(_end(b), 1.0) for b in bars_all], ["outside_spec" in b.flags for b in bars_all])
-    published = any(b.source != MEASURED for b in bars_all)
+    end = style.axis_end([max(_end(b), 1.0) for b in bars_all], [_impossible(b.flags.split()) for b in bars_all])
+    sources = {b.source for b in bars_all}
     paths = []
     pages = style.pages(heights)
     for page, rows in enumerate(pages, start=1):
@@ -127,11 +129,17 @@ def relative_bars(
             "difference); ! marks a flagged figure (report.md says why)",
             (page, len(pages)),
         )
-        style.legend(fig, [style.published_handle()] if published else [])
+        style.legend(fig, style.source_handles(sources))
+        style.keep_labels_inside(fig)
         path = stem.parent / style.page_name(stem.name, page, len(pages))
         fig.savefig(path, dpi=style.DPI)
         paths.append(path)
     return paths
+
+
+def _impossible(kinds: list[str]) -> bool:
+    """A figure flagged as beyond what hardware allows: drawn to the axis' edge, never setting it."""
+    return bool(set(kinds) & IMPOSSIBLE)
 
 
 def _relative_panel(ax, bars: list[Bar], end: float) -> None:
@@ -140,7 +148,7 @@ def _relative_panel(ax, bars: list[Bar], end: float) -> None:
         y,
         [b.value for b in bars],
         color=[style.gpu_colour(b.gpu) for b in bars],
-        hatch=[style.PUBLISHED_HATCH if b.source != MEASURED else "" for b in bars],
+        hatch=[style.hatch(b.source) for b in bars],
         edgecolor="white",
         xerr=_whiskers(bars),
         error_kw={"elinewidth": 1, "capsize": 2, "ecolor": "dimgrey"},
@@ -256,9 +264,12 @@ def _scales(points: list[Measurement]) -> bool:
     return len(points) > 1 and points[0].gpu_count == 1
 
 
-def throughput_per_model(measurements: list[Measurement], out: Path) -> list[Path]:
+def throughput_per_model(
+    measurements: list[Measurement], out: Path, flagged: dict[tuple, list[str]] | None = None
+) -> list[Path]:
     """One bar chart per model: the median throughput of each point, whiskers its 95% interval."""
     paths = []
+    flagged = flagged or {}
     for model, points in _by_model(measurements).items():
         unit = points[0].unit
         values = [m.throughput for m in points]
@@ -269,15 +280,19 @@ def throughput_per_model(measurements: list[Measurement], out: Path) -> list[Pat
             points,
             [(values, f"training throughput ({unit})", spread)],
             f"{model}: training throughput, every gpu, GPU count and precision",
-            "median of runs; whiskers: 95% interval (repeats; one run: within-run only; published: none)",
+            "median of runs; whiskers: 95% interval (repeats; one run: within-run only; published: its runs' or none)",
             out / f"throughput_{slug(model)}",
+            flagged,
         )
     return paths
 
 
-def efficiency_per_model(measurements: list[Measurement], out: Path) -> list[Path]:
+def efficiency_per_model(
+    measurements: list[Measurement], out: Path, flagged: dict[tuple, list[str]] | None = None
+) -> list[Path]:
     """Per model where the runs have them: items/s per watt and per 1,000 USD of GPUs."""
     paths = []
+    flagged = flagged or {}
     for model, points in _by_model(measurements).items():
         unit = points[0].unit
         panels = []
@@ -294,6 +309,7 @@ def efficiency_per_model(measurements: list[Measurement], out: Path) -> list[Pat
                 f"{model}: training efficiency, every gpu, GPU count and precision",
                 "per watt: measured power where telemetry logged it, else the spec sheet's TDP",
                 out / f"efficiency_{slug(model)}",
+                flagged,
             )
     return paths
 
@@ -307,9 +323,13 @@ def _by_model(measurements: list[Measurement]) -> dict[str, list[Measurement]]:
     return models
 
 
-def _bars(points: list[Measurement], panels: list[tuple], what: str, detail: str, stem: Path) -> list[Path]:
+def _bars(
+    points: list[Measurement], panels: list[tuple], what: str, detail: str, stem: Path, flagged: dict
+) -> list[Path]:
     """Horizontal bars, one per point, in one panel per (values, axis label, whiskers); a value of
-    None is a figure the runs lack, written as such; too many bars for one picture make pages."""
+    None is a figure the runs lack, written as such; a figure flagged as impossible is drawn to the
+    axis' edge and marked, never setting the axis; too many bars for one picture make pages."""
+    impossible = [_impossible(flagged.get(m.point, [])) for m in points]
     labels = [
         f"{m.gpu} x{m.gpu_count} {m.precision}"
         + (f" [{m.variant}]" if m.variant else "")
@@ -319,7 +339,7 @@ def _bars(points: list[Measurement], panels: list[tuple], what: str, detail: str
     ]
     per_page = max(1, int((style.PAGE_IN - 1.3) / BAR_IN))
     pages = [range(i, min(i + per_page, len(points))) for i in range(0, len(points), per_page)]
-    published = any(m.source != MEASURED for m in points)
+    sources = {m.source for m in points}
     paths = []
     for page, rows in enumerate(pages, start=1):
         fig = style.figure(6.5 * len(panels) + 3.5, 1.6 + BAR_IN * len(rows))
@@ -331,12 +351,18 @@ def _bars(points: list[Measurement], panels: list[tuple], what: str, detail: str
                 [v or 0.0 for v in shown],
                 xerr=[[whiskers[0][i] for i in rows], [whiskers[1][i] for i in rows]] if whiskers else None,
                 color=[style.gpu_colour(points[i].gpu) for i in rows],
-                hatch=[style.PUBLISHED_HATCH if points[i].source != MEASURED else "" for i in rows],
+                hatch=[style.hatch(points[i].source) for i in rows],
                 edgecolor="white",
             )
-            ends = [v + (whiskers[1][i] if whiskers else 0) for i, v in enumerate(values) if v is not None]
-            end = style.axis_end(ends)  # every page of a model on one scale
-            texts = [number(v) if v is not None else "not logged" for v in shown]
+            known = [i for i, v in enumerate(values) if v is not None]
+            ends = [values[i] + (whiskers[1][i] if whiskers else 0) for i in known]
+            end = style.axis_end(ends, [impossible[i] for i in known])  # every page of a model on one scale
+            texts = [
+                (number(values[i]) + ("  ! " + " ".join(flagged.get(points[i].point, [])) if impossible[i] else ""))
+                if values[i] is not None
+                else "not logged"
+                for i in rows
+            ]
             style.bar_values(ax, drawn, [v or 0.0 for v in shown], texts, end)
             ax.set_xlim(0, end)
             ax.set_xlabel(axis_label)
@@ -345,7 +371,8 @@ def _bars(points: list[Measurement], panels: list[tuple], what: str, detail: str
         axes[0].invert_yaxis()  # once: the panels share this axis
         axes[0].set_ylabel("gpu x GPUs, precision", fontsize="small")
         style.title(fig, what, detail, (page, len(pages)))
-        style.legend(fig, [style.published_handle()] if published else [])
+        style.legend(fig, style.source_handles(sources))
+        style.keep_labels_inside(fig)
         path = stem.parent / style.page_name(stem.name, page, len(pages))
         fig.savefig(path, dpi=style.DPI)
         paths.append(path)

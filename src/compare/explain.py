@@ -1,5 +1,5 @@
 """Why one GPU is faster: every measured point against its card's measured ceilings, where its step
-time went, one sentence per model pair, and the seed study's category claims checked.
+time went, one sentence per model pair, and the published means checked against yours.
 
 Computed at compare time from what the runs logged, so runs logged before a ceilings run existed
 are placed too. A point's ceilings run is the latest FINISHED `model=ceilings` run of the same GPU
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from src import recorded
 from src.compare.analysis import RelativeRow, SummaryRow
+from src.compare.ratio import Fixed, quotient
 from src.compare.runs import MEASURED, Measurement
 from src.console import gpus
 
@@ -22,10 +23,12 @@ STACK_TAGS = (*(f"{p}{recorded.VERSION_SUFFIX}" for p in ("torch", "cuda", "cudn
 SHARES = recorded.SHARES
 SHARE_TITLES = {"matmul": "matmul/conv", "other": "other compute", "comm": "communication",
                 "memcpy": "memory copies", "idle": "GPU idle"}  # fmt: skip
-CSV = "explain.csv"
+HEADING, CSV = "Why: ceilings and step time", "explain.csv"
 COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "gpu_name", recorded.ACHIEVED_TFLOPS_PER_GPU,
            recorded.MFU, "ceiling_math", "ceiling_tflops", "share_of_ceiling", "ceilings_run",
-           *(f"{s}_share" for s in SHARES), "note")  # fmt: skip
+           *(f"{s}_share" for s in SHARES), recorded.THROTTLED_POWER_SHARE, recorded.POWER_LIMIT,
+           "power_limited", "note")  # fmt: skip
+POWER_LIMITED = 0.5  # a point whose runs sat at the card's power limit for more of the window than this
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,44 @@ class Ceilings:
         return self.figures.get(recorded.matmul_figure(math))
 
 
+@dataclass(frozen=True)
+class Power:
+    """A point's runs against their card's power limit (medians over the runs' measured windows)."""
+
+    limited_share: float  # of the window NVML reported the clocks held down by the power limit
+    limit_w: str | None  # the enforced limit (per GPU: "700", or "300/350")
+    mean_w: float | None  # per GPU
+    sm_clock_mhz: float | None
+
+    @property
+    def limited(self) -> bool:
+        return self.limited_share > POWER_LIMITED
+
+    def said(self) -> str:
+        """`at its 700 W power limit for 89% of the window (695 W mean, SM clock 1,755 MHz)`."""
+        limit = f"{self.limit_w} W " if self.limit_w else ""
+        detail = [f"{self.mean_w:,.0f} W mean" if self.mean_w else "",
+                  f"SM clock {self.sm_clock_mhz:,.0f} MHz" if self.sm_clock_mhz else ""]  # fmt: skip
+        detail = ", ".join(d for d in detail if d)
+        return f"at its {limit}power limit for {_pct(self.limited_share)} of the window" + (
+            f" ({detail})" if detail else ""
+        )
+
+
+def power_of(runs: list[recorded.RunResult]) -> Power | None:
+    """None where no run's telemetry logged the power-limit share."""
+    shares = [r.metrics.get(recorded.THROTTLED_POWER_SHARE) for r in runs]
+    if all(s is None for s in shares):
+        return None
+    limits = sorted({r.tags[recorded.POWER_LIMIT] for r in runs if recorded.POWER_LIMIT in r.tags})
+    return Power(
+        limited_share=_median(shares),
+        limit_w="/".join(limits) or None,
+        mean_w=_median(r.metrics.get(recorded.POWER_MEAN_W) for r in runs),
+        sm_clock_mhz=_median(r.metrics.get(recorded.SM_CLOCK_MEAN_MHZ) for r in runs),
+    )
+
+
 @dataclass
 class Placement:
     measurement: Measurement
@@ -52,6 +93,7 @@ class Placement:
     math: str | None  # the ceiling the math that ran is held against
     ceilings: Ceilings | None
     shares: dict[str, float] | None  # step-time breakdown, median of the runs that have one
+    power: Power | None = None  # how it ran against the card's power limit, where telemetry says
     note: str = ""
 
     @property
@@ -69,7 +111,7 @@ class Explanation:
     placements: list[Placement]
     ceilings: list[Ceilings]
     sentences: list[str]  # one per model pair
-    claims: list[str]  # the seed study's category claims, checked
+    claims: list[str]  # the published category means checked against the measured ones
 
     def records(self) -> list[dict]:
         return [_record(p) for p in self.placements]
@@ -108,7 +150,7 @@ def _median(values) -> float | None:
 
 def place(measurement: Measurement, by_id: dict, ceilings: list[Ceilings]) -> Placement:
     runs = [by_id[r.run_id] for r in measurement.runs if r.run_id in by_id]
-    math = measurement.spec.peak_key  # the math that ran (src/compare/specs.py)
+    math = measurement.spec.peak_key  # the math that ran
     found = [matching_ceilings(ceilings, r) for r in runs]
     matched = max((c for c in found if c), key=lambda c: c.started, default=None)
     with_shares = [r.shares for r in runs if r.shares]
@@ -121,6 +163,7 @@ def place(measurement: Measurement, by_id: dict, ceilings: list[Ceilings]) -> Pl
         math=math,
         ceilings=matched,
         shares=shares,
+        power=power_of(runs),
     )
     if matched is None:
         placement.note = (
@@ -167,9 +210,11 @@ def _side(p: Placement) -> str:
     else:
         text = "has no measured ceiling"
     if not p.shares:
-        return text + ", no step-time breakdown"
-    top = max((s for s in SHARES if s != "matmul"), key=lambda s: p.shares[s] or 0)
-    return f"{text}, with {_pct(p.shares['matmul'])} of its step in matmul/conv and {_pct(p.shares[top])} {SHARE_TITLES[top]}"
+        text += ", no step-time breakdown"
+    else:
+        top = max((s for s in SHARES if s != "matmul"), key=lambda s: p.shares[s] or 0)
+        text += f", with {_pct(p.shares['matmul'])} of its step in matmul/conv and {_pct(p.shares[top])} {SHARE_TITLES[top]}"
+    return text + (f", {p.power.said()}" if p.power and p.power.limited else "")
 
 
 def pair_sentence(row: RelativeRow, a: Placement, b: Placement) -> str:
@@ -179,15 +224,30 @@ def pair_sentence(row: RelativeRow, a: Placement, b: Placement) -> str:
     head = f"{m.workload} {m.precision} x{m.gpu_count}, {m.gpu} vs {row.baseline.gpu} {row.relative:.2f}x"
     text = f"{head}: {m.gpu} {_side(a)}; {row.baseline.gpu} {_side(b)}"
     if a.share_of_ceiling and b.share_of_ceiling and a.math == b.math:
-        from_ceiling = a.ceiling_tflops / b.ceiling_tflops
+        ceilings = quotient(*(Fixed((p.ceilings.run_id, a.math), p.ceiling_tflops) for p in (a, b)))
+        used = quotient(*(Fixed((p.measurement.key, "share"), p.share_of_ceiling) for p in (a, b)))
         text += (
-            f". Of the {row.relative:.2f}x, {from_ceiling:.2f}x is the cards' {a.math} ceilings and "
-            f"{a.share_of_ceiling / b.share_of_ceiling:.2f}x how much of them each run used"
+            f". Of the {row.relative:.2f}x, {ceilings.value:.2f}x is the cards' {a.math} ceilings and "
+            f"{used.value:.2f}x how much of them each run used"
         )
         copies = [p.ceilings.figures.get(recorded.MEMORY_COPY_GBS) for p in (a, b)]
         if all(copies):
-            text += f"; their memory copy bandwidths differ {copies[0] / copies[1]:.2f}x"
-    return text + "."
+            copy = quotient(*(Fixed((p.ceilings.run_id, "copy"), c) for p, c in zip((a, b), copies, strict=True)))
+            text += f"; their memory copy bandwidths differ {copy.value:.2f}x"
+    return text + _power_limits(a, b) + "."
+
+
+def _power_limits(a: Placement, b: Placement) -> str:
+    """Whether the ratio is one between power-limited runs, or one side's."""
+    limited = [p.measurement.gpu for p in (a, b) if p.power and p.power.limited]
+    unknown = [p.measurement.gpu for p in (a, b) if p.power is None]
+    if len(limited) == 2:
+        return ". Both ran at their power limits: a ratio between power-limited cards"
+    if not limited:
+        return ""
+    if unknown:
+        return f". {limited[0]} ran at its power limit; {unknown[0]}'s runs logged no power telemetry"
+    return f". Only {limited[0]} ran at its power limit"
 
 
 def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
@@ -200,9 +260,6 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
         if s.gpu != baseline  # the baseline's own rows are 1.0 by definition: no claim
     }
     published = sorted({s.source for s in summary if s.source != MEASURED})
-    if not published:
-        return ["No published figures in the store: the study's claims are not checked "
-                "(import them: python -m src.import_results reference/lambda/... , docs/compare.md)."]  # fmt: skip
     claims = []
     for source in published:
         for (category, precision, count, gpu, src), value in sorted(rows.items()):
@@ -210,8 +267,7 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
                 continue
             ours = _measured(rows, category, precision, count, gpu)
             where = f"{category}, {precision}, {gpus(count)}: {gpu}"
-            if ours is None:
-                claims.append(f"{source} {where} {value:.2f}x; not measured here.")
+            if ours is None:  # nothing of yours to check it against: the tables show it
                 continue
             same = (value - 1) * (ours - 1) > 0 or abs(ours - value) < 0.02
             claims.append(
@@ -224,7 +280,7 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
             )
         claims += _ordering_claims(rows, source, a="vision", b="language")
         claims += _count_claims(rows, source)
-    return claims
+    return [claim for claim in claims if claim]
 
 
 def _measured(rows: dict, category: str, precision: str, count: int, gpu: str) -> float | None:
@@ -242,14 +298,15 @@ def _ordering_claims(rows: dict, source: str, a: str, b: str) -> list[str]:
         ma, mb = (_measured(rows, c, precision, count, gpu) for c in (a, b))
         claim = f"{source}: {gpu} gains {'more' if pb > pa else 'less'} on {b} ({pb:.2f}x) than on {a} ({pa:.2f}x) at {precision}, {count} GPU(s)"
         measured = None if ma is None or mb is None else f"{b} {mb:.2f}x, {a} {ma:.2f}x"
-        claims.append(_verdict(claim, pb > pa, measured and mb > ma, measured, "for both categories"))
+        claims.append(_verdict(claim, pb > pa, measured and mb > ma, measured))
     return claims
 
 
-def _verdict(claim: str, published_up: bool, measured_up: bool, measured: str | None, lacking: str) -> str:
-    """A published claim checked against the measured runs: the same direction or not."""
+def _verdict(claim: str, published_up: bool, measured_up: bool, measured: str | None) -> str:
+    """A published claim checked against the measured runs: the same direction or not ('' when
+    nothing measured checks it)."""
     if measured is None:
-        return f"{claim}; not measured here {lacking}."
+        return ""
     return f"{claim}; measured {measured}: {'holds' if published_up == measured_up else 'does not hold'}."
 
 
@@ -269,7 +326,7 @@ def _count_claims(rows: dict, source: str) -> list[str]:
                  f"{high} GPUs ({ph:.2f}x) than at {low} ({pl:.2f}x)")  # fmt: skip
         ml, mh = (_measured(rows, category, precision, n, gpu) for n in (low, high))
         measured = None if ml is None or mh is None else f"{mh:.2f}x and {ml:.2f}x"
-        claims.append(_verdict(claim, ph > pl, measured and mh > ml, measured, "at both counts"))
+        claims.append(_verdict(claim, ph > pl, measured and mh > ml, measured))
     return claims
 
 
@@ -280,23 +337,31 @@ def _record(p: Placement) -> dict:
         "model": m.model, "variant": m.variant, "precision": m.precision, "gpu_count": m.gpu_count,
         "gpu": m.gpu, "gpu_name": p.gpu_name, recorded.ACHIEVED_TFLOPS_PER_GPU: p.achieved_tflops, recorded.MFU: p.mfu,
         "ceiling_math": p.math, "ceiling_tflops": p.ceiling_tflops, "share_of_ceiling": p.share_of_ceiling,
-        "ceilings_run": p.ceilings.run_id if p.ceilings else None, **shares, "note": p.note,
+        "ceilings_run": p.ceilings.run_id if p.ceilings else None, **shares,
+        recorded.THROTTLED_POWER_SHARE: p.power.limited_share if p.power else None,
+        recorded.POWER_LIMIT: p.power.limit_w if p.power else None,
+        "power_limited": p.power.limited if p.power else None, "note": p.note,
     }  # fmt: skip
 
 
-def markdown(explanation: Explanation, charts: list) -> list[str]:
-    """The report's section: the sentences, the claims, a table of placements, its charts."""
-    lines = ["", "## Why: ceilings and step time", ""]
-    lines += [
+def markdown(explanation: Explanation) -> list[str]:
+    """The report's section: the sentences, the claims, a table of placements (each only where it
+    has something to say)."""
+    lines = [
         "Each measured point against its card's own ceilings (the latest `model=ceilings` run of the same "
         "GPU name, count and software stack) and where its step time went (a few steps profiled after "
         "the measured window). Share of ceiling: achieved TFLOP/s over the measured matmul ceiling of "
-        "the math that ran; MFU: over the spec sheet. docs/metrics.md says what each share means.",
+        "the math that ran; MFU: over the spec sheet. docs/metrics.md says what each share means. A point "
+        "whose runs sat at their card's power limit for most of the measured window says so, with the "
+        "limit, the mean power and SM clock: the card ran as fast as its power allowed, not its clocks.",
         "",
     ]
     lines += [f"- {s}" for s in explanation.sentences] or ["- No model pair has runs on two GPUs to explain."]
-    lines += ["", "### The seed study's claims, checked", ""]
-    lines += [f"- {c}" for c in explanation.claims]
+    if explanation.claims:
+        lines += ["", "### Published means against yours", ""]
+        lines += [f"- {c}" for c in explanation.claims]
+    if not explanation.placements:
+        return lines
     lines += ["", "### Points against their ceilings", ""]
     header = ("point", "achieved TFLOP/s", "MFU (spec)", "share of ceiling", "matmul", "other", "comm",
               "memcpy", "idle", "note")  # fmt: skip
@@ -312,8 +377,7 @@ def markdown(explanation: Explanation, charts: list) -> list[str]:
             _pct(p.mfu) if p.mfu is not None else "",
             ceiling,
             *shares,
-            p.note,
+            "; ".join(n for n in (p.power.said() if p.power and p.power.limited else "", p.note) if n),
         ]
         lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
-    lines += ["", *[f"![{c.stem}]({c.name})" for c in charts], ""]
     return lines

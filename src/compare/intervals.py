@@ -21,10 +21,12 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from src import recorded
 from src.stats import t95
 
 REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED = "repeats", "within-run", "published runs", "published"
-BASES = (REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED)
+PROJECTED = recorded.PROJECTED  # a projection's band: its point's interval and the model's error (src/projection/)
+BASES = (REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED, PROJECTED)
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,6 @@ def combine(spreads: list[Spread], weights: list[float] | None = None) -> Spread
     return Spread(math.sqrt(variance), dof, basis)
 
 
-def ratio_spread(ours: Spread | None, baseline: Spread | None) -> Spread | None:
-    if ours is None or baseline is None:
-        return None
-    return combine([ours, baseline], [1.0, -1.0])
-
-
 def net_spread(terms: list[tuple[object, Spread | None, float]]) -> Spread | None:
     """The spread of sum(w * log x) over terms (key, spread of log x, w) in which one figure (one
     key) may appear more than once: its weights add first, so a figure on both sides of a quotient
@@ -104,17 +100,6 @@ def mean_weights(ratios: list[float]) -> list[float]:
     """d log(mean of ratios) = sum w_i d log r_i with w_i = r_i / sum r (the delta method)."""
     total = sum(ratios)
     return [r / total for r in ratios]
-
-
-def mean_spreads(ratios: list[float], spreads: list[Spread | None]) -> tuple[Spread | None, Spread | None]:
-    """Spreads of the log of the geometric and of the arithmetic mean of independent ratios; None
-    when one ratio has none. They are the uncertainty of the mean of these models' ratios as
-    measured, not the spread of ratios between models. Both are on the log scale, so an interval
-    stays positive and, for one model, is that model's ratio interval."""
-    if not spreads or any(s is None for s in spreads):
-        return None, None
-    k = len(ratios)
-    return combine(spreads, [1 / k] * k), combine(spreads, mean_weights(ratios))
 
 
 def holds_one(interval: tuple[float, float] | None) -> bool:

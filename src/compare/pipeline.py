@@ -1,4 +1,5 @@
-"""One comparison from start to end: runs -> measurements -> ratios -> files -> the report run."""
+"""One comparison, as its five steps: check the config, load the runs, compare their points, say it in
+sections, render them (files, report.md, the MLflow report run, the console)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,9 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from src import console, credentials, recorded
-from src.compare import (
-    analysis,
-    anomalies,
-    axis,
-    capacity,
-    capacity_charts,
-    capacity_report,
-    charts,
-    explain,
-    explain_charts,
-    report,
-    split,
-)
-from src.compare.runs import MEASURED, Measurement, aggregate, search_finished, select, to_record
+from src.compare import analysis, anomalies, axis, projection, report, sections, study
+from src.compare.runs import MEASURED, Measurement, RunRecord, aggregate, search_finished, select, to_record
+from src.compare.sections import Compared, Section
 from src.config import points
 from src.config.groups.precision import PRECISIONS
 from src.config.groups.tracking import tracking_errors
@@ -77,6 +67,7 @@ def validate_compare(cfg: DictConfig) -> None:
     if pair and (len(pair) != 2 or pair[0] == pair[1]):
         errors.append(f"capacity_split={list(pair)}: must be two different cards, gpu or gpu@<memory_limit_gb>, "
                       "e.g. capacity_split=[a6000,rtx3090] or capacity_split=[h200@48,h200@24]")  # fmt: skip
+    errors += projection.errors(cfg)
     if Path(cfg.out).exists() and not Path(cfg.out).is_dir():
         errors.append(f"out={cfg.out!r}: is a file; must be a folder (created when missing)")
     if errors:
@@ -87,8 +78,28 @@ def _flat(values) -> bool:
     return all(isinstance(v, (str, int, float)) for v in values)
 
 
+@dataclass
+class Loaded:
+    """The runs a comparison read and the ones its filters kept."""
+
+    experiments: list[str]
+    experiment_ids: list[str]
+    runs: list[recorded.RunResult]  # every FINISHED run of the experiments
+    records: list[RunRecord]  # those with a throughput
+    kept: list[RunRecord]  # those the filters keep (with by=, re-keyed along its axis)
+    smoke_left_out: int
+    untagged: int  # with by=: runs without the key's tag
+
+
 def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     validate_compare(cfg)
+    loaded = load(cfg)
+    compared = compare(loaded, cfg)
+    parts = sections_of(compared, loaded, cfg)
+    return render(parts, compared, loaded, cfg, out)
+
+
+def load(cfg: DictConfig) -> Loaded:
     experiments = [cfg.tracking.experiment] + (
         [cfg.tracking.published_experiment] if cfg.tracking.published_experiment else []
     )
@@ -100,102 +111,89 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     untagged = 0
     if cfg.by:
         kept, untagged = axis.along(kept, cfg.by)
-    baseline = axis.baseline(kept, cfg.by, cfg.baseline)
-    measurements = aggregate(kept)
+    return Loaded(experiments, experiment_ids, runs, records, kept, smoke_left_out, untagged)
+
+
+def compare(loaded: Loaded, cfg: DictConfig) -> Compared:
+    """Points (the median of each point's runs) and their ratios to the baseline's, the category
+    means, and the figures that cannot be right."""
+    baseline = axis.baseline(loaded.kept, cfg.by, cfg.baseline or (cfg.study.baseline if cfg.study.name else None))
+    kept, outside = scope(loaded.kept, cfg, baseline)
+    projected = projection.for_compare(cfg, loaded.records, loaded.runs, baseline)
+    measurements = aggregate(kept) + projected.measurements
     rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, axis.stack_keys(cfg.by))
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, rows, baseline)
     summary, nothing_common = analysis.summarize(rows)
-    stand_ins = profile_stand_ins(measurements)
-    # with by=, gpus= filters the runs but the compared axis is KEY's values: no gpu is asked for there
-    asked = [] if cfg.by else list(cfg.gpus)
-    unanswered = asked_without_figures(asked, records, measurements, summary, baseline)
-    efficiency = anomalies.scaling_efficiency(measurements)
     found = anomalies.stopping_anomalies(measurements)
     found += anomalies.shared_gpu_anomalies(measurements)
+    found += anomalies.procedure_anomalies(measurements)
     found += anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
     found += anomalies.spec_anomalies(rows, cfg.anomalies.spec_tolerance)
+    return Compared(measurements, baseline, rows, summary, nothing_common, found, cfg.by, outside, projected)
 
+
+def sections_of(c: Compared, loaded: Loaded, cfg: DictConfig) -> list[Section]:
+    # with by=, gpus= filters the runs but the compared axis is KEY's values: no gpu is asked for there
+    unanswered = asked_without_figures([] if cfg.by else list(cfg.gpus), loaded.records, c.measurements, c.summary, c.baseline)
+    unlogged = unlogged_specs(c.measurements)
+    said = unanswered + _notes(c.rows, c.measurements, c.baseline, c.nothing_common, bool(cfg.by))
+    parts = sections.study(c, cfg.study) if cfg.study.name else []  # the question asked comes first
+    parts += sections.gpu_comparison(c) + sections.hardware_and_software(c) + sections.flagged(c)
+    parts += sections.notes(said, [unlogged] if unlogged else []) + sections.pictures(c)
+    parts += sections.explanation(c, loaded.runs) + sections.speed_and_capacity(c, list(cfg.capacity_split))
+    parts += projection.section(c.projected, list(cfg.project))
+    parts[0].warnings += unanswered
+    return parts
+
+
+def render(parts: list[Section], c: Compared, loaded: Loaded, cfg: DictConfig, out: Path) -> CompareResult:
+    """Files, report.md, the anomaly tags, the MLflow report run, the console."""
     out.mkdir(parents=True, exist_ok=True)
-    flagged = report.flagged_points(found)
-    relative = report.relative_records(rows, efficiency, flagged)
-    summary_table = report.summary_records(summary, baseline)
-    anomaly_table = report.anomaly_records(found)
-    split_table = [] if cfg.by else split.split_records(rows, measurements)
-    files = [
-        report.write_csv(out / report.RELATIVE_CSV, report.RELATIVE_COLUMNS, relative),
-        report.write_csv(out / report.SUMMARY_CSV, report.SUMMARY_COLUMNS, summary_table),
-        report.write_csv(out / report.ANOMALIES_CSV, report.ANOMALY_COLUMNS, anomaly_table),
-    ]
-    if split_table:
-        files.append(report.write_csv(out / split.SPLIT_CSV, split.SPLIT_COLUMNS, split_table))
-    pictures = charts.draw_all(rows, summary, measurements, baseline, out, flagged)
-    pictures += capacity_charts.curve_chart(measurements, out)
-    why = explain.explain(runs, measurements, rows, summary, baseline)
-    why_pictures = explain_charts.draw(why, out)
-    files.append(report.write_csv(out / explain.CSV, explain.COLUMNS, why.records()))
-    facts = _facts(
-        cfg, baseline, experiments, len(runs), len(records), measurements, smoke_left_out, untagged
-    )
-    text = report.markdown(
-        f"Training throughput relative to {baseline}",
-        facts,
-        summary_table,
-        relative,
-        anomaly_table,
-        unanswered
-        + _notes(rows, measurements, baseline, nothing_common, bool(cfg.by))
-        + ([stand_ins] if stand_ins else []),
-        pictures,
-        split_table,
-        split.SPLIT_COLUMNS,
-    ) + "\n".join(explain.markdown(why, why_pictures))
-    capacity_rows, missing = _capacity_split(cfg, measurements)
-    split_files, split_lines = _capacity_files(capacity_rows, missing, out)
-    text += "".join(f"{line}\n" for line in split_lines)
-    (out / report.REPORT_MD).write_text(text)
-    files += [*split_files, *pictures, *why_pictures, out / report.REPORT_MD]
-
-    if cfg.tag_runs:
-        anomalies.tag_runs(cfg.tracking.uri, measurements, found)
-    run_id = _log_report_run(cfg, baseline, files, found, text)
-    for line in unanswered + missing:
+    facts = _facts(cfg, c.baseline, loaded, c.measurements) + ([c.outside] if c.outside else [])
+    text, files = report.write_all(parts, f"Training throughput relative to {c.baseline}", facts, out)
+    if cfg.tag_runs:  # a projected point tags no run: the runs behind it measured something else
+        measured = [m for m in c.measurements if m.source != projection.PROJECTED]
+        anomalies.tag_runs(cfg.tracking.uri, measured, [a for a in c.found if a.measurement.source != projection.PROJECTED])
+    run_id = _log_report_run(cfg, c.baseline, files, c.found, text)
+    projection.log_runs(cfg.tracking, run_id, c.projected)
+    for line in (w for part in parts for w in part.warnings):
         console.warning(line)
-    unlike = [_label(r) for r in rows if r.math_differs]
-    report.print_summary(summary, baseline, asked, str(out), unlike)
-    if capacity_rows:
-        capacity_report.print_table(capacity_rows, capacity.category_means(capacity_rows))
-    if stand_ins:
-        console.note(stand_ins)
-    return CompareResult(out, measurements, rows, summary, found, files, run_id, experiment_ids)
+    unlike = [_label(r) for r in c.rows if r.math_differs]
+    if not cfg.study.name:  # a study's section prints its own answer
+        report.print_summary(c.summary, c.baseline, [] if cfg.by else list(cfg.gpus), str(out), unlike)
+    for part in parts:
+        if part.show:
+            part.show()
+    if c.outside:
+        console.note(c.outside)
+    return CompareResult(out, c.measurements, c.rows, c.summary, c.found, files, run_id, loaded.experiment_ids)
 
 
-def _capacity_split(
-    cfg: DictConfig, measurements: list[Measurement]
-) -> tuple[list[capacity.SplitRow], list[str]]:
-    """capacity_split=[A,B]: the split's rows, and the runs it lacks with their commands."""
-    if not cfg.capacity_split:
-        return [], []
-    rows, missing = capacity.split(measurements, list(cfg.capacity_split))
-    if not rows:
-        first, second = cfg.capacity_split
-        missing.insert(0, f"capacity_split: neither {first} nor {second} has a run with a batch size")
-    return rows, missing
-
-
-def _capacity_files(
-    rows: list[capacity.SplitRow], missing: list[str], out: Path
-) -> tuple[list[Path], list[str]]:
-    """The split's CSVs and chart, and report.md's section."""
-    if not rows:
-        return [], [f"\n{line}" for line in missing]
-    means = capacity.category_means(rows)
-    files = [
-        report.write_csv(out / capacity_report.SPLIT_CSV, capacity_report.SPLIT_COLUMNS, capacity_report.records(rows)),
-        report.write_csv(out / capacity_report.MEANS_CSV, capacity_report.MEAN_COLUMNS, capacity_report.mean_records(means)),
-    ]  # fmt: skip
-    chart = capacity_charts.split_chart(rows, out)
-    return [*files, *chart], capacity_report.markdown(rows, means, chart, missing)
+def scope(records: list[RunRecord], cfg: DictConfig, baseline: str) -> tuple[list[RunRecord], str]:
+    """The runs of the question asked, and one line for what that leaves out ('' when nothing):
+    an experiment's study; else, without gpus= or all=true, the baseline, the study's pair and
+    every gpu you measured."""
+    if cfg.study.name:
+        inside = [r for r in records if study.in_scope(r, cfg.study)]
+        shows = f"`python -m src.compare baseline={baseline} all=true` shows them"
+    elif cfg.all or cfg.gpus or cfg.by or all(r.gpu != baseline for r in records):
+        return records, ""  # (no baseline run: the error names every gpu there is)
+    else:
+        wanted = {baseline, *report.STUDY_PAIR} | {r.gpu for r in records if r.source == MEASURED}
+        inside = [r for r in records if r.gpu in wanted]
+        shows = "all=true or gpus=[...] shows them"
+    kept = {id(r) for r in inside}
+    outside = [r for r in records if id(r) not in kept]
+    if not outside:
+        return inside, ""
+    gpus = sorted({r.gpu for r in outside})
+    sources = sorted({r.source for r in outside})
+    named = ", ".join(gpus[:5]) + (f" and {len(gpus) - 5} more" if len(gpus) > 5 else "")
+    return inside, (
+        f"left out: {len(outside):,} run(s) outside the question, of {named} "
+        f"(source {', '.join(sources)}); {shows}"
+    )
 
 
 def asked_without_figures(
@@ -233,16 +231,9 @@ def _label(row: analysis.RelativeRow) -> str:
     )
 
 
-def _facts(
-    cfg: DictConfig,
-    baseline: str,
-    experiments: list[str],
-    n_finished: int,
-    n_benchmark: int,
-    measurements: list[Measurement],
-    smoke_left_out: int,
-    untagged: int,
-) -> list[str]:
+def _facts(cfg: DictConfig, baseline: str, loaded: Loaded, measurements: list[Measurement]) -> list[str]:
+    experiments, smoke_left_out, untagged = loaded.experiments, loaded.smoke_left_out, loaded.untagged
+    n_finished, n_benchmark = len(loaded.runs), len(loaded.records)
     filters = {k: list(cfg[k]) for k in ("gpus", "models", "precisions", "gpu_counts", "sources") if cfg[k]}
     if cfg.filter_string:
         filters["filter_string"] = cfg.filter_string
@@ -283,14 +274,17 @@ def _notes(
         "(fresh processes), or for a single run from its step-time CI (`within-run only`: it misses "
         "what differs between processes); a ratio combines both sides, a mean all its ratios "
         "(the uncertainty of these models' mean as measured, not the spread between models). A ratio "
-        "whose interval holds 1.0 is marked `no measurable difference`. Published figures have no "
-        "spread: none is invented, and an interval against one rests on the measured side only.",
+        "whose interval holds 1.0 is marked `no measurable difference`. A published figure carries the "
+        "spread of the logged runs it is the mean of where the source has them (`published runs`); "
+        "one without has none, none is invented, and an interval against it rests on the other side only. "
+        "The baseline's own rows (1.0 by definition) are in the CSVs only.",
         "Precision groups: fp32 and tf32 are charted together as fp32, amp and bf16 as mixed "
         "precision; every table keeps the precision each run used. A ratio takes the baseline at the "
         "same precision when it has one, else at another of the same group (see baseline_precision).",
         "Category means are the arithmetic mean of the per-model ratios, as in Lambda's RTX A6000 vs "
-        "RTX 3090 article, over the models that every gpu of the (category, precision group, GPU count) "
-        "has (`models`; `left_out` names the others); the geometric mean is given beside it.",
+        "RTX 3090 article, over the models the gpu and the baseline both have (`models`; "
+        "`models_left_out` names the others and why): a gpu's mean depends on its runs and the "
+        "baseline's only. The geometric mean is given beside it.",
     ]
     if nothing_common:
         notes.append(
@@ -328,6 +322,13 @@ def _notes(
             + f", so these ratios set unlike stacks against each other: {'; '.join(crossed_stacks)}."
             + ("" if by else " The hardware and software parts are split below where the runs exist.")
         )
+    superseded = [r.run_id for m in measurements for r in m.superseded]
+    if superseded:
+        notes.append(
+            f"Measured again: {len(superseded)} run(s) that shared a GPU or missed their stopping rule "
+            "have a later clean run of the same point and config (resume measured it again), which "
+            f"stands in for them; they are kept in the store: {', '.join(superseded)}."
+        )
     variants = sorted({m.workload for m in measurements if m.variant})
     if variants:
         notes.append(
@@ -342,17 +343,18 @@ def _notes(
     return notes
 
 
-def profile_stand_ins(measurements: list[Measurement]) -> str | None:
-    """Which runs are judged by today's conf/ profile for figures they never logged, or None."""
-    runs = [r for m in measurements for r in m.runs if r.spec.from_profile]
+def unlogged_specs(measurements: list[Measurement]) -> str | None:
+    """Which runs logged no spec-sheet figures (runs of version 1, imported GPUs without a
+    profile), or None: compare judges a run by what it logged only."""
+    judged = set(recorded.SPEC_PARAMS) - {"memory_gb"} | {"peak_key", "peak_tflops"}
+    runs = [r for m in measurements for r in m.runs if judged & set(r.spec.unlogged)]
     if not runs:
         return None
-    figures = sorted({name for r in runs for name in r.spec.from_profile})
+    figures = sorted({name for r in runs for name in r.spec.unlogged if name in judged})
     gpus = sorted({r.gpu for r in runs})
     return (
-        f"{len(runs):,} run(s) of {', '.join(gpus)} never logged {', '.join(figures)}: today's conf/ "
-        "profile stands in for those figures (per-watt, per-kUSD, the spec range); every other figure "
-        "is the one its run logged."
+        f"{len(runs):,} run(s) of {', '.join(gpus)} never logged {', '.join(figures)}: the figures that "
+        "need them (per-watt, per-kUSD, the spec range) are left out for those runs."
     )
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from src import recorded
 from src.compare import intervals
-from src.compare.analysis import NO_DIFFERENCE, RelativeRow, SummaryRow, precision_group
+from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.anomalies import Anomaly
+from src.compare.ratio import NO_DIFFERENCE
 from src.compare.runs import MEASURED
 from src.console import gpus, number
 
@@ -94,16 +95,16 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
 def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]:
     return [
         {
-            **dict(zip(("relative_mean_low", "relative_mean_high"), _low_high(s.mean_interval), strict=True)),
+            **dict(zip(("relative_mean_low", "relative_mean_high"), _low_high(s.mean.interval), strict=True)),
             **dict(
                 zip(
                     ("relative_geomean_low", "relative_geomean_high"),
-                    _low_high(s.geomean_interval),
+                    _low_high(s.geomean.interval),
                     strict=True,
                 )
             ),
-            "interval": "baseline" if s.gpu == baseline else intervals.describe(s.geomean_spread),
-            "difference": NO_DIFFERENCE if _holds_one(s) else "",
+            "interval": "baseline" if s.gpu == baseline else s.geomean.basis(),
+            "difference": NO_DIFFERENCE if s.mean.no_difference else "",
             "flags": " ".join(s.flags),
             "category": s.category,
             "precision": s.precision,
@@ -115,15 +116,11 @@ def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]
             "relative_geomean": s.relative_geomean,
             "n_models": s.n_models,
             "models": " ".join(s.models),
-            "models_left_out": " ".join(s.left_out),
+            "models_left_out": "; ".join(s.left_out),
             "baselines": s.baselines,
         }
         for s in summary
     ]
-
-
-def _holds_one(s: SummaryRow) -> bool:
-    return intervals.holds_one(s.mean_interval)
 
 
 def anomaly_records(anomalies: list[Anomaly]) -> list[dict]:
@@ -136,7 +133,7 @@ def anomaly_records(anomalies: list[Anomaly]) -> list[dict]:
             "gpu": a.measurement.gpu,
             "source": a.measurement.source,
             "detail": a.detail,
-            "run_ids": " ".join(r.run_id for r in a.measurement.runs),
+            "run_ids": " ".join(a.run_ids),  # the runs that earned it
         }
         for a in anomalies
     ]
@@ -157,36 +154,22 @@ def _csv_value(value):
     return f"{value:.6g}" if isinstance(value, float) else value
 
 
-def markdown(
-    title: str,
-    facts: list[str],
-    summary: list[dict],
-    relative: list[dict],
-    anomalies: list[dict],
-    notes: list[str],
-    charts: list[Path],
-    split: list[dict] = (),
-    split_columns: tuple[str, ...] = (),
-) -> str:
-    lines = [f"# {title}", "", *[f"- {fact}" for fact in facts], "", "## Category means", ""]
-    lines += markdown_table(summary, ("category", "precision", "gpu_count", "gpu", "source", "relative_mean",
-                              "relative_mean_low", "relative_mean_high", "relative_geomean", "interval",
-                              "difference", "flags", "models", "models_left_out", "baselines"))  # fmt: skip
-    lines += ["", "## Per model", ""]
-    lines += markdown_table(relative, ("model", "variant", "precision", "gpu_count", "gpu", "source", recorded.THROUGHPUT,
-                               "throughput_low", "throughput_high", "unit", "n_runs", "relative",
-                               "relative_low", "relative_high", "interval", "difference", "flags",
-                               "stack_differs", "baseline_precision", "baseline_source",
-                               "scaling_efficiency", "anomalies"))  # fmt: skip
-    if split:
-        lines += ["", "## Hardware and software parts of cross-stack ratios", ""]
-        lines += markdown_table(split, split_columns)
-    lines += ["", f"## Anomalies ({len(anomalies)})", ""]
-    lines += markdown_table(anomalies, ANOMALY_COLUMNS[:-1]) if anomalies else ["None found."]
-    if notes:
-        lines += ["", "## Notes", "", *[f"- {note}" for note in notes]]
-    lines += ["", "## Charts", "", *[f"![{chart.stem}]({chart.name})" for chart in charts], ""]
-    return "\n".join(lines)
+def write_all(sections: list, title: str, facts: list[str], out: Path) -> tuple[str, list[Path]]:
+    """Every section's CSVs and charts into `out`, and report.md assembled from them in order: the
+    title, the facts, then each section's heading, table, text and chart links. Returns report.md's
+    text and every file written."""
+    files, drawn = [], []
+    lines = [f"# {title}", "", *[f"- {fact}" for fact in facts]]
+    for section in sections:
+        files += [write_csv(out / name, columns, rows) for name, columns, rows in section.tables]
+        charts = section.draw(out) if section.draw else []
+        drawn += charts
+        body = (markdown_table(*section.shown) if section.shown else []) + section.lines
+        links = [f"![{path.stem}]({path.name})" for path in charts]
+        lines += ["", f"## {section.heading}", "", *body, *([""] if body and links else []), *links]
+    text = "\n".join(lines) + "\n"
+    (out / REPORT_MD).write_text(text)
+    return text, [*files, *drawn, out / REPORT_MD]
 
 
 PERCENT_COLUMNS = {"scaling_efficiency"}
@@ -270,7 +253,7 @@ def print_summary(
         )
         console.print()
         return
-    note(f"Throughput relative to {baseline}, mean over the models every gpu has")
+    note(f"Throughput relative to {baseline}, mean over the models each gpu and {baseline} both have")
     console.print(table)
     marks = "".join(text[-2:] for text in intervals_shown)
     if "=" in marks:
@@ -279,6 +262,8 @@ def print_summary(
         console.print("  ! stack_differs: some ratios set unlike software stacks (see report.md)")
     for line in unlike:
         console.print(f"  math_differs, in no mean: {escape(line)}")
+    for line in left_out_lines([s for s in summary if s.gpu in shown and s.gpu != baseline]):
+        console.print(f"  {escape(line)}", soft_wrap=True)
     if left_out:
         where = f" in {out}" if out else ""
         note(
@@ -287,8 +272,18 @@ def print_summary(
         )
 
 
+def left_out_lines(summary: list[SummaryRow]) -> list[str]:
+    """One line per gpu and set of models its means leave out, naming the means and why."""
+    where: dict[tuple, list[str]] = {}
+    for s in summary:
+        if s.left_out:
+            name = s.gpu + ("" if s.source == MEASURED else f" [{s.source}]")
+            where.setdefault((name, s.left_out), []).append(f"{s.category} {s.precision} x{s.gpu_count}")
+    return [f"{name}: left out of {', '.join(means)}: {'; '.join(models)}" for (name, models), means in where.items()]
+
+
 def _console_interval(s: SummaryRow) -> str:
-    return interval_text(s.mean_interval) + ("!" if "stack_differs" in s.flags else "")
+    return interval_text(s.mean.interval) + ("!" if "stack_differs" in s.flags else "")
 
 
 def interval_text(interval: tuple[float, float] | None) -> str:

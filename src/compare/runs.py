@@ -16,9 +16,15 @@ from dataclasses import dataclass, field
 
 from src import recorded
 from src.compare import intervals
-from src.compare.specs import Spec, run_spec
 from src.config import points
 from src.recorded import MEASURED
+
+# what a store with nothing to compare is told: the command that brings comparable runs
+STUDY_HINT = (
+    "`python -m src.compare experiment=lambda_a6000_vs_3090` imports Lambda's published RTX A6000 and "
+    "RTX 3090 figures and compares them (and your runs of the study's models), or "
+    "`python -m src.import_results source=lambda-2022` imports Lambda's newer tables"
+)
 
 
 class CompareError(ValueError):
@@ -63,21 +69,28 @@ class Workpoint:
 
 @dataclass(frozen=True, kw_only=True)
 class RunRecord(Workpoint):
+    """One run of a point: the run as read back, with the efficiency figures compare derives."""
+
     run_id: str
     throughput: float
     per_watt: float | None
     per_watt_basis: str | None  # "measured" power, or the spec sheet's "tdp"
     per_kusd: float | None  # items/s per 1,000 USD of GPUs
-    smoke: bool  # a benchmark=smoke dry run
-    ci_missed: str | None  # how the run missed its target_ci ("max_steps: CI 27% > 1%"), else None
-    anomaly_tag: str | None  # the `anomaly` tag an earlier compare left
-    spec: Spec  # the spec-sheet figures it is judged by: its own, else today's profile (src/compare/specs.py)
-    step_ci_rel: float | None = None  # the run's step-time CI half-width, relative
-    measured_steps: int | None = None
-    foreign: str | None = None  # other programs seen on its GPUs (tags.GPU_FOREIGN_PROCESSES)
-    started_ms: int = 0
-    published_runs: tuple[int, float] | None = None  # (n, se of mean log throughput) behind a published figure
-    tags: dict = field(default_factory=dict, compare=False, repr=False)  # every tag, for compare by=
+    result: recorded.RunResult = field(compare=False, repr=False)
+
+    @property
+    def spec(self) -> recorded.Spec:  # the spec-sheet figures it is judged by: those it logged
+        return self.result.spec
+
+    @property
+    def flawed(self) -> bool:
+        """It shared its GPU or missed its stopping rule."""
+        return bool(self.result.foreign or self.result.steps.missed)
+
+    @property
+    def procedure(self) -> tuple:
+        """How its figure was taken (points.procedure_config): repeats may differ in it."""
+        return points.procedure_config(self.result.params)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,17 +104,27 @@ class Measurement(Workpoint):
     runs: list[RunRecord] = field(repr=False)
     variant: str = ""  # what sets this point apart from others of its model, e.g. "d_model=128"
     spread: intervals.Spread | None = None  # of its log throughput; None: no interval can be given
+    # flawed runs a later clean run of the same point and config measured again: left out, kept in the store
+    superseded: tuple[RunRecord, ...] = field(default=(), repr=False)
 
     @property
     def interval(self) -> tuple[float, float] | None:
         return self.spread.interval(self.throughput) if self.spread else None
 
     @property
+    def key(self) -> tuple:  # a figure of src/compare/ratio.py
+        return self.point
+
+    @property
+    def value(self) -> float:
+        return self.throughput
+
+    @property
     def n_runs(self) -> int:
         return len(self.runs)
 
     @property
-    def spec(self) -> Spec:
+    def spec(self) -> recorded.Spec:
         """The spec-sheet figures of its first run (repeats of a point ran on one profile)."""
         return self.runs[0].spec
 
@@ -127,16 +150,15 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
     database = sqlite_path(uri)
     if database is not None and not database.exists():  # opening it would create a whole new store
         raise CompareError(
-            f"tracking.uri={uri!r}: no store there ({database} does not exist); run a benchmark or "
-            "import published results first, or name the store they went to"
+            f"tracking.uri={uri!r}: no store there ({database} does not exist); run a benchmark, or "
+            f"name the store your runs went to; {STUDY_HINT}"
         )
     mlflow_client = store.client(uri)
     found = [e for e in map(mlflow_client.get_experiment_by_name, dict.fromkeys(experiments)) if e]
     if not found:
         raise CompareError(
             f"tracking.experiment={experiments[0]!r}: no such experiment at {bare(uri)} (nor "
-            f"{', '.join(map(repr, experiments[1:])) or 'another'}); "
-            "run a benchmark or import published results first"
+            f"{', '.join(map(repr, experiments[1:])) or 'another'}); run a benchmark first; {STUDY_HINT}"
         )
     ids = [e.experiment_id for e in found]
     query = "attributes.status = 'FINISHED'" + (f" and {filter_string}" if filter_string else "")
@@ -166,7 +188,7 @@ def to_record(result: recorded.RunResult) -> RunRecord | None:
     if any(not v for v in (result.gpu, result.model, result.precision)) or result.gpu_count is None:
         return None
     count, throughput = result.gpu_count, result.throughput
-    spec = run_spec(result)
+    spec = result.spec
     per_watt, basis = result.per_watt, "measured"
     if per_watt is None:
         per_watt, basis = (throughput / (spec.tdp_w * count), "tdp") if spec.tdp_w else (None, None)
@@ -185,22 +207,8 @@ def to_record(result: recorded.RunResult) -> RunRecord | None:
         per_watt=per_watt,
         per_watt_basis=basis,
         per_kusd=throughput / (spec.price_usd * count / 1000) if spec.price_usd else None,
-        smoke=result.smoke,
-        ci_missed=result.steps.missed,
-        anomaly_tag=result.anomaly,
-        spec=spec,
-        step_ci_rel=result.steps.ci95_rel,
-        measured_steps=result.steps.count,
-        foreign=result.foreign,
-        started_ms=result.started_ms,
-        published_runs=result.published_runs,
-        tags=result.tags,
+        result=result,
     )
-
-
-def _published_runs(metrics: dict) -> tuple[int, float] | None:
-    n, se = metrics.get(recorded.PUBLISHED_RUNS), metrics.get(recorded.PUBLISHED_RUNS_LOG_SE)
-    return (int(n), se) if n and se is not None else None
 
 
 def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
@@ -217,7 +225,7 @@ def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
         )
         if not all(not allowed or value in allowed for allowed, value in checks):
             continue
-        if record.smoke and not cfg.include_smoke:
+        if record.result.smoke and not cfg.include_smoke:
             smoke += 1
         else:
             keep.append(record)
@@ -232,7 +240,7 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
     differing = differing_keys(list(groups))
     measurements = []
     for point in sorted(groups, key=_sort_key):
-        runs = groups[point]
+        runs, superseded = remeasured(groups[point])
         first = runs[0]
         throughputs = [r.throughput for r in runs]
         watts = [r.per_watt for r in runs if r.per_watt is not None]
@@ -261,14 +269,24 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
                 variant=", ".join(f"{points.label(k)}={v}" for k, v in first.config if k in shown),
                 spread=intervals.point_spread(
                     throughputs,
-                    lone.step_ci_rel if lone else None,
-                    lone.measured_steps if lone else None,
+                    lone.result.steps.ci95_rel if lone else None,
+                    lone.result.steps.count if lone else None,
                     first.source != MEASURED,
-                    lone.published_runs if lone else None,
+                    lone.result.published_runs if lone else None,
                 ),
+                superseded=superseded,
             )
         )
     return measurements
+
+
+def remeasured(runs: list[RunRecord]) -> tuple[list[RunRecord], tuple[RunRecord, ...]]:
+    """A point's runs less the flawed ones (GPU shared, stopping rule missed) whose config has a
+    clean run: resume measured those again (src/run/resume.py); and the runs left out."""
+    hashes = {r.run_id: r.result.tags.get(recorded.CONFIG_HASH) for r in runs}
+    clean = {hashes[r.run_id] for r in runs if hashes[r.run_id] and not r.flawed}
+    superseded = tuple(r for r in runs if r.flawed and hashes[r.run_id] in clean)
+    return [r for r in runs if r not in superseded], superseded
 
 
 def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:

@@ -1,5 +1,6 @@
 """How every chart of a comparison looks, in one place: a gpu's colour, titles, the shared legend,
-pages for tall grids, and bar values that stay readable when a bar is too short or too long to draw.
+pages for tall grids, and bar values that stay readable (and inside their panel) when a bar is too
+short or too long to draw.
 
 Charts of other modules call these too, so a gpu looks the same in every picture.
 """
@@ -10,6 +11,7 @@ import zlib
 from collections.abc import Sequence
 
 from src.console import number
+from src.recorded import MEASURED, PROJECTED
 
 # The gpu profiles (conf/gpu/) keep fixed colours, whatever else a comparison holds.
 PROFILE_COLOURS = {
@@ -21,21 +23,51 @@ PROFILE_COLOURS = {
     "cpu": "tab:gray",
 }
 PUBLISHED_HATCH = "///"
+PROJECTED_HATCH = "..."  # a projected point (source `projected`, src/compare/projection.py)
 DPI = 100
 PAGE_IN = 18.0  # a chart taller than this many inches is split into pages
 TOO_SHORT = 0.005  # a bar under this fraction of its axis cannot be seen: its value says so
 LABEL_BOX = {"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8}
 
 
-def gpu_colour(gpu: str):
-    """The profiles' colours first; any other gpu by a stable hash of its name into palettes the
-    profiles do not use, so it keeps its colour in every comparison."""
-    if gpu in PROFILE_COLOURS:
-        return PROFILE_COLOURS[gpu]
+_CHOSEN: dict[str, object] = {}  # this comparison's colours (use_colours)
+
+
+def _palette() -> list:
     from matplotlib import colormaps
 
     palette = [colormaps[name](i) for name in ("tab20b", "tab20c") for i in range(20)]
-    palette = [c for i, c in enumerate(palette) if i % 4 != 3]  # the palest shade reads as no bar
+    return [c for i, c in enumerate(palette) if i % 4 != 3]  # the palest shade reads as no bar
+
+
+def use_colours(gpus: Sequence[str]) -> None:
+    """Fix one colour per gpu for every chart of one comparison, none shared: the profiles' own,
+    and each other gpu the colour a stable hash of its name picks, or, where a gpu before it in
+    name order took that one, the next free one. The same gpus get the same colours in every
+    comparison."""
+    palette = _palette()
+    _CHOSEN.clear()
+    taken: set = set()
+    for gpu in sorted(set(gpus)):
+        if gpu in PROFILE_COLOURS:
+            _CHOSEN[gpu] = PROFILE_COLOURS[gpu]
+            continue
+        i = zlib.crc32(gpu.encode()) % len(palette)
+        for step in range(len(palette)):  # more gpus than colours: the hash's own is shared
+            if palette[(i + step) % len(palette)] not in taken:
+                i = (i + step) % len(palette)
+                break
+        taken.add(palette[i])
+        _CHOSEN[gpu] = palette[i]
+
+
+def gpu_colour(gpu: str):
+    """The comparison's colour of the gpu (use_colours); else the profile's, else its hash's."""
+    if gpu in _CHOSEN:
+        return _CHOSEN[gpu]
+    if gpu in PROFILE_COLOURS:
+        return PROFILE_COLOURS[gpu]
+    palette = _palette()
     return palette[zlib.crc32(gpu.encode()) % len(palette)]
 
 
@@ -59,10 +91,17 @@ def legend(fig, handles: list, title_text: str | None = None) -> None:
         fig.legend(handles=handles, loc="outside right upper", fontsize="small", title=title_text)
 
 
-def published_handle():
+def hatch(source: str) -> str:
+    """Measured bars are plain, published ones hatched, projected ones dotted."""
+    return "" if source == MEASURED else PROJECTED_HATCH if source == PROJECTED else PUBLISHED_HATCH
+
+
+def source_handles(sources) -> list:
+    """The legend's entries for the kinds of figure other than measured that a chart holds."""
     from matplotlib.patches import Patch
 
-    return Patch(facecolor="lightgrey", hatch=PUBLISHED_HATCH, edgecolor="white", label="published figure")
+    kinds = {"published figure" if s != PROJECTED else "projected figure": hatch(s) for s in sources if s != MEASURED}
+    return [Patch(facecolor="lightgrey", hatch=h, edgecolor="white", label=label) for label, h in sorted(kinds.items())]
 
 
 def gpu_handles(gpus: Sequence[str]) -> list:
@@ -99,29 +138,43 @@ def axis_end(values: Sequence[float], outliers: Sequence[bool] | None = None) ->
 
 def bar_values(ax, drawn, values: Sequence[float], texts: Sequence[str], end: float) -> None:
     """Write each bar's value beside it; one too short to see says so, one beyond the axis is cut
-    at its edge and says so."""
-    labels = []
-    for value, text in zip(values, texts, strict=True):
-        if value > end:
-            labels.append("")
-        elif 0 < value < TOO_SHORT * end:
-            labels.append(f"{text} (too short to draw)")
-        else:
-            labels.append(text)
-    ax.bar_label(drawn, labels=labels, padding=3, fontsize="small", bbox=LABEL_BOX)
+    at its edge and says so. keep_labels_inside() then moves a label that would leave its panel
+    into its bar."""
     for bar, value, text in zip(drawn, values, texts, strict=True):
+        y = bar.get_y() + bar.get_height() / 2
         if value > end:
             bar.set_width(end)
-            y = bar.get_y() + bar.get_height() / 2
-            ax.text(
-                end,
-                y,
-                f"{text} (beyond the axis) ",
-                ha="right",
-                va="center",
-                fontsize="small",
-                bbox=LABEL_BOX,
-            )
+            text, x, offset, align = f"{text} (beyond the axis)", end, -3, "right"
+        else:
+            text = f"{text} (too short to draw)" if 0 < value < TOO_SHORT * end else text
+            x, offset, align = value, 3, "left"
+        label = ax.annotate(text, (x, y), xytext=(offset, 0), textcoords="offset points", ha=align,
+                            va="center", fontsize="small", bbox=LABEL_BOX)  # fmt: skip
+        label.bar_end = min(value, end)
+
+
+def keep_labels_inside(fig) -> None:
+    """Every bar label within its panel: one that would run past the right edge is written inside
+    its bar, ending at the bar's end (or, on a bar shorter than the label, at the panel's edge,
+    smaller where even the panel is too narrow)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()  # the constrained layout places the panels: the labels' extents are known
+    renderer = canvas.get_renderer()
+    for ax in fig.axes:
+        box = ax.get_window_extent(renderer)
+        for label in ax.texts:
+            end = getattr(label, "bar_end", None)
+            if end is None or label.get_window_extent(renderer).x1 <= box.x1:
+                continue
+            label.set_horizontalalignment("right")
+            label.xyann = (-3, 0)
+            label.xy = (end, label.xy[1])
+            if label.get_window_extent(renderer).x0 < box.x0:  # longer than its bar
+                label.xy = (ax.get_xlim()[1], label.xy[1])
+            if label.get_window_extent(renderer).x0 < box.x0:  # longer than the panel
+                label.set_fontsize("x-small")
 
 
 def whiskers(values: Sequence[float], spans: Sequence[tuple[float, float] | None]) -> list[list[float]]:

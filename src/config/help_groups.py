@@ -15,7 +15,8 @@ from omegaconf import OmegaConf
 from src.paths import PROJECT_ROOT
 
 CONF_DIR = PROJECT_ROOT / "conf"
-INTERNAL = {"hydra", "sizes"}  # hydra/: Hydra's own (--hydra-help); sizes/: chosen by benchmark=
+# hydra/: Hydra's own (--hydra-help); sizes/: chosen by benchmark=; study/: compare's, by experiment=
+INTERNAL = {"hydra", "sizes", "study"}
 
 
 def command_line_groups() -> str:

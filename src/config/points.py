@@ -17,16 +17,15 @@ covers a group, e.g. every model size; a more specific entry overrides it).
 Adding a key (the extension point):
 - A key added after runs were logged gives `since=<its default>`: while it is at that default it
   is left out of the hash, the point and the tags, so every run logged before it keeps its hash
-  and its point (tests/test_points.py holds runs and hashes from before this table).
+  and its point, and a run that lacks it compares as that default.
 - A key in the hash but not in the point (e.g. `benchmark.repeat`) is PROCEDURE, with `since`.
 - `needs="<key>"`: the key means nothing while that switch is off; finalising resets it to its
   `since` default then, so the point and hash do not split on a setting that was not used.
 - Point fields that come from the run's environment rather than its config (the software stack,
-  the detected card) go in TAGS: tag name -> Declared, MEASURED; compare reads them from the run's
-  tags into the point as `tag:<name>` (not into the resume hash, which is of the config alone),
-  and `since` works the same way for runs that lack the tag.
-- LEGACY holds param names that older runs logged and the schema no longer has, with their role,
-  so compare reads those runs as they were read when they were logged.
+  the detected card, the nodes, a CPU job's threads) go in TAGS: tag name -> Declared, MEASURED;
+  compare reads them from the run's tags into the point as `tag:<name>` (not into the resume hash,
+  which is of the config alone: resume matches them apart), and `since` works the same way for
+  runs that lack the tag.
 """
 
 from __future__ import annotations
@@ -39,6 +38,9 @@ from src import recorded
 MEASURED, PROCEDURE, PLUMBING = "measured", "procedure", "plumbing"
 ALWAYS = object()  # `since` of a key every run has logged: never left out
 RAN_BATCH = recorded.BATCH_SIZE  # the param a run logs once its ranks report the per-GPU batch that ran
+CPU_THREADS = "cpu_threads"  # the tag of a CPU job: the intra-op threads each of its ranks ran
+CPU_MODEL = "cpu_model"  # the tag of a CPU job: its processor, the card it ran on
+REPEAT = "benchmark.repeat"
 
 
 @dataclass(frozen=True)
@@ -84,10 +86,11 @@ KEYS: dict[str, Declared] = {
         MEASURED, tag="cudnn_benchmark_limit", since=None, needs="benchmark.cudnn_benchmark"
     ),
     "benchmark.rerun": Declared(PLUMBING),
-    "benchmark.cpu_threads": Declared(MEASURED, tag="cpu_threads", since=None),  # a CPU rank's threads
+    # a CPU rank's threads as asked (null: the cores shared): the point has the threads that ran
+    "benchmark.cpu_threads": Declared(MEASURED, by=CPU_THREADS, since=None),
     "benchmark.breakdown_steps": Declared(PLUMBING),  # profiled after the window: the figure is the same
     # a repeat of the point in fresh processes: its own run (hash), the same point; 0 as runs before it
-    "benchmark.repeat": Declared(PROCEDURE, since=0),
+    REPEAT: Declared(PROCEDURE, since=0),
     # whether a busy GPU is refused: the figure is flagged gpu_shared either way
     "benchmark.exclusive": Declared(PLUMBING),
     "telemetry.": Declared(PROCEDURE),  # the sampling behind the power and clock figures
@@ -113,20 +116,21 @@ SOFTWARE = {
     "nccl_settings": "nccl_settings",  # the variables NCCL ran under, on GPUs that talk through it
     "driver": "driver_version",
 }
-CARD = {"gpu_name": "gpu_name", "power_limit": "power_limit_w"}
+CARD = {"gpu_name": "gpu_name", "power_limit": "power_limit_w", "cpu": CPU_MODEL}
 STACK = SOFTWARE | CARD
 STACK_NAMES = {tag: name for name, tag in STACK.items()}
+# Stack tags a job learns only from its ranks (what torch loaded, the NCCL variables they ran under);
+# its torch build and environment fix them, so a job about to run is matched to a finished run by
+# the rest of its point (src/run/resume.py).
+FROM_RANKS = tuple(SOFTWARE[name] for name in ("cuda", "cudnn", "nccl", "nccl_settings"))
 
-# Run tags that are point fields; a run without one (published rows, runs from before the power
-# limit tag) has none in its point.
-TAGS: dict[str, Declared] = {name: Declared(MEASURED, since=None) for name in STACK.values()}
-
-LEGACY: dict[str, Declared] = {
-    "model.builder": Declared(MEASURED, by="model"),  # before model._target_
-    "model.smoke.": Declared(PLUMBING),  # smoke sizes kept in the model before conf/sizes/
-    "benchmark.smoke": Declared(MEASURED),  # a smoke switch before benchmark=smoke
+# Run tags that are point fields: the stack, and how the job was laid out (nodes: the ranks per
+# node follow from the point's gpu_count; a CPU job's threads). A run without one (published rows,
+# runs from before the tag) compares as the tag's default: none for the stack, one node.
+TAGS: dict[str, Declared] = {name: Declared(MEASURED, since=None) for name in STACK.values()} | {
+    "nnodes": Declared(MEASURED, since=1),
+    CPU_THREADS: Declared(MEASURED, since=None),
 }
-
 
 def declared(key: str, table: dict[str, Declared] | None = None) -> Declared | None:
     """The entry for `key`: its own, else its longest declared prefix; None if there is none."""
@@ -172,24 +176,56 @@ def hashed(data: dict, prefix: str = "") -> dict:
     return kept
 
 
-def point_config(params: dict[str, str], tags: dict[str, str] | None = None) -> tuple:
-    """The point's measured configuration from a run's logged params (and tags): sorted (key,
-    value) pairs of every measured key that stands for itself, the batch that ran among them."""
+def point_config(params: dict[str, str], tags: dict[str, str] | None = None, before_run: bool = False) -> tuple:
+    """The point's measured configuration from a run's logged params and tags (the one key that
+    compare's grouping, its pairings and resume use): sorted (key, value) pairs of every measured
+    key that stands for itself, the batch that ran among them, and the point's tags. A key a run
+    lacks is at its default. `before_run`: without what only the ranks report (FROM_RANKS)."""
     config = {}
     for key, value in params.items():
-        if _in_point(_param_entry(key), value):
+        if _in_point(declared(key), value):
             config[key] = value
     if RAN_BATCH not in config and "model.batch_size" in params:  # runs logged before the param
         config[RAN_BATCH] = params["model.batch_size"]
     for name, value in (tags or {}).items():
-        if _in_point(TAGS.get(name), value):
+        if _in_point(TAGS.get(name), value) and not (before_run and name in FROM_RANKS):
             config[f"tag:{name}"] = value
     return tuple(sorted((key, value) for key, value in config.items() if value != "None"))
 
 
-def _param_entry(key: str) -> Declared | None:
-    """A logged param's declaration: a name older runs logged as itself (LEGACY), else today's."""
-    return declared(key, LEGACY) or declared(key)
+def differences(one: tuple, other: tuple) -> tuple[str, str]:
+    """What sets two point configurations apart, as each side's labels: ("torch=2.14.1", "torch=2.13.0");
+    a key one side lacks shows its default (a tag without one: "unrecorded")."""
+    a, b = dict(one), dict(other)
+    keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    return tuple(", ".join(f"{label(k)}={side.get(k, _default(k))}" for k in keys) for side in (a, b))
+
+
+def _default(key: str) -> Any:
+    """How a point without the key shows it: the default it is at."""
+    if key.startswith("tag:"):
+        since = TAGS[key.removeprefix("tag:")].since
+        return "unrecorded" if since is None else since
+    entry = declared(key)
+    if entry is None or entry.since is ALWAYS:
+        return "unrecorded"
+    return "null" if entry.since is None else entry.since
+
+
+def procedure_config(params: dict[str, str]) -> tuple:
+    """How a run's figure was taken: sorted (key, value) pairs of its procedure keys (warm-up,
+    stopping rule, telemetry sampling), less the repeat's number and the launcher's rendezvous.
+    Repeats of a point may differ in it; compare says where they do."""
+    return tuple(
+        sorted(
+            (key, value)
+            for key, value in params.items()
+            if (entry := declared(key)) is not None
+            and entry.role == PROCEDURE
+            and key != REPEAT
+            and not key.startswith("launcher.")
+        )
+    )
 
 
 def _in_point(entry: Declared | None, value: Any) -> bool:

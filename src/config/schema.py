@@ -38,9 +38,32 @@ class AnomalyConfig:
 
 
 @dataclass
+class Claim:
+    """One figure a study states: a category mean of the gpu's ratios to the baseline."""
+
+    category: str = MISSING
+    precision: str = MISSING
+    gpu_count: int = MISSING
+    ratio: float = MISSING
+
+
+@dataclass
+class StudyConfig:
+    """The question an experiment asks compare (conf/study/<experiment>.yaml); none: name ''."""
+
+    name: str = ""  # the experiment's name, as `python -m src.compare experiment=<name>` gives it
+    title: str = ""
+    baseline: str = "rtx3090"
+    gpus: list[str] = field(default_factory=list)  # the published pair
+    models: list[str] = field(default_factory=list)
+    published: str = ""  # the source the claims are checked against, imported when the store lacks it
+    claims: list[Claim] = field(default_factory=list)
+
+
+@dataclass
 class ProjectionConfig:
     batch: str = "own"  # own: each target's largest batch that fits its memory; same: the batch as measured
-    model_error: float = 0.2  # the model's error on ratios between cards (benchmarks/projection_check.py)
+    model_error: float = 0.19  # the model's error on ratios between cards (benchmarks/projection_check.py)
 
 
 @dataclass
@@ -65,6 +88,8 @@ class CompareConfig:
     projection: ProjectionConfig = field(default_factory=ProjectionConfig)
     filter_string: str = ""  # extra MLflow search filter, e.g. "tags.compile = 'False'"
     include_smoke: bool = False  # benchmark=smoke dry runs are left out unless asked for
+    all: bool = False  # every gpu in the store; by default the baseline, the study's pair and your gpus
+    study: StudyConfig = field(default_factory=StudyConfig)
     tag_runs: bool = True  # tag anomalous runs with `anomaly`
     anomalies: AnomalyConfig = field(default_factory=AnomalyConfig)
     tracking: TrackingConfig = MISSING

@@ -25,7 +25,7 @@ GPU_FIELDS = (
     "mem_util_pct",
     "mem_used_gb",
     "power_w",
-    "energy_j",  # cumulative since the driver loaded
+    recorded.ENERGY_J,  # cumulative since the driver loaded (the metric: its rise over the window)
     "temperature_c",
     "sm_clock_mhz",
     "mem_clock_mhz",
@@ -34,7 +34,7 @@ GPU_FIELDS = (
     "pcie_rx_mbs",
 )
 HOST_FIELDS = ("cpu_util_pct", "host_mem_used_gb")
-NOT_SERIES = {"energy_j", "clock_event_reasons"}  # a counter and a bitmask: telemetry.csv only
+NOT_SERIES = {recorded.ENERGY_J, "clock_event_reasons"}  # a counter and a bitmask: telemetry.csv only
 # MLflow's sqlite store takes a few thousand points a second: bound the series, not the CSV
 SERIES_POINTS = 200
 
@@ -199,7 +199,7 @@ def summarize(rows: dict[str, list[tuple]], window: tuple[float, float], items: 
 
 def _window_energy_j(rows: list[tuple], start: float, end: float) -> float | None:
     """The energy counter's rise over the window, read between the samples either side of each end."""
-    index = 1 + GPU_FIELDS.index("energy_j")
+    index = 1 + GPU_FIELDS.index(recorded.ENERGY_J)
     points = [(r[0], r[index]) for r in rows if r[index] is not None]
     at_start, at_end = _interpolate(points, start), _interpolate(points, end)
     return None if at_start is None or at_end is None else at_end - at_start

@@ -3,8 +3,9 @@ all-reduce bus bandwidth across the job's ranks.
 
 `model=ceilings` runs this instead of a training loop (src/rank/worker.py); the job process logs
 the figures (src/run/ceilings.py). Every figure is the median of `samples` timed samples, each a
-block of calls sized to about `sample_s`, with its 95% CI; matmul takes the best shape of
-`matmul_sizes`. benchmarks/ceilings_plain.py measures the same in plain PyTorch, to check this one.
+block of calls sized to about `sample_s`, with its 95% CI; matmul is the best shape of a grid
+(src/rank/matmul.py). benchmarks/ceilings_plain.py measures memory and host bandwidth in plain
+PyTorch to check this one; benchmarks/peers.py holds the matmul figure against mamf-finder.
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ import torch.distributed as dist
 
 from src import recorded
 from src.rank.collectives import agreed_int
+from src.rank.matmul import best_matmul
 from src.reports import CeilingsReport
 from src.stats import relative_ci_halfwidth
-
-DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
 def maths(device: torch.device) -> list[str]:
@@ -78,47 +78,6 @@ def figure(samples_s: list[float], work: float, unit_scale: float, **detail) -> 
         "samples": len(rates),
         **detail,
     }
-
-
-def matmul_call(math_name: str, n: int, device: torch.device) -> Callable[[], object]:
-    """One n x n x n product in the given math, on inputs made once (random normal)."""
-    if math_name == "fp8":
-        a = torch.randn(n, n, device=device).to(torch.float8_e4m3fn)
-        b = torch.randn(n, n, device=device).to(torch.float8_e4m3fn).t()  # column-major, as it needs
-        one = torch.ones((), device=device)
-        return lambda: torch._scaled_mm(
-            a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True
-        )
-    a = torch.randn(n, n, device=device, dtype=DTYPES[math_name])
-    b = torch.randn(n, n, device=device, dtype=DTYPES[math_name])
-    out = torch.empty(n, n, device=device, dtype=DTYPES[math_name])
-    return lambda: torch.mm(a, b, out=out)
-
-
-def set_tf32(on: bool, device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = on
-    torch.set_float32_matmul_precision("high" if on else "highest")
-
-
-def best_matmul(math_name: str, cfg: dict, device: torch.device) -> dict:
-    """The best shape's figure. Shapes run smallest first; once one call takes more than
-    `max_call_s` the larger ones are skipped (a CPU would take minutes) and named as skipped."""
-    set_tf32(math_name == "tf32", device)
-    best, skipped, last_call_s = None, [], 0.0
-    for n in sorted(cfg["matmul_sizes"]):
-        if last_call_s > cfg["max_call_s"]:
-            skipped.append(n)
-            continue
-        samples = time_samples(matmul_call(math_name, n, device), device, cfg["sample_s"], cfg["samples"])
-        last_call_s = statistics.median(samples)
-        found = figure(samples, 2.0 * n**3, 1e12, shape=n)
-        if best is None or found["value"] > best["value"]:
-            best = found
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-    set_tf32(False, device)
-    return best | {"skipped_sizes": skipped}
 
 
 def memory_figures(cfg: dict, device: torch.device) -> dict[str, dict]:

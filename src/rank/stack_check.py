@@ -88,9 +88,10 @@ def _ops_problem(torch) -> tuple[str | None, str | None]:
 
 @functools.cache
 def report() -> dict:
-    """{"torch", "torchvision": versions or None, "cuda": the CUDA torch was built for or None,
-    "problem": one line naming the fix, or None}."""
-    found = {"torch": _version("torch"), "torchvision": _version("torchvision"), "cuda": None, "problem": None}
+    """{"torch", "torchvision": versions or None, "problem": one line naming the fix, or None,
+    "cuda": the CUDA torch was built for or None, "cpu_build": the command that installs its CPU build}."""
+    found = {"torch": _version("torch"), "torchvision": _version("torchvision"), "problem": None}
+    found |= {"cuda": None, "cpu_build": None}
     try:
         import torch
     except Exception as exc:
@@ -98,6 +99,7 @@ def report() -> dict:
         return found
     found["torch"] = torch_version = torch.__version__  # with its build tag (+cu130), unlike the metadata
     found["cuda"] = torch.version.cuda  # the CUDA it was built for; None in a CPU build
+    found["cpu_build"] = cpu_build_command(torch_version)
     if found["torchvision"] is None:
         found["problem"] = f"torchvision is not installed: {reinstall_hint(torch_version)}"
         return found

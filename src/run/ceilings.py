@@ -18,7 +18,10 @@ from src.run.results import JobOutcome
 
 PREFIX = recorded.CEILING_PREFIX
 ALLREDUCE = recorded.ALLREDUCE_BUSBW_GBS  # the best over message sizes; per size: allreduce_busbw_gbs_<mb>mb
-COLUMNS = ("figure", "rank", "value", "min", "max", "ci95_rel", "samples", "shape", "bytes", "skipped_sizes")
+COLUMNS = ("figure", "rank", "value", "min", "max", "ci95_rel", "samples", "shape", "bytes", "skipped_shapes",
+           "seconds")  # fmt: skip
+SCREEN_COLUMNS = ("figure", "rank", "m", "n", "k", "tflops")
+SHAPE_DIMS = ("m", "n", "k")  # ceiling_matmul_<math>_<dim>: the best shape
 
 
 def combine(ranks: list[CeilingsReport]) -> JobOutcome:
@@ -30,8 +33,9 @@ def combine(ranks: list[CeilingsReport]) -> JobOutcome:
         found = [r.figures[name] for r in ranks]
         metrics[PREFIX + name] = statistics.fmean(f["value"] for f in found)
         metrics[f"{PREFIX}{name}_ci95_rel"] = max(f["ci95_rel"] for f in found)
-        if "shape" in found[0]:
-            metrics[f"{PREFIX}{name.removesuffix('_tflops')}_shape"] = found[0]["shape"]
+        if "shape" in found[0]:  # rank 0's best shape, as m, n and k
+            for dim, size in zip(SHAPE_DIMS, found[0]["shape"].split("x"), strict=True):
+                metrics[f"{PREFIX}{name.removesuffix('_tflops')}_{dim}"] = int(size)
     sizes = [metrics[PREFIX + n] for n in names if n.startswith(ALLREDUCE + "_")]
     if sizes:
         metrics[PREFIX + ALLREDUCE] = max(sizes)
@@ -48,6 +52,7 @@ def combine(ranks: list[CeilingsReport]) -> JobOutcome:
         runtime_versions=ranks[0].runtime_versions,
         world_size=len(ranks),
         ceilings_table=_table(ranks, names),
+        matmul_screen=_screen_table(ranks),
         communication=ranks[0].communication,
     )
 
@@ -59,9 +64,21 @@ def _table(ranks: list[CeilingsReport], names: list[str]) -> str:
     for name in names:
         for r in ranks:
             f = r.figures[name]
-            skipped = " ".join(map(str, f.get("skipped_sizes", [])))
             row = [name, r.rank, *(f"{f[k]:.6g}" for k in ("value", "min", "max", "ci95_rel")), f["samples"]]
-            writer.writerow(row + [f.get("shape", ""), f.get("bytes", ""), skipped])
+            seconds = f"{f['seconds']:.2f}" if "seconds" in f else ""
+            writer.writerow(row + [f.get("shape", ""), f.get("bytes", ""), f.get("skipped", ""), seconds])
+    return out.getvalue()
+
+
+def _screen_table(ranks: list[CeilingsReport]) -> str:
+    """Every shape each rank screened, with its rate: what the best shape was chosen from."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(SCREEN_COLUMNS)
+    for r in ranks:
+        for name, f in r.figures.items():
+            for m, n, k, tflops in f.get("screen", []):
+                writer.writerow([name, r.rank, m, n, k, f"{tflops:.6g}"])
     return out.getvalue()
 
 
@@ -69,7 +86,7 @@ def log(run, outcome: JobOutcome, metrics: dict) -> dict:
     """Log the figures and the table and close the run FINISHED; returns the figures."""
     run.log_metrics(metrics)
     run.set_tags({recorded.UNIT: "TFLOP/s", recorded.STOP_REASON: outcome.stop_reason})
-    run.log_files({"ceilings.csv": outcome.ceilings_table})
+    run.log_files({"ceilings.csv": outcome.ceilings_table, "matmul_screen.csv": outcome.matmul_screen})
     run.end("FINISHED")
     return metrics
 
@@ -80,12 +97,13 @@ def result_line(name: str, metrics: dict) -> None:
 
 
 def summary(metrics: dict) -> str:
-    """`bf16 780 TFLOP/s (+/-0.4%), ... memory copy 4,240 GB/s ...`: the headline figures."""
+    """`bf16 760 TFLOP/s +/-0.4% at 4096x4096x8192; ... memory copy 4,240 GB/s ...`: the
+    headline figures."""
     parts = []
     for key, value in metrics.items():
         if (
             not key.startswith(PREFIX)
-            or key.endswith(("_ci95_rel", "_shape"))
+            or key.endswith(("_ci95_rel", *(f"_{dim}" for dim in SHAPE_DIMS)))
             or "mb" in key.rsplit("_", 1)[-1]
         ):
             continue
@@ -94,5 +112,7 @@ def summary(metrics: dict) -> str:
         label = figure.removeprefix("matmul_").rsplit("_", 1)[0].replace("_", " ")
         ci = metrics.get(f"{key}_ci95_rel")
         spread = f" +/-{ci:.1%}" if ci is not None and ci == ci and ci != float("inf") else ""
-        parts.append(f"{label} {value:,.4g} {unit}{spread}")
+        shape = [metrics.get(f"{key.removesuffix('_tflops')}_{dim}") for dim in SHAPE_DIMS]
+        at = " at " + "x".join(f"{d:g}" for d in shape) if None not in shape else ""
+        parts.append(f"{label} {value:,.4g} {unit}{spread}{at}")
     return "; ".join(parts)

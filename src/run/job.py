@@ -19,7 +19,7 @@ from src import console, credentials, recorded
 from src.config import points
 from src.config.finalise import resolve_precision
 from src.errors import ConfigError, DeviceUnavailable, JobFailed
-from src.hardware import devices, gpu_lock, host, occupancy
+from src.hardware import devices, environment, gpu_lock, host, occupancy
 from src.run import breakdown, ceilings, launch, phases, resume, signals
 from src.run.job_store import JobStore, note_on_parent
 from src.run.results import JobOutcome, combine_ranks, efficiency, mfu
@@ -67,13 +67,19 @@ def _run_job(
 
     tracking = JobStore(cfg.tracking)
     digest = resume.config_hash(cfg)
-    if not cfg.benchmark.rerun and (done := tracking.finished_run(digest)) is not None:
-        return _skip(cfg, name, done, digest, parent_run_id)
-    run = tracking.open_run(name, _run_tags(cfg, selection, digest), parent_run_id, job_dir / spool.SPOOL_DIR)
+    env = environment.capture(selection.devices)  # the stack and card: part of the point resume matches
+    tags = _run_tags(cfg, selection, digest)
+    if not cfg.benchmark.rerun:
+        done, why = tracking.finished_run(digest, tags | _environment_tags(env))
+        if done is not None:
+            return _skip(cfg, name, done, digest, parent_run_id)
+        if why is not None:
+            console.measure_line(name, why)
+    run = tracking.open_run(name, tags, parent_run_id, job_dir / spool.SPOOL_DIR)
     try:
         from src.hardware import telemetry
 
-        env = _log_set_up(run, cfg, selection)
+        _log_set_up(run, cfg, env)
         with telemetry.Watch(cfg.telemetry, selection.devices, run) as watch:
             outcome = _launch(cfg, selection, job_dir, name, job_started)
         metrics = _log_result(run, cfg, env, outcome, watch.summary(outcome), phases_start, job_started)
@@ -83,6 +89,8 @@ def _run_job(
             name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled,
             min_steps=cfg.benchmark.min_steps, shared=outcome.foreign,
         )  # fmt: skip
+        if parent_run_id is None and not run.spooled:  # a sweep says where once, at its end
+            _where_and_next(cfg, run)
         return metrics[recorded.THROUGHPUT]
     except KeyboardInterrupt:
         stop = signals.received()
@@ -97,6 +105,22 @@ def _run_job(
         if isinstance(exc, Exception):
             raise JobFailed(reason) from exc  # said: the entry point adds no traceback
         raise
+
+
+def _where_and_next(cfg: DictConfig, run: job_run.JobRun) -> None:
+    """A single job's last lines: where its result is, and the command that sets it beside the study."""
+    from src.tracking import ui
+
+    console.console.print(
+        f"result: run {run.run_id} in experiment {cfg.tracking.experiment!r} at "
+        f"{credentials.redact(cfg.tracking.uri)}",
+        soft_wrap=True,
+    )
+    console.link_line(ui.how_to_open(cfg.tracking.uri, run.experiment_id))
+    console.link_line(
+        "next: `python -m src.compare experiment=lambda_a6000_vs_3090` sets it beside Lambda's "
+        "RTX A6000 and RTX 3090 (imports their figures the first time)"
+    )
 
 
 def _gpu_count(cfg: DictConfig) -> int:
@@ -119,20 +143,28 @@ def _run_tags(cfg: DictConfig, selection: devices.Selection, digest: str) -> dic
         recorded.HOST: socket.gethostname(),
         recorded.CONFIG_HASH: digest,
         **points.setting_tags(cfg),  # compile, channels_last, ...: each measured setting with a tag
+        **_cpu_tags(cfg, selection),
     }
 
 
-def _log_set_up(run: job_run.JobRun, cfg: DictConfig, selection: devices.Selection) -> dict:
-    """Environment, params and config, sent now so the running run shows its set-up; returns the
-    environment, which the ranks' versions complete."""
-    from src.hardware import environment
+def _cpu_tags(cfg: DictConfig, selection: devices.Selection) -> dict:
+    """A CPU job's card and threads: the processor model, the intra-op threads each rank runs."""
+    if selection.device_kind == "cuda":
+        return {}
+    return {points.CPU_MODEL: environment.cpu_model(), points.CPU_THREADS: _cpu_threads(cfg)}
 
-    env = environment.capture(selection.devices)
+
+def _cpu_threads(cfg: DictConfig) -> int:
+    return host.threads_per_rank(cfg.gpu.count, cfg.benchmark.cpu_threads)
+
+
+def _log_set_up(run: job_run.JobRun, cfg: DictConfig, env: dict) -> None:
+    """Environment, params and config, sent now so the running run shows its set-up (the ranks'
+    versions complete the environment at the end)."""
     _log_environment(run, env)
     run.log_params(job_run.flatten(cfg))
     run.log_files({"config.yaml": OmegaConf.to_yaml(cfg, resolve=True)})
     run.flush()  # the rest goes in one write at the run's end
-    return env
 
 
 def _log_result(
@@ -182,12 +214,17 @@ def _log_result(
 
 
 def _log_environment(run: job_run.JobRun, env: dict) -> None:
+    run.set_tags(_environment_tags(env))
+    run.log_dict(env, "environment.json")
+
+
+def _environment_tags(env: dict) -> dict:
+    """The stack and card the job runs on, as run tags: versions, driver, the power limit."""
     tags = {f"{k}{recorded.VERSION_SUFFIX}": v for k, v in env["versions"].items()} | {recorded.DRIVER_VERSION: env["driver"]}
     limits = sorted({f"{d['power_limit_w']:g}" for d in env["devices"] if d.get("power_limit_w")})
     if limits:  # the card's enforced power limit changes its figure: part of compare's point
         tags[recorded.POWER_LIMIT] = "/".join(limits)
-    run.set_tags(tags)
-    run.log_dict(env, "environment.json")
+    return tags
 
 
 def nccl_settings_tag(settings: dict[str, str]) -> str:
@@ -232,7 +269,7 @@ def _launch(
         os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
         os.environ["CUDA_VISIBLE_DEVICES"] = selection.cuda_visible_devices
     else:  # share the cores between CPU ranks instead of oversubscribing them
-        rank_cfg["runtime"]["cpu_threads"] = host.threads_per_rank(cfg.gpu.count, cfg.benchmark.cpu_threads)
+        rank_cfg["runtime"]["cpu_threads"] = _cpu_threads(cfg)
     job_dir.mkdir(parents=True, exist_ok=True)
     # one file and folder per node: the nodes of a Slurm job share the job's folder
     node = f"node{cfg.launcher.node_rank}"

@@ -1,5 +1,5 @@
 """The job's one door into tracking: its experiment (made if missing, with the runs of processes
-that vanished closed), the FINISHED run that already measured its point, its own run, and the
+that vanished closed), the clean FINISHED run that already measured its point, its own run, and the
 notes it leaves on its sweep's parent run."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ class JobStore:
         self.experiment_id = store.ensure_experiment(tracking.uri, tracking.experiment)
         owner.close_vanished(tracking.uri, [self.experiment_id])
 
-    def finished_run(self, digest: str):
-        """The latest FINISHED run of the point with this config hash, or None."""
-        return resume.finished_run(store.client(self.tracking.uri), self.experiment_id, digest)
+    def finished_run(self, digest: str, tags: dict):
+        """The latest clean FINISHED run of this job's point, else None and why it measures."""
+        return resume.finished_run(store.client(self.tracking.uri), self.experiment_id, digest, tags)
 
     def open_run(self, name: str, tags: dict, parent_run_id: str | None, spool_dir: Path) -> job_run.JobRun:
         """This job's run, RUNNING, tagged with its owner so a vanished process's run gets closed."""

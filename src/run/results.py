@@ -28,6 +28,7 @@ class JobOutcome:
     world_size: int
     breakdown: dict | None = None  # the step-time breakdown, combined (src/run/breakdown.py)
     ceilings_table: str | None = None  # a model=ceilings job's ceilings.csv (src/run/ceilings.py)
+    matmul_screen: str | None = None  # ...and its matmul_screen.csv
     foreign: str = ""  # other programs seen on the job's GPUs (src/hardware/occupancy.py), else ''
     communication: dict = field(default_factory=dict)  # NCCL's variables as the first rank saw them
 

@@ -1,10 +1,14 @@
-"""Resume: a job whose config already has a FINISHED run in the experiment is not run again.
+"""Resume: a job whose point already has a clean FINISHED run in the experiment is not run again.
 
 Each run carries the tag `config_hash`: a hash of its finalised config (after the smoke sizes,
 the batch-size rule and, for gpu=auto, the profile of the GPU found) as src/config/points.py
 declares it: its measured and procedure keys, never its plumbing (tracking, the Slurm request,
 `benchmark.rerun`, host guards), and a key added later only once it leaves its default.
-Re-running a sweep after a crash therefore runs only the points that have no FINISHED run;
+A finished run of the hash is this job's point only where the rest of the point agrees too: the
+stack, the card, the nodes and a CPU job's threads (points.point_config of the run's tags, less
+what only the ranks report). Of those, one whose figure is flawed (it shared its GPU, it missed its
+stopping rule) is not done: the point is measured again and that run is kept as it is.
+Re-running a sweep after a crash therefore runs only the points that have no clean FINISHED run;
 `benchmark.rerun=true` runs a point anyway.
 """
 
@@ -18,6 +22,8 @@ from omegaconf import DictConfig, OmegaConf
 from src import recorded
 from src.config import points
 
+CANDIDATES = 100  # finished runs of one hash looked at, latest first
+
 
 def config_hash(cfg: DictConfig) -> str:
     data = points.hashed(OmegaConf.to_container(cfg, resolve=True))
@@ -26,12 +32,34 @@ def config_hash(cfg: DictConfig) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def finished_run(client, experiment_id: str, digest: str):
-    """The latest FINISHED run with this config hash, or None."""
+def finished_run(client, experiment_id: str, digest: str, tags: dict) -> tuple[object | None, str | None]:
+    """The latest clean FINISHED run of the point of a job with this config hash and these run tags
+    (what it will be tagged with before it runs), else None and why the job measures: a finished
+    run of its config that is another point or is flawed (None: nothing of its config finished)."""
     runs = client.search_runs(
         [experiment_id],
         filter_string=f"tags.{recorded.CONFIG_HASH} = '{digest}' and attributes.status = 'FINISHED'",
         order_by=["attributes.start_time DESC"],
-        max_results=1,
+        max_results=CANDIDATES,
     )
-    return runs[0] if runs else None
+    ours = points.point_config({}, {k: str(v) for k, v in tags.items()}, before_run=True)  # as stored
+    flawed = elsewhere = None
+    for run in runs:
+        theirs = points.point_config({}, run.data.tags, before_run=True)
+        if theirs != ours:
+            there, here = points.differences(theirs, ours)
+            elsewhere = elsewhere or f"run {run.info.run_id} of this config ran with {there}, this job with {here}"
+        elif (flaw := _flaw(recorded.read(run))) is None:
+            return run, None
+        else:
+            flawed = flawed or f"run {run.info.run_id} of this point {flaw}; it is kept as it is"
+    return None, flawed or elsewhere
+
+
+def _flaw(result: recorded.RunResult) -> str | None:
+    """Why a finished run's figure is not a clean measurement of its point; None when it is."""
+    if result.foreign:
+        return f"shared its GPU with {result.foreign}"
+    if result.steps.missed:
+        return f"missed its stopping rule ({result.steps.missed})"
+    return None

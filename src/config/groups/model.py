@@ -124,8 +124,15 @@ class CeilingsModel(ModelConfig):
     kind: str = "ceilings"
     category: str = "ceilings"
     unit: str = "TFLOP/s"
-    matmul_sizes: list[int] = MISSING  # square n x n x n products; the best shape is the figure
-    max_call_s: float = MISSING  # once one product takes longer, larger sizes are skipped
+    matmul_dims: list[int] = MISSING  # m, n, k each take every value; the best shape is the figure
+    screen_s: float = MISSING  # each shape's screening block of calls
+    screen_budget_s: float = MISSING  # per math: shapes past it are skipped
+    max_call_s: float = MISSING  # a shape whose call would take longer is skipped
+    finalists: int = MISSING  # the fastest screened shapes, timed in full
+    target_spread: float = MISSING  # the best shape is sampled until its 95% CI is within this...
+    max_samples: int = MISSING  # ...or it has this many samples
+    l2_flush_mb: float = MISSING  # zeroed before each timed product on a GPU; 0: none
+    rest: float = MISSING  # the GPU idles this many times each timed block's length
     memory_mb: float = MISSING  # device buffer copied and read (several times the L2)
     host_mb: float = MISSING  # pinned host buffer copied to and from the device
     allreduce_mb: list[float] = MISSING  # all-reduce message sizes (gpu.count >= 2)
@@ -250,17 +257,17 @@ def _check_sizes_fit(m: DictConfig, errors: Errors) -> None:
         )
     if get("cutoffs") is not None:
         _check_cutoffs(m, errors)
-    if get("matmul_sizes") is not None:
+    if get("matmul_dims") is not None:
         _check_ceilings(m, errors)
 
 
 def _check_ceilings(m: DictConfig, errors: Errors) -> None:
     """model=ceilings: its sizes and sampling."""
-    sizes = list(m.matmul_sizes)
+    dims = list(m.matmul_dims)
     errors.need(
-        sizes and all(positive_int(n) for n in sizes),
-        "model.matmul_sizes",
-        sizes,
+        dims and all(positive_int(n) for n in dims),
+        "model.matmul_dims",
+        dims,
         "a non-empty list of positive integers",
     )
     messages = list(m.allreduce_mb)
@@ -270,15 +277,24 @@ def _check_ceilings(m: DictConfig, errors: Errors) -> None:
         messages,
         "a list of positive sizes in MB",
     )
-    for key in ("max_call_s", "memory_mb", "host_mb", "sample_s"):
+    for key in ("max_call_s", "memory_mb", "host_mb", "sample_s", "screen_s", "screen_budget_s", "target_spread"):
         errors.need(
             positive_or_none(m[key]) and m[key] is not None, f"model.{key}", m[key], "a positive number"
         )
+    errors.need(m.l2_flush_mb is not None and m.l2_flush_mb >= 0, "model.l2_flush_mb", m.l2_flush_mb, ">= 0 MB")
+    errors.need(m.rest is not None and m.rest >= 0, "model.rest", m.rest, ">= 0 (times a timed block)")
+    errors.need(positive_int(m.finalists), "model.finalists", m.finalists, "a positive integer")
     errors.need(
         positive_int(m.samples) and m.samples >= 2,
         "model.samples",
         m.samples,
         "an integer >= 2 (a spread needs two)",
+    )
+    errors.need(
+        positive_int(m.max_samples) and m.max_samples >= m.samples,
+        "model.max_samples",
+        m.max_samples,
+        f"an integer >= model.samples ({m.samples})",
     )
 
 

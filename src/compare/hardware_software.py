@@ -7,31 +7,15 @@ the baseline on X's, splits it. Where neither was run, the split names the runs 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from src.compare import intervals
 from src.compare.analysis import RelativeRow, precision_group, same_workload
+from src.compare.ratio import Ratio, quotient
 from src.compare.runs import Measurement
 
-SPLIT_CSV = "hardware_software.csv"
-SPLIT_COLUMNS = (
+CSV = "hardware_software.csv"
+COLUMNS = (
     "model", "precision", "gpu_count", "gpu", "baseline_gpu", "relative", "stack_differs",
     "hardware", "hardware_low", "hardware_high", "software", "software_low", "software_high", "via", "missing",
 )  # fmt: skip
-
-
-@dataclass
-class Part:
-    value: float
-    spread: intervals.Spread | None
-
-    @property
-    def interval(self):
-        return self.spread.interval(self.value) if self.spread else None
-
-
-def _part(ours: Measurement, theirs: Measurement) -> Part:
-    return Part(ours.throughput / theirs.throughput, intervals.ratio_spread(ours.spread, theirs.spread))
 
 
 def _find(measurements: list[Measurement], like: Measurement, gpu: str, software: dict) -> Measurement | None:
@@ -42,14 +26,14 @@ def _find(measurements: list[Measurement], like: Measurement, gpu: str, software
             and (m.model, m.gpu_count, m.source) == (like.model, like.gpu_count, like.source)
             and precision_group(m.precision) == precision_group(like.precision)
             and m.math == like.math
-            and same_workload(m.config, like.config)
+            and same_workload(m, like)
             and m.software == software
         ):
             return m
     return None
 
 
-def split_records(rows: list[RelativeRow], measurements: list[Measurement]) -> list[dict]:
+def records(rows: list[RelativeRow], measurements: list[Measurement]) -> list[dict]:
     """One record per cross-gpu ratio whose software stacks differ."""
     records = []
     for row in rows:
@@ -59,10 +43,10 @@ def split_records(rows: list[RelativeRow], measurements: list[Measurement]) -> l
         hardware = software = None
         via = missing = ""
         if (bridge := _find(measurements, m, m.gpu, base.software)) is not None:
-            hardware, software = _part(bridge, base), _part(m, bridge)
+            hardware, software = quotient(bridge, base), quotient(m, bridge)
             via = f"{m.gpu} on {base.gpu}'s stack (run {bridge.runs[0].run_id})"
         elif (bridge := _find(measurements, base, base.gpu, m.software)) is not None:
-            hardware, software = _part(m, bridge), _part(bridge, base)
+            hardware, software = quotient(m, bridge), quotient(bridge, base)
             via = f"{base.gpu} on {m.gpu}'s stack (run {bridge.runs[0].run_id})"
         else:
             missing = (
@@ -87,7 +71,7 @@ def split_records(rows: list[RelativeRow], measurements: list[Measurement]) -> l
     return records
 
 
-def _columns(name: str, part: Part | None) -> dict:
+def _columns(name: str, part: Ratio | None) -> dict:
     low, high = part.interval if part and part.interval else (None, None)
     return {name: part.value if part else None, f"{name}_low": low, f"{name}_high": high}
 

@@ -1,4 +1,5 @@
-"""Published results in Lambda's table format, mapped onto the project's models and gpu profiles.
+"""Published results in Lambda's table format, mapped onto the project's models and gpu profiles: the
+parser src.import_results reads them with.
 
 The format (lambdal/deeplearning-benchmark, pytorch/pytorch-train-throughput-*.csv): one row per
 system, columns `name_gpu,num_gpu,watt,price`, then one throughput column per task; 0 or a negative

@@ -1,0 +1,169 @@
+"""What a comparison says, section by section: each section is data (report.md's heading and lines,
+the CSV tables behind it, the charts it draws, what it prints), built from the compared points;
+src/compare/report.py renders them all, once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from src import console, recorded
+from src.compare import (
+    anomalies,
+    capacity,
+    capacity_charts,
+    capacity_report,
+    charts,
+    explain,
+    explain_charts,
+    hardware_software,
+    report,
+)
+from src.compare import study as study_answer
+from src.compare.analysis import RelativeRow, SummaryRow
+from src.compare.runs import Measurement
+
+
+@dataclass
+class Compared:
+    """The points of one comparison and what was computed from them (load -> points -> ratios)."""
+
+    measurements: list[Measurement]
+    baseline: str
+    rows: list[RelativeRow]
+    summary: list[SummaryRow]
+    nothing_common: list[str]  # series without a model in common with their group: no mean
+    found: list[anomalies.Anomaly]
+    by: str | None = None
+    outside: str = ""  # one line for the runs the question asked leaves out (src/compare/pipeline.scope)
+    projected: Any = None  # project=[...]: the projection's outcome (src/compare/projection.py)
+
+    @property
+    def flagged(self) -> dict[tuple, list[str]]:
+        return report.flagged_points(self.found)
+
+
+@dataclass
+class Section:
+    heading: str  # report.md's `## heading`
+    lines: list[str]  # its text in report.md, under the heading (under its table, if any)
+    shown: tuple[list[dict], tuple] | None = None  # the table report.md shows: rows, columns
+    tables: list[tuple[str, tuple, list[dict]]] = field(default_factory=list)  # CSVs: file, columns, rows
+    draw: Callable[[Path], list[Path]] | None = None  # its charts, linked under its text
+    show: Callable[[], None] | None = None  # what it prints on the console
+    warnings: list[str] = field(default_factory=list)  # said on the console as warnings
+
+
+MEANS_COLUMNS = ("category", "precision", "gpu_count", "gpu", "source", "relative_mean", "relative_mean_low",
+                 "relative_mean_high", "relative_geomean", "interval", "difference", "flags", "models",
+                 "models_left_out", "baselines")  # fmt: skip
+PER_MODEL_COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "source", recorded.THROUGHPUT,
+                     "throughput_low", "throughput_high", "unit", "n_runs", "relative", "relative_low",
+                     "relative_high", "interval", "difference", "flags", "stack_differs", "baseline_precision",
+                     "baseline_source", "scaling_efficiency", "anomalies")  # fmt: skip
+
+
+def gpu_comparison(c: Compared) -> list[Section]:
+    """Category means and per-model ratios against the baseline, as tables and charts."""
+    efficiency = anomalies.scaling_efficiency(c.measurements)
+    relative = report.relative_records(c.rows, efficiency, c.flagged)
+    means = report.summary_records(c.summary, c.baseline)
+    shown_means = [r for r in means if r["gpu"] != c.baseline]  # 1.0 by definition: the CSVs keep them
+    shown_relative = [r for r in relative if r["gpu"] != c.baseline]
+    return [
+        Section("Category means", [], (shown_means, MEANS_COLUMNS), [(report.SUMMARY_CSV, report.SUMMARY_COLUMNS, means)]),
+        Section("Per model", [], (shown_relative, PER_MODEL_COLUMNS), [(report.RELATIVE_CSV, report.RELATIVE_COLUMNS, relative)]),
+    ]  # fmt: skip
+
+
+def study(c: Compared, asked) -> list[Section]:
+    """An experiment's question (conf/study/): its stated figures beside the published and your
+    own, the per-model ratios beneath (src/compare/study.py)."""
+    found = study_answer.figures(c.summary, asked)
+    subject = next(g for g in asked.gpus if g != asked.baseline)
+    return [
+        Section(
+            f"{asked.title}: {subject} over {asked.baseline}",
+            study_answer.markdown(found, c.rows, asked),
+            show=lambda: study_answer.print_study(found, c.rows, asked),
+        )
+    ]
+
+
+def hardware_and_software(c: Compared) -> list[Section]:
+    """Cross-stack ratios split into their hardware and software parts (GPU comparisons only)."""
+    records = [] if c.by else hardware_software.records(c.rows, c.measurements)
+    if not records:
+        return []
+    return [
+        Section(
+            "Hardware and software parts of cross-stack ratios",
+            [],
+            (records, hardware_software.COLUMNS),
+            [(hardware_software.CSV, hardware_software.COLUMNS, records)],
+        )
+    ]
+
+
+def flagged(c: Compared) -> list[Section]:
+    records = report.anomaly_records(c.found)
+    shown = (records, report.ANOMALY_COLUMNS[:-1]) if records else None
+    csv = (report.ANOMALIES_CSV, report.ANOMALY_COLUMNS, records)
+    return [Section(f"Anomalies ({len(records)})", [] if records else ["None found."], shown, [csv])]
+
+
+def notes(lines: list[str], printed: list[str]) -> list[Section]:
+    """What the figures rest on; `printed` are said on the console too."""
+    said = lines + printed
+    show = (lambda: [console.note(line) for line in printed]) if printed else None
+    return [Section("Notes", [f"- {note}" for note in said], show=show)] if said else []
+
+
+def pictures(c: Compared) -> list[Section]:
+    def draw(out: Path) -> list[Path]:
+        drawn = charts.draw_all(c.rows, c.summary, c.measurements, c.baseline, out, c.flagged)
+        return drawn + capacity_charts.curve_chart(c.measurements, out)
+
+    return [Section("Charts", [], draw=draw)]
+
+
+def explanation(c: Compared, runs: list) -> list[Section]:
+    """Why: each point against its card's ceilings, the step-time breakdown, the published means
+    against yours; none where no measured point is placed and no published mean is checked."""
+    why = explain.explain(runs, c.measurements, c.rows, c.summary, c.baseline)
+    if not (why.placements or why.sentences or why.claims):  # nothing measured to place or check
+        return []
+    return [
+        Section(
+            explain.HEADING,
+            explain.markdown(why),
+            None,
+            [(explain.CSV, explain.COLUMNS, why.records())],
+            draw=lambda out: explain_charts.draw(why, out),
+        )
+    ]
+
+
+def speed_and_capacity(c: Compared, pair: list[str]) -> list[Section]:
+    """capacity_split=[A,B]: the split's rows and means, or the runs it lacks with their commands."""
+    if not pair:
+        return []
+    rows, missing = capacity.split(c.measurements, pair)
+    if not rows:
+        missing.insert(0, f"capacity_split: neither {pair[0]} nor {pair[1]} has a run with a batch size")
+        return [Section("Speed and capacity", [f"- {line}" for line in missing], warnings=missing)]
+    means = capacity.category_means(rows)
+    return [
+        Section(
+            f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card}",
+            capacity_report.markdown(rows, means, missing),
+            None,
+            [(capacity_report.SPLIT_CSV, capacity_report.SPLIT_COLUMNS, capacity_report.records(rows)),
+             (capacity_report.MEANS_CSV, capacity_report.MEAN_COLUMNS, capacity_report.mean_records(means))],
+            draw=lambda out: capacity_charts.split_chart(rows, out),
+            show=lambda: capacity_report.print_table(rows, means),
+            warnings=missing,
+        )
+    ]  # fmt: skip

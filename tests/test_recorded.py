@@ -1,0 +1,48 @@
+"""What a run records, read back by one reader (src/recorded.py): versions, job kinds, names."""
+
+from __future__ import annotations
+
+import re
+
+from src import recorded
+from src.paths import PROJECT_ROOT
+from tests.conftest import run_result
+
+# config keys that share a metric's name (model.batch_size, model.flops_per_item,
+# benchmark.breakdown_steps): written as config keys, not as metric names
+CONFIG_KEYS = {recorded.BATCH_SIZE, recorded.FLOPS_PER_ITEM, recorded.BREAKDOWN_STEPS}
+
+
+def test_a_run_of_each_version_and_kind_reads_as_what_it_is():
+    ceilings_v1 = run_result({"model": "ceilings", "gpu": "h200", "gpu_count": "1"})
+    assert (ceilings_v1.schema_version, ceilings_v1.kind) == (1, recorded.CEILINGS)
+    training = run_result({recorded.SCHEMA: "2", recorded.KIND: "training", "model": "gpt2"}, metrics={"throughput": 5.0})
+    assert (training.schema_version, training.kind, training.throughput) == (2, recorded.TRAINING, 5.0)
+    assert run_result({recorded.REPORT: "true"}).kind == recorded.REPORT_KIND
+    assert run_result({recorded.SWEEP: "true"}).kind == recorded.SWEEP_KIND
+    assert not run_result({recorded.SWEEP: "true"}).is_job
+
+
+def test_a_ceilings_run_reads_its_figures_by_math():
+    run = run_result({recorded.KIND: "ceilings"}, metrics={"ceiling_matmul_bf16_tflops": 700.0, "ceiling_memory_copy_gbs": 4000.0})
+    assert run.ceiling_matmul("bf16") == 700.0 and run.ceilings[recorded.MEMORY_COPY_GBS] == 4000.0
+
+
+def test_every_run_a_job_opens_carries_the_schema_version(tracking_uri):
+    from omegaconf import OmegaConf
+
+    from src.tracking import job_run, store
+
+    tracking = OmegaConf.create({"uri": tracking_uri, "experiment": "e", "retries": 1, "backoff_s": 0.0})
+    run = job_run.JobRun(tracking, store.ensure_experiment(tracking_uri, "e"), "name", {"model": "gpt2"})
+    run.end("FINISHED")
+    stored = recorded.read(store.client(tracking_uri).get_run(run.run_id))
+    assert stored.schema_version == recorded.SCHEMA_VERSION and stored.kind == recorded.TRAINING
+
+
+def test_each_metric_name_is_written_in_one_module():
+    sources = {p: p.read_text() for p in (PROJECT_ROOT / "src").rglob("*.py") if p.name != "recorded.py"}
+    for name in set(recorded.METRICS) - CONFIG_KEYS:
+        quoted = re.compile(rf"[\"']{re.escape(name)}[\"']")
+        found = [str(p.relative_to(PROJECT_ROOT)) for p, text in sources.items() if quoted.search(text)]
+        assert not found, f"{name!r} written outside src/recorded.py: {found}"
