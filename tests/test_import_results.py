@@ -233,8 +233,8 @@ def test_the_same_row_published_twice_imports_once_and_a_binary_file_is_refused(
 
 
 def test_a_changed_watt_or_price_is_refused_like_a_changed_figure(tmp_path, tracking_uri):
-    from src.compare.published import TableError
     from src.import_results import import_table
+    from src.published import TableError
 
     path = tmp_path / "table.csv"
     path.write_text(HEADER + "RTX 3090,1,350,2750,513,144\n")
