@@ -50,9 +50,13 @@ def exit_code() -> int:
 @contextlib.contextmanager
 def held():
     """SIGINT and SIGTERM wait until the block has run: a write that must be whole (one imported
-    run) is finished, then the signal is handled as ever."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+    run) is finished, then the signal is handled as ever (in the main thread only)."""
+    pending: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: pending.append(signum)) for sig in HANDLED}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if pending:
+            _handle(pending[0], None)
