@@ -66,21 +66,30 @@ def batch_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def cards() -> list[str]:
+    """Every card profile (a `match` rule): the study's and the H200 first, then the rest by name."""
+    found = sorted(p.stem for p in (CONF / "gpu").glob("*.yaml") if _load("gpu", p.stem).get("match"))
+    return [*CUDA_PROFILES, *(name for name in found if name not in CUDA_PROFILES)]
+
+
 def spec_table() -> str:
     lines = [
-        "| profile | NVML name contains | memory | peak TFLOP/s fp32 / tf32 / fp16 / bf16 (dense) | bandwidth | TDP | price |",
-        "|---|---|---|---|---|---|---|",
+        "| profile | NVML name contains | memory | peak TFLOP/s fp32 / tf32 / fp16 / bf16 (dense) | bandwidth "
+        "| TDP | SMs x boost | L2 | host / GPU link | price |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name in CUDA_PROFILES:
+    for name in cards():
         gpu = _load("gpu", name)
         matched = " or ".join(f"`{m}`" for m in gpu["match"])
         if gpu.get("exclude"):
             matched += " (not " + ", ".join(f"`{e}`" for e in gpu["exclude"]) + ")"
-        peaks = " / ".join(_number(gpu["peak_tflops"][k]) for k in PEAK_KEYS)
-        price = "none published" if gpu["price_usd"] is None else f"{_number(gpu['price_usd'])} USD"
+        peaks = " / ".join(_number(gpu["peak_tflops"][k]) if k in gpu["peak_tflops"] else "-" for k in PEAK_KEYS)
+        price = "none published" if gpu.get("price_usd") is None else f"{_number(gpu['price_usd'])} USD"
         lines.append(
             f"| `{name}` | {matched} | {_number(gpu['memory_gb'])} GB | {peaks} | "
-            f"{_number(gpu['memory_bandwidth_gbs'])} GB/s | {_number(gpu['tdp_w'])} W | {price} |"
+            f"{_number(gpu['memory_bandwidth_gbs'])} GB/s | {_number(gpu['tdp_w'])} W | "
+            f"{gpu['sm_count']} x {_number(gpu['boost_clock_mhz'])} MHz | {_number(gpu['l2_cache_mb'])} MB | "
+            f"{_number(gpu['host_link_gbs'])} / {_number(gpu['gpu_link_gbs'])} GB/s | {price} |"
         )
     return "\n".join(lines) + "\n"
 

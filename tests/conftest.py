@@ -217,3 +217,40 @@ def spec_of(gpu: str, precision: str, tf32_math: bool, params: dict):
     """The spec sheet a run of `gpu` that logged `params` is judged by."""
     tags = {"gpu": gpu, "precision": precision, "math_matmul_tf32": str(tf32_math)}
     return run_result(tags, {k: str(v) for k, v in params.items()}).spec
+
+
+def logged_copy(run, uri: str, tags: dict | None = None, params: dict | None = None, dropped: tuple = ()) -> str:
+    """A real run's record logged again, FINISHED, into the store at `uri`, with tags or params
+    changed and tags dropped: the run as another install, host or setting would have logged it."""
+    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("gpubench")
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment("gpubench")
+    kept = {k: v for k, v in run.data.tags.items() if k not in dropped and not k.startswith("mlflow.")}
+    copy = client.create_run(experiment_id, run_name=run.info.run_name)
+    client.log_batch(
+        copy.info.run_id,
+        metrics=[Metric(k, v, 0, 0) for k, v in run.data.metrics.items()],
+        params=[Param(k, str(v)) for k, v in (run.data.params | (params or {})).items()],
+        tags=[RunTag(k, str(v)) for k, v in (kept | (tags or {})).items()],
+    )
+    client.set_terminated(copy.info.run_id, "FINISHED")
+    return copy.info.run_id
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Every matplotlib figure a chart function saves, as it was drawn: a chart test reads what the
+    chart shows (its bars, lines, labels, colours) from the figure itself."""
+    from matplotlib.figure import Figure
+
+    saved, save = [], Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        saved.append(fig)
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    return saved

@@ -174,21 +174,6 @@ def test_capped_cards_stand_for_the_profile_of_their_memory_beside_its_published
 CURVE_RUNS = [(24, 2, 600.0), (24, 4, 1000.0), (48, 4, 1000.0), (48, 8, 1400.0), (48, 16, 1650.0)]
 
 
-@pytest.fixture
-def drawn(monkeypatch):
-    """Every matplotlib figure a chart function saves, as it was drawn."""
-    from matplotlib.figure import Figure
-
-    saved, save = [], Figure.savefig
-
-    def keep(fig, *args, **kwargs):
-        saved.append(fig)
-        return save(fig, *args, **kwargs)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
-    return saved
-
-
 def test_the_split_chart_shows_each_ratio_as_a_bar_of_its_own_colour_with_its_label(tmp_path, drawn):
     from matplotlib.container import BarContainer
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import matplotlib
+
 from src.compare import style
 
 
@@ -86,3 +88,35 @@ def test_a_label_that_would_leave_its_panel_is_written_inside_its_bar():
         assert box.x0 <= extent.x0 and extent.x1 <= box.x1 + 0.5, label.get_text()
     assert ax.texts[1].get_horizontalalignment() == "right"  # moved: it ends at its bar's end
     assert ax.texts[0].get_horizontalalignment() == "left"  # room beside its bar: left there
+
+
+def test_the_relative_chart_shows_each_ratio_as_a_bar_in_its_gpus_colour_with_its_label(tmp_path, drawn):
+    from matplotlib.container import BarContainer
+
+    from src.compare.charts import Bar, relative_bars
+
+    style.use_colours(["a6000", "h100", "rtx3090"])
+    grouped = {
+        "vision, 1 GPU": {
+            "fp32": [Bar("a6000", "tf32", "measured", 1.25, interval=(1.2, 1.3))],
+            "mixed": [Bar("a6000", "amp", "measured", 1.02, interval=(0.98, 1.06)),
+                      Bar("h100", "amp", "lambda", 3.4)],
+        }
+    }  # fmt: skip
+    (png,) = relative_bars(grouped, "rtx3090", "per category", tmp_path / "relative_by_category")
+    (fig,) = drawn
+    assert png.name == "relative_by_category.png" and png.read_bytes().startswith(b"\x89PNG")
+    fp32, mixed = fig.axes[:2]
+    assert fp32.get_title(loc="left") == "vision, 1 GPU · fp32, tf32"
+    assert mixed.get_title(loc="left") == "vision, 1 GPU · amp, bf16"
+    assert mixed.get_xlabel() == "training throughput relative to rtx3090 (= 1.0)"
+    assert [t.get_text() for t in mixed.get_yticklabels()] == ["a6000 amp", "h100 amp [lambda]"]
+    (bars,) = [c for c in mixed.containers if isinstance(c, BarContainer)]
+    assert [p.get_width() for p in bars] == [1.02, 3.4]
+    assert [p.get_facecolor() for p in bars] == [
+        matplotlib.colors.to_rgba(style.gpu_colour(g)) for g in ("a6000", "h100")
+    ]
+    assert [p.get_hatch() or "" for p in bars] == ["", style.PUBLISHED_HATCH]  # a published figure is hatched
+    written = [t.get_text() for t in mixed.texts]
+    assert any(t.startswith("1.02") and "~1" in t for t in written)  # its interval holds 1.0
+    assert any(t.startswith("3.40") for t in written)

@@ -186,7 +186,7 @@ def test_filters_keep_only_what_they_name(store, tmp_path):
     assert [(s.category, s.gpu) for s in result.summary] == [("language", "a6000"), ("language", "rtx3090")]
 
 
-def test_charts_written_and_non_empty(result):
+def test_charts_written_as_pngs(result):
     names = {p.name for p in result.out.glob("*.png")}
     models = ("resnet50", "ssd300", "txl_base", "txl_large")
     per_count = {"relative_by_model_x1.png", "scaling.png"}  # no rtx3090 at x2, x4: no ratio there
@@ -194,9 +194,8 @@ def test_charts_written_and_non_empty(result):
         f"efficiency_{m}.png"
         for m in models  # the rtx3090 runs carry tdp and price
     }
-    for path in result.out.glob("*.png"):
-        data = path.read_bytes()
-        assert data.startswith(b"\x89PNG") and len(data) > 10_000, path.name
+    for path in result.out.glob("*.png"):  # what a chart shows: tests/test_chart_style.py, test_capacity.py
+        assert path.read_bytes().startswith(b"\x89PNG"), path.name
     report = (result.out / "report.md").read_text()
     assert "![relative_by_category](relative_by_category.png)" in report
     # no run of this store logged peak, bandwidth or peak key, most not TDP or price: said so

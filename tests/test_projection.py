@@ -8,6 +8,7 @@ import pytest
 
 from src.projection.choose import OWN, SAME, choose
 from src.projection.model import Card, Ceilings, ProjectionRefused, SourcePoint, project, ratio_band
+from src.projection.sentences import pair_sentence
 
 SOURCE = Card("big", {"fp32": 60, "tf32": 500, "fp16": 1000}, 5000, 141, 64, 450)
 TARGET = Card("small", {"fp32": 40, "tf32": 50, "fp16": 100}, 1000, 24, 32, 32)
@@ -89,14 +90,27 @@ def test_a_profile_without_the_figures_is_refused_naming_them():
         Card.from_profile({"name": "odd", "peak_tflops": {"fp32": 1}, "memory_bandwidth_gbs": 1, "memory_gb": 1})
 
 
-def test_the_target_gets_its_own_largest_batch_that_fits_or_the_same_batch_when_asked():
+def test_the_target_gets_its_profiles_batch_else_its_largest_that_fits_or_the_same_batch_when_asked():
     curve = [point(batch=4, memory_gb=24.0), point(batch=16, memory_gb=48.0), point(batch=32, memory_gb=60.0)]
-    own = {name: choose(curve, Card(name, {}, 1, memory, 1, 1), OWN) for name, memory in
-           (("c24", 24), ("c48", 48), ("c80", 80))}  # fmt: skip
-    assert {name: [c.point.batch for c in chosen] for name, chosen in own.items()} == {"c24": [4], "c48": [16], "c80": [32]}
-    assert all(c.note == "" for chosen in own.values() for c in chosen)
-    [small] = choose(curve, Card("c16", {}, 1, 16, 1, 1), OWN)
-    assert small.point.batch == 4 and "gpu.memory_limit_gb=16 model=m precision=tf32 model.batch_size=auto" in small.note
+
+    def own(memory: float, batches: dict | None = None) -> list:
+        return choose(curve, Card("c", {}, 1, memory, 1, 1, batch_sizes=batches or {}), OWN)
+
+    assert [[c.point.batch for c in own(m)] for m in (24, 48, 80)] == [[4], [16], [32]]
+    assert all(c.note == "" for m in (24, 48, 80) for c in own(m))
+    [profiled] = own(80, {"m": {"tf32": 16}})  # the profile's batch, measured: it, not the largest
+    assert (profiled.point.batch, profiled.note) == (16, "")
+    [unmeasured] = own(48, {"m": {"tf32": 8}})
+    assert unmeasured.point.batch == 16 and unmeasured.note == (
+        "c m tf32: its profile runs it at batch 8, not measured on big; projected at batch 16, the largest "
+        "measured that fits its 48 GB; measure it: python -m src.train gpu=big model=m precision=tf32 "
+        "gpu.count=1 model.batch_size=8"
+    )
+    [small] = own(16)
+    assert small.point.batch == 4 and small.note.endswith(
+        "no measured batch fits its 16 GB: projected at batch 4 (needs 24 GB); measure it: python -m src.train "
+        "gpu=big model=m precision=tf32 gpu.count=1 gpu.memory_limit_gb=16 model.batch_size=auto"
+    )
     assert [c.point.batch for c in choose(curve, TARGET, SAME)] == [4, 16, 32]
 
 
@@ -109,3 +123,18 @@ def test_a_ratio_of_two_cards_projected_from_one_point_carries_the_models_error_
     assert ratio_band(a, b_same, 0.1) == pytest.approx((ratio / 1.1, ratio * 1.1))
     half = math.hypot(math.hypot(math.log(100 / 90), math.log(100 / 90)), math.log(1.1))
     assert ratio_band(a, b, 0.1) == pytest.approx((ratio * math.exp(-half), ratio * math.exp(half)))
+
+
+def test_the_sentence_says_what_the_ratio_is_made_of_and_where_the_source_was_power_bound():
+    """double has twice small's tensor rate, the same bandwidth and links: on small's step (5.55 of
+    the source's) the tensor-bound part is 2.5 (45%), memory 2.75 (50%), host link 0.2 (4%), idle
+    0.1 (2%, under the 2% shown); double's step is 4.3: 5.55 / 4.3 = 1.29x."""
+    double = Card("double", {"fp32": 40, "tf32": 100, "fp16": 200}, 1000, 24, 32, 32)
+    for power_bound, said in ((None, ""), (0.95, " big ran at its power limit in 95% of the window: each card's "
+                                                   "tensor rate assumes it loses as much to its own.")):  # fmt: skip
+        p = point(power_bound=power_bound)
+        a, b = (project(p, SOURCE, CEILINGS, card, 0.1) for card in (double, TARGET))
+        assert pair_sentence(a, b, 0.1) == (
+            "double over small, m tf32 x1 (projected from big): 1.00x memory bandwidth on 50%, 2.00x tensor "
+            "rate on 45%, 1.00x host link on 4% of the small's step = 1.29x at batch 10 [1.17-1.42]." + said
+        )

@@ -14,12 +14,12 @@ import signal
 import subprocess
 
 import pytest
-from conftest import compose_cfg, read_runs, run_cli, store_copy
-from mlflow.entities import Metric, Param, RunTag
-from mlflow.tracking import MlflowClient
+from conftest import compose_cfg, logged_copy, read_runs, run_cli, store_copy
 from test_study import H200, fake_host_cli
 
 from src import recorded
+from src.compare import anomalies
+from src.compare.runs import aggregate, to_record
 from src.config import points
 from src.run.prepare import prepare
 
@@ -62,23 +62,6 @@ def job_outcome(uri: str, overrides: list[str], monkeypatch, capsys, tmp_path) -
         return "measure", " ".join(capsys.readouterr().out.split())
 
 
-def copied(run, uri: str, changed: dict, dropped: tuple = ()) -> str:
-    """`run`'s record logged again, FINISHED, into the store at `uri`, with tags changed or dropped."""
-    client = MlflowClient(uri)
-    experiment = client.get_experiment_by_name("gpubench")
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment("gpubench")
-    tags = {k: v for k, v in run.data.tags.items() if k not in dropped and not k.startswith("mlflow.")}
-    copy = client.create_run(experiment_id, run_name=run.info.run_name)
-    client.log_batch(
-        copy.info.run_id,
-        metrics=[Metric(k, v, 0, 0) for k, v in run.data.metrics.items()],
-        params=[Param(k, v) for k, v in run.data.params.items()],
-        tags=[RunTag(k, str(v)) for k, v in (tags | changed).items()],
-    )
-    client.set_terminated(copy.info.run_id, "FINISHED")
-    return copy.info.run_id
-
-
 def test_a_cpu_job_records_its_processor_and_the_threads_its_ranks_ran(finished):
     _, clean, _ = finished
     threads = len(os.sched_getaffinity(0))  # benchmark.cpu_threads=null: the cores shared by one rank
@@ -91,7 +74,7 @@ def test_a_clean_run_of_the_point_is_reused_and_one_without_the_nodes_tag_is_at_
 ):
     _, clean, _ = finished
     uri = store_copy(empty_store, tmp_path / "mlruns")
-    copied(clean, uri, {}, dropped=(recorded.NNODES,))  # as runs logged before the tag
+    logged_copy(clean, uri, dropped=(recorded.NNODES,))  # as runs logged before the tag
     assert job_outcome(uri, CPU_TINY, monkeypatch, capsys, tmp_path) == ("skip", clean.data.metrics["throughput"])
 
 
@@ -111,7 +94,7 @@ def test_a_run_that_shared_its_gpu_is_measured_again_saying_with_what(
     _, clean, _ = finished
     uri = store_copy(empty_store, tmp_path / "mlruns")
     busy = "pid 4242 notebook (gpu0, 0.50 GB) before start and in the window"  # as the job tags it
-    run_id = copied(clean, uri, {recorded.GPU_FOREIGN_PROCESSES: busy})
+    run_id = logged_copy(clean, uri, {recorded.GPU_FOREIGN_PROCESSES: busy})
     outcome, said = job_outcome(uri, CPU_TINY, monkeypatch, capsys, tmp_path)
     assert outcome == "measure"
     assert f"run {run_id} of this point shared its GPU with {busy}; it is kept as it is" in said
@@ -138,7 +121,7 @@ def test_a_run_of_the_config_on_another_stack_card_or_layout_is_another_point(
     if points.CPU_MODEL in changed:
         here = f"cpu={clean.data.tags[points.CPU_MODEL]}"
     uri = store_copy(empty_store, tmp_path / "mlruns")
-    run_id = copied(clean, uri, changed)
+    run_id = logged_copy(clean, uri, changed)
     outcome, said = job_outcome(uri, CPU_TINY, monkeypatch, capsys, tmp_path)
     assert outcome == "measure"
     assert f"run {run_id} of this config ran with {there}" in said
@@ -177,3 +160,7 @@ def test_a_run_that_shared_its_gpu_is_measured_again_by_the_repeats_and_kept(tmp
     runs = [r for r in read_runs(tracking_uri) if recorded.GPU in r.data.tags]
     assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}  # the shared run is kept
     assert [r.info.run_id for r in runs if recorded.GPU_FOREIGN_PROCESSES in r.data.tags] == [shared.info.run_id]
+    # compare of the three: one clean point, the shared run left out (and named) as measured again
+    [point] = aggregate([to_record(recorded.read(r)) for r in runs])
+    assert point.n_runs == 3 and [r.run_id for r in point.superseded] == [shared.info.run_id]
+    assert not anomalies.shared_gpu_anomalies([point]) and not anomalies.stopping_anomalies([point])

@@ -140,7 +140,7 @@ def find_baseline(
         and b.gpu_count == measurement.gpu_count
         and precision_group(b.precision) == group
         and (baseline_source is None or b.source == baseline_source)
-        and same_workload(b.config, measurement.config)
+        and same_workload(b, measurement)
     ]
     return min(
         candidates,
@@ -160,11 +160,23 @@ def _differences(one: dict, other: dict, keys: tuple[str, ...]) -> int:
     return sum(one.get(k) != other.get(k) for k in keys)
 
 
-def same_workload(one: tuple, other: tuple) -> bool:
-    """The keys both configs have agree, the per-GPU batch and the stack aside (a ratio across
-    stacks is made where it must be, and flagged)."""
-    a, b = dict(one), dict(other)
-    return all(a[k] == b[k] for k in a.keys() & b.keys() if k != points.RAN_BATCH and k not in STACK_KEYS)
+def same_workload(one: Measurement, other: Measurement) -> bool:
+    """The same point but for the gpu, the per-GPU batch and the stack (a ratio across stacks is
+    made where it must be, and flagged): every measured key and the layout alike, a key one side
+    lacks at its default (points.point_config leaves defaults out). A published figure, which logs
+    no sizes, stands for its model as published."""
+    if one.source != MEASURED or other.source != MEASURED:
+        return True
+    return not setting_difference(one, other)
+
+
+def setting_difference(one: Measurement, other: Measurement, also: tuple[str, ...] = ()) -> str:
+    """The measured keys two points differ in, the batch, the stack and `also` aside:
+    'cpu_threads=1 vs 2'; ''."""
+    left_out = {points.RAN_BATCH, *STACK_KEYS, *also}
+    mine, theirs = ({k: v for k, v in m.config if k not in left_out} for m in (one, other))
+    there, here = points.differences(tuple(mine.items()), tuple(theirs.items()))
+    return f"{there} vs {here}" if there or here else ""
 
 
 def relative_table(

@@ -7,11 +7,16 @@
   or by memory bandwidth, so its speed-up lies between the two spec ratios (peak TFLOP/s for the
   math that ran, and GB/s), give or take `spec_tolerance`;
 - a figure whose runs stopped (max_steps, time limit) before their step times met target_ci;
-- a figure whose runs shared a GPU with another program (the job's `gpu_foreign_processes` tag).
+- a figure whose runs shared a GPU with another program (the job's `gpu_foreign_processes` tag);
+- a figure whose repeats were measured another way (other warm-up, window, stopping rule or
+  telemetry sampling: the procedure keys of src/config/points.py).
+A flag of some of a figure's runs (shared a GPU, stopped early, measured another way) names and
+tags those runs only.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from src import recorded
@@ -24,6 +29,7 @@ SLOWER_THAN_1GPU = "slower_than_1gpu"
 OUTSIDE_SPEC = "outside_spec"
 CI_NOT_MET = "ci_not_met"
 GPU_SHARED = "gpu_shared"
+PROCEDURE_DIFFERS = "procedure_differs"
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,11 @@ class Anomaly:
     kind: str
     measurement: Measurement
     detail: str
+    runs: tuple[str, ...] = ()  # the ids of the runs that earned it; () for the whole figure
+
+    @property
+    def run_ids(self) -> tuple[str, ...]:
+        return self.runs or tuple(r.run_id for r in self.measurement.runs)
 
 
 def scaling_efficiency(measurements: list[Measurement]) -> dict[tuple, float]:
@@ -64,10 +75,10 @@ def stopping_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
     """Points with a run that stopped before its confidence interval met target_ci."""
     found = []
     for m in measurements:
-        missed = [r.result.steps.missed for r in m.runs if r.result.steps.missed]
+        missed = [r for r in m.runs if r.result.steps.missed]
         if missed:
-            detail = f"{len(missed)} of {m.n_runs} run(s) stopped early; {missed[0]}"
-            found.append(Anomaly(CI_NOT_MET, m, detail))
+            detail = f"{len(missed)} of {m.n_runs} run(s) stopped early; {missed[0].result.steps.missed}"
+            found.append(Anomaly(CI_NOT_MET, m, detail, tuple(r.run_id for r in missed)))
     return found
 
 
@@ -75,11 +86,30 @@ def shared_gpu_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
     """Points with a run during which another program held one of its GPUs."""
     found = []
     for m in measurements:
-        shared = [r.result.foreign for r in m.runs if r.result.foreign]
+        shared = [r for r in m.runs if r.result.foreign]
         if shared:
-            found.append(
-                Anomaly(GPU_SHARED, m, f"{len(shared)} of {m.n_runs} run(s) shared a GPU: {shared[0]}")
-            )
+            detail = f"{len(shared)} of {m.n_runs} run(s) shared a GPU: {shared[0].result.foreign}"
+            found.append(Anomaly(GPU_SHARED, m, detail, tuple(r.run_id for r in shared)))
+    return found
+
+
+def procedure_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
+    """Points whose repeats were measured another way: 'repeats measured with different max_steps
+    20/500: 1 of 4', naming the runs that differ from the most common way."""
+    found = []
+    for m in measurements:
+        ways = Counter(r.procedure for r in m.runs)
+        if len(ways) < 2:
+            continue
+        usual = ways.most_common(1)[0][0]
+        settings = [dict(way) for way in ways]
+        keys = sorted(k for k in set().union(*settings) if len({s.get(k) for s in settings}) > 1)
+        what = ", ".join(
+            f"{k.removeprefix('benchmark.')} {'/'.join(sorted({str(s.get(k)) for s in settings}))}" for k in keys
+        )
+        odd = tuple(r.run_id for r in m.runs if r.procedure != usual)
+        detail = f"repeats measured with different {what}: {len(odd)} of {m.n_runs}"
+        found.append(Anomaly(PROCEDURE_DIFFERS, m, detail, odd))
     return found
 
 
@@ -121,8 +151,8 @@ def tag_runs(uri: str, measurements: list[Measurement], anomalies: list[Anomaly]
 
     flagged: dict[str, list[str]] = {}
     for anomaly in anomalies:
-        for run in anomaly.measurement.runs:
-            flagged.setdefault(run.run_id, []).append(f"{anomaly.kind}: {anomaly.detail}")
+        for run_id in anomaly.run_ids:
+            flagged.setdefault(run_id, []).append(f"{anomaly.kind}: {anomaly.detail}")
     mlflow_client = store.client(uri)
     for m in measurements:
         for run in m.runs:

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from src import recorded
-from src.compare.analysis import precision_group
-from src.compare.ratio import Ratio, means, quotient, ratio
-from src.compare.runs import MEASURED, Measurement
+from src.compare.analysis import precision_group, setting_difference
+from src.compare.ratio import Ratio, carried_flags, means, quotient, ratio
+from src.compare.runs import MEASURED, Measurement, stack_difference
 from src.config import points
 
 CAP_KEY = "gpu.memory_limit_gb"
@@ -73,20 +73,40 @@ def batch_of(m: Measurement) -> int | None:
     return int(value) if value not in (None, "None", "auto") else None
 
 
-def by_batch(measurements: list[Measurement]) -> dict[tuple, dict[str, dict[int, Measurement]]]:
-    """(model, precision, gpu_count) -> card -> batch -> its measurement (this project's runs)."""
-    table: dict[tuple, dict[str, dict[int, Measurement]]] = {}
+def by_batch(measurements: list[Measurement]) -> dict[tuple, dict[str, dict[int, list[Measurement]]]]:
+    """(model, precision, gpu_count) -> card -> batch -> its points (this project's runs): one per
+    stack and setting it was measured with."""
+    table: dict[tuple, dict[str, dict[int, list[Measurement]]]] = {}
     for m in measurements:
         if m.source == MEASURED and (batch := batch_of(m)) is not None:
             cards = table.setdefault((m.model, m.precision, m.gpu_count), {})
-            cards.setdefault(card_of(m), {}).setdefault(batch, m)
+            cards.setdefault(card_of(m), {}).setdefault(batch, []).append(m)
     return table
 
 
+def pair(ours: list[Measurement], theirs: list[Measurement]) -> Ratio:
+    """One card's point over the other's at a batch: the two alike but for the card (the gpu, its
+    cap) where such a pair exists, else the closest, flagged with what differs: settings first,
+    then the software stack, then the more repeats."""
+
+    def unlike(a: Measurement, b: Measurement) -> tuple:
+        return (bool(setting_difference(a, b, (CAP_KEY,))), a.software != b.software, -a.n_runs - b.n_runs)
+
+    a, b = min(((a, b) for a in ours for b in theirs), key=lambda p: unlike(*p))
+    return quotient(
+        a,
+        b,
+        stack_differs=stack_difference(a, b, tuple(points.SOFTWARE)),
+        setting_differs=setting_difference(a, b, (CAP_KEY,)),
+    )
+
+
 def _figures(iso: tuple | None, largest: tuple | None) -> dict[str, Ratio | None]:
-    iso_ratio = quotient(*iso) if iso else None
-    max_ratio = quotient(*largest) if largest else None
-    factor = ratio([(max_ratio, 1.0), (iso_ratio, -1.0)]) if iso_ratio and max_ratio else None
+    iso_ratio = pair(*iso) if iso else None
+    max_ratio = pair(*largest) if largest else None
+    factor = None
+    if iso_ratio and max_ratio:
+        factor = ratio([(max_ratio, 1.0), (iso_ratio, -1.0)], **carried_flags([iso_ratio, max_ratio]))
     return {"iso_ratio": iso_ratio, "max_ratio": max_ratio, "capacity_factor": factor}
 
 
@@ -112,7 +132,7 @@ def split(measurements: list[Measurement], pair: list[str]) -> tuple[list[SplitR
         rows.append(
             SplitRow(
                 model=model,
-                category=next(iter((a or b).values())).category,
+                category=next(iter((a or b).values()))[0].category,
                 precision=precision,
                 gpu_count=count,
                 card=card,
@@ -139,7 +159,7 @@ def category_means(rows: list[SplitRow]) -> list[SplitMean]:
     found = []
     for key, members in sorted(groups.items()):
         iso, largest = (_mean([r.figures[f] for r in members]) for f in ("iso_ratio", "max_ratio"))
-        factor = ratio([(largest, 1.0), (iso, -1.0)], value=largest.value / iso.value)
+        factor = ratio([(largest, 1.0), (iso, -1.0)], value=largest.value / iso.value, **carried_flags([iso, largest]))
         figures = {"iso_ratio": iso, "max_ratio": largest, "capacity_factor": factor}
         found.append(SplitMean(*key, members=tuple(members), figures=figures))
     return found
@@ -149,7 +169,8 @@ def _mean(ratios: list[Ratio]) -> Ratio:
     """The arithmetic mean of ratios, a point two of them share counting once (means() takes its
     ratios as independent, as category means of different models are)."""
     mean, _ = means(ratios)
-    return ratio([(r, share) for r, (_, share) in zip(ratios, mean.terms, strict=True)], value=mean.value)
+    terms = [(r, share) for r, (_, share) in zip(ratios, mean.terms, strict=True)]
+    return ratio(terms, value=mean.value, **carried_flags(ratios))
 
 
 def _command(card: str, model: str, precision: str, count: int, batch, why: str) -> str:

@@ -24,7 +24,7 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
     series = (("iso-batch (speed)", "iso_ratio"), ("max-batch (speed x capacity)", "max_ratio"),
               ("published (max-batch)", "published_ratio"))  # fmt: skip
     height = 0.8 / len(series)
-    ends = [1.0]
+    ends, flagged = [1.0], False
     for i, (name, figure) in enumerate(series):
         ys = [n + i * height for n in range(len(shown))]
         values = [_value(r, figure) or 0.0 for r in shown]
@@ -39,6 +39,9 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
             if figure == "max_ratio" and (factor := r.figures["capacity_factor"]):
                 held = factor.no_difference
                 text += f";  capacity {figure_text(r, 'capacity_factor')}" + (" ~1" if held else "")
+            if figure in FIGURES and r.figures[figure] and (flags := r.figures[figure].flags):
+                text += f"  ! {' '.join(flags)}"  # as the GPU ratios' charts mark a flagged figure
+                flagged = True
             end = span[1] if span else value
             ends.append(end)
             ax.text(end, bar.get_y() + height / 2, " " + text, va="center", fontsize="small")
@@ -46,7 +49,7 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
     ax.set_yticklabels([f"{r.model} {r.precision} x{r.gpu_count}" for r in shown])
     ax.invert_yaxis()
     ax.axvline(1.0, color="grey", linewidth=0.8)
-    ax.set_xlim(0, max(ends) * 1.6)
+    ax.set_xlim(0, max(ends) * (2.2 if flagged else 1.6))  # room for the labels beside the bars
     ax.set_xlabel(f"throughput of {shown[0].card} / {shown[0].baseline_card}")
     style.title(fig, f"Speed and capacity: {shown[0].card} vs {shown[0].baseline_card}",
                 "whiskers and brackets: 95% interval; ~1: it holds 1.0 (no measurable difference)")  # fmt: skip
@@ -54,6 +57,19 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
     path = out / f"{SPLIT_STEM}.png"
     fig.savefig(path, dpi=110)
     return [path]
+
+
+def _lines(card: str, at: dict[int, list[Measurement]]) -> dict[str, dict[int, Measurement]]:
+    """A card's points as lines, one per software stack it was measured on (named where more than
+    one), so that no line joins points of two stacks."""
+    stacks: dict[tuple, dict[int, Measurement]] = {}
+    for batch, found in at.items():
+        for m in found:
+            stacks.setdefault(tuple(m.software.items()), {})[batch] = m
+    if len(stacks) == 1:
+        return {card: next(iter(stacks.values()))}
+    varying = {k for k in {k for s in stacks for k, _ in s} if len({dict(s).get(k) for s in stacks}) > 1}
+    return {f"{card} {' '.join(f'{k}={v}' for k, v in s if k in varying)}": b for s, b in stacks.items()}
 
 
 def _value(row: SplitRow, figure: str) -> float | None:
@@ -69,7 +85,7 @@ def curve_chart(measurements: list[Measurement], out: Path) -> list[Path]:
     series: dict[tuple, dict[str, dict[int, Measurement]]] = {}
     for (model, precision, count), cards in by_batch(measurements).items():
         if count == 1:
-            kept = {card: b for card, b in cards.items() if len(b) > 1}
+            kept = {line: b for card, at in cards.items() for line, b in _lines(card, at).items() if len(b) > 1}
             if kept:
                 series[(model, precision)] = kept
     if not series:

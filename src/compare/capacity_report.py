@@ -22,13 +22,14 @@ NONE_TEXT = {
 _INTERVAL_COLUMNS = tuple(c for f in FIGURES for c in (f, f"{f}_low", f"{f}_high"))
 COLUMNS = (
     "model", "category", "precision", "gpu_count", "card", "baseline_card", "iso_batch", "max_batch",
-    "baseline_max_batch", *_INTERVAL_COLUMNS, "interval", "difference", "published_batch",
-    "published_baseline_batch", "published_ratio",
+    "baseline_max_batch", *_INTERVAL_COLUMNS, "interval", "difference", "stack_differs", "setting_differs",
+    "published_batch", "published_baseline_batch", "published_ratio",
 )  # fmt: skip
 MEAN_COLUMNS = (
     "category", "precision_group", "gpu_count", "card", "baseline_card", *_INTERVAL_COLUMNS, "interval",
-    "difference", "models",
+    "difference", "stack_differs", "setting_differs", "models",
 )  # fmt: skip
+FLAGS = ("stack_differs", "setting_differs")  # the two cards' points unlike in more than the card
 LABELS = {  # what each figure is called where a person reads it
     "iso_ratio": "speed (iso-batch)",
     "max_ratio": "speed x capacity (max-batch)",
@@ -45,15 +46,20 @@ def _figures(split: SplitRow | SplitMean) -> dict:
     held = [MEANING[f] for f, r in split.figures.items() if r and r.no_difference]
     record["interval"] = _basis_text(split)
     record["difference"] = f"{', '.join(held)}: {NO_DIFFERENCE}" if held else ""
-    return record
+    return record | _flags(split)
+
+
+def _flags(split: SplitRow | SplitMean) -> dict:
+    """What differs between the two cards' points beside the card: their stacks, their settings."""
+    return {
+        flag: "; ".join(sorted({getattr(r, flag) for r in split.figures.values() if r and getattr(r, flag)}))
+        for flag in FLAGS
+    }
 
 
 def records(rows: list[SplitRow]) -> list[dict]:
-    return [
-        {c: getattr(r, c) for c in COLUMNS if c not in _INTERVAL_COLUMNS + ("interval", "difference")}
-        | _figures(r)
-        for r in rows
-    ]
+    derived = _INTERVAL_COLUMNS + ("interval", "difference", *FLAGS)
+    return [{c: getattr(r, c) for c in COLUMNS if c not in derived} | _figures(r) for r in rows]
 
 
 def mean_records(means: list[SplitMean]) -> list[dict]:
@@ -127,7 +133,10 @@ def markdown(rows: list[SplitRow], means: list[SplitMean], missing: list[str]) -
 
 
 def _basis(split: SplitRow | SplitMean) -> dict:
-    return {k: v for k, v in _figures(split).items() if k in ("interval", "difference")}
+    """The interval's basis and, where the two cards' points differ in more than the card, the flags."""
+    flags = "; ".join(f"{flag}: {text}" for flag, text in _flags(split).items() if text)
+    basis = {k: v for k, v in _figures(split).items() if k in ("interval", "difference")}
+    return basis | {"difference": "; ".join(t for t in (basis["difference"], flags) if t)}
 
 
 def _pair(one, other) -> str:
@@ -166,6 +175,10 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
     console.print(table)
     if any(text.endswith("=") for text in marks):
         console.print("  = the interval holds 1.0: no measurable difference")
+    for title, split, _, _ in sections:
+        for flag, text in _flags(split).items():
+            if text:
+                console.print(f"  {flag}: {escape(title)}: {escape(text)}", soft_wrap=True)
 
 
 def _batches(r: SplitRow) -> dict:

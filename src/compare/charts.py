@@ -107,7 +107,7 @@ def relative_bars(
     heights = [BAR_IN * max(len(grouped[t].get(g, [])) for g in groups) + PANEL_PAD_IN for t in titles]
     bars_all = [b for panels in grouped.values() for bars in panels.values() for b in bars]
     end = style.axis_end([max(_end(b), 1.0) for b in bars_all], [_impossible(b.flags.split()) for b in bars_all])
-    published = any(b.source != MEASURED for b in bars_all)
+    sources = {b.source for b in bars_all}
     paths = []
     pages = style.pages(heights)
     for page, rows in enumerate(pages, start=1):
@@ -129,7 +129,7 @@ def relative_bars(
             "difference); ! marks a flagged figure (report.md says why)",
             (page, len(pages)),
         )
-        style.legend(fig, [style.published_handle()] if published else [])
+        style.legend(fig, style.source_handles(sources))
         style.keep_labels_inside(fig)
         path = stem.parent / style.page_name(stem.name, page, len(pages))
         fig.savefig(path, dpi=style.DPI)
@@ -148,7 +148,7 @@ def _relative_panel(ax, bars: list[Bar], end: float) -> None:
         y,
         [b.value for b in bars],
         color=[style.gpu_colour(b.gpu) for b in bars],
-        hatch=[style.PUBLISHED_HATCH if b.source != MEASURED else "" for b in bars],
+        hatch=[style.hatch(b.source) for b in bars],
         edgecolor="white",
         xerr=_whiskers(bars),
         error_kw={"elinewidth": 1, "capsize": 2, "ecolor": "dimgrey"},
@@ -339,7 +339,7 @@ def _bars(
     ]
     per_page = max(1, int((style.PAGE_IN - 1.3) / BAR_IN))
     pages = [range(i, min(i + per_page, len(points))) for i in range(0, len(points), per_page)]
-    published = any(m.source != MEASURED for m in points)
+    sources = {m.source for m in points}
     paths = []
     for page, rows in enumerate(pages, start=1):
         fig = style.figure(6.5 * len(panels) + 3.5, 1.6 + BAR_IN * len(rows))
@@ -351,7 +351,7 @@ def _bars(
                 [v or 0.0 for v in shown],
                 xerr=[[whiskers[0][i] for i in rows], [whiskers[1][i] for i in rows]] if whiskers else None,
                 color=[style.gpu_colour(points[i].gpu) for i in rows],
-                hatch=[style.PUBLISHED_HATCH if points[i].source != MEASURED else "" for i in rows],
+                hatch=[style.hatch(points[i].source) for i in rows],
                 edgecolor="white",
             )
             known = [i for i, v in enumerate(values) if v is not None]
@@ -371,7 +371,7 @@ def _bars(
         axes[0].invert_yaxis()  # once: the panels share this axis
         axes[0].set_ylabel("gpu x GPUs, precision", fontsize="small")
         style.title(fig, what, detail, (page, len(pages)))
-        style.legend(fig, [style.published_handle()] if published else [])
+        style.legend(fig, style.source_handles(sources))
         style.keep_labels_inside(fig)
         path = stem.parent / style.page_name(stem.name, page, len(pages))
         fig.savefig(path, dpi=style.DPI)

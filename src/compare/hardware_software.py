@@ -26,7 +26,7 @@ def _find(measurements: list[Measurement], like: Measurement, gpu: str, software
             and (m.model, m.gpu_count, m.source) == (like.model, like.gpu_count, like.source)
             and precision_group(m.precision) == precision_group(like.precision)
             and m.math == like.math
-            and same_workload(m.config, like.config)
+            and same_workload(m, like)
             and m.software == software
         ):
             return m

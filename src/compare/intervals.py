@@ -21,10 +21,12 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from src import recorded
 from src.stats import t95
 
 REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED = "repeats", "within-run", "published runs", "published"
-BASES = (REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED)
+PROJECTED = recorded.PROJECTED  # a projection's band: its point's interval and the model's error (src/projection/)
+BASES = (REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED, PROJECTED)
 
 
 @dataclass(frozen=True)

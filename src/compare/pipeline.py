@@ -11,7 +11,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from src import console, credentials, recorded
-from src.compare import analysis, anomalies, axis, report, sections, study
+from src.compare import analysis, anomalies, axis, projection, report, sections, study
 from src.compare.runs import MEASURED, Measurement, RunRecord, aggregate, search_finished, select, to_record
 from src.compare.sections import Compared, Section
 from src.config import points
@@ -67,6 +67,7 @@ def validate_compare(cfg: DictConfig) -> None:
     if pair and (len(pair) != 2 or pair[0] == pair[1]):
         errors.append(f"capacity_split={list(pair)}: must be two different cards, gpu or gpu@<memory_limit_gb>, "
                       "e.g. capacity_split=[a6000,rtx3090] or capacity_split=[h200@48,h200@24]")  # fmt: skip
+    errors += projection.errors(cfg)
     if Path(cfg.out).exists() and not Path(cfg.out).is_dir():
         errors.append(f"out={cfg.out!r}: is a file; must be a folder (created when missing)")
     if errors:
@@ -118,16 +119,18 @@ def compare(loaded: Loaded, cfg: DictConfig) -> Compared:
     means, and the figures that cannot be right."""
     baseline = axis.baseline(loaded.kept, cfg.by, cfg.baseline or (cfg.study.baseline if cfg.study.name else None))
     kept, outside = scope(loaded.kept, cfg, baseline)
-    measurements = aggregate(kept)
+    projected = projection.for_compare(cfg, loaded.records, loaded.runs, baseline)
+    measurements = aggregate(kept) + projected.measurements
     rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, axis.stack_keys(cfg.by))
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, rows, baseline)
     summary, nothing_common = analysis.summarize(rows)
     found = anomalies.stopping_anomalies(measurements)
     found += anomalies.shared_gpu_anomalies(measurements)
+    found += anomalies.procedure_anomalies(measurements)
     found += anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
     found += anomalies.spec_anomalies(rows, cfg.anomalies.spec_tolerance)
-    return Compared(measurements, baseline, rows, summary, nothing_common, found, cfg.by, outside)
+    return Compared(measurements, baseline, rows, summary, nothing_common, found, cfg.by, outside, projected)
 
 
 def sections_of(c: Compared, loaded: Loaded, cfg: DictConfig) -> list[Section]:
@@ -139,6 +142,7 @@ def sections_of(c: Compared, loaded: Loaded, cfg: DictConfig) -> list[Section]:
     parts += sections.gpu_comparison(c) + sections.hardware_and_software(c) + sections.flagged(c)
     parts += sections.notes(said, [unlogged] if unlogged else []) + sections.pictures(c)
     parts += sections.explanation(c, loaded.runs) + sections.speed_and_capacity(c, list(cfg.capacity_split))
+    parts += projection.section(c.projected, list(cfg.project))
     parts[0].warnings += unanswered
     return parts
 
@@ -148,9 +152,11 @@ def render(parts: list[Section], c: Compared, loaded: Loaded, cfg: DictConfig, o
     out.mkdir(parents=True, exist_ok=True)
     facts = _facts(cfg, c.baseline, loaded, c.measurements) + ([c.outside] if c.outside else [])
     text, files = report.write_all(parts, f"Training throughput relative to {c.baseline}", facts, out)
-    if cfg.tag_runs:
-        anomalies.tag_runs(cfg.tracking.uri, c.measurements, c.found)
+    if cfg.tag_runs:  # a projected point tags no run: the runs behind it measured something else
+        measured = [m for m in c.measurements if m.source != projection.PROJECTED]
+        anomalies.tag_runs(cfg.tracking.uri, measured, [a for a in c.found if a.measurement.source != projection.PROJECTED])
     run_id = _log_report_run(cfg, c.baseline, files, c.found, text)
+    projection.log_runs(cfg.tracking, run_id, c.projected)
     for line in (w for part in parts for w in part.warnings):
         console.warning(line)
     unlike = [_label(r) for r in c.rows if r.math_differs]
@@ -315,6 +321,13 @@ def _notes(
             + ("stack (other than the key compared)" if by else "software stack")
             + f", so these ratios set unlike stacks against each other: {'; '.join(crossed_stacks)}."
             + ("" if by else " The hardware and software parts are split below where the runs exist.")
+        )
+    superseded = [r.run_id for m in measurements for r in m.superseded]
+    if superseded:
+        notes.append(
+            f"Measured again: {len(superseded)} run(s) that shared a GPU or missed their stopping rule "
+            "have a later clean run of the same point and config (resume measured it again), which "
+            f"stands in for them; they are kept in the store: {', '.join(superseded)}."
         )
     variants = sorted({m.workload for m in measurements if m.variant})
     if variants:

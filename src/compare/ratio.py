@@ -18,6 +18,7 @@ from typing import Protocol
 from src.compare import intervals
 
 MATH_DIFFERS, STACK_DIFFERS, GPU_SHARED, PROJECTED = "math_differs", "stack_differs", "gpu_shared", "projected"
+SETTING_DIFFERS = "setting_differs"
 NO_DIFFERENCE = "no measurable difference"
 
 
@@ -42,6 +43,7 @@ class Ratio:
     spread: intervals.Spread | None  # of log value; None: no interval can be given
     terms: tuple = ()  # (figure, weight): value = prod(figure.value ** weight), unless a mean
     stack_differs: str = ""  # what differs between the sides' stacks, e.g. "torch 2.14.1 vs 2.11.0"
+    setting_differs: str = ""  # a measured key other than the compared one, e.g. "cpu_threads=1 vs cpu_threads=2"
     math_differs: bool = False  # strict fp32 against TF32 math
     projected: bool = False  # a side is projected, not measured
 
@@ -83,7 +85,8 @@ class Ratio:
     @property
     def flags(self) -> list[str]:
         named = ((MATH_DIFFERS, self.math_differs), (STACK_DIFFERS, self.stack_differs),
-                 (GPU_SHARED, self.gpu_shared), (PROJECTED, self.projected))  # fmt: skip
+                 (SETTING_DIFFERS, self.setting_differs), (GPU_SHARED, self.gpu_shared),
+                 (PROJECTED, self.projected))  # fmt: skip
         return [name for name, on in named if on]
 
     def basis(self) -> str:
@@ -96,7 +99,7 @@ def ratio(terms, value: float | None = None, independent: bool = False, **flags)
     a mean of them (the weights are then the mean's sensitivity to each: intervals.mean_weights).
     A ratio among the terms counts by its own figures, netted with the others (a point shared by
     two ratios counts once), unless `independent`: then each ratio is one figure with its own
-    spread. flags: stack_differs, math_differs, projected."""
+    spread. flags: stack_differs, setting_differs, math_differs, projected."""
     terms = tuple(terms)
     if value is None:  # the top over the bottom, so that a / b is exactly that
         value = math.prod(f.value**w for f, w in terms if w > 0) / math.prod(f.value**-w for f, w in terms if w < 0)
@@ -110,13 +113,21 @@ def quotient(a: Figure, b: Figure, **flags) -> Ratio:
     return ratio([(a, 1.0), (b, -1.0)], **flags)
 
 
+def carried_flags(ratios) -> dict:
+    """The flags a ratio made of these ratios carries: what differs in any of them, projected if any is."""
+    flags = {
+        name: "; ".join(sorted({getattr(r, name) for r in ratios if getattr(r, name)}))
+        for name in (STACK_DIFFERS, SETTING_DIFFERS)
+    }
+    return flags | {"projected": any(r.projected for r in ratios)}
+
+
 def means(ratios: list[Ratio]) -> tuple[Ratio, Ratio]:
     """(arithmetic mean, geometric mean) of independent ratios, each with its 95% interval: the
     uncertainty of the mean of these ratios as measured, not the spread between them. Flags carry
     over: a mean of a stack_differs ratio is flagged too."""
     k = len(ratios)
-    flags = {"stack_differs": "; ".join(sorted({r.stack_differs for r in ratios if r.stack_differs}))}
-    flags["projected"] = any(r.projected for r in ratios)
+    flags = carried_flags(ratios)
     values = [r.value for r in ratios]
     weights = intervals.mean_weights(values)
     mean = ratio(zip(ratios, weights, strict=True), value=sum(values) / k, independent=True, **flags)

@@ -133,7 +133,7 @@ def anomaly_records(anomalies: list[Anomaly]) -> list[dict]:
             "gpu": a.measurement.gpu,
             "source": a.measurement.source,
             "detail": a.detail,
-            "run_ids": " ".join(r.run_id for r in a.measurement.runs),
+            "run_ids": " ".join(a.run_ids),  # the runs that earned it
         }
         for a in anomalies
     ]

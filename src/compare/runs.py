@@ -82,6 +82,16 @@ class RunRecord(Workpoint):
     def spec(self) -> recorded.Spec:  # the spec-sheet figures it is judged by: those it logged
         return self.result.spec
 
+    @property
+    def flawed(self) -> bool:
+        """It shared its GPU or missed its stopping rule."""
+        return bool(self.result.foreign or self.result.steps.missed)
+
+    @property
+    def procedure(self) -> tuple:
+        """How its figure was taken (points.procedure_config): repeats may differ in it."""
+        return points.procedure_config(self.result.params)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Measurement(Workpoint):
@@ -94,6 +104,8 @@ class Measurement(Workpoint):
     runs: list[RunRecord] = field(repr=False)
     variant: str = ""  # what sets this point apart from others of its model, e.g. "d_model=128"
     spread: intervals.Spread | None = None  # of its log throughput; None: no interval can be given
+    # flawed runs a later clean run of the same point and config measured again: left out, kept in the store
+    superseded: tuple[RunRecord, ...] = field(default=(), repr=False)
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -199,11 +211,6 @@ def to_record(result: recorded.RunResult) -> RunRecord | None:
     )
 
 
-def _published_runs(metrics: dict) -> tuple[int, float] | None:
-    n, se = metrics.get(recorded.PUBLISHED_RUNS), metrics.get(recorded.PUBLISHED_RUNS_LOG_SE)
-    return (int(n), se) if n and se is not None else None
-
-
 def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
     """The records the config's filters keep (an empty filter keeps everything), and how many
     smoke runs among them were left out (kept only with include_smoke)."""
@@ -233,7 +240,7 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
     differing = differing_keys(list(groups))
     measurements = []
     for point in sorted(groups, key=_sort_key):
-        runs = groups[point]
+        runs, superseded = remeasured(groups[point])
         first = runs[0]
         throughputs = [r.throughput for r in runs]
         watts = [r.per_watt for r in runs if r.per_watt is not None]
@@ -267,9 +274,19 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
                     first.source != MEASURED,
                     lone.result.published_runs if lone else None,
                 ),
+                superseded=superseded,
             )
         )
     return measurements
+
+
+def remeasured(runs: list[RunRecord]) -> tuple[list[RunRecord], tuple[RunRecord, ...]]:
+    """A point's runs less the flawed ones (GPU shared, stopping rule missed) whose config has a
+    clean run: resume measured those again (src/run/resume.py); and the runs left out."""
+    hashes = {r.run_id: r.result.tags.get(recorded.CONFIG_HASH) for r in runs}
+    clean = {hashes[r.run_id] for r in runs if hashes[r.run_id] and not r.flawed}
+    superseded = tuple(r for r in runs if r.flawed and hashes[r.run_id] in clean)
+    return [r for r in runs if r not in superseded], superseded
 
 
 def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:

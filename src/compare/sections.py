@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from src import console, recorded
 from src.compare import (
@@ -37,6 +38,7 @@ class Compared:
     found: list[anomalies.Anomaly]
     by: str | None = None
     outside: str = ""  # one line for the runs the question asked leaves out (src/compare/pipeline.scope)
+    projected: Any = None  # project=[...]: the projection's outcome (src/compare/projection.py)
 
     @property
     def flagged(self) -> dict[tuple, list[str]]:

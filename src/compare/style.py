@@ -11,6 +11,7 @@ import zlib
 from collections.abc import Sequence
 
 from src.console import number
+from src.recorded import MEASURED, PROJECTED
 
 # The gpu profiles (conf/gpu/) keep fixed colours, whatever else a comparison holds.
 PROFILE_COLOURS = {
@@ -22,6 +23,7 @@ PROFILE_COLOURS = {
     "cpu": "tab:gray",
 }
 PUBLISHED_HATCH = "///"
+PROJECTED_HATCH = "..."  # a projected point (source `projected`, src/compare/projection.py)
 DPI = 100
 PAGE_IN = 18.0  # a chart taller than this many inches is split into pages
 TOO_SHORT = 0.005  # a bar under this fraction of its axis cannot be seen: its value says so
@@ -89,10 +91,17 @@ def legend(fig, handles: list, title_text: str | None = None) -> None:
         fig.legend(handles=handles, loc="outside right upper", fontsize="small", title=title_text)
 
 
-def published_handle():
+def hatch(source: str) -> str:
+    """Measured bars are plain, published ones hatched, projected ones dotted."""
+    return "" if source == MEASURED else PROJECTED_HATCH if source == PROJECTED else PUBLISHED_HATCH
+
+
+def source_handles(sources) -> list:
+    """The legend's entries for the kinds of figure other than measured that a chart holds."""
     from matplotlib.patches import Patch
 
-    return Patch(facecolor="lightgrey", hatch=PUBLISHED_HATCH, edgecolor="white", label="published figure")
+    kinds = {"published figure" if s != PROJECTED else "projected figure": hatch(s) for s in sources if s != MEASURED}
+    return [Patch(facecolor="lightgrey", hatch=h, edgecolor="white", label=label) for label, h in sorted(kinds.items())]
 
 
 def gpu_handles(gpus: Sequence[str]) -> list:

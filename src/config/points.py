@@ -40,6 +40,7 @@ ALWAYS = object()  # `since` of a key every run has logged: never left out
 RAN_BATCH = recorded.BATCH_SIZE  # the param a run logs once its ranks report the per-GPU batch that ran
 CPU_THREADS = "cpu_threads"  # the tag of a CPU job: the intra-op threads each of its ranks ran
 CPU_MODEL = "cpu_model"  # the tag of a CPU job: its processor, the card it ran on
+REPEAT = "benchmark.repeat"
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ KEYS: dict[str, Declared] = {
     "benchmark.cpu_threads": Declared(MEASURED, by=CPU_THREADS, since=None),
     "benchmark.breakdown_steps": Declared(PLUMBING),  # profiled after the window: the figure is the same
     # a repeat of the point in fresh processes: its own run (hash), the same point; 0 as runs before it
-    "benchmark.repeat": Declared(PROCEDURE, since=0),
+    REPEAT: Declared(PROCEDURE, since=0),
     # whether a busy GPU is refused: the figure is flagged gpu_shared either way
     "benchmark.exclusive": Declared(PLUMBING),
     "telemetry.": Declared(PROCEDURE),  # the sampling behind the power and clock figures
@@ -209,6 +210,22 @@ def _default(key: str) -> Any:
     if entry is None or entry.since is ALWAYS:
         return "unrecorded"
     return "null" if entry.since is None else entry.since
+
+
+def procedure_config(params: dict[str, str]) -> tuple:
+    """How a run's figure was taken: sorted (key, value) pairs of its procedure keys (warm-up,
+    stopping rule, telemetry sampling), less the repeat's number and the launcher's rendezvous.
+    Repeats of a point may differ in it; compare says where they do."""
+    return tuple(
+        sorted(
+            (key, value)
+            for key, value in params.items()
+            if (entry := declared(key)) is not None
+            and entry.role == PROCEDURE
+            and key != REPEAT
+            and not key.startswith("launcher.")
+        )
+    )
 
 
 def _in_point(entry: Declared | None, value: Any) -> bool:

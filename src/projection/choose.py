@@ -1,11 +1,13 @@
-"""Which measured point stands for a target card: the one at the target's own largest batch (as
-Lambda sized batches by memory), or the one at the same batch.
+"""Which measured point stands for a target card: the one at the target's own batch, or the one at
+the same batch.
 
-A point's memory is the cap it ran under (`gpu.memory_limit_gb`, where `model.batch_size=auto`
-found the largest batch that fits), else the peak it allocated. `own`: of the points of one
-workload (same model, precision, count and settings, any batch or cap), the largest batch whose
-memory fits the target's; none fits: the one needing least, said so with the command that measures
-the curve. `same`: every point as it ran.
+`own`: of the points of one workload (same model, precision, count and settings, any batch or cap),
+the one at the batch the target's profile runs it at (conf/gpu/<card>.yaml batch_sizes: what
+`gpu=<card>` would run; Lambda's batches for the study's cards, sized by memory); where that batch
+was not measured, or the profile sets none, the largest batch whose memory fits the target's. A
+point's memory is the cap it ran under (`gpu.memory_limit_gb`, where `model.batch_size=auto` found
+the largest batch that fits), else the peak it allocated; none fits: the one needing least. Each
+fallback is said, with the command that measures the missing point. `same`: every point as it ran.
 """
 
 from __future__ import annotations
@@ -36,20 +38,29 @@ def choose(points: list[SourcePoint], target: Card, batch: str) -> list[Chosen]:
     groups: dict[tuple, list[SourcePoint]] = {}
     for p in points:
         groups.setdefault(workload_key(p), []).append(p)
-    return [_largest_that_fits(group, target) for group in groups.values()]
+    return [_own(group, target) for group in groups.values()]
 
 
-def _largest_that_fits(group: list[SourcePoint], target: Card) -> Chosen:
-    known = [p for p in group if p.memory_gb is not None]
-    fits = [p for p in known if p.memory_gb <= target.memory_gb]
+def _own(group: list[SourcePoint], target: Card) -> Chosen:
+    p = group[0]
+    wanted = target.batch_for(p.model, p.precision)
+    at_wanted = [q for q in group if q.batch == wanted]
+    if at_wanted:
+        return Chosen(min(at_wanted, key=lambda q: q.memory_gb or 0))
+    known = [q for q in group if q.memory_gb is not None]
+    fits = [q for q in known if q.memory_gb <= target.memory_gb]
+    if fits and wanted is None:
+        return Chosen(max(fits, key=lambda q: (q.batch, q.memory_gb)))
     if fits:
-        return Chosen(max(fits, key=lambda p: (p.batch, p.memory_gb)))
-    least = min(known or group, key=lambda p: (p.memory_gb or 0, p.batch))
-    first = group[0]
-    return Chosen(
-        least,
-        f"no measured batch of {first.model} {first.precision} fits {target.name}'s {target.memory_gb:g} GB "
-        f"(batch {least.batch} needed {least.memory_gb or 0:.0f} GB): projected at that batch; measure the "
-        f"batch that fits: python -m src.train gpu={first.gpu} gpu.memory_limit_gb={target.memory_gb:g} "
-        f"model={first.model} precision={first.precision} model.batch_size=auto",
-    )
+        chosen = max(fits, key=lambda q: (q.batch, q.memory_gb))
+        said = f"projected at batch {chosen.batch}, the largest measured that fits its {target.memory_gb:g} GB"
+    else:
+        chosen = min(known or group, key=lambda q: (q.memory_gb or 0, q.batch))
+        said = (f"no measured batch fits its {target.memory_gb:g} GB: projected at batch {chosen.batch} "
+                f"(needs {chosen.memory_gb or 0:.0f} GB)")  # fmt: skip
+    if wanted is None:
+        wanted_part, size = "", f"gpu.memory_limit_gb={target.memory_gb:g} model.batch_size=auto"
+    else:
+        wanted_part, size = f"its profile runs it at batch {wanted}, not measured on {p.gpu}; ", f"model.batch_size={wanted}"
+    command = f"python -m src.train gpu={p.gpu} model={p.model} precision={p.precision} gpu.count={p.gpu_count} {size}"
+    return Chosen(chosen, f"{target.name} {p.model} {p.precision}: {wanted_part}{said}; measure it: {command}")

@@ -21,7 +21,7 @@ here is fitted to anyone's throughput; the model's error is measured by benchmar
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 TF32_FALLBACK = "fp32"  # a card without TF32 (Volta) runs fp32 matmuls on its CUDA cores
 TENSOR, MEMORY, HOST_LINK, GPU_LINK, KEPT = "tensor rate", "memory bandwidth", "host link", "GPU link", "kept"
@@ -42,6 +42,7 @@ class Card:
     host_link_gbs: float
     gpu_link_gbs: float
     tdp_w: float | None = None
+    batch_sizes: dict = field(default_factory=dict)  # model -> precision -> the per-GPU batch it runs
 
     @classmethod
     def from_profile(cls, profile: dict) -> Card:
@@ -50,7 +51,12 @@ class Card:
         missing = [key for key in needed if not profile.get(key)]
         if missing:
             raise ProjectionRefused(f"gpu={name}: its profile states no {', '.join(missing)} (conf/gpu/{name}.yaml)")
-        return cls(name, dict(profile["peak_tflops"]), *(float(profile[k]) for k in needed[1:]), profile.get("tdp_w"))
+        figures = (float(profile[k]) for k in needed[1:])
+        return cls(name, dict(profile["peak_tflops"]), *figures, profile.get("tdp_w"), profile.get("batch_sizes") or {})
+
+    def batch_for(self, model: str, precision: str) -> int | None:
+        """The batch this card's profile runs the model at (none: the model's default for every card)."""
+        return self.batch_sizes.get(model, {}).get(precision)
 
     def runs_math(self, math_: str) -> str | None:
         """The math this card runs a point's matmuls at: the same, fp32 for tf32 on a card without
@@ -88,6 +94,7 @@ class SourcePoint:
     run_ids: tuple[str, ...]
     remeasure: str  # the command that measures it (with its breakdown)
     group: tuple = ()  # its settings and stack but the batch and memory cap: one workload's points share it
+    power_bound: float | None = None  # share of its window the source spent at its power limit (telemetry)
 
     @property
     def step_s(self) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from src.projection.model import Projection, project, ratio_band
 
 SHOWN = 0.02  # parts under 2% of the step are left out of the words (not of the figure)
+POWER_BOUND = 0.5  # a source at its power limit for at least this share of its window is said to be
 
 
 def same_batch(a: Projection, b: Projection, model_error: float) -> Projection:
@@ -42,8 +43,17 @@ def pair_sentence(a: Projection, b: Projection, model_error: float) -> str:
     )
     low, high = ratio_band(a, b, model_error)
     if a.source is b.source or a.source.batch == p.batch:
-        return f"{head} [{low:.2f}-{high:.2f}]."
+        return f"{head} [{low:.2f}-{high:.2f}].{_power(p)}"
     return (
         f"{head}; {ratio / speed:.2f}x from the larger batch ({a.source.batch} against {p.batch}) = "
-        f"{ratio:.2f}x [{low:.2f}-{high:.2f}]."
+        f"{ratio:.2f}x [{low:.2f}-{high:.2f}].{_power(p)}"
     )
+
+
+def _power(point) -> str:
+    """Where the source ran at its power limit, said: the tensor rates carried over assume each card
+    loses as much to its own limit (a spec sheet says nothing of what a card sustains there)."""
+    if point.power_bound is None or point.power_bound < POWER_BOUND:
+        return ""
+    return (f" {point.gpu} ran at its power limit in {point.power_bound:.0%} of the window: each card's "
+            "tensor rate assumes it loses as much to its own.")  # fmt: skip

@@ -1,0 +1,117 @@
+"""compare project=[...]: projected points beside measured ones, never pooled with them, refusals
+with the run to make, and one MLflow run per projected point, from runs made in a temp store."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from tests.conftest import run_cli, store_copy
+
+STACK = {"torch_version": "2.11.0", "cuda_version": "13.0", "cudnn_version": "91000",
+         "nccl_version": "2.27.3", "driver_version": "580.1"}  # fmt: skip
+NAMES = {"h200": "NVIDIA H200", "h100": "NVIDIA H100 80GB HBM3", "rtx3090": "NVIDIA GeForce RTX 3090"}
+SHARES = {"matmul": 0.3, "other": 0.6, "comm": 0.0, "memcpy": 0.05, "idle": 0.05}
+FLOPS, BATCH, THROUGHPUT, CEILING = 2.45e10, 256, 6000.0, 660.0
+
+
+def _run(client, experiment_id, gpu, model, metrics, params=None, category="vision"):
+    tags = {"gpu": gpu, "gpu_name": NAMES[gpu], "gpu_count": "1", "model": model, "category": category,
+            "precision": "amp", "unit": "images/s", **STACK}  # fmt: skip
+    run_id = client.create_run(experiment_id, tags=tags).info.run_id
+    for key, value in {"precision.peak_key": "fp16", **(params or {})}.items():
+        client.log_param(run_id, key, value)
+    for key, value in metrics.items():
+        client.log_metric(run_id, key, value)
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+def _workload(shares=SHARES, throughput=THROUGHPUT) -> dict:
+    found = {"throughput": throughput, "flops_per_item": FLOPS, "batch_size": BATCH, "peak_memory_gb": 20.0}
+    return found | {f"breakdown_{s}_share": v for s, v in (shares or {}).items()}
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory, empty_store):
+    from mlflow.tracking import MlflowClient
+
+    folder = tmp_path_factory.mktemp("projection")
+    uri = store_copy(empty_store, folder)
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("gpubench")
+    ceilings = _run(client, experiment, "h200", "ceilings", {"ceiling_matmul_fp16_tflops": CEILING})
+    client.set_tag(ceilings, "job_kind", "ceilings")
+    ids = {
+        "h200": _run(client, experiment, "h200", "resnet50", _workload(), {"batch_size": str(BATCH)}),
+        "no_breakdown": _run(client, experiment, "h200", "txl_large", _workload(shares=None), category="language"),
+        "no_ceilings": _run(client, experiment, "h100", "resnet50", _workload()),
+        "rtx3090": _run(client, experiment, "rtx3090", "resnet50", {"throughput": 900.0, "batch_size": 224}),
+    }
+    out = folder / "out"
+    result = run_cli([f"out={out}", "baseline=rtx3090", "project=[a6000,rtx3090]", "tracking.published_experiment="],
+                     folder, uri, module="src.compare")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return out, ids, result.stdout + result.stderr, client
+
+
+def _expected(peak: float, bandwidth: float, host_link: float) -> float:
+    """The h200 point on a card, by the model's arithmetic (tests/test_projection.py checks each
+    factor): FLOPs at the measured fp16 ceiling are the tensor-bound part of the matmul time."""
+    efficiency = CEILING / 989.5  # measured fp16 over the h200's spec
+    tensor = (FLOPS * BATCH / (CEILING * 1e12)) / (SHARES["matmul"] * BATCH / THROUGHPUT)
+    step = (SHARES["matmul"] * tensor * CEILING / (peak * efficiency)
+            + (SHARES["matmul"] * (1 - tensor) + SHARES["other"]) * 4800 / bandwidth
+            + SHARES["memcpy"] * 63 / host_link + SHARES["idle"])  # fmt: skip
+    return THROUGHPUT / step
+
+
+def test_projected_points_stand_beside_measured_ones_and_never_pool(compared):
+    out, ids, _, _ = compared
+    with open(out / "relative_throughput.csv") as f:
+        rows = {(r["gpu"], r["model"], r["source"]): r for r in csv.DictReader(f)}
+    measured, projected = rows[("rtx3090", "resnet50", "measured")], rows[("rtx3090", "resnet50", "projected")]
+    assert (measured["n_runs"], float(measured["throughput"])) == ("1", 900.0)
+    assert float(projected["throughput"]) == pytest.approx(_expected(71, 936, 31.5), rel=1e-4)
+    a6000 = rows[("a6000", "resnet50", "projected")]
+    assert float(a6000["throughput"]) == pytest.approx(_expected(154.8, 768, 31.5), rel=1e-4)
+    # the projected a6000 is divided by the projected 3090: its own source's baseline
+    assert float(a6000["relative"]) == pytest.approx(_expected(154.8, 768, 31.5) / _expected(71, 936, 31.5), rel=1e-3)
+    assert ids["h200"] in a6000["run_ids"]  # the runs it was made from
+    with open(out / "projection.csv") as f:
+        made = {(r["gpu"], r["model"]): r for r in csv.DictReader(f)}
+    assert set(made) == {("a6000", "resnet50"), ("rtx3090", "resnet50")}
+    assert made[("a6000", "resnet50")]["from_runs"] == ids["h200"]
+
+
+def test_a_point_without_its_breakdown_or_ceilings_is_refused_with_the_run_to_make(compared):
+    out, _, said, _ = compared
+    text = (out / "report.md").read_text()
+    for line in (
+        "h200 x1 txl_large amp [batch 256]: no step-time breakdown; measure it with one: "
+        "python -m src.train gpu=h200 model=txl_large precision=amp gpu.count=1 model.batch_size=256",
+        "h100 x1 resnet50 amp [batch 256]: no ceilings run of its card, count and software; run: "
+        "python -m src.train model=ceilings gpu=h100 gpu.count=1",
+    ):
+        assert f"- {line}" in text
+        assert line in " ".join(said.split())
+    assert "a6000 over rtx3090, resnet50 amp x1 (projected from h200):" in text
+
+
+def test_each_projected_point_is_an_mlflow_run_of_its_own_kind_under_the_report(compared):
+    _, ids, _, client = compared
+    reports = client.get_experiment_by_name("gpubench-reports").experiment_id
+    runs = client.search_runs([reports], "tags.job_kind = 'projection'")
+    assert {r.data.tags["gpu"] for r in runs} == {"a6000", "rtx3090"}
+    [report] = client.search_runs([reports], "tags.report = 'true'")
+    for run in runs:
+        assert run.data.tags["projected_from"] == ids["h200"]
+        assert run.data.tags["mlflow.parentRunId"] == report.info.run_id
+        assert run.data.tags["source"] == "projected" and run.data.metrics["throughput"] > 0
+
+
+def test_a_card_without_a_profile_is_refused_before_anything_is_read(tmp_path, tracking_uri):
+    result = run_cli([f"out={tmp_path}/out", "project=[a6000,rtx9999]"], tmp_path, tracking_uri, module="src.compare")
+    assert result.returncode == 2
+    assert "project=['a6000', 'rtx9999']: 'rtx9999' is not a gpu profile; one of" in result.stderr
