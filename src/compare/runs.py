@@ -211,11 +211,6 @@ def to_record(result: recorded.RunResult) -> RunRecord | None:
     )
 
 
-def _published_runs(metrics: dict) -> tuple[int, float] | None:
-    n, se = metrics.get(recorded.PUBLISHED_RUNS), metrics.get(recorded.PUBLISHED_RUNS_LOG_SE)
-    return (int(n), se) if n and se is not None else None
-
-
 def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
     """The records the config's filters keep (an empty filter keeps everything), and how many
     smoke runs among them were left out (kept only with include_smoke)."""

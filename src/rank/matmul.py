@@ -5,9 +5,11 @@ Every shape of the grid (each of m, n, k takes every value of `model.matmul_dims
 with a short block of calls, smallest first; the `model.finalists` fastest are then timed in full,
 `model.samples` samples of about `model.sample_s` each, and the best of them gets more samples
 until its 95% CI is within `model.target_spread` (or it has `model.max_samples`). On a GPU each
-call is timed alone with CUDA events after `model.l2_flush_mb` of memory is zeroed (a cold L2, and
-the pause between products that training's other kernels give them too), as mamf-finder times
-its products; A is row-major and B column-major, its layout.
+call is timed alone with CUDA events after `model.l2_flush_mb` of memory is zeroed (a cold L2), as
+mamf-finder times its products, and after each block the GPU rests `model.rest` times the block's
+length: the figure is the card's at its full clocks, not held down by its power limit (which a
+training step's other kernels also spare its matmuls). A is row-major and B column-major, as
+mamf-finder multiplies them.
 """
 
 from __future__ import annotations
@@ -59,20 +61,22 @@ def best_matmul(math_name: str, cfg: dict, device: torch.device) -> dict:
     """The best shape's figure: median TFLOP/s, range and CI over its samples, the shape, and what
     the screen saw (every shape's rate) and left out (shapes whose call would outlast
     `max_call_s`, or past the math's `screen_budget_s`)."""
+    started = time.perf_counter()
     set_tf32(math_name == "tf32", device)
     shapes = grid(cfg["matmul_dims"])
     products = Products(math_name, max(cfg["matmul_dims"]), device)
-    flush = _flush_buffer(cfg, device)
-    screened, skipped = _screen(shapes, products, flush, cfg, device)
+    timer = Timer(cfg, device)
+    screened, skipped = _screen(shapes, products, timer, cfg)
+    screen = [[*t.shape, t.rate / 1e12] for t in screened]  # before the finalists are timed again
     finalists = sorted(screened, key=lambda t: t.rate, reverse=True)[: cfg["finalists"]]
     for timed in finalists:
         timed.calls = max(1, math.ceil(cfg["sample_s"] / max(timed.samples_s[0], 1e-9)))
-        timed.samples_s = [_timed_calls(timed.call, timed.calls, device, flush) for _ in range(cfg["samples"])]
+        timed.samples_s = [timer.per_call_s(timed.call, timed.calls) for _ in range(cfg["samples"])]
     best = max(finalists, key=lambda t: t.rate)
     while best.spread > cfg["target_spread"] and len(best.samples_s) < cfg["max_samples"]:
-        best.samples_s.append(_timed_calls(best.call, best.calls, device, flush))
+        best.samples_s.append(timer.per_call_s(best.call, best.calls))
         best = max(finalists, key=lambda t: t.rate)
-    del products, flush
+    del products, timer
     if device.type == "cuda":
         torch.cuda.empty_cache()
     set_tf32(False, device)
@@ -85,11 +89,12 @@ def best_matmul(math_name: str, cfg: dict, device: torch.device) -> dict:
         "samples": len(rates),
         "shape": "x".join(map(str, best.shape)),
         "skipped": len(skipped),
-        "screen": [[*t.shape, t.rate / 1e12] for t in screened],
+        "screen": screen,
+        "seconds": time.perf_counter() - started,  # what the search cost
     }
 
 
-def _screen(shapes: list[Shape], products, flush, cfg: dict, device: torch.device) -> tuple[list[Timed], list]:
+def _screen(shapes: list[Shape], products, timer: Timer, cfg: dict) -> tuple[list[Timed], list]:
     """Each shape's rate over one short block of calls, smallest first; a shape whose call would
     take longer than `max_call_s` at the best rate so far, or any once the screen has run
     `screen_budget_s`, is skipped."""
@@ -101,38 +106,46 @@ def _screen(shapes: list[Shape], products, flush, cfg: dict, device: torch.devic
             skipped.append(shape)
             continue
         timed.call()  # kernel selection for this shape, untimed
-        one = _timed_calls(timed.call, 1, device, flush)
+        one = timer.per_call_s(timed.call, 1)
         timed.calls = max(1, math.ceil(cfg["screen_s"] / max(one, 1e-9)))
-        timed.samples_s = [_timed_calls(timed.call, timed.calls, device, flush)]
+        timed.samples_s = [timer.per_call_s(timed.call, timed.calls)]
         best_rate = max(best_rate, timed.rate)
         screened.append(timed)
     return screened, skipped
 
 
-def _timed_calls(fn: Callable[[], object], calls: int, device: torch.device, flush) -> float:
-    """Mean seconds per call. On a GPU each call alone between CUDA events, after zeroing the
-    flush buffer (outside the timing); on a CPU a block of calls on the host clock."""
-    if device.type != "cuda":
-        begin = time.perf_counter()
-        for _ in range(calls):
+class Timer:
+    """Times blocks of calls of a product: on a GPU each call alone between CUDA events, after
+    zeroing the flush buffer (outside the timing), and after each block the GPU rests `rest` times
+    the block's length, so that the card's power limit does not hold its clocks down: the figure
+    is the card's at its full clocks (back to back, a large product holds an H200 at its power
+    limit). On a CPU a block of calls on the host clock."""
+
+    def __init__(self, cfg: dict, device: torch.device):
+        self.device, self.rest = device, cfg["rest"]
+        self.flush = None
+        if device.type == "cuda" and cfg["l2_flush_mb"]:
+            self.flush = torch.empty(int(cfg["l2_flush_mb"] * 2**20) // 4, dtype=torch.int32, device=device)
+
+    def per_call_s(self, fn: Callable[[], object], calls: int) -> float:
+        """Mean seconds per call over a block of `calls` calls."""
+        if self.device.type != "cuda":
+            begin = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            return (time.perf_counter() - begin) / calls
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+        for start, end in zip(starts, ends, strict=True):
+            if self.flush is not None:
+                self.flush.zero_()
+            start.record()
             fn()
-        return (time.perf_counter() - begin) / calls
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-    for start, end in zip(starts, ends, strict=True):
-        if flush is not None:
-            flush.zero_()
-        start.record()
-        fn()
-        end.record()
-    ends[-1].synchronize()
-    return sum(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)) / 1e3 / calls
-
-
-def _flush_buffer(cfg: dict, device: torch.device):
-    if device.type != "cuda" or not cfg["l2_flush_mb"]:
-        return None
-    return torch.empty(int(cfg["l2_flush_mb"] * 2**20) // 4, dtype=torch.int32, device=device)
+            end.record()
+        ends[-1].synchronize()
+        seconds = sum(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)) / 1e3
+        time.sleep(self.rest * seconds)
+        return seconds / calls
 
 
 class Products:

@@ -18,7 +18,8 @@ from src.run.results import JobOutcome
 
 PREFIX = recorded.CEILING_PREFIX
 ALLREDUCE = recorded.ALLREDUCE_BUSBW_GBS  # the best over message sizes; per size: allreduce_busbw_gbs_<mb>mb
-COLUMNS = ("figure", "rank", "value", "min", "max", "ci95_rel", "samples", "shape", "bytes", "skipped_shapes")
+COLUMNS = ("figure", "rank", "value", "min", "max", "ci95_rel", "samples", "shape", "bytes", "skipped_shapes",
+           "seconds")  # fmt: skip
 SCREEN_COLUMNS = ("figure", "rank", "m", "n", "k", "tflops")
 SHAPE_DIMS = ("m", "n", "k")  # ceiling_matmul_<math>_<dim>: the best shape
 
@@ -64,7 +65,8 @@ def _table(ranks: list[CeilingsReport], names: list[str]) -> str:
         for r in ranks:
             f = r.figures[name]
             row = [name, r.rank, *(f"{f[k]:.6g}" for k in ("value", "min", "max", "ci95_rel")), f["samples"]]
-            writer.writerow(row + [f.get("shape", ""), f.get("bytes", ""), f.get("skipped", "")])
+            seconds = f"{f['seconds']:.2f}" if "seconds" in f else ""
+            writer.writerow(row + [f.get("shape", ""), f.get("bytes", ""), f.get("skipped", ""), seconds])
     return out.getvalue()
 
 

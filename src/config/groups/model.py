@@ -132,6 +132,7 @@ class CeilingsModel(ModelConfig):
     target_spread: float = MISSING  # the best shape is sampled until its 95% CI is within this...
     max_samples: int = MISSING  # ...or it has this many samples
     l2_flush_mb: float = MISSING  # zeroed before each timed product on a GPU; 0: none
+    rest: float = MISSING  # the GPU idles this many times each timed block's length
     memory_mb: float = MISSING  # device buffer copied and read (several times the L2)
     host_mb: float = MISSING  # pinned host buffer copied to and from the device
     allreduce_mb: list[float] = MISSING  # all-reduce message sizes (gpu.count >= 2)
@@ -281,6 +282,7 @@ def _check_ceilings(m: DictConfig, errors: Errors) -> None:
             positive_or_none(m[key]) and m[key] is not None, f"model.{key}", m[key], "a positive number"
         )
     errors.need(m.l2_flush_mb is not None and m.l2_flush_mb >= 0, "model.l2_flush_mb", m.l2_flush_mb, ">= 0 MB")
+    errors.need(m.rest is not None and m.rest >= 0, "model.rest", m.rest, ">= 0 (times a timed block)")
     errors.need(positive_int(m.finalists), "model.finalists", m.finalists, "a positive integer")
     errors.need(
         positive_int(m.samples) and m.samples >= 2,
