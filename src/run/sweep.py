@@ -71,7 +71,7 @@ class SweepRunCallback(Callback):
                 experiment_id,
                 run_name=f"sweep {self.sweep_dir.parent.name} {self.sweep_dir.name}",
                 tags={
-                    recorded.SCHEMA: recorded.SCHEMA_VERSION,
+                    recorded.SCHEMA: str(recorded.SCHEMA_VERSION),
                     recorded.SWEEP: "true",
                     recorded.OVERRIDES: overrides,
                     recorded.SWEEP_DIR: str(self.sweep_dir),

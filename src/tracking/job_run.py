@@ -63,7 +63,7 @@ class JobRun:
             start_time=_now_ms(),
             parent_run_id=parent_run_id,
         )
-        tags = {**_clean(tags), recorded.SCHEMA: recorded.SCHEMA_VERSION, recorded.IDEMPOTENCY_KEY: self.record.key}
+        tags = {**_clean(tags), recorded.SCHEMA: str(recorded.SCHEMA_VERSION), recorded.IDEMPOTENCY_KEY: self.record.key}
         if parent_run_id:
             tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
         self.record.tags.update(tags)
