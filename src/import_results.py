@@ -237,6 +237,14 @@ def profile_spec(gpu: str, precision: str) -> dict:
     return flatten({"gpu": figures}) | {"precision.peak_key": peak_key}
 
 
+def kept_by_filters(cfg: DictConfig) -> Callable[[PublishedResult], bool]:
+    """The figures `gpus=`, `models=` and `gpu_counts=` keep (an empty filter keeps every one)."""
+    gpus, models, counts = set(cfg.gpus), set(cfg.models), set(cfg.gpu_counts)
+    return lambda r: (
+        (not gpus or r.gpu in gpus) and (not models or r.model in models) and (not counts or r.gpu_count in counts)
+    )
+
+
 def runs_spread(throughputs: list[float]) -> dict[str, float]:
     """How many logged runs a published figure is the mean of and, with two or more, the standard
     error of their mean log throughput (the spread compare's intervals are made of)."""
@@ -328,9 +336,9 @@ def main(cfg: DictConfig) -> None:
     try:
         path = validate_import(cfg)
         if path is None:
-            done = import_generation(cfg, cfg.source)
+            done = import_generation(cfg, cfg.source, kept_by_filters(cfg))
         else:
-            done = [(path, cfg.precision.name, import_table(cfg, path))]
+            done = [(path, cfg.precision.name, import_table(cfg, path, only=kept_by_filters(cfg)))]
     except (ConfigError, TrackingUnavailable, TableError) as exc:
         exit_with_error(exc)
     for table, precision, summary in done:
