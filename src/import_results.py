@@ -7,14 +7,19 @@ the spread of the logged runs behind a figure where the generation has them.
 Runs go to `tracking.published_experiment` (default `gpubench-published`), apart from measured
 runs; `src.compare` reads both. Each run carries an `import_key` tag, the published row's whole
 identity (source, precision, system, GPU count, task): importing the same file again finds the key
-and creates nothing twice.
+and creates nothing twice. A run counts as imported once it is FINISHED, which is its last write:
+one left half-written (the import killed) is deleted and written again by the next import.
 """
 
 from __future__ import annotations
 
+import datetime
+import difflib
 import math
+import socket
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,12 +28,13 @@ from typing import TYPE_CHECKING
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from src import credentials, recorded
+from src import console, credentials, recorded
 from src.config import cli
 from src.config.groups.tracking import tracking_errors
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
 from src.paths import PROJECT_ROOT
+from src.run import signals
 
 if TYPE_CHECKING:
     from src.published import PublishedResult
@@ -55,6 +61,16 @@ MATH_TAGS = {
         "math_note": "published fp16 = automatic mixed precision (fp16 autocast, loss scaling)",
     },
 }
+
+
+# what a re-import compares, as a person reads it
+SHOWN_AS = {"throughput": "throughput", "gpu.count": "num_gpu", "gpu.tdp_w": "watt per GPU", "gpu.price_usd": "price per GPU"}
+PROGRESS_FROM = 200  # runs to write: a table this large says its size and how far it got
+PROGRESS_EVERY_S = 5.0
+
+
+class ImportInterrupted(Exception):
+    """SIGINT or SIGTERM during an import: it stopped between two runs; the finished ones stand."""
 
 
 @dataclass
@@ -157,70 +173,131 @@ def import_table(
     only: Callable[[PublishedResult], bool] | None = None,
 ) -> ImportSummary:
     """One table's positive cells (those `only` keeps) as runs; `shipped` adds its generation's
-    tags, batch sizes and runs' spread."""
+    tags, batch sizes and runs' spread. Raises ImportInterrupted on SIGINT or SIGTERM."""
     from src import published
+    from src.run import owner
     from src.run.job import run_name
     from src.tracking import job_run, store
 
     tasks, profiles = OmegaConf.to_container(cfg.tasks), OmegaConf.to_container(cfg.gpu_profiles)
     table = published.read_table(path, tasks, profiles)
+    _name_unknown_columns(path, table.results, tasks)
     uri, source, precision = cfg.tracking.uri, source or cfg.source, precision or cfg.precision.name
     batches, runs = _batches_and_runs(shipped, precision, tasks, profiles)
     experiment_id = store.ensure_experiment(uri, cfg.tracking.published_experiment)
     existing = _existing_figures(store.client(uri), experiment_id, source)
     _refuse_changed_figures(path, table.results, existing, source, precision)
-    created = already_there = 0
+    todo: dict[str, PublishedResult] = {}
+    already_there = 0
     for result in filter(only, table.results):
         key = import_key(source, precision, result.system, result.gpu_count, result.task)
         if key in existing:
             already_there += 1
-            continue
-        existing[key] = (result.throughput, "")  # a row published twice imports once
-        cell = (result.system, result.gpu_count, result.task)
-        tags = {
-            recorded.KIND: recorded.TRAINING,
-            recorded.GPU: result.gpu,
-            recorded.GPU_NAME: result.gpu_name,
-            recorded.GPU_COUNT: result.gpu_count,
-            recorded.MODEL: result.model,
-            recorded.CATEGORY: result.category,
-            recorded.PRECISION: precision,
-            recorded.UNIT: result.unit,
-            recorded.SOURCE: source,
-            recorded.IMPORT_KEY: key,
-            recorded.PUBLISHED_SYSTEM: result.system,
-            recorded.PUBLISHED_TASK: result.task,
-            recorded.PUBLISHED_PRECISION: PRECISIONS[precision],
-            recorded.PUBLISHED_FILE: path.name,
-            **MATH_TAGS[precision],
-            **(shipped.tags() if shipped else {}),
-        }
-        if cell in batches:
-            tags[recorded.PUBLISHED_BATCH] = f"{shipped.per_gpu_batch(result.task, batches[cell], result.gpu_count):g}"
-        name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
-        run = job_run.JobRun(cfg.tracking, experiment_id, name, tags)
-        # Per-GPU spec figures under the param names measured runs get from their gpu profile.
-        run.log_params(
-            {
-                "gpu.count": result.gpu_count,
-                "gpu.tdp_w": result.watt / result.gpu_count if result.watt else None,
-                "gpu.price_usd": result.price_usd / result.gpu_count if result.price_usd else None,
-                "model.name": result.model,
-                "precision.name": precision,
-            }
-            | profile_spec(result.gpu, precision)
+        else:
+            todo.setdefault(key, result)  # a row published twice imports once
+    progress = _Progress(path, len(todo))
+    try:
+        for key, result in todo.items():
+            cell = (result.system, result.gpu_count, result.task)
+            tags = {**_figure_tags(result, key, path, source, precision, shipped), **owner.tags()}
+            if cell in batches:
+                batch = shipped.per_gpu_batch(result.task, batches[cell], result.gpu_count)
+                tags[recorded.PUBLISHED_BATCH] = f"{batch:g}"
+            name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
+            with signals.held():  # Ctrl-C or SIGTERM: once this run is whole
+                run = job_run.JobRun(cfg.tracking, experiment_id, name, tags)
+                run.log_params(
+                    _spec_params(result)
+                    | {"model.name": result.model, "precision.name": precision}
+                    | profile_spec(result.gpu, precision)
+                )
+                run.log_metrics(
+                    {
+                        recorded.THROUGHPUT: result.throughput,
+                        recorded.THROUGHPUT_PER_GPU: result.throughput / result.gpu_count,
+                        recorded.workload_metric(result.model, precision, result.gpu_count): result.throughput,
+                        **runs_spread(runs.get(cell, [])),
+                    }
+                )
+                run.end("FINISHED")  # the last write: from here the figure counts as imported
+                progress.advance()
+    except signals.Interrupted:
+        raise ImportInterrupted(
+            f"interrupted ({signals.received().name}): {progress.done:,} of {len(todo):,} run(s) from "
+            f"{path.name} imported, the rest not; the same command imports the rest"
+        ) from None
+    return ImportSummary(len(todo), already_there, table.not_run, experiment_id)
+
+
+def _figure_tags(
+    result: PublishedResult, key: str, path: Path, source: str, precision: str, shipped: Generation | None
+) -> dict:
+    return {
+        recorded.KIND: recorded.TRAINING,
+        recorded.GPU: result.gpu,
+        recorded.GPU_NAME: result.gpu_name,
+        recorded.GPU_COUNT: result.gpu_count,
+        recorded.MODEL: result.model,
+        recorded.CATEGORY: result.category,
+        recorded.PRECISION: precision,
+        recorded.UNIT: result.unit,
+        recorded.SOURCE: source,
+        recorded.IMPORT_KEY: key,
+        recorded.PUBLISHED_SYSTEM: result.system,
+        recorded.PUBLISHED_TASK: result.task,
+        recorded.PUBLISHED_PRECISION: PRECISIONS[precision],
+        recorded.PUBLISHED_FILE: path.name,
+        **MATH_TAGS[precision],
+        **(shipped.tags() if shipped else {}),
+    }
+
+
+def _spec_params(result: PublishedResult) -> dict[str, str]:
+    """Per-GPU spec figures under the param names measured runs get from their gpu profile, as
+    MLflow stores them (text): what a re-import compares."""
+    return {
+        "gpu.count": str(result.gpu_count),
+        "gpu.tdp_w": str(result.watt / result.gpu_count if result.watt else None),
+        "gpu.price_usd": str(result.price_usd / result.gpu_count if result.price_usd else None),
+    }
+
+
+class _Progress:
+    """A large table says how many runs it writes, then every few seconds how far it got."""
+
+    def __init__(self, path: Path, total: int):
+        self.path, self.total, self.done = path, total, 0
+        self.started = self.said = time.monotonic()
+        if total >= PROGRESS_FROM:
+            console.note(
+                f"{path.name} ({path.stat().st_size / 2**20:,.1f} MiB): {total:,} run(s) to write; "
+                "progress every few seconds (Ctrl-C stops cleanly; the same command goes on later)"
+            )
+
+    def advance(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if self.total >= PROGRESS_FROM and now - self.said >= PROGRESS_EVERY_S and self.done < self.total:
+            self.said = now
+            left_s = (now - self.started) / self.done * (self.total - self.done)
+            console.note(
+                f"{self.path.name}: {self.done:,} of {self.total:,} run(s) written, "
+                f"about {datetime.timedelta(seconds=round(left_s))} left"
+            )
+
+
+def _name_unknown_columns(path: Path, results: list, tasks: dict) -> None:
+    """A column that is no known task imports under its own name: say so, with the task it may mean."""
+    from src.published import OTHER_CATEGORY
+
+    unknown = sorted({r.task for r in results if r.task not in tasks})
+    for column in unknown:
+        close = difflib.get_close_matches(column.lower(), list(tasks), n=1, cutoff=0.8)
+        hint = f" (did you mean {close[0]}?)" if close else f" (known tasks: {', '.join(tasks)})"
+        console.warning(
+            f"{path.name}: column {column!r} is no task gpubench knows: imported as model {column!r}, "
+            f"category {OTHER_CATEGORY}{hint}"
         )
-        run.log_metrics(
-            {
-                recorded.THROUGHPUT: result.throughput,
-                recorded.THROUGHPUT_PER_GPU: result.throughput / result.gpu_count,
-                recorded.workload_metric(result.model, precision, result.gpu_count): result.throughput,
-                **runs_spread(runs.get(cell, [])),
-            }
-        )
-        run.end("FINISHED")
-        created += 1
-    return ImportSummary(created, already_there, table.not_run, experiment_id)
 
 
 def profile_spec(gpu: str, precision: str) -> dict:
@@ -278,8 +355,12 @@ def _batches_and_runs(
     return batches, runs
 
 
-def _existing_figures(mlflow_client, experiment_id: str, source: str) -> dict[str, tuple[float | None, str]]:
-    """import_key -> (throughput, run id) of the figures this source has in the store."""
+def _existing_figures(mlflow_client, experiment_id: str, source: str) -> dict[str, recorded.RunResult]:
+    """import_key -> the FINISHED run that holds the figure. A run with the key that never finished
+    (its import was killed) is deleted: the figure is written again. One whose import is still
+    running here stops this one: two imports of one source at once would write figures twice."""
+    from src.published import TableError
+
     figures, token = {}, None
     while True:
         page = mlflow_client.search_runs(
@@ -289,25 +370,52 @@ def _existing_figures(mlflow_client, experiment_id: str, source: str) -> dict[st
             page_token=token,
         )
         for result in map(recorded.read, page):
-            if recorded.IMPORT_KEY in result.tags:
-                figures[result.tags[recorded.IMPORT_KEY]] = (result.throughput, result.run_id)
+            if recorded.IMPORT_KEY not in result.tags:
+                continue
+            if result.status == "FINISHED":
+                figures[result.tags[recorded.IMPORT_KEY]] = result
+            elif result.status == "RUNNING" and _alive(result.tags):
+                raise TableError(
+                    f"source={source}: another import (pid {result.tags[recorded.OWNER_PID]}) is writing "
+                    "this source now; run again once it has ended"
+                )
+            else:
+                mlflow_client.delete_run(result.run_id)
         token = page.token
         if not token:
             return figures
 
 
+def _alive(tags: dict) -> bool:
+    """The run's owner is a process of this host that still runs (not this one)."""
+    from src.run import owner
+
+    return (
+        tags.get(recorded.OWNER_HOST) == socket.gethostname()
+        and bool(tags.get(recorded.OWNER_STARTED))
+        and not owner.vanished(tags)
+    )
+
+
 def _refuse_changed_figures(path: Path, results: list, existing: dict, source: str, precision: str) -> None:
-    """A figure the store holds for the same published row with another value: refused, as two
-    figures for one row within a file are, before anything is imported."""
+    """A figure the store holds for the same published row with another value (throughput, watt or
+    price): refused, as two figures for one row within a file are, before anything is imported."""
     from src.published import TableError
 
     changed = []
     for r in results:
         before = existing.get(import_key(source, precision, r.system, r.gpu_count, r.task))
-        if before and before[0] is not None and before[0] != r.throughput:
+        if before is None:
+            continue
+        now = {"throughput": f"{r.throughput:g}"} | _spec_params(r)
+        then = {k: before.params.get(k, v) for k, v in now.items()}
+        if before.throughput is not None:
+            then["throughput"] = f"{before.throughput:g}"
+        differ = [f"{SHOWN_AS[k]}={now[k]} (imported before: {then[k]})" for k in now if now[k] != then[k]]
+        if differ:
             changed.append(
-                f"{path}:{r.line}: {r.task}={r.throughput:g} for {r.system!r} x{r.gpu_count} conflicts with "
-                f"{before[0]:g} imported before (run {before[1]})"
+                f"{path}:{r.line}: {r.task} for {r.system!r} x{r.gpu_count}: {', '.join(differ)}, "
+                f"run {before.run_id}"
             )
     if changed:
         more = f"\n  ... and {len(changed) - 5} more" if len(changed) > 5 else ""
@@ -341,6 +449,10 @@ def main(cfg: DictConfig) -> None:
             done = [(path, cfg.precision.name, import_table(cfg, path, only=kept_by_filters(cfg)))]
     except (ConfigError, TrackingUnavailable, TableError) as exc:
         exit_with_error(exc)
+    except (ImportInterrupted, signals.Interrupted) as exc:
+        said = str(exc) if isinstance(exc, ImportInterrupted) else f"interrupted ({exc}) before any run was written"
+        print(f"error: {said}", file=sys.stderr)
+        sys.exit(signals.exit_code())
     for table, precision, summary in done:
         console.print(
             f"imported {summary.created} run(s) from {table.name} as source={cfg.source} "
@@ -353,5 +465,6 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    signals.install()  # SIGTERM ends the import between two runs' writes, not inside one
     sys.argv = file_argument_as_override(sys.argv)
     cli.run_app(main)

@@ -56,7 +56,8 @@ def read_table(path: Path, tasks: dict, gpu_profiles: dict) -> PublishedTable:
     """Every positive cell of the table; `tasks` maps a column to {model, category, unit}.
 
     Refused with file:line and the cell: text that is not UTF-8, a header naming a column twice,
-    a row with more or fewer cells than the header, a quote never closed, an empty name_gpu, a cell
+    a row with more or fewer cells than the header, a quote never closed, a name_gpu that names no
+    GPU (empty, `—`, a bare count such as `8x`), a cell
     that is not a plain finite number (`1_000` is not), and one system, GPU count and task
     published twice with different figures (the same figure twice imports once).
     """
@@ -69,12 +70,15 @@ def read_table(path: Path, tasks: dict, gpu_profiles: dict) -> PublishedTable:
     for row in _rows(reader, path, len(header)):
         line = reader.line_num
         system = row["name_gpu"].strip()
-        if not system:
-            raise TableError(f"{path}:{line}: name_gpu='': must name the system (e.g. 'RTX 3090')")
         count = _number(row, "num_gpu", path, line)
         if count is None or count < 1 or count != int(count):
             raise TableError(f"{path}:{line}: num_gpu={row['num_gpu']!r}: must be a whole number >= 1")
         name = gpu_name(system)
+        if not slug(name):
+            raise TableError(
+                f"{path}:{line}: name_gpu={system!r}: names no GPU once its count is taken out; "
+                "must name one (e.g. 'RTX 3090' or '8x A100 80GB SXM4')"
+            )
         for task in task_columns:
             value = _number(row, task, path, line)
             if value is None or value <= 0:

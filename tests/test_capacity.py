@@ -237,7 +237,7 @@ def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys, 
         client, experiment_id, "h200", "txl_base", 5000.0, {"gpu.memory_limit_gb": 24.0, "batch_size": 14}
     )
     result = run(uri, tmp_path / "out", "baseline=h200", "capacity_split=[h200@48,h200@24]")
-    rows = {r["model"]: r for r in read_csv(result.out / capacity_report.SPLIT_CSV)}
+    rows = {r["model"]: r for r in read_csv(result.out / capacity_report.CSV)}
     assert float(rows["txl_large"]["capacity_factor"]) == pytest.approx(1.5)
     low, high = (float(rows["txl_large"][f"capacity_factor_{end}"]) for end in ("low", "high"))
     assert (low, high) == around(1.5, HALF_ONE_PAIR, rel=1e-5)  # a CSV keeps 6 figures

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -9,6 +13,7 @@ from hydra import compose, initialize_config_dir
 
 from src.config.schema import register_configs
 from src.errors import ConfigError
+from src.paths import PROJECT_ROOT
 from tests.conftest import CONF_DIR, read_runs, run_cli
 
 # Cells from reference/lambda/pytorch-train-throughput-fp32.csv (Lambda Labs,
@@ -172,7 +177,9 @@ HEADER = "name_gpu,num_gpu,watt,price,resnet50,ssd\n"
         ("RTX 3090,1,350,2750,513\n", ":2: 5 cells, the header has 6 (missing ssd)"),
         ("RTX 3090,1,350,2750,513,144,99\n", ":2: 7 cells, the header has 6 (extra ['99'])"),
         ("RTX 3090,1,350,2750,1_000,144\n", ":2: resnet50='1_000': must be a number"),
-        (" ,1,350,2750,513,144\n", ":2: name_gpu='': must name the system"),
+        (" ,1,350,2750,513,144\n", ":2: name_gpu='': names no GPU once its count is taken out"),
+        ("—,1,350,2750,513,144\n", ":2: name_gpu='—': names no GPU once its count is taken out"),
+        ("8x,8,350,2750,513,144\n", ":2: name_gpu='8x': names no GPU once its count is taken out"),
         ('RTX 3090,1,350,2750,513,144\n"RTX A6000,1,300,4437,514,153\nRTX A100,1,300,4437,514,153\n',
          ":3: not a CSV row: unexpected end of data (a quote opened on this row is never closed)"),
     ],
@@ -209,7 +216,7 @@ def test_reimporting_a_changed_figure_is_refused_with_file_line_before_anything_
     path.write_text(HEADER + "RTX A6000,1,300,4437,514,153\nRTX 3090,1,350,2750,513,150\n")
     with pytest.raises(TableError) as error:
         import_table(cfg, path)
-    assert str(error.value).startswith(f"{path}:3: ssd=150 for 'RTX 3090' x1 conflicts with 144 imported before")
+    assert str(error.value).startswith(f"{path}:3: ssd for 'RTX 3090' x1: throughput=150 (imported before: 144)")
     runs = read_runs(tracking_uri, PUBLISHED)
     assert sorted(r.data.metrics["throughput"] for r in runs) == [144, 513]  # neither changed nor added
 
@@ -223,3 +230,97 @@ def test_the_same_row_published_twice_imports_once_and_a_binary_file_is_refused(
     path.write_bytes(HEADER.encode() + b"RTX 3090,1,350,2750,513,144\n\x89PNG\r\n\x1a\n\x00\xff")
     with pytest.raises(TableError, match=r"twice.csv:3: byte 0x89 is not UTF-8 text"):
         read_table(path, {}, {})
+
+
+def test_a_changed_watt_or_price_is_refused_like_a_changed_figure(tmp_path, tracking_uri):
+    from src.import_results import import_table
+    from src.published import TableError
+
+    path = tmp_path / "table.csv"
+    path.write_text(HEADER + "RTX 3090,1,350,2750,513,144\n")
+    cfg = import_cfg("precision=fp32", "source=lambda", f"file={path}", f"tracking.uri={tracking_uri}")
+    import_table(cfg, path)
+    for changed, says in [
+        ("RTX 3090,1,400,2750,513,144\n", "watt per GPU=400.0 (imported before: 350.0)"),
+        ("RTX 3090,1,350,1999,513,144\n", "price per GPU=1999.0 (imported before: 2750.0)"),
+    ]:
+        path.write_text(HEADER + changed)
+        with pytest.raises(TableError) as error:
+            import_table(cfg, path)
+        assert str(error.value).startswith(f"{path}:2: resnet50 for 'RTX 3090' x1: {says}")
+    runs = read_runs(tracking_uri, PUBLISHED)
+    assert {r.data.params["gpu.tdp_w"] for r in runs} == {"350.0"} and len(runs) == 2
+
+
+def test_a_large_table_says_its_size_and_its_progress_and_an_unknown_column_is_named(
+    tmp_path, tracking_uri, monkeypatch, capsys
+):
+    from src import import_results
+
+    monkeypatch.setattr(import_results, "PROGRESS_FROM", 3)  # what counts as large, and how often it says
+    monkeypatch.setattr(import_results, "PROGRESS_EVERY_S", 0.0)
+    path = tmp_path / "table.csv"
+    path.write_text(HEADER.replace("resnet50", "Resnet50") + "RTX 3090,1,350,2750,513,144\nRTX A6000,1,300,4437,514,153\n")
+    cfg = import_cfg("precision=fp32", "source=lambda", f"file={path}", f"tracking.uri={tracking_uri}")
+    assert import_results.import_table(cfg, path).created == 4
+    said = " ".join(capsys.readouterr().out.split())
+    assert (
+        "column 'Resnet50' is no task gpubench knows: imported as model 'Resnet50', category other "
+        "(did you mean resnet50?)" in said
+    )
+    assert "table.csv (0.0 MiB): 4 run(s) to write" in said
+    assert "table.csv: 1 of 4 run(s) written, about" in said and "table.csv: 3 of 4 run(s) written" in said
+
+
+def finished_and_half_written(tracking_uri: str) -> tuple[list, list]:
+    """(FINISHED runs, other runs) of the published experiment."""
+    runs = read_runs(tracking_uri, PUBLISHED)
+    return [r for r in runs if r.info.status == "FINISHED"], [r for r in runs if r.info.status != "FINISHED"]
+
+
+def stop_while_a_run_is_half_written(proc: subprocess.Popen, tracking_uri: str) -> None:
+    """SIGSTOP the import at a moment a run of its is open (created, not yet FINISHED)."""
+    for attempt in range(200):
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            if finished_and_half_written(tracking_uri)[1]:
+                return
+        except Exception:  # stopped while it held the sqlite write lock
+            pass
+        proc.send_signal(signal.SIGCONT)
+        time.sleep(0.05 * (attempt % 7))
+    pytest.fail("never caught the import between opening and finishing a run")
+
+
+@pytest.mark.slow  # real import processes, killed while they write
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_killed_import_leaves_no_figure_counted_that_is_not_whole(tmp_path, tracking_uri, sig):
+    rows = 120
+    path = tmp_path / "big.csv"
+    path.write_text(HEADER + "".join(f"GPU{n} X,1,300,1000,{100 + n},{50 + n}\n" for n in range(rows)))
+    command = [sys.executable, "-m", "src.import_results", str(path), "precision=fp32", "source=lambda",
+               f"tracking.uri={tracking_uri}"]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while len(finished_and_half_written(tracking_uri)[0]) < 5:  # well into the table
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    if sig == signal.SIGKILL:
+        stop_while_a_run_is_half_written(proc, tracking_uri)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    if sig == signal.SIGTERM:  # it ends between two runs' writes, saying so
+        assert proc.returncode == 143, err
+        (line,) = err.strip().splitlines()
+        assert line.startswith("error: interrupted (SIGTERM): ") and "the same command imports the rest" in line
+        assert finished_and_half_written(tracking_uri)[1] == []
+    done_before = len(finished_and_half_written(tracking_uri)[0])
+
+    again = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert f"imported {2 * rows - done_before} run(s)" in again.stdout
+    assert f"{done_before} already there" in again.stdout
+    finished, others = finished_and_half_written(tracking_uri)
+    assert others == []  # a half-written run was deleted and written again
+    assert len({r.data.tags["import_key"] for r in finished}) == len(finished) == 2 * rows
+    assert all(r.data.metrics["throughput"] > 0 and "gpu.tdp_w" in r.data.params for r in finished)

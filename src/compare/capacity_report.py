@@ -12,7 +12,7 @@ from src.compare.capacity import FIGURES, MEANING, SplitMean, SplitRow
 from src.compare.ratio import NO_DIFFERENCE
 from src.console import gpus
 
-SPLIT_CSV, MEANS_CSV = "capacity_split.csv", "capacity_split_categories.csv"
+CSV, MEANS_CSV = "capacity_split.csv", "capacity_split_categories.csv"  # the speed/capacity split
 NONE_TEXT = {
     "iso_ratio": "no common batch",
     "max_ratio": "a card has no run",
@@ -20,7 +20,7 @@ NONE_TEXT = {
     "published_ratio": "none published",
 }
 _INTERVAL_COLUMNS = tuple(c for f in FIGURES for c in (f, f"{f}_low", f"{f}_high"))
-SPLIT_COLUMNS = (
+COLUMNS = (
     "model", "category", "precision", "gpu_count", "card", "baseline_card", "iso_batch", "max_batch",
     "baseline_max_batch", *_INTERVAL_COLUMNS, "interval", "difference", "stack_differs", "setting_differs",
     "published_batch", "published_baseline_batch", "published_ratio",
@@ -59,7 +59,7 @@ def _flags(split: SplitRow | SplitMean) -> dict:
 
 def records(rows: list[SplitRow]) -> list[dict]:
     derived = _INTERVAL_COLUMNS + ("interval", "difference", *FLAGS)
-    return [{c: getattr(r, c) for c in SPLIT_COLUMNS if c not in derived} | _figures(r) for r in rows]
+    return [{c: getattr(r, c) for c in COLUMNS if c not in derived} | _figures(r) for r in rows]
 
 
 def mean_records(means: list[SplitMean]) -> list[dict]:
@@ -118,7 +118,7 @@ def markdown(rows: list[SplitRow], means: list[SplitMean], missing: list[str]) -
               "models": ", ".join(m.models)} for m in means],
             ("category", "precision", "GPUs", *figures, "interval", "difference", "models"),
         )  # fmt: skip
-    lines += ["", f"Per model ({SPLIT_CSV}; brackets: 95% intervals):", ""]
+    lines += ["", f"Per model ({CSV}; brackets: 95% intervals):", ""]
     lines += report.markdown_table(
         [{"model": r.model, "precision": r.precision, "GPUs": r.gpu_count, "iso batch": r.iso_batch,
           "max batches": _pair(r.max_batch, r.baseline_max_batch),
@@ -171,7 +171,7 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
             marks.append(interval)
             ratio = report.console_ratio(r.value) if r else "-"
             table.add_row(f"  {LABELS[figure]}", ratio, interval, batches.get(figure, ""))
-    note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({SPLIT_CSV})")
+    note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({CSV})")
     console.print(table)
     if any(text.endswith("=") for text in marks):
         console.print("  = the interval holds 1.0: no measurable difference")

@@ -17,9 +17,12 @@ from src import recorded
 from src.compare.analysis import RelativeRow, SummaryRow
 from src.compare.ratio import Fixed, quotient
 from src.compare.runs import MEASURED, Measurement
+from src.config import points
 from src.console import gpus
 
-STACK_TAGS = (*(f"{p}{recorded.VERSION_SUFFIX}" for p in ("torch", "cuda", "cudnn", "nccl")), recorded.DRIVER_VERSION)
+# the stack a ceilings run must share with a point: the software of points.py's stack that runs the
+# card's kernels (a model's own libraries, torchvision and transformers, are not in a ceilings run)
+STACK_TAGS = tuple(tag for name, tag in points.SOFTWARE.items() if name not in ("torchvision", "transformers"))
 SHARES = recorded.SHARES
 SHARE_TITLES = {"matmul": "matmul/conv", "other": "other compute", "comm": "communication",
                 "memcpy": "memory copies", "idle": "GPU idle"}  # fmt: skip

@@ -160,7 +160,7 @@ def speed_and_capacity(c: Compared, pair: list[str]) -> list[Section]:
             f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card}",
             capacity_report.markdown(rows, means, missing),
             None,
-            [(capacity_report.SPLIT_CSV, capacity_report.SPLIT_COLUMNS, capacity_report.records(rows)),
+            [(capacity_report.CSV, capacity_report.COLUMNS, capacity_report.records(rows)),
              (capacity_report.MEANS_CSV, capacity_report.MEAN_COLUMNS, capacity_report.mean_records(means))],
             draw=lambda out: capacity_charts.split_chart(rows, out),
             show=lambda: capacity_report.print_table(rows, means),

@@ -8,6 +8,7 @@ ones are ignored so that the cleanup it started (stop the ranks, close the runs)
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
@@ -44,3 +45,18 @@ def received() -> signal.Signals | None:
 def exit_code() -> int:
     """The shell's convention: 128 + the signal number (130 after Ctrl-C, 143 after SIGTERM)."""
     return 128 + (_received or signal.SIGINT)
+
+
+@contextlib.contextmanager
+def held():
+    """SIGINT and SIGTERM wait until the block has run: a write that must be whole (one imported
+    run) is finished, then the signal is handled as ever (in the main thread only)."""
+    pending: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: pending.append(signum)) for sig in HANDLED}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if pending:
+            _handle(pending[0], None)
