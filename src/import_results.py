@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from src import console, credentials, recorded
+from src import console, credentials, imported, recorded
 from src.config import cli
 from src.config.groups.tracking import tracking_errors
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
+from src.imported import import_key
 from src.paths import PROJECT_ROOT
 from src.run import signals
 
@@ -63,10 +64,7 @@ MATH_TAGS = {
 }
 
 
-# what a re-import compares, as a person reads it
-SHOWN_AS = {"throughput": "throughput", "gpu.count": "num_gpu", "gpu.tdp_w": "watt per GPU", "gpu.price_usd": "price per GPU"}
-PROGRESS_FROM = 200  # runs to write: a table this large says its size and how far it got
-PROGRESS_EVERY_S = 5.0
+PROGRESS_FROM, PROGRESS_EVERY_S = 200, 5.0  # a table of this many runs says its size, then every 5 s how far
 
 
 class ImportInterrupted(Exception):
@@ -146,11 +144,6 @@ def validate_import(cfg: DictConfig) -> Path | None:
     return path
 
 
-def import_key(source: str, precision: str, system: str, gpu_count: int, task: str) -> str:
-    """A published figure's identity: one table may list a system at several GPU counts."""
-    return f"{source}|{precision}|{system}|{gpu_count}|{task}"
-
-
 def import_generation(
     cfg: DictConfig, source: str, only: Callable[[PublishedResult], bool] | None = None
 ) -> list[tuple[Path, str, ImportSummary]]:
@@ -185,8 +178,13 @@ def import_table(
     uri, source, precision = cfg.tracking.uri, source or cfg.source, precision or cfg.precision.name
     batches, runs = _batches_and_runs(shipped, precision, tasks, profiles)
     experiment_id = store.ensure_experiment(uri, cfg.tracking.published_experiment)
-    existing = _existing_figures(store.client(uri), experiment_id, source)
-    _refuse_changed_figures(path, table.results, existing, source, precision)
+    existing, writing = imported.existing_figures(store.client(uri), experiment_id, source, _alive)
+    if writing:  # two imports of one source at once would write figures twice
+        raise published.TableError(
+            f"source={source}: another import (pid {writing[0]}) is writing this source now; run again "
+            "once it has ended"
+        )
+    _refuse(imported.changed_figures(path, table.results, existing, source, precision), source)
     todo: dict[str, PublishedResult] = {}
     already_there = 0
     for result in filter(only, table.results):
@@ -207,7 +205,7 @@ def import_table(
             with signals.held():  # Ctrl-C or SIGTERM: once this run is whole
                 run = job_run.JobRun(cfg.tracking, experiment_id, name, tags)
                 run.log_params(
-                    _spec_params(result)
+                    imported.spec_params(result)
                     | {"model.name": result.model, "precision.name": precision}
                     | profile_spec(result.gpu, precision)
                 )
@@ -249,16 +247,6 @@ def _figure_tags(
         recorded.PUBLISHED_FILE: path.name,
         **MATH_TAGS[precision],
         **(shipped.tags() if shipped else {}),
-    }
-
-
-def _spec_params(result: PublishedResult) -> dict[str, str]:
-    """Per-GPU spec figures under the param names measured runs get from their gpu profile, as
-    MLflow stores them (text): what a re-import compares."""
-    return {
-        "gpu.count": str(result.gpu_count),
-        "gpu.tdp_w": str(result.watt / result.gpu_count if result.watt else None),
-        "gpu.price_usd": str(result.price_usd / result.gpu_count if result.price_usd else None),
     }
 
 
@@ -355,71 +343,21 @@ def _batches_and_runs(
     return batches, runs
 
 
-def _existing_figures(mlflow_client, experiment_id: str, source: str) -> dict[str, recorded.RunResult]:
-    """import_key -> the FINISHED run that holds the figure. A run with the key that never finished
-    (its import was killed) is deleted: the figure is written again. One whose import is still
-    running here stops this one: two imports of one source at once would write figures twice."""
-    from src.published import TableError
-
-    figures, token = {}, None
-    while True:
-        page = mlflow_client.search_runs(
-            [experiment_id],
-            filter_string=f"tags.{recorded.SOURCE} = '{source}'",
-            max_results=1000,
-            page_token=token,
-        )
-        for result in map(recorded.read, page):
-            if recorded.IMPORT_KEY not in result.tags:
-                continue
-            if result.status == "FINISHED":
-                figures[result.tags[recorded.IMPORT_KEY]] = result
-            elif result.status == "RUNNING" and _alive(result.tags):
-                raise TableError(
-                    f"source={source}: another import (pid {result.tags[recorded.OWNER_PID]}) is writing "
-                    "this source now; run again once it has ended"
-                )
-            else:
-                mlflow_client.delete_run(result.run_id)
-        token = page.token
-        if not token:
-            return figures
-
-
 def _alive(tags: dict) -> bool:
-    """The run's owner is a process of this host that still runs (not this one)."""
+    """The run's owner is a process of this host that still runs."""
     from src.run import owner
 
-    return (
-        tags.get(recorded.OWNER_HOST) == socket.gethostname()
-        and bool(tags.get(recorded.OWNER_STARTED))
-        and not owner.vanished(tags)
-    )
+    here = tags.get(recorded.OWNER_HOST) == socket.gethostname() and tags.get(recorded.OWNER_STARTED)
+    return bool(here) and not owner.vanished(tags)
 
 
-def _refuse_changed_figures(path: Path, results: list, existing: dict, source: str, precision: str) -> None:
-    """A figure the store holds for the same published row with another value (throughput, watt or
-    price): refused, as two figures for one row within a file are, before anything is imported."""
-    from src.published import TableError
+def _refuse(changed: list[str], source: str) -> None:
+    """Figures changed since they were imported: refused before anything is imported."""
+    from src import published
 
-    changed = []
-    for r in results:
-        before = existing.get(import_key(source, precision, r.system, r.gpu_count, r.task))
-        if before is None:
-            continue
-        now = {"throughput": f"{r.throughput:g}"} | _spec_params(r)
-        then = {k: before.params.get(k, v) for k, v in now.items()}
-        if before.throughput is not None:
-            then["throughput"] = f"{before.throughput:g}"
-        differ = [f"{SHOWN_AS[k]}={now[k]} (imported before: {then[k]})" for k in now if now[k] != then[k]]
-        if differ:
-            changed.append(
-                f"{path}:{r.line}: {r.task} for {r.system!r} x{r.gpu_count}: {', '.join(differ)}, "
-                f"run {before.run_id}"
-            )
     if changed:
         more = f"\n  ... and {len(changed) - 5} more" if len(changed) > 5 else ""
-        raise TableError(
+        raise published.TableError(
             "\n  ".join(changed[:5]) + more + f"\n  nothing imported: a corrected table goes in under another "
             f"source= (e.g. source={source}-v2), or delete those runs from {source!r} first"
         )

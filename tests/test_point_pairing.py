@@ -12,7 +12,7 @@ import pytest
 from conftest import logged_copy, read_runs, run_cli, store_copy
 
 from src import recorded
-from src.compare import analysis, anomalies, capacity, capacity_report, report
+from src.compare import analysis, anomalies, axis, capacity, capacity_report, report
 from src.compare.runs import aggregate, to_record
 from src.config import points
 
@@ -133,3 +133,21 @@ def test_the_capacity_split_pairs_the_same_stack_where_it_exists_and_flags_it_wh
     iso = row.figures["iso_ratio"]
     assert not iso.flags and {dict(p.software)["torch"] for p in iso.points()} == {"2.14.1"}
     assert capacity_report.records([row])[0]["stack_differs"] == ""
+
+
+def records_of(uri: str):
+    return [r for r in (to_record(recorded.read(run)) for run in read_runs(uri)) if r is not None]
+
+
+def test_by_pairs_the_same_point_but_for_the_compared_key(real_run, store):
+    logged_copy(real_run, store, {"torch_version": "2.13.0", points.CPU_THREADS: "1"})
+    logged_copy(real_run, store, dropped=(points.CPU_THREADS,))  # 2.14.1, before the threads were logged
+    kept, _ = axis.along(records_of(store), "torch")
+    rows = analysis.relative_table(aggregate(kept), "torch=2.13.0", stack_keys=axis.stack_keys("torch"))
+    [newer] = [r for r in rows if r.measurement.gpu == "torch=2.14.1"]
+    assert newer.baseline is None  # not 2.14.1 at the shared threads over 2.13.0 at one thread
+    logged_copy(real_run, store, {"torch_version": "2.13.0"}, dropped=(points.CPU_THREADS,))
+    kept, _ = axis.along(records_of(store), "torch")
+    rows = analysis.relative_table(aggregate(kept), "torch=2.13.0", stack_keys=axis.stack_keys("torch"))
+    [newer] = [r for r in rows if r.measurement.gpu == "torch=2.14.1"]
+    assert newer.baseline is not None and "tag:cpu_threads" not in dict(newer.baseline.config)
