@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import datetime
 import difflib
-import math
 import socket
-import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,6 +33,7 @@ from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
 from src.imported import import_key
 from src.paths import PROJECT_ROOT
+from src.published import SHIPPED, Generation, generation, generations, runs_spread
 from src.run import signals
 
 if TYPE_CHECKING:
@@ -43,8 +42,6 @@ if TYPE_CHECKING:
 register_configs("import_schema")
 
 PRECISIONS = {"fp32": "fp32", "amp": "fp16"}  # ours -> the published table's name for it
-SHIPPED = PROJECT_ROOT / "reference" / "lambda"
-GENERATIONS = SHIPPED / "sources.yaml"  # the published generations the project ships, one source each
 MEASURED_SOURCE = "measured"  # what compare calls runs without a source tag
 # Lambda's "fp32" is the NGC container default: TF32 tensor-core math on Ampere and newer.
 MATH_TAGS = {
@@ -77,35 +74,6 @@ class ImportSummary:
     already_there: int
     not_run: int
     experiment_id: str
-
-
-@dataclass
-class Generation:
-    """One shipped generation of a publisher's tables (reference/lambda/sources.yaml): what every
-    figure of it ran with, and what the tables beside the throughput add to each figure."""
-
-    source: str
-    software: str
-    dates: str
-    batch: str  # "global": the batch tables give all GPUs' batch together; "per_gpu" but global_batch
-    global_batch: list[str] = field(default_factory=list)
-    tables: list[dict] = field(default_factory=list)  # {precision, throughput, batch_sizes}
-    runs: str | None = None  # one row per logged run: name_gpu,num_gpu,task,precision,run,throughput
-
-    def tags(self) -> dict:
-        return {recorded.PUBLISHED_SOFTWARE: self.software, recorded.PUBLISHED_DATES: self.dates}
-
-    def per_gpu_batch(self, task: str, batch: float, gpu_count: int) -> float:
-        is_global = self.batch == "global" or task in self.global_batch
-        return batch / gpu_count if is_global else batch
-
-
-def generations() -> dict[str, dict]:
-    return OmegaConf.to_container(OmegaConf.load(GENERATIONS))
-
-
-def generation(source: str) -> Generation:
-    return Generation(source=source, **{k: v for k, v in generations()[source].items() if k != "title"})
 
 
 def validate_import(cfg: DictConfig) -> Path | None:
@@ -302,14 +270,12 @@ def profile_spec(gpu: str, precision: str) -> dict:
     return flatten({"gpu": figures}) | {"precision.peak_key": peak_key}
 
 
-def runs_spread(throughputs: list[float]) -> dict[str, float]:
-    """How many logged runs a published figure is the mean of and, with two or more, the standard
-    error of their mean log throughput (the spread compare's intervals are made of)."""
-    if len(throughputs) < 2:
-        return {recorded.PUBLISHED_RUNS: len(throughputs)} if throughputs else {}
-    logs = [math.log(t) for t in throughputs]
-    se = statistics.stdev(logs) / math.sqrt(len(logs))
-    return {recorded.PUBLISHED_RUNS: len(throughputs), recorded.PUBLISHED_RUNS_LOG_SE: se}
+def kept_by_filters(cfg: DictConfig) -> Callable[[PublishedResult], bool]:
+    """The figures `gpus=`, `models=` and `gpu_counts=` keep (an empty filter keeps every one)."""
+    gpus, models, counts = set(cfg.gpus), set(cfg.models), set(cfg.gpu_counts)
+    return lambda r: (
+        (not gpus or r.gpu in gpus) and (not models or r.model in models) and (not counts or r.gpu_count in counts)
+    )
 
 
 def _batches_and_runs(
@@ -374,9 +340,9 @@ def main(cfg: DictConfig) -> None:
     try:
         path = validate_import(cfg)
         if path is None:
-            done = import_generation(cfg, cfg.source)
+            done = import_generation(cfg, cfg.source, kept_by_filters(cfg))
         else:
-            done = [(path, cfg.precision.name, import_table(cfg, path))]
+            done = [(path, cfg.precision.name, import_table(cfg, path, only=kept_by_filters(cfg)))]
     except (ConfigError, TrackingUnavailable, TableError) as exc:
         exit_with_error(exc)
     except (ImportInterrupted, signals.Interrupted) as exc:

@@ -11,10 +11,18 @@ from __future__ import annotations
 import csv
 import math
 import re
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from src import recorded
 from src.hardware.devices import slug
+from src.paths import PROJECT_ROOT
+
+SHIPPED = PROJECT_ROOT / "reference" / "lambda"
+GENERATIONS = SHIPPED / "sources.yaml"  # the published generations the project ships, one source each
 
 SYSTEM_COLUMNS = ("name_gpu", "num_gpu", "watt", "price")
 OTHER_CATEGORY = "other"
@@ -182,3 +190,42 @@ def _number(row: dict, column: str, path: Path, line: int) -> float | None:
 
 def _positive(value: float | None) -> float | None:
     return value if value is not None and value > 0 else None
+
+
+@dataclass
+class Generation:
+    """One shipped generation of a publisher's tables (reference/lambda/sources.yaml): what every
+    figure of it ran with, and what the tables beside the throughput add to each figure."""
+
+    source: str
+    software: str
+    dates: str
+    batch: str  # "global": the batch tables give all GPUs' batch together; "per_gpu" but global_batch
+    global_batch: list[str] = field(default_factory=list)
+    tables: list[dict] = field(default_factory=list)  # {precision, throughput, batch_sizes}
+    runs: str | None = None  # one row per logged run: name_gpu,num_gpu,task,precision,run,throughput
+
+    def tags(self) -> dict:
+        return {recorded.PUBLISHED_SOFTWARE: self.software, recorded.PUBLISHED_DATES: self.dates}
+
+    def per_gpu_batch(self, task: str, batch: float, gpu_count: int) -> float:
+        is_global = self.batch == "global" or task in self.global_batch
+        return batch / gpu_count if is_global else batch
+
+
+def generations() -> dict[str, dict]:
+    return OmegaConf.to_container(OmegaConf.load(GENERATIONS))
+
+
+def generation(source: str) -> Generation:
+    return Generation(source=source, **{k: v for k, v in generations()[source].items() if k != "title"})
+
+
+def runs_spread(throughputs: list[float]) -> dict[str, float]:
+    """How many logged runs a published figure is the mean of and, with two or more, the standard
+    error of their mean log throughput (the spread compare's intervals are made of)."""
+    if len(throughputs) < 2:
+        return {recorded.PUBLISHED_RUNS: len(throughputs)} if throughputs else {}
+    logs = [math.log(t) for t in throughputs]
+    se = statistics.stdev(logs) / math.sqrt(len(logs))
+    return {recorded.PUBLISHED_RUNS: len(throughputs), recorded.PUBLISHED_RUNS_LOG_SE: se}

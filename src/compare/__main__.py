@@ -62,29 +62,30 @@ def main(cfg: DictConfig) -> None:
 
 def _import_study_figures(cfg: DictConfig) -> None:
     """The study's published figures, imported when the store lacks them: its gpus, models and GPU
-    counts only (seconds; the whole generation is `python -m src.import_results source=NAME`)."""
-    from src.console import note
-    from src.import_results import import_generation
-    from src.published import TableError
+    counts only (seconds; the whole generation is `python -m src.import_results source=NAME`). The
+    import command runs as its own process; the store's address reaches it in its environment."""
+    import os
+    import subprocess
 
-    register_configs("import_schema")
-    importing = hydra.compose("import_results")  # its tasks and gpu names; compare's store
-    importing.tracking = cfg.tracking
+    from src.console import note
+
     study = cfg.study
-    gpus, models, counts = set(study.gpus), set(study.models), {c.gpu_count for c in study.claims}
-    try:
-        done = import_generation(
-            importing, study.published, lambda r: r.gpu in gpus and r.model in models and r.gpu_count in counts
-        )
-    except TableError as exc:
-        raise ConfigError(str(exc)) from None
-    created = sum(summary.created for _, _, summary in done)
+    counts = sorted({c.gpu_count for c in study.claims})
+    command = [sys.executable, "-m", "src.import_results", f"source={study.published}",
+               f"gpus=[{','.join(study.gpus)}]", f"models=[{','.join(study.models)}]",
+               f"gpu_counts=[{','.join(map(str, counts))}]",
+               f"tracking.published_experiment={cfg.tracking.published_experiment}"]  # fmt: skip
+    env = {**os.environ, "MLFLOW_TRACKING_URI": cfg.tracking.uri}
+    done = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no message"])[-1].removeprefix("error: ")
+        raise ConfigError(f"importing {study.published} for experiment={study.name} failed: {said}")
+    created = sum(int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("imported "))
     if created:
         note(
             f"imported {created} published figure(s) of {', '.join(study.gpus)} from source "
             f"{study.published} (reference/lambda/) into {cfg.tracking.published_experiment!r}"
         )
-
 
 if __name__ == "__main__":
     sys.argv = experiment_as_study(sys.argv)

@@ -111,6 +111,10 @@ class ImportConfig:
     source: str = MISSING
     tasks: dict[str, PublishedTask] = field(default_factory=dict)  # published column -> model
     gpu_profiles: dict[str, str] = field(default_factory=dict)  # published GPU name -> profile
+    # filters, empty = every figure: gpus=[a6000,rtx3090] models=[resnet50] gpu_counts=[1,8]
+    gpus: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    gpu_counts: list[int] = field(default_factory=list)
     tracking: TrackingConfig = MISSING
 
 
