@@ -11,7 +11,7 @@ from pathlib import Path
 from src import recorded
 
 # what a re-import compares, as a person reads it
-SHOWN_AS = {"throughput": "throughput", "gpu.count": "num_gpu", "gpu.tdp_w": "watt per GPU", "gpu.price_usd": "price per GPU"}
+SHOWN_AS = {recorded.THROUGHPUT: recorded.THROUGHPUT, "gpu.count": "num_gpu", "gpu.tdp_w": "watt per GPU", "gpu.price_usd": "price per GPU"}
 
 
 def import_key(source: str, precision: str, system: str, gpu_count: int, task: str) -> str:
@@ -65,10 +65,10 @@ def changed_figures(path: Path, results: list, existing: dict, source: str, prec
         before = existing.get(import_key(source, precision, r.system, r.gpu_count, r.task))
         if before is None:
             continue
-        now = {"throughput": f"{r.throughput:g}"} | spec_params(r)
+        now = {recorded.THROUGHPUT: f"{r.throughput:g}"} | spec_params(r)
         then = {k: before.params.get(k, v) for k, v in now.items()}
         if before.throughput is not None:
-            then["throughput"] = f"{before.throughput:g}"
+            then[recorded.THROUGHPUT] = f"{before.throughput:g}"
         differ = [f"{SHOWN_AS[k]}={now[k]} (imported before: {then[k]})" for k in now if now[k] != then[k]]
         if differ:
             changed.append(
