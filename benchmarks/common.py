@@ -10,16 +10,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def suite_command(args: list[str], store: Path) -> list[str]:
+def suite_command(args: list[str], store: Path, rerun: bool = True) -> list[str]:
     """`python -m src.train ARGS` writing its runs and Hydra folders under `store`; run it from ROOT.
 
-    Always with benchmark.rerun=true: a repeat must measure again, not resume the earlier run."""
+    With benchmark.rerun=true unless told otherwise: a repeat must measure again, not resume the
+    earlier run."""
     return [
         sys.executable,
         "-m",
         "src.train",
         *args,
-        "benchmark.rerun=true",
+        *(["benchmark.rerun=true"] if rerun else []),
         f"tracking.uri={tracking_uri(store)}",
         f"hydra.run.dir={store}/run",
         f"hydra.sweep.dir={store}/sweep-{time.time_ns()}",
