@@ -256,6 +256,66 @@ def test_a_stale_anomaly_tag_is_cleared(store, tmp_path):
     assert "anomaly" not in client.get_run(run_id).data.tags
 
 
+def test_a_filter_that_leaves_out_what_a_check_needs_keeps_its_tag(empty_store, tmp_path):
+    """gpu_counts=[2] leaves out the 1-GPU run that scaling_above_100 is measured against: the
+    tag on the 2-GPU run still holds, and only a comparison that can check it again may clear it."""
+    from mlflow.tracking import MlflowClient
+
+    uri = store_copy(empty_store, tmp_path / "store")
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.create_experiment(EXPERIMENT)
+    for gpu, count, throughput in (("rtx3090", 1, 500.0), ("rtx3090", 2, 950.0), ("a6000", 1, 450.0),
+                                   ("a6000", 2, 1000.0)):  # fmt: skip
+        make_run(client, experiment_id, gpu, count, "resnet50", "vision", "fp32", throughput, {})
+    first = run(uri, tmp_path / "all")
+    [flagged] = [a for a in first.anomalies if a.kind == "scaling_above_100"]
+    [run_id] = flagged.run_ids
+    run(uri, tmp_path / "two", "gpu_counts=[2]")
+    assert client.get_run(run_id).data.tags["anomaly"].startswith("scaling_above_100: scaling efficiency 111%")
+
+
+def test_out_holding_an_earlier_comparison_gets_only_the_new_ones_files(store, tmp_path, capsys):
+    from mlflow.tracking import MlflowClient
+
+    folder = tmp_path / "report"
+    run(store, folder, "all=true")  # scaling charts, anomalies.csv: files the next one does not write
+    capsys.readouterr()
+    second = run(store, folder, "models=[ssd300]")
+    written = sorted(path.name for path in second.files)
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == written
+    assert f"out={folder}: removed " in capsys.readouterr().out
+    logged = [a.path for a in MlflowClient(tracking_uri=store).list_artifacts(second.report_run_id)]
+    assert sorted(logged) == written
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match=r"out='.*/report': holds files compare did not write \(notes.txt\); must be"):
+        run(store, folder, "models=[ssd300]")
+    assert (folder / "report.md").exists()  # refused before anything was removed
+
+
+def test_a_folder_another_compare_is_writing_into_is_refused(store, tmp_path):
+    from src.compare.folder import OutFolder
+
+    with OutFolder(tmp_path / "busy"), pytest.raises(ConfigError, match="another compare is writing there now"):
+        run(store, tmp_path / "busy", "models=[ssd300]")
+
+
+def test_an_out_that_cannot_be_a_folder_is_one_line_before_any_work(store, tmp_path, capsys):
+    from src.config import cli
+
+    def hydra_makes_its_folder(out: Path):  # what Hydra does before compare's task runs
+        register_configs()
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            return compose("compare", overrides=[f"out={out}"], return_hydra_config=True).hydra.run.dir
+
+    (tmp_path / "a_file").write_text("")
+    for out, said in (("a_file", "is a file; must be a folder (made when missing)"),
+                      ("a_file/sub", "cannot be made (Not a directory); must be a folder you can write")):  # fmt: skip
+        with pytest.raises(SystemExit) as done:
+            cli.run_app(lambda: hydra_makes_its_folder(tmp_path / out))  # noqa: B023
+        assert done.value.code == 2
+        assert capsys.readouterr().err == f"error: out='{tmp_path / out}': {said}\n"
+
+
 def test_missing_baseline_names_it_and_the_gpus_there(store, tmp_path):
     with pytest.raises(
         CompareError, match=r"baseline=h200: no FINISHED run of gpu 'h200'.*gpus found: a6000, h100"
