@@ -65,12 +65,21 @@ def validate_compare(cfg: DictConfig) -> None:
         if cfg.anomalies[key] < 0:
             errors.append(f"anomalies.{key}={cfg.anomalies[key]}: must be >= 0 (a fraction: 0.02 = 2%)")
     pair = cfg.capacity_split
-    if pair and (len(pair) != 2 or pair[0] == pair[1]):
-        errors.append(f"capacity_split={list(pair)}: must be two different cards, gpu or gpu@<memory_limit_gb>, "
+    if pair and (len(pair) != 2 or pair[0] == pair[1] or not all(map(_card, pair))):
+        errors.append(f"capacity_split={list(pair)}: must be two different cards, gpu or gpu@<memory_limit_gb> (GB > 0), "
                       "e.g. capacity_split=[a6000,rtx3090] or capacity_split=[h200@48,h200@24]")  # fmt: skip
     errors += projection.errors(cfg)
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+
+
+def _card(card) -> bool:
+    """gpu, or gpu@<memory_limit_gb> with a positive number of GB."""
+    gpu, at, cap = str(card).partition("@")
+    try:
+        return bool(gpu) and (not at or 0 < float(cap) < float("inf"))
+    except ValueError:
+        return False
 
 
 def _flat(values) -> bool:
@@ -117,6 +126,10 @@ def load(cfg: DictConfig) -> Loaded:
 def compare(loaded: Loaded, cfg: DictConfig) -> Compared:
     """Points (the median of each point's runs) and their ratios to the baseline's, the category
     means, and the figures that cannot be right."""
+    sources = sorted({r.source for r in loaded.kept})
+    if cfg.baseline_source and cfg.baseline_source not in sources:
+        raise ConfigError(f"baseline_source={cfg.baseline_source}: unknown source; the runs the filters keep "
+                           f"have {', '.join(sources) or 'none'}")  # fmt: skip
     baseline = axis.baseline(loaded.kept, cfg.by, cfg.baseline or (cfg.study.baseline if cfg.study.name else None))
     kept, outside = scope(loaded.kept, cfg, baseline)
     projected = projection.for_compare(cfg, loaded.records, loaded.runs, baseline)
