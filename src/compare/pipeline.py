@@ -204,7 +204,7 @@ def asked_without_figures(
     baseline: str,
 ) -> list[str]:
     """A gpu named in `gpus=` that no table or chart will show, and why (`records`: every run read)."""
-    with_means = {s.gpu for s in summary}
+    with_means = {s.side for s in summary}
     lines = []
     for gpu in dict.fromkeys(asked):
         if gpu not in {m.gpu for m in measurements}:
@@ -227,7 +227,7 @@ def asked_without_figures(
 def _label(row: analysis.RelativeRow) -> str:
     m, base = row.measurement, row.baseline
     return (
-        f"{m.gpu} {m.workload} {m.precision} x{m.gpu_count} [{m.source}] vs {base.precision} [{base.source}]"
+        f"{m.side} {m.workload} {m.precision} x{m.gpu_count} [{m.source}] vs {base.precision} [{base.source}]"
     )
 
 
