@@ -86,7 +86,7 @@ class Loaded:
     experiment_ids: list[str]
     runs: list[recorded.RunResult]  # every FINISHED run of the experiments
     records: list[RunRecord]  # those with a throughput
-    kept: list[RunRecord]  # those the filters keep (with by=, re-keyed along its axis)
+    kept: list[RunRecord]  # those the filters keep (with by=, set side by side along its axis)
     smoke_left_out: int
     untagged: int  # with by=: runs without the key's tag
 
