@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, job_runs, suite_command, tracking_uri
+from common import ROOT, job_runs, recorded, suite_command, tracking_uri
 
 HOG = """
 import sys, torch
@@ -55,16 +55,16 @@ def refuse_drill(overrides: list[str], failures: list[str]) -> None:
         store = Path(folder)
         code, _ = job(overrides, store)
         alone = job_runs(store)[0]
-        print(f"alone: {alone.data.metrics.get('throughput', 0):,.1f} (exit {code}); tag "
-              f"{alone.data.tags.get('gpu_foreign_processes', 'none')!r}", flush=True)  # fmt: skip
+        print(f"alone: {alone.data.metrics.get(recorded.THROUGHPUT, 0):,.1f} (exit {code}); tag "
+              f"{alone.data.tags.get(recorded.GPU_FOREIGN_PROCESSES, 'none')!r}", flush=True)  # fmt: skip
         hog = start_hog()
         try:
             time.sleep(2)
             code, output = job(overrides, store)
             shared = job_runs(store)[0]
-            tag = shared.data.tags.get("gpu_foreign_processes", "")
+            tag = shared.data.tags.get(recorded.GPU_FOREIGN_PROCESSES, "")
             line = " ".join(output.split())
-            print(f"beside pid {hog.pid}: {shared.data.metrics.get('throughput', 0):,.1f} (exit {code}); tag {tag!r}")
+            print(f"beside pid {hog.pid}: {shared.data.metrics.get(recorded.THROUGHPUT, 0):,.1f} (exit {code}); tag {tag!r}")
             if f"pid {hog.pid}" not in tag or "in the window" not in tag:
                 failures.append("the matmul loop is not in the run's gpu_foreign_processes tag")
             if f"GPU shared with pid {hog.pid}" not in line:
@@ -90,8 +90,8 @@ def resume_drill(overrides: list[str], failures: list[str]) -> None:
             hog.kill()
             hog.wait()
         shared = job_runs(store)[0]
-        print(f"beside the loop: {shared.data.metrics.get('throughput', 0):,.1f} (exit {code}); "
-              f"tag {shared.data.tags.get('gpu_foreign_processes', '')!r}", flush=True)  # fmt: skip
+        print(f"beside the loop: {shared.data.metrics.get(recorded.THROUGHPUT, 0):,.1f} (exit {code}); "
+              f"tag {shared.data.tags.get(recorded.GPU_FOREIGN_PROCESSES, '')!r}", flush=True)  # fmt: skip
         code, output = job(["-m", *overrides, "benchmark.repeat=0,1,2"], store, rerun=False)
         again = [" ".join(ln.split()) for ln in output.splitlines() if ln.lstrip().startswith("measure ")]
         print(f"resumed sweep (exit {code}): {again[0] if again else 'no measure line'}", flush=True)
@@ -99,7 +99,7 @@ def resume_drill(overrides: list[str], failures: list[str]) -> None:
             failures.append("the resumed sweep did not measure repeat 0 again saying it shared its GPU")
         runs = job_runs(store)
         print("runs: " + "; ".join(f"{r.info.run_name} {r.info.status} "
-                                   f"{r.data.metrics.get('throughput', 0):,.1f}" for r in runs))  # fmt: skip
+                                   f"{r.data.metrics.get(recorded.THROUGHPUT, 0):,.1f}" for r in runs))  # fmt: skip
         points = compare_points(store)
         print("compare's points: " + "; ".join(f"{m.label} n_runs={m.n_runs} flawed={sum(r.flawed for r in m.runs)} "
                                                 f"superseded={len(m.superseded)}" for m in points))  # fmt: skip
@@ -109,10 +109,9 @@ def resume_drill(overrides: list[str], failures: list[str]) -> None:
 
 def compare_points(store: Path):
     """The store's points as compare reads them (src/compare/runs.py): a lone GPU has no ratio to print."""
-    sys.path.insert(0, str(ROOT))
-    from src.compare.runs import aggregate, search_finished, to_record
-
     from mlflow.tracking import MlflowClient
+
+    from src.compare.runs import aggregate, search_finished, to_record
 
     names = [e.name for e in MlflowClient(tracking_uri(store)).search_experiments()]
     runs, _ = search_finished(tracking_uri(store), names)

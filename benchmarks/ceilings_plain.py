@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import torch
-from common import job_runs, run_suite
+from common import job_runs, recorded, run_suite
 
 TOLERANCE = 0.03
 
@@ -88,7 +88,7 @@ def main() -> None:
         suite = run.data.metrics
     after = plain_figures(device, args.memory_mb, args.host_mb)
     print(
-        f"\nceilings job: {wall:.1f} s wall (command), {suite.get('measured_window_s', float('nan')):.1f} s measuring"
+        f"\nceilings job: {wall:.1f} s wall (command), {suite.get(recorded.MEASURED_WINDOW_S, float('nan')):.1f} s measuring"
     )
     print(f"{'figure':<34}{'suite':>12}{'plain':>12}{'ratio':>8}")
     worst = 0.0

@@ -8,6 +8,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the suite's own modules, for every script that imports this one
+
+from src import recorded  # noqa: E402
 
 
 def suite_command(args: list[str], store: Path, rerun: bool = True) -> list[str]:
@@ -50,8 +53,8 @@ def store_runs(store: Path, newest_first: bool = True):
 
 def job_runs(store: Path, newest_first: bool = True):
     """All job runs (sweep parents left out) in the store."""
-    return [r for r in store_runs(store, newest_first) if r.data.tags.get("sweep") != "true"]
+    return [r for r in store_runs(store, newest_first) if r.data.tags.get(recorded.SWEEP) != "true"]
 
 
 def latest_throughput(store: Path) -> float:
-    return job_runs(store)[0].data.metrics["throughput"]
+    return job_runs(store)[0].data.metrics[recorded.THROUGHPUT]

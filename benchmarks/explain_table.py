@@ -13,48 +13,46 @@ math that ran, the five shares, the profiled step against the window's median st
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from common import ROOT, job_runs
+from common import job_runs, recorded
 
-sys.path.insert(0, str(ROOT))  # the suite's own modules
-from src.compare.explain import SHARES, ceilings_runs, matching_ceilings  # noqa: E402
+from src.compare.explain import SHARES, ceilings_runs, matching_ceilings
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("store", type=Path, help="folder holding mlflow.db")
     runs = [r for r in job_runs(parser.parse_args().store, newest_first=False) if r.info.status == "FINISHED"]
-    runs = [r for r in runs if r.data.tags.get("source") is None]  # this project's runs, not imported ones
+    runs = [r for r in runs if r.data.tags.get(recorded.SOURCE) is None]  # this project's runs, not imported ones
     ceilings = ceilings_runs(runs)
     for c in ceilings:
         figures = ", ".join(
-            f"{k.removeprefix('ceiling_')} {v:,.4g}"
+            f"{k.removeprefix(recorded.CEILING_PREFIX)} {v:,.4g}"
             for k, v in sorted(c.metrics.items())
-            if k.startswith("ceiling_") and not k.endswith(("_ci95_rel", "_shape"))
+            if k.startswith(recorded.CEILING_PREFIX) and not k.endswith(("_ci95_rel", "_shape"))
         )
         print(
-            f"ceilings {c.gpu_name} x{c.gpu_count} ({c.metrics.get('measured_window_s', 0):.1f} s): {figures}"
+            f"ceilings {c.gpu_name} x{c.gpu_count} ({c.metrics.get(recorded.MEASURED_WINDOW_S, 0):.1f} s): {figures}"
         )
     head = f"{'run':<28}{'TFLOP/s':>8}{'MFU':>6}{'ceil':>6}" + "".join(f"{s[:6]:>7}" for s in SHARES)
     print(f"\n{head}{'prof ms':>9}{'step ms':>9}{'cost s':>8}")
     for run in runs:
         m, tags = run.data.metrics, run.data.tags
-        if tags.get("model") == "ceilings":
+        if tags.get(recorded.MODEL) == recorded.CEILINGS:
             continue
-        math = run.data.params.get("precision.peak_key")
-        card = matching_ceilings(ceilings, tags, tags.get("benchmark") == "smoke")
+        math = run.data.params.get(recorded.PEAK_KEY_PARAM)
+        card = matching_ceilings(ceilings, tags, tags.get(recorded.BENCHMARK) == "smoke")
         ceiling = card.matmul(math) if card else None
-        achieved = m.get("achieved_tflops_per_gpu")
+        achieved = m.get(recorded.ACHIEVED_TFLOPS_PER_GPU)
         share = f"{achieved / ceiling:.0%}" if achieved and ceiling else "-"
         cells = "".join(
-            f"{m[f'breakdown_{s}_share']:>7.1%}" if f"breakdown_{s}_share" in m else f"{'-':>7}"
+            f"{m[recorded.share_metric(s)]:>7.1%}" if recorded.share_metric(s) in m else f"{'-':>7}"
             for s in SHARES
         )
         print(
-            f"{run.info.run_name:<28}{achieved or 0:>8.3g}{m.get('mfu', 0):>6.0%}{share:>6}{cells}"
-            f"{m.get('breakdown_step_ms', 0):>9.1f}{m.get('step_time_ms', 0):>9.1f}{m.get('breakdown_s', 0):>8.2f}"
+            f"{run.info.run_name:<28}{achieved or 0:>8.3g}{m.get(recorded.MFU, 0):>6.0%}{share:>6}{cells}"
+            f"{m.get(recorded.BREAKDOWN_STEP_MS, 0):>9.1f}{m.get(recorded.STEP_TIME_MS, 0):>9.1f}{m.get(recorded.BREAKDOWN_S, 0):>8.2f}"
         )
 
 

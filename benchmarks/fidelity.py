@@ -37,7 +37,7 @@ def plain_throughput(args: list[str]) -> float:
         capture_output=True,
         text=True,
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])["throughput"]
+    return json.loads(out.stdout.strip().splitlines()[-1])["items_per_s"]
 
 
 def main() -> None:

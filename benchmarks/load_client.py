@@ -49,7 +49,7 @@ class JobTemplate:
         }
         # set once the job has run, as job.py does; the rest open the run
         later = {
-            k: v for k, v in tags.items() if k == "unit" or k.startswith("math_") or k.endswith("_version")
+            k: v for k, v in tags.items() if k == recorded.UNIT or k.startswith(recorded.MATH_PREFIX) or k.endswith(recorded.VERSION_SUFFIX)
         }
         with tempfile.TemporaryDirectory() as folder:
             texts = {
@@ -120,13 +120,13 @@ def replay(job: JobTemplate, url: str, experiment: str, index: int, spool_dir: P
         tags = {**job.tags, CLIENT_TAG: str(index)}
         run = timed("create", lambda: JobRun(cfg, experiment_id, f"load-{index}", tags, None, spool_dir))
         run.log_text(job.texts["environment.json"], "environment.json")
-        run.log_params({k: v for k, v in job.params.items() if k != "batch_size"})
+        run.log_params({k: v for k, v in job.params.items() if k != recorded.BATCH_SIZE})
         run.log_text(job.texts["config.yaml"], "config.yaml")
         timed("setup", run.flush)
         gates[1].wait(timeout=600)
         run.log_series(job.telemetry)
         run.log_text(job.texts["telemetry.csv"], "telemetry.csv")
-        run.log_params({"batch_size": job.params["batch_size"]})
+        run.log_params({recorded.BATCH_SIZE: job.params[recorded.BATCH_SIZE]})
         run.log_metrics(job.metrics)
         run.set_tags(job.later_tags)
         run.log_text(job.texts["step_times.csv"], "step_times.csv")

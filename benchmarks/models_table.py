@@ -17,9 +17,9 @@ import argparse
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from common import ROOT, recorded
+
 VISION = ["resnet50", "ssd300", "maskrcnn", "vit_b16"]
 LANGUAGE = ["txl_base", "txl_large", "bert_large", "gpt2", "llama"]
 TF32_TOO = ["resnet50", "ssd300", "txl_base", "txl_large"]
@@ -93,10 +93,10 @@ def read_table(uri: str, experiment: str, since_ms: int) -> list[dict]:
     rows = []
     for run in runs:
         tags, metrics = run.data.tags, run.data.metrics
-        if tags.get("sweep") == "true":
+        if tags.get(recorded.SWEEP) == "true":
             continue
-        model, precision = tags.get("model"), tags.get("precision")
-        throughput = metrics.get("throughput")
+        model, precision = tags.get(recorded.MODEL), tags.get(recorded.PRECISION)
+        throughput = metrics.get(recorded.THROUGHPUT)
         reference = LAMBDA_H200.get((model, precision))
         rows.append(
             {
@@ -104,16 +104,16 @@ def read_table(uri: str, experiment: str, since_ms: int) -> list[dict]:
                 "precision": precision,
                 "compile": tags.get("compile"),
                 "channels_last": tags.get("channels_last"),
-                "batch": metrics.get("batch_size"),
-                "throughput": throughput,
-                "unit": tags.get("unit", ""),
-                "ci95": metrics.get("step_time_ci95_rel"),
-                "peak_memory_gb": metrics.get("peak_memory_gb"),
-                "tflops": metrics.get("achieved_tflops_per_gpu"),
-                "mfu": metrics.get("mfu"),
+                "batch": metrics.get(recorded.BATCH_SIZE),
+                recorded.THROUGHPUT: throughput,
+                "unit": tags.get(recorded.UNIT, ""),
+                "ci95": metrics.get(recorded.STEP_TIME_CI95_REL),
+                recorded.PEAK_MEMORY_GB: metrics.get(recorded.PEAK_MEMORY_GB),
+                "tflops": metrics.get(recorded.ACHIEVED_TFLOPS_PER_GPU),
+                recorded.MFU: metrics.get(recorded.MFU),
                 "vs_lambda": throughput / reference if throughput and reference else None,
                 "status": run.info.status if run.info.status != "FINISHED" else "",
-                "error": tags.get("error", "")[:80],
+                "error": tags.get(recorded.ERROR, "")[:80],
             }
         )
     order = {m: i for i, m in enumerate(VISION + LANGUAGE)}
@@ -130,8 +130,8 @@ def print_table(rows: list[dict]) -> None:
     for r in rows:
         print(
             f"{r['model']:<11} {r['precision']:<9} {r['compile']:<7} {fmt(r['batch'], '>5.0f')} "
-            f"{fmt(r['throughput'], '>12,.0f')} {r['unit']:<12} {fmt(r['ci95'], '>6.1%')} "
-            f"{fmt(r['peak_memory_gb'], '>8.1f')} {fmt(r['tflops'], '>8.1f')} {fmt(r['mfu'], '>5.1%')} "
+            f"{fmt(r[recorded.THROUGHPUT], '>12,.0f')} {r['unit']:<12} {fmt(r['ci95'], '>6.1%')} "
+            f"{fmt(r[recorded.PEAK_MEMORY_GB], '>8.1f')} {fmt(r['tflops'], '>8.1f')} {fmt(r[recorded.MFU], '>5.1%')} "
             f"{fmt(r['vs_lambda'], '>9.2f')}{'x' if r['vs_lambda'] else ' '} {r['status']} {r['error']}"
         )
 

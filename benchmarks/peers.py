@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import job_runs, run_suite
+from common import job_runs, recorded, run_suite
 
 TOLERANCE = 0.03
 MAMF_RANGE = ["4096", "16385", "4096"]  # start, stop, step: 4, 8, 12 and 16 thousand
@@ -58,11 +58,11 @@ def mamf(peers: Path, store: Path) -> list[tuple]:
     metrics = job_runs(store)[0].data.metrics
     suite = []
     for (label, figure, shape, _), math_ in zip(rows, MAMF_DTYPES, strict=True):
-        key = f"ceiling_matmul_{math_}_tflops"
-        ours = "x".join(f"{metrics[f'ceiling_matmul_{math_}_{d}']:g}" for d in "mnk")
+        key = recorded.ceiling_metric(recorded.matmul_figure(math_))
+        ours = "x".join(f"{metrics[recorded.ceiling_metric(f'matmul_{math_}_{d}')]:g}" for d in "mnk")
         spread = f"+/-{metrics[key + '_ci95_rel']:.1%} @ {ours}"
         suite.append((label, figure, shape, metrics[key], spread))
-    print(f"ceilings job: {wall:.1f} s from the command, {metrics['measured_window_s']:.1f} s measuring")
+    print(f"ceilings job: {wall:.1f} s from the command, {metrics[recorded.MEASURED_WINDOW_S]:.1f} s measuring")
     return suite
 
 
@@ -78,7 +78,7 @@ def timm(peers: Path, store: Path) -> list[tuple]:
          "model.batch_size=256"],
         store,
     )  # fmt: skip
-    suite = job_runs(store)[0].data.metrics["throughput"]
+    suite = job_runs(store)[0].data.metrics[recorded.THROUGHPUT]
     return [("resnet50 amp train (images/s)", peer, "batch 256", suite, "batch 256")]
 
 
@@ -92,7 +92,7 @@ def nanogpt(peers: Path, store: Path) -> list[tuple]:
          "model.batch_size=12", "model.dropout=0"],
         store,
     )  # fmt: skip
-    suite = job_runs(store)[0].data.metrics["step_time_ms"]
+    suite = job_runs(store)[0].data.metrics[recorded.STEP_TIME_MS]
     return [("gpt2 bf16 compiled, step (ms)", peer, "batch 12", suite, "median step")]
 
 

@@ -4,7 +4,7 @@ suite's own numbers are checked against (same model, batch and precision).
     python benchmarks/plain_loop.py --model resnet50 --precision amp --batch 256 --channels-last
     python benchmarks/plain_loop.py --model gpt2 --precision bf16 --batch 16
 
-Prints one JSON line: {"model", "precision", "batch", "throughput", "unit", "steps"}.
+Prints one JSON line: {"model", "precision", "batch", "items_per_s", "unit", "steps"}.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def main() -> None:
                 "model": args.model,
                 "precision": args.precision,
                 "batch": args.batch,
-                "throughput": items * args.steps / seconds,
+                "items_per_s": items * args.steps / seconds,
                 "unit": unit,
                 "steps": args.steps,
             }

@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))  # the suite's own modules
 
 from omegaconf import OmegaConf  # noqa: E402
 
+from src import recorded  # noqa: E402
 from src.compare.projection import project_onto  # noqa: E402
 from src.compare.runs import aggregate, search_finished, to_record  # noqa: E402
 from src.hardware import devices  # noqa: E402
@@ -57,7 +58,7 @@ def published(source: str) -> dict[tuple, float]:
     found = {}
     for table in shipped.tables:
         _, logged = _batches_and_runs(shipped, table["precision"], tasks, profiles)
-        for r in read_table(SHIPPED / table["throughput"], tasks, profiles).results:
+        for r in read_table(SHIPPED / table[recorded.THROUGHPUT], tasks, profiles).results:
             if r.gpu in profiles.values():
                 runs = logged.get((r.system, r.gpu_count, r.task))
                 found[(r.gpu, r.gpu_count, r.model, table["precision"])] = statistics.fmean(runs) if runs else r.throughput

@@ -8,30 +8,32 @@ from __future__ import annotations
 
 import argparse
 
+from common import recorded
+
 # (metric, label, format); a figure the run lacks (no NVML, no price) prints as "-"
 FIGURES = (
-    ("throughput", "throughput", "{:,.1f} {unit}"),
-    ("power_mean_w", "power, mean per GPU", "{:.1f} W"),
-    ("power_max_w", "power, max", "{:.1f} W"),
-    ("energy_per_item_j", "energy per item", "{:.4f} J"),
-    ("energy_j", "energy in the window, all GPUs", "{:,.1f} J"),
-    ("sm_clock_mean_mhz", "SM clock, mean", "{:.0f} MHz"),
-    ("mem_clock_mean_mhz", "memory clock, mean", "{:.0f} MHz"),
-    ("temperature_max_c", "temperature, max", "{:.0f} C"),
-    ("gpu_util_mean_pct", "GPU utilisation, mean", "{:.1f} %"),
-    ("throttled_power_share", "window throttled for power", "{:.1%}"),
-    ("throttled_thermal_share", "window throttled for heat", "{:.1%}"),
-    ("cpu_util_mean_pct", "host CPU utilisation, mean", "{:.1f} %"),
-    ("telemetry_samples_per_gpu", "samples in the window per GPU", "{:.0f}"),
-    ("measured_window_s", "measured window", "{:.1f} s"),
-    ("mfu", "MFU", "{:.1%}"),
-    ("throughput_per_watt", "throughput per watt", "{:.2f} {unit}/W"),
-    ("throughput_per_kusd", "throughput per 1,000 USD", "{:.2f} {unit}"),
+    (recorded.THROUGHPUT, "throughput, all GPUs", "{:,.1f} {unit}"),
+    (recorded.POWER_MEAN_W, "power, mean per GPU", "{:.1f} W"),
+    (recorded.POWER_MAX_W, "power, max", "{:.1f} W"),
+    (recorded.ENERGY_PER_ITEM_J, "energy per item", "{:.4f} J"),
+    (recorded.ENERGY_J, "energy in the window, all GPUs", "{:,.1f} J"),
+    (recorded.SM_CLOCK_MEAN_MHZ, "SM clock, mean", "{:.0f} MHz"),
+    (recorded.MEM_CLOCK_MEAN_MHZ, "memory clock, mean", "{:.0f} MHz"),
+    (recorded.TEMPERATURE_MAX_C, "temperature, max", "{:.0f} C"),
+    (recorded.GPU_UTIL_MEAN_PCT, "GPU utilisation, mean", "{:.1f} %"),
+    (recorded.THROTTLED_POWER_SHARE, "window throttled for power", "{:.1%}"),
+    (recorded.THROTTLED_THERMAL_SHARE, "window throttled for heat", "{:.1%}"),
+    (recorded.CPU_UTIL_MEAN_PCT, "host CPU utilisation, mean", "{:.1f} %"),
+    (recorded.TELEMETRY_SAMPLES_PER_GPU, "samples in the window per GPU", "{:.0f}"),
+    (recorded.MEASURED_WINDOW_S, "measured window", "{:.1f} s"),
+    (recorded.MFU, "MFU", "{:.1%}"),
+    (recorded.THROUGHPUT_PER_WATT, "throughput per watt", "{:.2f} {unit}/W"),
+    (recorded.THROUGHPUT_PER_KUSD, "throughput per 1,000 USD", "{:.2f} {unit}"),
 )
 
 
 def describe(run) -> str:
-    metrics, unit = run.data.metrics, run.data.tags.get("unit", "items/s")
+    metrics, unit = run.data.metrics, run.data.tags.get(recorded.UNIT, "items/s")
     lines = [f"{run.info.run_name} ({run.info.run_id}, {run.info.status})"]
     for key, label, fmt in FIGURES:
         value = metrics.get(key)
@@ -42,10 +44,6 @@ def describe(run) -> str:
 def suite_tracking():
     """The tracking group as the suite itself resolves it (tracking.uri: MLFLOW_TRACKING_URI, else
     the embedded store; its experiment)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout's src
     from hydra import compose, initialize_config_dir
 
     from src.config.schema import register_configs
@@ -77,7 +75,7 @@ def main() -> None:
             "attributes.status = 'FINISHED'",
             order_by=["attributes.start_time DESC"],
         )
-        jobs = [r for r in runs or [] if r.data.tags.get("sweep") != "true"]
+        jobs = [r for r in runs or [] if r.data.tags.get(recorded.SWEEP) != "true"]
         if not jobs:
             raise SystemExit(f"no finished job run in experiment {args.experiment!r}")
         run = jobs[0]

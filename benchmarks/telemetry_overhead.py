@@ -16,7 +16,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from common import job_runs, run_suite
+from common import job_runs, recorded, run_suite
 from show_telemetry import describe
 
 
@@ -36,8 +36,8 @@ def main() -> None:
             for on in (True, False) if pair % 2 == 0 else (False, True):
                 run_suite([*args.overrides, *fixed, f"telemetry.enabled={str(on).lower()}"], Path(store))
                 run = job_runs(Path(store))[0]
-                throughput[on].append(run.data.metrics["throughput"])
-                unit = run.data.tags["unit"]
+                throughput[on].append(run.data.metrics[recorded.THROUGHPUT])
+                unit = run.data.tags[recorded.UNIT]
                 last_on = run if on else last_on
                 print(
                     f"pair {pair + 1}, telemetry {'on ' if on else 'off'}: {throughput[on][-1]:,.1f} {unit}"

@@ -27,10 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, job_runs, suite_command
-
-sys.path.insert(0, str(ROOT))  # the suite's own modules, not an installed copy
-from src.compare.runs import ci_missed  # noqa: E402
+from common import ROOT, job_runs, recorded, suite_command
 
 # phase -> column heading (src/run/phases.py PHASES, in order)
 COLUMNS = {
@@ -101,11 +98,11 @@ def main() -> None:
             in_phases = sum(p for p in phases_of(run) if p is not None)
             phased += in_phases
             print(
-                f"{run.info.run_name:<26}{run.info.status:<9}{m.get('throughput', float('nan')):>12,.1f} "
-                f"{run.data.tags.get('unit', ''):<9}steps {int(m.get('measured_steps', 0)):>4}{in_phases:7.1f} s"
+                f"{run.info.run_name:<26}{run.info.status:<9}{m.get(recorded.THROUGHPUT, float('nan')):>12,.1f} "
+                f"{run.data.tags.get(recorded.UNIT, ''):<9}steps {int(m.get(recorded.MEASURED_STEPS, 0)):>4}{in_phases:7.1f} s"
             )
-            if "throughput" in m:  # a figure: did it meet its stopping rule?
-                missed = ci_missed(run.data.tags, m, run.data.params)
+            if recorded.THROUGHPUT in m:  # a figure: did it meet its stopping rule?
+                missed = recorded.read(run).steps.missed
                 print(f"  stopping rule: {'missed, ' + missed if missed else 'met'}")
         print()
         print_phases(runs)

@@ -25,6 +25,10 @@ import sys
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_ROOT))  # the suite's own modules
+
+from src import recorded  # noqa: E402
+
 OUT = PROJECT_ROOT / "reference" / "lambda" / "v0-pytorch-train-runs.csv"
 SYSTEMS = {  # results folder -> (name_gpu as the compiled tables spell it, num_gpu)
     "3090": ("RTX 3090", 1),
@@ -57,7 +61,7 @@ PATTERNS = {
     "transformerxlbase": [r"Training throughput: ([\d.]+) tok/s"],
     "transformerxllarge": [r"Training throughput: ([\d.]+) tok/s"],
 }
-COLUMNS = ("name_gpu", "num_gpu", "task", "precision", "run", "throughput")
+COLUMNS = ("name_gpu", "num_gpu", "task", "precision", "run", recorded.THROUGHPUT)  # as src/import_results.py reads them
 
 
 def run_throughput(log: Path, task: str) -> float | None:

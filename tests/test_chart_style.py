@@ -120,3 +120,17 @@ def test_the_relative_chart_shows_each_ratio_as_a_bar_in_its_gpus_colour_with_it
     written = [t.get_text() for t in mixed.texts]
     assert any(t.startswith("1.02") and "~1" in t for t in written)  # its interval holds 1.0
     assert any(t.startswith("3.40") for t in written)
+
+
+def test_a_title_longer_than_a_narrow_chart_is_wrapped_inside_it():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = style.figure(4.0, 3.0)
+    fig.add_subplot().barh([0], [1.0])
+    detail = "bars from 0 on one scale; whiskers: 95% interval, ~1: it holds 1.0 (no measurable difference)"
+    style.title(fig, "Training throughput relative to rtx3090, per model on 1 GPU", detail)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    drawn = fig._suptitle.get_window_extent(canvas.get_renderer())
+    assert drawn.x1 <= fig.bbox.x1
+    assert "holds 1.0" in fig._suptitle.get_text().replace("\n", " ")

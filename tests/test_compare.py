@@ -125,7 +125,7 @@ def test_per_model_ratios_and_category_means_are_exact(store, result, tmp_path):
     report = (result.out / "report.md").read_text()
     assert "| vision | fp32 | 1 | a6000 | measured | 1.00 |" in report
     measured = run(store, tmp_path, "sources=[measured]").summary
-    alone = next(s for s in measured if (s.category, s.precision, s.gpu) == ("vision", "fp32", "a6000"))
+    alone = next(s for s in measured if (s.category, s.precision, s.side) == ("vision", "fp32", "a6000"))
     assert (alone.relative_mean, alone.models) == (pytest.approx(float(vision["relative_mean"])), ("resnet50", "ssd300"))
     language = row(
         summary, category="language", precision="fp32", gpu="a6000", gpu_count=1, source="measured"
@@ -183,7 +183,7 @@ def test_filters_keep_only_what_they_name(store, tmp_path):
     assert {(m.model, m.precision, m.source) for m in result.measurements} == {
         ("txl_base", "fp32", "measured")
     }
-    assert [(s.category, s.gpu) for s in result.summary] == [("language", "a6000"), ("language", "rtx3090")]
+    assert [(s.category, s.side) for s in result.summary] == [("language", "a6000"), ("language", "rtx3090")]
 
 
 def test_charts_written_as_pngs(result):

@@ -144,10 +144,11 @@ def test_by_pairs_the_same_point_but_for_the_compared_key(real_run, store):
     logged_copy(real_run, store, dropped=(points.CPU_THREADS,))  # 2.14.1, before the threads were logged
     kept, _ = axis.along(records_of(store), "torch")
     rows = analysis.relative_table(aggregate(kept), "torch=2.13.0", stack_keys=axis.stack_keys("torch"))
-    [newer] = [r for r in rows if r.measurement.gpu == "torch=2.14.1"]
+    [newer] = [r for r in rows if r.measurement.side == "torch=2.14.1"]
+    assert newer.measurement.gpu == "cpu"  # the compared key is an axis of its own: gpu stays the card
     assert newer.baseline is None  # not 2.14.1 at the shared threads over 2.13.0 at one thread
     logged_copy(real_run, store, {"torch_version": "2.13.0"}, dropped=(points.CPU_THREADS,))
     kept, _ = axis.along(records_of(store), "torch")
     rows = analysis.relative_table(aggregate(kept), "torch=2.13.0", stack_keys=axis.stack_keys("torch"))
-    [newer] = [r for r in rows if r.measurement.gpu == "torch=2.14.1"]
+    [newer] = [r for r in rows if r.measurement.side == "torch=2.14.1"]
     assert newer.baseline is not None and "tag:cpu_threads" not in dict(newer.baseline.config)

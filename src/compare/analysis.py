@@ -93,7 +93,7 @@ class SummaryRow:
     category: str
     precision: str
     gpu_count: int
-    gpu: str
+    side: str  # the gpu, or with by=KEY `KEY=value` (src/compare/axis.py)
     source: str
     mean: Ratio  # the arithmetic mean of the model ratios, as Lambda's article states them
     geomean: Ratio
@@ -187,12 +187,12 @@ def relative_table(
 ) -> list[RelativeRow]:
     """Each measurement over its baseline; `stack_keys`: what a like-for-like ratio shares (the
     software for a GPU comparison; with compare by=, every stack key but the one compared)."""
-    baselines = [m for m in measurements if m.gpu == baseline]
+    baselines = [m for m in measurements if m.side == baseline]
     return [against(m, find_baseline(m, baselines, baseline_source, stack_keys), stack_keys) for m in measurements]
 
 
 def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
-    """Per (category, precision, gpu count, gpu, source): mean and geomean of the model ratios,
+    """Per (category, precision, gpu count, side, source): mean and geomean of the model ratios,
     with their 95% intervals. A gpu's mean depends only on its own runs and the baseline's: it
     averages the models both have (so adding another gpu's runs moves nothing), and `left_out`
     names each model of either that it does not average, and why: the baseline has no run of it,
@@ -203,14 +203,14 @@ def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
     series: dict[tuple, list[RelativeRow]] = {}
     for row in rows:
         m = row.measurement
-        series.setdefault((m.category, m.precision, m.gpu_count, m.gpu, m.source), []).append(row)
+        series.setdefault((m.category, m.precision, m.gpu_count, m.side, m.source), []).append(row)
     summary, nothing_common = [], []
-    for (category, precision, count, gpu, source), members_all in series.items():
+    for (category, precision, count, side, source), members_all in series.items():
         members = [r for r in members_all if r.relative is not None and not r.math_differs]
-        left_out = _left_out(members_all, rows, gpu)
+        left_out = _left_out(members_all, rows, side)
         if not members:
             if any(r.baseline is None for r in members_all):
-                nothing_common.append(f"{category} {precision} x{count} {gpu} [{source}]")
+                nothing_common.append(f"{category} {precision} x{count} {side} [{source}]")
             continue
         mean, geomean = means([r.ratio for r in members])
         summary.append(
@@ -218,7 +218,7 @@ def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
                 category,
                 precision,
                 count,
-                gpu,
+                side,
                 source,
                 mean=mean,
                 geomean=geomean,
@@ -227,11 +227,11 @@ def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
                 baselines=", ".join(sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})),
             )
         )
-    summary.sort(key=lambda s: (s.category, s.precision, s.gpu_count, s.gpu, s.source))
+    summary.sort(key=lambda s: (s.category, s.precision, s.gpu_count, s.side, s.source))
     return summary, sorted(nothing_common)
 
 
-def _left_out(members: list[RelativeRow], rows: list[RelativeRow], gpu: str) -> tuple[str, ...]:
+def _left_out(members: list[RelativeRow], rows: list[RelativeRow], side: str) -> tuple[str, ...]:
     """The models of the gpu or of its baseline (the measurements its ratios were divided by, of
     the same category, GPU count, precision group and source) that its mean does not average."""
     reasons = {}
@@ -240,13 +240,13 @@ def _left_out(members: list[RelativeRow], rows: list[RelativeRow], gpu: str) -> 
             reasons[row.measurement.workload] = "no baseline run"
         elif row.math_differs:
             reasons[row.measurement.workload] = MATH_DIFFERS
-    used = {(r.baseline.gpu, r.baseline.source, r.baseline.precision) for r in members if r.baseline}
+    used = {(r.baseline.side, r.baseline.source, r.baseline.precision) for r in members if r.baseline}
     first = members[0].measurement
     ours = {r.measurement.model for r in members}
     reasons |= {
-        r.measurement.workload: f"no {gpu} run"
+        r.measurement.workload: f"no {side} run"
         for r in rows
-        if (r.measurement.gpu, r.measurement.source, r.measurement.precision) in used
+        if (r.measurement.side, r.measurement.source, r.measurement.precision) in used
         and r.measurement.category == first.category
         and r.measurement.gpu_count == first.gpu_count
         and r.measurement.model not in ours
@@ -261,15 +261,15 @@ def check_comparable(measurements: list[Measurement], rows: list[RelativeRow], b
             "nothing to compare: no FINISHED run with a throughput matches the filters "
             f"(check tracking.uri, tracking.experiment, gpus, models, precisions, gpu_counts, sources); {STUDY_HINT}"
         )
-    gpus = sorted({m.gpu for m in measurements})
+    gpus = sorted({m.side for m in measurements})
     if baseline not in gpus:
         raise CompareError(
             f"baseline={baseline}: no FINISHED run of gpu {baseline!r} matches the filters; "
             f"gpus found: {', '.join(gpus)}"
         )
-    if not any(r.relative is not None and r.measurement.gpu != baseline for r in rows):
-        ours = sorted({_point(m) for m in measurements if m.gpu == baseline})
-        others = sorted({f"{m.gpu} {_point(m)}" for m in measurements if m.gpu != baseline})
+    if not any(r.relative is not None and r.measurement.side != baseline for r in rows):
+        ours = sorted({_point(m) for m in measurements if m.side == baseline})
+        others = sorted({f"{m.side} {_point(m)}" for m in measurements if m.side != baseline})
         raise CompareError(
             f"nothing to compare: no other gpu shares a model, gpu count and precision group with "
             f"baseline={baseline}. Baseline has: {'; '.join(ours)}. "

@@ -47,10 +47,10 @@ class Anomaly:
 
 def scaling_efficiency(measurements: list[Measurement]) -> dict[tuple, float]:
     """Point -> throughput over gpu_count x the 1-GPU throughput of the same workload and source."""
-    singles = {(m.gpu, m.model, m.precision, m.source, m.config): m for m in measurements if m.gpu_count == 1}
+    singles = {(m.side, m.model, m.precision, m.source, m.config): m for m in measurements if m.gpu_count == 1}
     efficiency = {}
     for m in measurements:
-        one = singles.get((m.gpu, m.model, m.precision, m.source, m.config))
+        one = singles.get((m.side, m.model, m.precision, m.source, m.config))
         if one is not None and m.gpu_count > 1:
             efficiency[m.point] = m.throughput / (m.gpu_count * one.throughput)
     return efficiency
@@ -118,7 +118,7 @@ def spec_anomalies(rows: list[RelativeRow], tolerance: float) -> list[Anomaly]:
     found = []
     for row in rows:
         m, base = row.measurement, row.baseline
-        if base is None or m.gpu == base.gpu:
+        if base is None or m.side == base.side:
             continue
         ours, theirs = _limits(m), _limits(base)
         if ours is None or theirs is None:
@@ -127,7 +127,7 @@ def spec_anomalies(rows: list[RelativeRow], tolerance: float) -> list[Anomaly]:
         low, high = min(compute, bandwidth), max(compute, bandwidth)
         if row.relative > high * (1 + tolerance) or row.relative < low / (1 + tolerance):
             detail = (
-                f"{row.relative:.2f}x {base.gpu} outside the spec range {low:.2f}-{high:.2f}x "
+                f"{row.relative:.2f}x {base.side} outside the spec range {low:.2f}-{high:.2f}x "
                 f"(peak {ours[0]} {ours[1]:g}/{theirs[1]:g} TFLOP/s, bandwidth {ours[2]:g}/{theirs[2]:g} GB/s)"
             )
             found.append(Anomaly(OUTSIDE_SPEC, m, detail))

@@ -1,10 +1,10 @@
 """What a comparison sets side by side: gpus (the default), or with `by=KEY` the values of one
 stack key or tag (torch, cuda, cudnn, nccl, driver, power_limit, host, ...) on the same gpu and point.
 
-For `by=`, records are re-keyed so the rest of compare works unchanged: the compared axis (the
-`gpu` field) becomes `KEY=value`, the real gpu joins the measured configuration (a ratio takes its
-baseline on the same gpu) and KEY leaves the stack (the other stack keys still have to match, or
-the ratio is flagged `stack_differs`).
+A point's `side` is what the comparison sets side by side: its gpu, or with `by=KEY` the value
+`KEY=value`; its `gpu` stays the card it ran on. With by=, the gpu joins the measured configuration
+(a ratio takes its baseline on the same gpu) and KEY leaves the stack (the other stack keys still
+have to match, or the ratio is flagged `stack_differs`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ DEFAULT_BASELINE = "rtx3090"
 
 
 def along(records: list[RunRecord], by: str) -> tuple[list[RunRecord], int]:
-    """Records re-keyed for `by=KEY`, and how many lack KEY (left out: published rows log no stack)."""
+    """Records set side by side along `by=KEY`, and how many lack KEY (left out: published rows log no stack)."""
     tag = points.STACK.get(by, by)
     kept, missing = [], 0
     for record in records:
@@ -29,7 +29,7 @@ def along(records: list[RunRecord], by: str) -> tuple[list[RunRecord], int]:
             missing += 1
             continue
         config = tuple((k, v) for k, v in record.config if k != f"tag:{tag}") + (("gpu", record.gpu),)
-        kept.append(dataclasses.replace(record, gpu=f"{by}={value}", config=tuple(sorted(config))))
+        kept.append(dataclasses.replace(record, side=f"{by}={value}", config=tuple(sorted(config))))
     return kept, missing
 
 
@@ -45,7 +45,7 @@ def baseline(records: list[RunRecord], by: str | None, wanted: str | None) -> st
     by= (the lowest version where every value is one, else the value of the earliest run)."""
     if not by:
         return wanted or DEFAULT_BASELINE
-    values = sorted({r.gpu.split("=", 1)[1] for r in records})
+    values = sorted({r.side.split("=", 1)[1] for r in records})
     if not values:
         raise CompareError(f"by={by}: no run that the filters keep has a {points.STACK.get(by, by)!r} tag")
     if len(values) == 1:
@@ -56,7 +56,7 @@ def baseline(records: list[RunRecord], by: str | None, wanted: str | None) -> st
             return f"{by}={min(values, key=Version)}"
         except InvalidVersion:
             first = min(records, key=lambda r: r.result.started_ms)
-            return first.gpu
+            return first.side
     matches = [v for v in values if v == wanted] or [v for v in values if v.startswith(f"{wanted}+")]
     if len(matches) != 1:
         raise CompareError(f"baseline={wanted}: not one value of by={by}; values found: {', '.join(values)}")

@@ -28,7 +28,7 @@ IMPOSSIBLE = {"outside_spec", "scaling_above_100"}  # anomaly kinds no hardware 
 
 @dataclass(frozen=True)
 class Bar:
-    gpu: str
+    side: str  # the gpu, or with by=KEY `KEY=value`
     precision: str
     source: str
     value: float
@@ -37,7 +37,7 @@ class Bar:
 
     @property
     def label(self) -> str:
-        return f"{self.gpu} {self.precision}" + (f" [{self.source}]" if self.source != MEASURED else "")
+        return f"{self.side} {self.precision}" + (f" [{self.source}]" if self.source != MEASURED else "")
 
 
 def draw_all(
@@ -49,10 +49,10 @@ def draw_all(
     flagged: dict[tuple, list[str]],
 ) -> list[Path]:
     """Every chart; `flagged` maps a point to its anomaly kinds, printed beside its bar."""
-    style.use_colours([m.gpu for m in measurements])
+    style.use_colours([m.side for m in measurements])
     by_category = [
         ((f"{s.category}, {gpus(s.gpu_count)}", precision_group(s.precision)),
-         Bar(s.gpu, s.precision, s.source, s.relative_mean, " ".join(s.flags), s.mean.interval))
+         Bar(s.side, s.precision, s.source, s.relative_mean, " ".join(s.flags), s.mean.interval))
         for s in summary
     ]  # fmt: skip
     paths = relative_bars(
@@ -78,7 +78,7 @@ def draw_all(
 def _bar(row: RelativeRow, flagged: dict[tuple, list[str]]) -> Bar:
     m = row.measurement
     flags = " ".join(dict.fromkeys(flagged.get(m.point, []) + row.flags))
-    return Bar(m.gpu, m.precision, m.source, row.relative, flags, row.interval)
+    return Bar(m.side, m.precision, m.source, row.relative, flags, row.interval)
 
 
 def _grouped(items) -> dict[str, dict[str, list[Bar]]]:
@@ -88,7 +88,7 @@ def _grouped(items) -> dict[str, dict[str, list[Bar]]]:
         grouped.setdefault(title, {}).setdefault(group, []).append(bar)
     for panels in grouped.values():
         for bars in panels.values():
-            bars.sort(key=lambda b: (b.gpu, b.precision, b.source))
+            bars.sort(key=lambda b: (b.side, b.precision, b.source))
     return grouped
 
 
@@ -147,7 +147,7 @@ def _relative_panel(ax, bars: list[Bar], end: float) -> None:
     drawn = ax.barh(
         y,
         [b.value for b in bars],
-        color=[style.gpu_colour(b.gpu) for b in bars],
+        color=[style.gpu_colour(b.side) for b in bars],
         hatch=[style.hatch(b.source) for b in bars],
         edgecolor="white",
         xerr=_whiskers(bars),
@@ -189,7 +189,7 @@ def scaling_chart(measurements: list[Measurement], stem: Path) -> list[Path]:
     lines: dict[tuple, dict[tuple, list[Measurement]]] = {}
     for m in measurements:
         series = lines.setdefault((m.workload, precision_group(m.precision)), {})
-        series.setdefault((m.gpu, m.precision, m.source, m.config), []).append(m)
+        series.setdefault((m.side, m.precision, m.source, m.config), []).append(m)
     lines = {
         key: {s: sorted(ms, key=lambda m: m.gpu_count) for s, ms in series.items() if _scales(ms)}
         for key, series in lines.items()
@@ -274,7 +274,7 @@ def throughput_per_model(
         unit = points[0].unit
         values = [m.throughput for m in points]
         spread = _whiskers(
-            [Bar(m.gpu, m.precision, m.source, m.throughput, interval=m.interval) for m in points]
+            [Bar(m.side, m.precision, m.source, m.throughput, interval=m.interval) for m in points]
         )
         paths += _bars(
             points,
@@ -319,7 +319,7 @@ def _by_model(measurements: list[Measurement]) -> dict[str, list[Measurement]]:
     for m in measurements:
         models.setdefault(m.model, []).append(m)
     for points in models.values():
-        points.sort(key=lambda m: (precision_group(m.precision), m.precision, m.gpu_count, m.variant, m.gpu))
+        points.sort(key=lambda m: (precision_group(m.precision), m.precision, m.gpu_count, m.variant, m.side))
     return models
 
 
@@ -331,7 +331,7 @@ def _bars(
     axis' edge and marked, never setting the axis; too many bars for one picture make pages."""
     impossible = [_impossible(flagged.get(m.point, [])) for m in points]
     labels = [
-        f"{m.gpu} x{m.gpu_count} {m.precision}"
+        f"{m.side} x{m.gpu_count} {m.precision}"
         + (f" [{m.variant}]" if m.variant else "")
         + (f" [{m.source}]" if m.source != MEASURED else "")
         + (f" n={m.n_runs}" if m.n_runs > 1 else "")
@@ -350,7 +350,7 @@ def _bars(
                 range(len(rows)),
                 [v or 0.0 for v in shown],
                 xerr=[[whiskers[0][i] for i in rows], [whiskers[1][i] for i in rows]] if whiskers else None,
-                color=[style.gpu_colour(points[i].gpu) for i in rows],
+                color=[style.gpu_colour(points[i].side) for i in rows],
                 hatch=[style.hatch(points[i].source) for i in rows],
                 edgecolor="white",
             )

@@ -194,7 +194,7 @@ def explain(
         pair_sentence(row, placed[row.measurement.label], placed[row.baseline.label])
         for row in rows
         if row.baseline is not None
-        and row.baseline.gpu != row.measurement.gpu
+        and row.baseline.side != row.measurement.side
         and row.measurement.label in placed
         and row.baseline.label in placed
     ]
@@ -224,8 +224,8 @@ def pair_sentence(row: RelativeRow, a: Placement, b: Placement) -> str:
     """One sentence: the ratio, each side's breakdown and share of ceiling, and where both have a
     ceiling, the ratio split into the ceilings' ratio times the ratio of shares of them."""
     m = row.measurement
-    head = f"{m.workload} {m.precision} x{m.gpu_count}, {m.gpu} vs {row.baseline.gpu} {row.relative:.2f}x"
-    text = f"{head}: {m.gpu} {_side(a)}; {row.baseline.gpu} {_side(b)}"
+    head = f"{m.workload} {m.precision} x{m.gpu_count}, {m.side} vs {row.baseline.side} {row.relative:.2f}x"
+    text = f"{head}: {m.side} {_side(a)}; {row.baseline.side} {_side(b)}"
     if a.share_of_ceiling and b.share_of_ceiling and a.math == b.math:
         ceilings = quotient(*(Fixed((p.ceilings.run_id, a.math), p.ceiling_tflops) for p in (a, b)))
         used = quotient(*(Fixed((p.measurement.key, "share"), p.share_of_ceiling) for p in (a, b)))
@@ -242,8 +242,8 @@ def pair_sentence(row: RelativeRow, a: Placement, b: Placement) -> str:
 
 def _power_limits(a: Placement, b: Placement) -> str:
     """Whether the ratio is one between power-limited runs, or one side's."""
-    limited = [p.measurement.gpu for p in (a, b) if p.power and p.power.limited]
-    unknown = [p.measurement.gpu for p in (a, b) if p.power is None]
+    limited = [p.measurement.side for p in (a, b) if p.power and p.power.limited]
+    unknown = [p.measurement.side for p in (a, b) if p.power is None]
     if len(limited) == 2:
         return ". Both ran at their power limits: a ratio between power-limited cards"
     if not limited:
@@ -258,9 +258,9 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
     measured ones: per category, vision against language, and the smallest GPU count against the
     largest, each said in words."""
     rows = {
-        (s.category, s.precision, s.gpu_count, s.gpu, s.source): s.relative_mean
+        (s.category, s.precision, s.gpu_count, s.side, s.source): s.relative_mean
         for s in summary
-        if s.gpu != baseline  # the baseline's own rows are 1.0 by definition: no claim
+        if s.side != baseline  # the baseline's own rows are 1.0 by definition: no claim
     }
     published = sorted({s.source for s in summary if s.source != MEASURED})
     claims = []
@@ -338,7 +338,7 @@ def _record(p: Placement) -> dict:
     shares = {f"{s}_share": (p.shares or {}).get(s) for s in SHARES}
     return {
         "model": m.model, "variant": m.variant, "precision": m.precision, "gpu_count": m.gpu_count,
-        "gpu": m.gpu, "gpu_name": p.gpu_name, recorded.ACHIEVED_TFLOPS_PER_GPU: p.achieved_tflops, recorded.MFU: p.mfu,
+        "gpu": m.side, "gpu_name": p.gpu_name, recorded.ACHIEVED_TFLOPS_PER_GPU: p.achieved_tflops, recorded.MFU: p.mfu,
         "ceiling_math": p.math, "ceiling_tflops": p.ceiling_tflops, "share_of_ceiling": p.share_of_ceiling,
         "ceilings_run": p.ceilings.run_id if p.ceilings else None, **shares,
         recorded.THROTTLED_POWER_SHARE: p.power.limited_share if p.power else None,

@@ -47,7 +47,7 @@ def breakdown_chart(placements: list[Placement], path: Path) -> Path | None:
     fig = Figure(figsize=(max(PANEL_W_IN * ncols, 6.0), PANEL_H_IN * nrows + 1.0), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
     for ax, ((workload, precision, count), points) in zip(axes, sorted(panels.items()), strict=False):
-        points = sorted(points, key=lambda p: p.measurement.gpu)
+        points = sorted(points, key=lambda p: p.measurement.side)
         bottom = [0.0] * len(points)
         for share in SHARES:
             values = [p.shares.get(share) or 0.0 for p in points]
@@ -57,7 +57,7 @@ def breakdown_chart(placements: list[Placement], path: Path) -> Path | None:
         for i, p in enumerate(points):
             used = f"{p.share_of_ceiling:.0%} of\n{p.math} ceiling" if p.share_of_ceiling else "no ceiling"
             ax.text(i, 1.02, used, ha="center", va="bottom", fontsize="x-small")
-        ax.set_xticks(range(len(points)), [p.measurement.gpu for p in points], fontsize="small")
+        ax.set_xticks(range(len(points)), [p.measurement.side for p in points], fontsize="small")
         ax.set_ylim(0, 1.22)
         ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0], ["0", "25%", "50%", "75%", "100%"])
         ax.set_title(f"{workload} {precision} x{count}", fontsize="small", loc="left")
@@ -88,14 +88,14 @@ def ceilings_chart(placements: list[Placement], path: Path) -> Path | None:
             p.measurement.model,
             p.measurement.precision,
             p.measurement.gpu_count,
-            p.measurement.gpu,
+            p.measurement.side,
         )
     )
     fig = Figure(figsize=(9, 1.4 + 0.3 * len(points)), layout="constrained")
     ax = fig.subplots()
     y = range(len(points))
     ax.barh(
-        y, [p.achieved_tflops for p in points], color=[style.gpu_colour(p.measurement.gpu) for p in points]
+        y, [p.achieved_tflops for p in points], color=[style.gpu_colour(p.measurement.side) for p in points]
     )
     peaks = [p.measurement.spec.peak_tflops for p in points]  # the spec sheet the run logged
     for i, (p, peak) in enumerate(zip(points, peaks, strict=True)):
@@ -108,7 +108,7 @@ def ceilings_chart(placements: list[Placement], path: Path) -> Path | None:
         )
         ax.text(p.achieved_tflops, i, label, va="center", fontsize="x-small")
     labels = [
-        f"{p.measurement.gpu} x{p.measurement.gpu_count} {p.measurement.workload} {p.measurement.precision}"
+        f"{p.measurement.side} x{p.measurement.gpu_count} {p.measurement.workload} {p.measurement.precision}"
         for p in points
     ]
     ax.set_yticks(list(y), labels, fontsize="small")

@@ -94,7 +94,7 @@ class Loaded:
     experiment_ids: list[str]
     runs: list[recorded.RunResult]  # every FINISHED run of the experiments
     records: list[RunRecord]  # those with a throughput
-    kept: list[RunRecord]  # those the filters keep (with by=, re-keyed along its axis)
+    kept: list[RunRecord]  # those the filters keep (with by=, set side by side along its axis)
     smoke_left_out: int
     untagged: int  # with by=: runs without the key's tag
 
@@ -222,7 +222,7 @@ def asked_without_figures(
     baseline: str,
 ) -> list[str]:
     """A gpu named in `gpus=` that no table or chart will show, and why (`records`: every run read)."""
-    with_means = {s.gpu for s in summary}
+    with_means = {s.side for s in summary}
     lines = []
     for gpu in dict.fromkeys(asked):
         if gpu not in {m.gpu for m in measurements}:
@@ -245,7 +245,7 @@ def asked_without_figures(
 def _label(row: analysis.RelativeRow) -> str:
     m, base = row.measurement, row.baseline
     return (
-        f"{m.gpu} {m.workload} {m.precision} x{m.gpu_count} [{m.source}] vs {base.precision} [{base.source}]"
+        f"{m.side} {m.workload} {m.precision} x{m.gpu_count} [{m.source}] vs {base.precision} [{base.source}]"
     )
 
 

@@ -85,12 +85,12 @@ def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
     t = p.target
     spec = recorded.Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)  # the target's
     runs = [
-        dataclasses.replace(r, gpu=t.name, source=PROJECTED, config=config,
+        dataclasses.replace(r, gpu=t.name, side=t.name, source=PROJECTED, config=config,
                             result=dataclasses.replace(r.result, gpu=t.name, source=PROJECTED, spec=spec))
         for r in m.runs
     ]  # fmt: skip
     return dataclasses.replace(
-        m, gpu=t.name, source=PROJECTED, throughput=p.throughput, throughput_min=low, throughput_max=high,
+        m, gpu=t.name, side=t.name, source=PROJECTED, throughput=p.throughput, throughput_min=low, throughput_max=high,
         per_watt=None, per_watt_basis=None, per_kusd=None, config=config, runs=runs, variant=variant,
         spread=intervals.Spread(se, NO_DOF_TO_LOSE, intervals.PROJECTED),
     )  # fmt: skip

@@ -60,7 +60,7 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
                 "precision": m.precision,
                 "precision_group": precision_group(m.precision),
                 "gpu_count": m.gpu_count,
-                "gpu": m.gpu,
+                "gpu": m.side,
                 "source": m.source,
                 recorded.THROUGHPUT: m.throughput,
                 "unit": m.unit,
@@ -76,7 +76,7 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
                 "throughput_high": t_high,
                 "throughput_min": m.throughput_min,
                 "throughput_max": m.throughput_max,
-                "baseline_gpu": base.gpu if base else None,
+                "baseline_gpu": base.side if base else None,
                 "baseline_precision": base.precision if base else None,
                 "baseline_source": base.source if base else None,
                 "baseline_throughput": base.throughput if base else None,
@@ -103,14 +103,14 @@ def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]
                     strict=True,
                 )
             ),
-            "interval": "baseline" if s.gpu == baseline else s.geomean.basis(),
+            "interval": "baseline" if s.side == baseline else s.geomean.basis(),
             "difference": NO_DIFFERENCE if s.mean.no_difference else "",
             "flags": " ".join(s.flags),
             "category": s.category,
             "precision": s.precision,
             "precision_group": precision_group(s.precision),
             "gpu_count": s.gpu_count,
-            "gpu": s.gpu,
+            "gpu": s.side,
             "source": s.source,
             "relative_mean": s.relative_mean,
             "relative_geomean": s.relative_geomean,
@@ -130,7 +130,7 @@ def anomaly_records(anomalies: list[Anomaly]) -> list[dict]:
             "model": a.measurement.workload,
             "precision": a.measurement.precision,
             "gpu_count": a.measurement.gpu_count,
-            "gpu": a.measurement.gpu,
+            "gpu": a.measurement.side,
             "source": a.measurement.source,
             "detail": a.detail,
             "run_ids": " ".join(a.run_ids),  # the runs that earned it
@@ -199,11 +199,11 @@ def console_gpus(summary: list[SummaryRow], baseline: str, asked: list[str]) -> 
     """(shown, left out): the gpus asked for (`gpus=`), else the baseline, the study's pair and
     every gpu with runs of this project's own; the other gpus of `summary` are left out of the
     console (summary.csv and report.md keep them all)."""
-    present = sorted({s.gpu for s in summary})
+    present = sorted({s.side for s in summary})
     if asked:
         wanted = set(asked)
     else:
-        wanted = {baseline, *STUDY_PAIR} | {s.gpu for s in summary if s.source == MEASURED}
+        wanted = {baseline, *STUDY_PAIR} | {s.side for s in summary if s.source == MEASURED}
     return [g for g in present if g in wanted], [g for g in present if g not in wanted]
 
 
@@ -230,14 +230,14 @@ def print_summary(
     section = None
     intervals_shown = []
     for s in summary:
-        if s.gpu not in shown:
+        if s.side not in shown:
             continue
         if (s.category, s.precision, s.gpu_count) != section:
             section = (s.category, s.precision, s.gpu_count)
             table.add_row(f"[bold]{escape(s.category)}, {escape(s.precision)}, {gpus(s.gpu_count)}[/]",
                           "", "", "", "")  # fmt: skip
-        name = s.gpu + ("" if s.source == MEASURED else f" [{s.source}]")
-        interval = "-" if s.gpu == baseline else _console_interval(s)
+        name = s.side + ("" if s.source == MEASURED else f" [{s.source}]")
+        interval = "-" if s.side == baseline else _console_interval(s)
         intervals_shown.append(interval)
         table.add_row(
             "  " + escape(name),
@@ -262,7 +262,7 @@ def print_summary(
         console.print("  ! stack_differs: some ratios set unlike software stacks (see report.md)")
     for line in unlike:
         console.print(f"  math_differs, in no mean: {escape(line)}")
-    for line in left_out_lines([s for s in summary if s.gpu in shown and s.gpu != baseline]):
+    for line in left_out_lines([s for s in summary if s.side in shown and s.side != baseline]):
         console.print(f"  {escape(line)}", soft_wrap=True)
     if left_out:
         where = f" in {out}" if out else ""
@@ -277,7 +277,7 @@ def left_out_lines(summary: list[SummaryRow]) -> list[str]:
     where: dict[tuple, list[str]] = {}
     for s in summary:
         if s.left_out:
-            name = s.gpu + ("" if s.source == MEASURED else f" [{s.source}]")
+            name = s.side + ("" if s.source == MEASURED else f" [{s.source}]")
             where.setdefault((name, s.left_out), []).append(f"{s.category} {s.precision} x{s.gpu_count}")
     return [f"{name}: left out of {', '.join(means)}: {'; '.join(models)}" for (name, models), means in where.items()]
 

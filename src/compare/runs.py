@@ -1,6 +1,6 @@
 """Read FINISHED runs back from MLflow and reduce repeats to one measurement per point.
 
-A point is (gpu, gpu_count, model, precision, source, measured configuration); its throughput is
+A point is (side, gpu_count, model, precision, source, measured configuration); its throughput is
 the median of its runs, with a 95% interval (src/compare/intervals.py). The measured configuration
 is every logged param that changes what is measured (model sizes, the batch that ran, compile,
 channels_last, cudnn autotuning, smoke: the measured keys of src/config/points.py) and the stack
@@ -38,7 +38,8 @@ STACK_KEYS = {f"tag:{name}": short for short, name in points.STACK.items()}  # c
 class Workpoint:
     """What a throughput figure is of: the fields that runs are grouped and compared by."""
 
-    gpu: str
+    gpu: str  # the gpu profile it ran on (or was published for)
+    side: str  # what the comparison sets it against others by: its gpu, or with by=KEY `KEY=value`
     gpu_count: int
     model: str
     category: str
@@ -50,7 +51,7 @@ class Workpoint:
 
     @property
     def point(self) -> tuple:
-        return (self.gpu, self.gpu_count, self.model, self.precision, self.source, self.config)
+        return (self.side, self.gpu_count, self.model, self.precision, self.source, self.config)
 
     @property
     def stack(self) -> tuple:
@@ -135,7 +136,7 @@ class Measurement(Workpoint):
 
     @property
     def label(self) -> str:
-        return f"{self.gpu} x{self.gpu_count} {self.workload} {self.precision} [{self.source}]"
+        return f"{self.side} x{self.gpu_count} {self.workload} {self.precision} [{self.source}]"
 
 
 def search_finished(uri: str, experiments: list[str], filter_string: str = "") -> tuple[list, list[str]]:
@@ -195,6 +196,7 @@ def to_record(result: recorded.RunResult) -> RunRecord | None:
     return RunRecord(
         run_id=result.run_id,
         gpu=result.gpu,
+        side=result.gpu,
         gpu_count=count,
         model=result.model,
         category=result.category,
@@ -251,6 +253,7 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
         measurements.append(
             Measurement(
                 gpu=first.gpu,
+                side=first.side,
                 gpu_count=first.gpu_count,
                 model=first.model,
                 category=first.category,
@@ -296,8 +299,8 @@ def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:
     and 128 on one gpu are, and then on every point of that model.
     """
     groups: dict[tuple, list[dict]] = {}
-    for gpu, count, model, precision, source, config in points:
-        groups.setdefault((gpu, count, model, precision, source), []).append(dict(config))
+    for side, count, model, precision, source, config in points:
+        groups.setdefault((side, count, model, precision, source), []).append(dict(config))
     differing: dict[str, set[str]] = {}
     for (_, _, model, _, _), configs in groups.items():
         keys = set().union(*configs)
@@ -306,8 +309,8 @@ def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:
 
 
 def _sort_key(point: tuple) -> tuple:
-    gpu, count, model, precision, source, config = point
-    return (model, config, precision, count, gpu, source)
+    side, count, model, precision, source, config = point
+    return (model, config, precision, count, side, source)
 
 
 def stack_difference(one: Workpoint, other: Workpoint, keys) -> str:

@@ -55,11 +55,11 @@ def figures(summary: list[SummaryRow], study) -> list[StudyFigure]:
             and s.gpu_count == claim.gpu_count
             and precision_group(s.precision) == precision_group(claim.precision)
         ]
-        published = next((s for s in cell if s.gpu == subject and s.source == study.published), None)
+        published = next((s for s in cell if s.side == subject and s.source == study.published), None)
         measured = {}
         for s in sorted(cell, key=lambda s: s.precision != claim.precision):  # the same precision first
-            if s.source == MEASURED and s.gpu != study.baseline:
-                measured.setdefault(s.gpu, s)
+            if s.source == MEASURED and s.side != study.baseline:
+                measured.setdefault(s.side, s)
         found.append(StudyFigure(claim.category, claim.precision, claim.gpu_count, claim.ratio, published, measured))
     return found
 
@@ -71,7 +71,7 @@ def per_model(rows: list[RelativeRow], study) -> dict[tuple[str, int], dict[str,
     table: dict[tuple[str, int], dict[str, RelativeRow]] = {cell: {} for cell in sorted(cells, key=lambda c: (c[1], c[0] != "fp32"))}
     for row in rows:
         m = row.measurement
-        if m.gpu == subject and m.source == study.published and row.relative is not None:
+        if m.side == subject and m.source == study.published and row.relative is not None:
             if (m.precision, m.gpu_count) in table:
                 table[(m.precision, m.gpu_count)][m.workload] = row
     return table

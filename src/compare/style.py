@@ -7,11 +7,16 @@ Charts of other modules call these too, so a gpu looks the same in every picture
 
 from __future__ import annotations
 
+import textwrap
 import zlib
 from collections.abc import Sequence
 
 from src.console import number
 from src.recorded import MEASURED, PROJECTED
+
+TITLE_PT = 12  # matplotlib's "large"
+CHAR_EM = 0.55  # DejaVu Sans's mean character width, in ems
+TITLE_SHARE = 0.8  # of the figure's width: the legend takes the right of the top line
 
 # The gpu profiles (conf/gpu/) keep fixed colours, whatever else a comparison holds.
 PROFILE_COLOURS = {
@@ -82,7 +87,10 @@ def title(fig, what: str, detail: str = "", page: tuple[int, int] = (1, 1)) -> N
     the second."""
     number_of = f"page {page[0]} of {page[1]}" if page[1] > 1 else ""
     second = "; ".join(part for part in (detail, number_of) if part)
-    fig.suptitle(what + (f"\n{second}" if second else ""), fontsize="large", x=0.02, ha="left")
+    # wrapped to the figure: a one-panel chart is narrower than its explanation
+    width = max(20, int(fig.get_figwidth() * 72 / (TITLE_PT * CHAR_EM) * TITLE_SHARE))
+    lines = [line for part in (what, second) if part for line in textwrap.wrap(part, width)]
+    fig.suptitle("\n".join(lines), fontsize=TITLE_PT, x=0.02, ha="left")
 
 
 def legend(fig, handles: list, title_text: str | None = None) -> None:
