@@ -11,7 +11,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from src import console, credentials, recorded
-from src.compare import analysis, anomalies, axis, projection, report, sections, study
+from src.compare import analysis, anomalies, axis, capacity, projection, report, sections, study
 from src.compare.folder import OutFolder
 from src.compare.runs import MEASURED, Measurement, RunRecord, aggregate, search_finished, select, to_record
 from src.compare.sections import Compared, Section
@@ -65,21 +65,12 @@ def validate_compare(cfg: DictConfig) -> None:
         if cfg.anomalies[key] < 0:
             errors.append(f"anomalies.{key}={cfg.anomalies[key]}: must be >= 0 (a fraction: 0.02 = 2%)")
     pair = cfg.capacity_split
-    if pair and (len(pair) != 2 or pair[0] == pair[1] or not all(map(_card, pair))):
+    if pair and (len(pair) != 2 or pair[0] == pair[1] or not all(map(capacity.is_card, pair))):
         errors.append(f"capacity_split={list(pair)}: must be two different cards, gpu or gpu@<memory_limit_gb> (GB > 0), "
                       "e.g. capacity_split=[a6000,rtx3090] or capacity_split=[h200@48,h200@24]")  # fmt: skip
     errors += projection.errors(cfg)
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
-
-
-def _card(card) -> bool:
-    """gpu, or gpu@<memory_limit_gb> with a positive number of GB."""
-    gpu, at, cap = str(card).partition("@")
-    try:
-        return bool(gpu) and (not at or 0 < float(cap) < float("inf"))
-    except ValueError:
-        return False
 
 
 def _flat(values) -> bool:
