@@ -341,6 +341,23 @@ def test_bad_filters_are_refused_before_any_work(store, tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+def test_the_documented_filter_string_works_as_written_and_a_wrong_one_gets_a_working_hint(store, tmp_path):
+    import re
+
+    from src.compare.__main__ import filter_quoted
+    from src.compare.runs import search_finished
+    from src.paths import PROJECT_ROOT
+
+    [written] = re.findall(r'`"(filter_string=[^`]+)"`', (PROJECT_ROOT / "docs" / "compare.md").read_text())
+    cfg = compare_cfg(store, tmp_path, filter_quoted(written))  # the shell has taken its quotes off
+    assert cfg.filter_string == written.removeprefix("filter_string=")
+    search_finished(store, [EXPERIMENT], cfg.filter_string)  # MLflow takes it
+    with pytest.raises(CompareError, match=r"MLflow rejects it: .*; clauses are joined with `and`, e.g. ") as error:
+        run(store, tmp_path, filter_quoted("filter_string=tags.gpu == a6000"))
+    hint = re.search(r'e.g. "(filter_string=.*)"$', str(error.value)).group(1)
+    search_finished(store, [EXPERIMENT], compare_cfg(store, tmp_path, filter_quoted(hint)).filter_string)
+
+
 def test_compare_on_a_store_that_does_not_exist_creates_none(tmp_path):
     uri = f"sqlite:///{tmp_path}/new/mlflow.db"
     with pytest.raises(CompareError, match=r"no store there \(.*/new/mlflow.db does not exist\)") as error:
@@ -582,6 +599,31 @@ def test_summary_fits_80_columns_with_names_whole_and_says_what_it_left_out(monk
     (line,) = [line for line in out.getvalue().splitlines() if long_name in line]
     assert line.split() == [long_name, "[lambda]", "3.52x", "3.52x", "none", "3"]  # whole, on one line
     assert "h200" in out.getvalue().partition("left out")[2]
+
+
+def test_an_interval_too_wide_to_state_says_so_within_80_columns(monkeypatch):
+    """Two repeats that disagree: t(1 dof) = 12.7 makes an interval of 2.3e-10 to 3.1e12."""
+    import io
+
+    from rich.console import Console
+
+    from src import console
+    from src.compare.analysis import SummaryRow
+    from src.compare.intervals import Spread
+    from src.compare.ratio import Ratio
+    from src.compare.report import print_summary
+
+    out = io.StringIO()
+    monkeypatch.setattr(console, "console", Console(file=out, width=80, highlight=False))
+    wide = Ratio(0.85, Spread(2.28, 1, "repeats"))
+    assert wide.interval[0] < 1e-9 and wide.interval[1] > 1e12
+    rows = [SummaryRow("vision", "fp32", 1, "rtx3090", "measured", Ratio(1.0, None), Ratio(1.0, None), ("a",), (), "fp32"),
+            SummaryRow("vision", "fp32", 1, "a6000", "measured", wide, wide, ("a",), (), "fp32")]  # fmt: skip
+    print_summary(rows, "rtx3090")
+    lines = out.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80
+    assert any(line.split() == ["a6000", "0.85x", "0.85x", "too", "wide=", "1"] for line in lines), lines
+    assert "  too wide: ends over 100-fold apart (repeats that disagree; summary.csv)" in lines
 
 
 def test_no_category_mean_is_said_in_a_line_not_an_empty_table(monkeypatch):
