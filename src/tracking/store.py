@@ -8,6 +8,7 @@ import fcntl
 import json
 import logging
 import os
+import sqlite3
 import time
 from pathlib import Path
 
@@ -167,12 +168,36 @@ def _free(path: Path) -> str:
     return "no space"
 
 
+def check_intact(uri: str) -> None:
+    """An sqlite store whose pages are damaged opens, and answers the first queries, until a write
+    lands on a broken page after the job has run: sqlite's quick_check reads every page first
+    (once per process and file: a store of a GB takes a second or so)."""
+    database = sqlite_path(uri)
+    if database is None or database in _intact or not database.is_file():
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+            found = db.execute("PRAGMA quick_check(1)").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise TrackingUnavailable(problem(uri, exc)) from None
+    if found != "ok":
+        raise TrackingUnavailable(
+            f"tracking.uri={redact(uri)!r}: {database} is damaged (sqlite's check: {found}); move it aside "
+            "to start a new store, or restore it from a backup; nothing was run"
+        )
+    _intact.add(database)
+
+
+_intact: set[Path] = set()
+
+
 def ensure_experiment(uri: str, name: str) -> str:
     """The experiment's id, created on first use with artifacts beside an sqlite store.
 
     Called once before any job of a sweep starts: concurrent first-time migrations of a fresh
     sqlite database fail, so parallel jobs must find it ready.
     """
+    check_intact(uri)
     mlflow_client = client(uri)
     experiment = at_start(lambda: mlflow_client.get_experiment_by_name(name), uri)
     if experiment is not None:
