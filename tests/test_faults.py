@@ -287,6 +287,22 @@ def test_sync_ends_runs_whose_owner_is_gone_or_whose_pid_was_reused(tmp_path, tr
 # --- the host's memory (item 7) ---
 
 
+def test_a_reserve_the_host_cannot_keep_free_is_refused_before_the_job(monkeypatch):
+    from conftest import compose_cfg
+
+    from src.errors import ConfigError
+    from src.hardware import host
+    from src.run.prepare import prepare
+
+    monkeypatch.setattr(host, "meminfo", lambda: {"MemTotal": 64 * 10**9, "MemAvailable": 40 * 10**9})
+    for reserve in (40, 500):
+        cfg = compose_cfg(["gpu=cpu", f"launcher.host_memory_reserve_gb={reserve}"])
+        with pytest.raises(ConfigError, match=rf"^launcher.host_memory_reserve_gb={reserve}.0: must be below the "
+                                              r"memory this host has available \(40.0 of 64.0 GB now\); 0: no guard$"):  # fmt: skip
+            prepare(cfg, found=[])
+    prepare(compose_cfg(["gpu=cpu", "launcher.host_memory_reserve_gb=39"]), found=[])
+
+
 def test_memory_guard_stops_a_job_below_the_reserve_and_names_the_batch():
     from src.hardware import host
     from src.run.memory_guard import HostMemoryExhausted, HostMemoryGuard
