@@ -27,7 +27,6 @@ from src.config import points
 
 # Precisions compared in one panel of the charts; each stays distinct in the tables.
 PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "amp": "mixed", "bf16": "mixed"}
-GROUP_TITLES = {"fp32": "fp32 and tf32", "mixed": "mixed precision (amp, bf16)"}
 
 
 def precision_group(precision: str) -> str:
