@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from src.compare import capacity
+from src.compare import capacity, capacity_report
 from src.compare.runs import aggregate, to_record
 from src.stats import t95
 from tests.conftest import run_result
@@ -71,7 +71,7 @@ def test_each_split_ratio_carries_a_95_interval_from_the_repeats_of_the_points_i
     # max / iso = (A16 / B4) / (A4 / B4) = A16 / A4: the smaller card's point cancels, it is not
     # counted twice (four points would give se^2 = 4 D^2/3 with 8 dof, a wider interval)
     assert row.figures["capacity_factor"].interval == around(1.5, HALF_ONE_PAIR)
-    record = capacity.records([row])[0]
+    record = capacity_report.records([row])[0]
     assert record["capacity_factor_low"] == pytest.approx(1.5 * math.exp(-HALF_ONE_PAIR))
     assert record["iso_ratio_high"] == pytest.approx(1.1 * math.exp(HALF_ONE_PAIR))
     assert record["interval"] == "repeats" and record["difference"] == ""
@@ -87,7 +87,7 @@ def test_a_split_ratio_without_a_spread_has_no_interval_and_one_that_holds_one_s
     low, high = row.figures["iso_ratio"].interval
     assert low < 1.0 < high
     assert (row.figures["max_ratio"].interval, row.figures["capacity_factor"].interval) == (None, None)
-    record = capacity.records([row])[0]
+    record = capacity_report.records([row])[0]
     assert (record["max_ratio_low"], record["capacity_factor_high"]) == (None, None)
     assert record["difference"] == "speed: no measurable difference"
     assert record["interval"] == (
@@ -111,7 +111,7 @@ def test_category_means_carry_intervals_that_count_each_point_once():
     assert mean.figures["max_ratio"].interval == around(1.65, half)
     assert mean.figures["capacity_factor"].interval == around(1.5, half)
     assert "1.65x [1.63-1.67] at each card's largest batch = 1.10x [1.09-1.11] speed at the same batch" in (
-        capacity.sentence(rows, [mean])
+        capacity_report.sentence(rows, [mean])
     )
 
 
@@ -135,7 +135,7 @@ def test_category_means_take_the_models_with_both_ratios():
         "python -m src.train gpu=rtx3090 model=resnet50 precision=amp model.batch_size=auto"
     ]
     assert "1.65x at each card's largest batch = 1.20x speed at the same batch x 1.38x capacity" in (
-        capacity.sentence(rows, [mean])
+        capacity_report.sentence(rows, [mean])
     )
 
 
@@ -179,7 +179,7 @@ def test_the_split_chart_shows_each_ratio_as_a_bar_of_its_own_colour_with_its_la
 
     runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in CURVE_RUNS]
     rows, _ = capacity.split(runs, PAIR)
-    (png,) = capacity.split_chart(rows, tmp_path)
+    (png,) = capacity_report.split_chart(rows, tmp_path)
     (fig,) = drawn
     (ax,) = fig.axes
     assert png.read_bytes().startswith(b"\x89PNG") and png.name == "capacity_split.png"
@@ -202,7 +202,7 @@ def test_the_memory_curve_shows_a_line_per_card_through_its_batches(tmp_path, dr
     from matplotlib.container import ErrorbarContainer
 
     runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in CURVE_RUNS]
-    (png,) = capacity.curve_chart(runs, tmp_path)
+    (png,) = capacity_report.curve_chart(runs, tmp_path)
     (fig,) = drawn
     (ax,) = fig.axes
     assert png.read_bytes().startswith(b"\x89PNG") and png.name == "memory_curve.png"
@@ -237,12 +237,12 @@ def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys, 
         client, experiment_id, "h200", "txl_base", 5000.0, {"gpu.memory_limit_gb": 24.0, "batch_size": 14}
     )
     result = run(uri, tmp_path / "out", "baseline=h200", "capacity_split=[h200@48,h200@24]")
-    rows = {r["model"]: r for r in read_csv(result.out / capacity.CSV)}
+    rows = {r["model"]: r for r in read_csv(result.out / capacity_report.CSV)}
     assert float(rows["txl_large"]["capacity_factor"]) == pytest.approx(1.5)
     low, high = (float(rows["txl_large"][f"capacity_factor_{end}"]) for end in ("low", "high"))
     assert (low, high) == around(1.5, HALF_ONE_PAIR, rel=1e-5)  # a CSV keeps 6 figures
     assert rows["txl_base"]["max_ratio"] == rows["txl_base"]["max_ratio_low"] == ""
-    (mean,) = read_csv(result.out / capacity.MEANS_CSV)
+    (mean,) = read_csv(result.out / capacity_report.MEANS_CSV)
     assert (mean["models"], mean["interval"]) == ("txl_large", "repeats")
     assert float(mean["iso_ratio_low"]) == pytest.approx(1.1 * math.exp(-HALF_ONE_PAIR), rel=1e-5)
     command = "python -m src.train gpu=h200 gpu.memory_limit_gb=48 model=txl_base precision=fp32 model.batch_size=auto"

@@ -12,7 +12,7 @@ import pytest
 from conftest import logged_copy, read_runs, run_cli, store_copy
 
 from src import recorded
-from src.compare import analysis, anomalies, axis, capacity, report
+from src.compare import analysis, anomalies, axis, capacity, capacity_report, report
 from src.compare.runs import aggregate, to_record
 from src.config import points
 
@@ -124,15 +124,15 @@ def test_the_capacity_split_pairs_the_same_stack_where_it_exists_and_flags_it_wh
     capped(real_run, store, 24, 8, "2.13.0")  # the smaller card measured on another install first
     [row], _ = capacity.split(measurements(store), ["cpu@48", "cpu@24"])
     assert row.figures["iso_ratio"].stack_differs == "torch 2.14.1 vs 2.13.0"
-    [record] = capacity.records([row])
+    [record] = capacity_report.records([row])
     assert record["stack_differs"] == "torch 2.14.1 vs 2.13.0"
-    assert "stack_differs: torch 2.14.1 vs 2.13.0" in " ".join(capacity.markdown([row], [], []))
+    assert "stack_differs: torch 2.14.1 vs 2.13.0" in " ".join(capacity_report.markdown([row], [], []))
 
     capped(real_run, store, 24, 8, "2.14.1")  # ...and then on the same one: the split takes it
     [row], _ = capacity.split(measurements(store), ["cpu@48", "cpu@24"])
     iso = row.figures["iso_ratio"]
     assert not iso.flags and {dict(p.software)["torch"] for p in iso.points()} == {"2.14.1"}
-    assert capacity.records([row])[0]["stack_differs"] == ""
+    assert capacity_report.records([row])[0]["stack_differs"] == ""
 
 
 def records_of(uri: str):

@@ -122,6 +122,12 @@ def carried_flags(ratios) -> dict:
     return flags | {"projected": any(r.projected for r in ratios)}
 
 
+def columns(name: str, r: Ratio | None) -> dict:
+    """A ratio as a table's three columns: `name`, `name_low`, `name_high` (None where it has none)."""
+    low, high = (r and r.interval) or (None, None)
+    return {name: r.value if r else None, f"{name}_low": low, f"{name}_high": high}
+
+
 def means(ratios: list[Ratio]) -> tuple[Ratio, Ratio]:
     """(arithmetic mean, geometric mean) of independent ratios, each with its 95% interval: the
     uncertainty of the mean of these ratios as measured, not the spread between them. Flags carry

@@ -9,7 +9,7 @@ from src import recorded
 from src.compare import intervals
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.anomalies import Anomaly
-from src.compare.ratio import NO_DIFFERENCE
+from src.compare.ratio import NO_DIFFERENCE, columns
 from src.compare.runs import MEASURED
 from src.console import gpus, number
 
@@ -42,16 +42,11 @@ def flagged_points(anomalies: list[Anomaly]) -> dict[tuple, list[str]]:
     return kinds
 
 
-def _low_high(interval: tuple[float, float] | None) -> tuple[float | None, float | None]:
-    return interval if interval else (None, None)
-
-
 def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tuple, list[str]]) -> list[dict]:
     records = []
     for row in rows:
         m, base = row.measurement, row.baseline
-        low, high = _low_high(row.interval)
-        t_low, t_high = _low_high(m.interval)
+        t_low, t_high = m.interval or (None, None)
         records.append(
             {
                 "model": m.model,
@@ -64,9 +59,7 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
                 "source": m.source,
                 recorded.THROUGHPUT: m.throughput,
                 "unit": m.unit,
-                "relative": row.relative,
-                "relative_low": low,
-                "relative_high": high,
+                **columns("relative", row.ratio),
                 "interval": intervals.describe(m.spread if base is None or base is m else row.spread),
                 "difference": NO_DIFFERENCE if row.no_difference else "",
                 "flags": " ".join(row.flags),
@@ -95,14 +88,8 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
 def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]:
     return [
         {
-            **dict(zip(("relative_mean_low", "relative_mean_high"), _low_high(s.mean.interval), strict=True)),
-            **dict(
-                zip(
-                    ("relative_geomean_low", "relative_geomean_high"),
-                    _low_high(s.geomean.interval),
-                    strict=True,
-                )
-            ),
+            **columns("relative_mean", s.mean),
+            **columns("relative_geomean", s.geomean),
             "interval": "baseline" if s.side == baseline else s.geomean.basis(),
             "difference": NO_DIFFERENCE if s.mean.no_difference else "",
             "flags": " ".join(s.flags),
@@ -112,8 +99,6 @@ def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]
             "gpu_count": s.gpu_count,
             "gpu": s.side,
             "source": s.source,
-            "relative_mean": s.relative_mean,
-            "relative_geomean": s.relative_geomean,
             "n_models": s.n_models,
             "models": " ".join(s.models),
             "models_left_out": "; ".join(s.left_out),

@@ -13,8 +13,10 @@ from src import console, recorded
 from src.compare import (
     anomalies,
     capacity,
+    capacity_report,
     charts,
     explain,
+    explain_charts,
     hardware_software,
     report,
 )
@@ -121,7 +123,7 @@ def notes(lines: list[str], printed: list[str]) -> list[Section]:
 def pictures(c: Compared) -> list[Section]:
     def draw(out: Path) -> list[Path]:
         drawn = charts.draw_all(c.rows, c.summary, c.measurements, c.baseline, out, c.flagged)
-        return drawn + capacity.curve_chart(c.measurements, out)
+        return drawn + capacity_report.curve_chart(c.measurements, out)
 
     return [Section("Charts", [], draw=draw)]
 
@@ -138,7 +140,7 @@ def explanation(c: Compared, runs: list) -> list[Section]:
             explain.markdown(why),
             None,
             [(explain.CSV, explain.COLUMNS, why.records())],
-            draw=lambda out: charts.explanation_charts(why, out),
+            draw=lambda out: explain_charts.draw(why, out),
         )
     ]
 
@@ -155,12 +157,12 @@ def speed_and_capacity(c: Compared, pair: list[str]) -> list[Section]:
     return [
         Section(
             f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card}",
-            capacity.markdown(rows, means, missing),
+            capacity_report.markdown(rows, means, missing),
             None,
-            [(capacity.CSV, capacity.COLUMNS, capacity.records(rows)),
-             (capacity.MEANS_CSV, capacity.MEAN_COLUMNS, capacity.mean_records(means))],
-            draw=lambda out: capacity.split_chart(rows, out),
-            show=lambda: capacity.print_table(rows, means),
+            [(capacity_report.CSV, capacity_report.COLUMNS, capacity_report.records(rows)),
+             (capacity_report.MEANS_CSV, capacity_report.MEAN_COLUMNS, capacity_report.mean_records(means))],
+            draw=lambda out: capacity_report.split_chart(rows, out),
+            show=lambda: capacity_report.print_table(rows, means),
             warnings=missing,
         )
     ]  # fmt: skip
