@@ -12,7 +12,7 @@ TAGS), so runs that differ in either are separate points, never pooled as repeat
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from src import recorded
 from src.compare import intervals
@@ -252,19 +252,10 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
         lone = runs[0] if len(runs) == 1 else None
         measurements.append(
             Measurement(
-                gpu=first.gpu,
-                side=first.side,
-                gpu_count=first.gpu_count,
-                model=first.model,
-                category=first.category,
-                precision=first.precision,
-                source=first.source,
-                unit=first.unit,
-                config=first.config,
+                **{f.name: getattr(first, f.name) for f in fields(Workpoint)},  # what its runs are of
                 throughput=statistics.median(throughputs),
                 throughput_min=min(throughputs),
                 throughput_max=max(throughputs),
-                tf32_math=first.tf32_math,
                 per_watt=statistics.median(watts) if watts else None,
                 per_watt_basis="+".join(bases) or None,
                 per_kusd=statistics.median(prices) if prices else None,
