@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from src.compare import intervals, report, style
+from src.compare import report, style
 from src.compare.capacity import FIGURES, MEANING, SplitMean, SplitRow, by_batch
-from src.compare.ratio import NO_DIFFERENCE, columns
+from src.compare.ratio import NO_DIFFERENCE, columns, holds_one
 from src.compare.runs import Measurement
 from src.console import gpus
 
@@ -212,7 +212,7 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
         for bar, r, value, span in zip(bars, shown, values, spans, strict=True):
             text = figure_text(r, figure) if figure in FIGURES else (
                 f"{value:.2f}x" if r.published_ratio is not None else NONE_TEXT[figure])  # fmt: skip
-            if figure in FIGURES and intervals.holds_one(span):
+            if figure in FIGURES and holds_one(span):
                 text += " ~1"
             if figure == "max_ratio" and (factor := r.figures["capacity_factor"]):
                 held = factor.no_difference

@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from src.compare import intervals, style
+from src.compare import style
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
+from src.compare.ratio import holds_one
 from src.compare.runs import MEASURED, Measurement
 from src.console import gpus, number
 from src.hardware.devices import slug
@@ -172,7 +173,7 @@ def _whiskers(bars: list[Bar]) -> list[list[float]]:
 
 
 def _bar_text(bar: Bar) -> str:
-    text = style.ratio_text(bar.value) + ("  ~1" if intervals.holds_one(bar.interval) else "")
+    text = style.ratio_text(bar.value) + ("  ~1" if holds_one(bar.interval) else "")
     return text + (f"  ! {bar.flags}" if bar.flags else "")
 
 

@@ -6,10 +6,9 @@ import csv
 from pathlib import Path
 
 from src import recorded
-from src.compare import intervals
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.anomalies import Anomaly
-from src.compare.ratio import NO_DIFFERENCE, columns
+from src.compare.ratio import NO_DIFFERENCE, columns, describe, holds_one
 from src.compare.runs import MEASURED
 from src.console import gpus, number
 
@@ -60,7 +59,7 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
                 recorded.THROUGHPUT: m.throughput,
                 "unit": m.unit,
                 **columns("relative", row.ratio),
-                "interval": intervals.describe(m.spread if base is None or base is m else row.spread),
+                "interval": describe(m.spread if base is None or base is m else row.spread),
                 "difference": NO_DIFFERENCE if row.no_difference else "",
                 "flags": " ".join(row.flags),
                 "stack_differs": row.stack_differs,
@@ -274,7 +273,7 @@ def _console_interval(s: SummaryRow) -> str:
 def interval_text(interval: tuple[float, float] | None) -> str:
     """A 95% interval in a console column, `0.98-1.05=` (`=`: it holds 1.0), or `none`."""
     text = f"{console_ratio(interval[0])[:-1]}-{console_ratio(interval[1])[:-1]}" if interval else "none"
-    return text + ("=" if intervals.holds_one(interval) else "")
+    return text + ("=" if holds_one(interval) else "")
 
 
 def console_ratio(value: float) -> str:
