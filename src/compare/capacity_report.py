@@ -148,16 +148,11 @@ def _pair(one, other) -> str:
 def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
     """The split in an 80-column terminal or a piped log: a section per model and per category
     mean, a line per figure with its 95% interval (`=` where it holds 1.0)."""
-    from rich import box
     from rich.markup import escape
-    from rich.table import Table
 
     from src.console import console, note
 
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
-    table.add_column("model, precision, GPUs / figure", no_wrap=True)
-    for header in ("ratio", "95% CI", "batches"):
-        table.add_column(header, justify="right", no_wrap=True)
+    table = report.console_table("model, precision, GPUs / figure", "ratio", "95% CI", "batches")
     marks = []
     sections = [(f"{r.model}, {r.precision}, {gpus(r.gpu_count)}", r, "", _batches(r)) for r in rows]
     sections += [

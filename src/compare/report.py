@@ -200,17 +200,13 @@ def print_summary(
     a line says how many more there are and how to see them. The mean's 95% interval is marked
     `=` where it holds 1.0 (no measurable difference) and `!` where a ratio averaged set unlike
     software stacks; `unlike` names the ratios of unlike math that no mean holds."""
-    from rich import box
     from rich.markup import escape
-    from rich.table import Table
 
     from src.console import console, note
 
     shown, left_out = console_gpus(summary, baseline, list(asked))
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
-    table.add_column(escape("category, precision, GPUs / gpu [source]"), no_wrap=True)
-    for header in ("mean", "geo", "95% CI", "n"):  # 95% CI: the mean's; n: models averaged
-        table.add_column(header, justify="right", no_wrap=True)
+    # 95% CI: the mean's; n: models averaged
+    table = console_table(escape("category, precision, GPUs / gpu [source]"), "mean", "geo", "95% CI", "n")
     section = None
     intervals_shown = []
     for s in summary:
@@ -274,6 +270,18 @@ def interval_text(interval: tuple[float, float] | None) -> str:
     """A 95% interval in a console column, `0.98-1.05=` (`=`: it holds 1.0), or `none`."""
     text = f"{console_ratio(interval[0])[:-1]}-{console_ratio(interval[1])[:-1]}" if interval else "none"
     return text + ("=" if holds_one(interval) else "")
+
+
+def console_table(first: str, *figures: str, **options):
+    """A table for an 80-column terminal: `first` (names, never wrapped), then right-aligned figures."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), **options)
+    table.add_column(first, no_wrap=True)
+    for header in figures:
+        table.add_column(header, justify="right", no_wrap=True)
+    return table
 
 
 def console_ratio(value: float) -> str:
