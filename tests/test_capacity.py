@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from src.compare import capacity, capacity_charts, capacity_report
+from src.compare import capacity, capacity_report
 from src.compare.runs import aggregate, to_record
 from src.stats import t95
 from tests.conftest import run_result
@@ -179,7 +179,7 @@ def test_the_split_chart_shows_each_ratio_as_a_bar_of_its_own_colour_with_its_la
 
     runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in CURVE_RUNS]
     rows, _ = capacity.split(runs, PAIR)
-    (png,) = capacity_charts.split_chart(rows, tmp_path)
+    (png,) = capacity_report.split_chart(rows, tmp_path)
     (fig,) = drawn
     (ax,) = fig.axes
     assert png.read_bytes().startswith(b"\x89PNG") and png.name == "capacity_split.png"
@@ -202,7 +202,7 @@ def test_the_memory_curve_shows_a_line_per_card_through_its_batches(tmp_path, dr
     from matplotlib.container import ErrorbarContainer
 
     runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in CURVE_RUNS]
-    (png,) = capacity_charts.curve_chart(runs, tmp_path)
+    (png,) = capacity_report.curve_chart(runs, tmp_path)
     (fig,) = drawn
     (ax,) = fig.axes
     assert png.read_bytes().startswith(b"\x89PNG") and png.name == "memory_curve.png"

@@ -609,8 +609,7 @@ def test_an_interval_too_wide_to_state_says_so_within_80_columns(monkeypatch):
 
     from src import console
     from src.compare.analysis import SummaryRow
-    from src.compare.intervals import Spread
-    from src.compare.ratio import Ratio
+    from src.compare.ratio import Ratio, Spread
     from src.compare.report import print_summary
 
     out = io.StringIO()

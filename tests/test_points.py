@@ -27,7 +27,7 @@ def logged_params(cfg) -> dict[str, str]:
 def fake_knob(monkeypatch):
     """A measured setting added after runs were logged, at default 0, tagged `fake_knob`."""
     monkeypatch.setitem(
-        points.KEYS, "benchmark.fake_knob", points.Declared(points.MEASURED, tag="fake_knob", since=0)
+        points.KEYS, "benchmark.fake_knob", points.Declared(points.MEASURED, tag="fake_knob", default=0)
     )
 
     base = OmegaConf.to_container(finalize(compose_cfg(["gpu=cpu", "model=gpt2"])), resolve=True)
@@ -64,7 +64,7 @@ def test_a_measured_key_declared_once_reaches_hash_point_tags_and_labels(fake_kn
 
 
 def test_a_procedure_key_is_in_the_hash_but_not_the_point(monkeypatch, fake_knob):
-    monkeypatch.setitem(points.KEYS, "benchmark.fake_knob", points.Declared(points.PROCEDURE, since=0))
+    monkeypatch.setitem(points.KEYS, "benchmark.fake_knob", points.Declared(points.PROCEDURE, default=0))
     assert resume.config_hash(fake_knob(3)) != resume.config_hash(fake_knob(0))
     assert measured_config(logged_params(fake_knob(3))) == measured_config(logged_params(fake_knob(0)))
     assert points.setting_tags(fake_knob(3)) == points.setting_tags(fake_knob(0))

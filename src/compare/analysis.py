@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from src.compare import intervals
-from src.compare.ratio import MATH_DIFFERS, Ratio, means, quotient
+from src.compare.ratio import MATH_DIFFERS, Ratio, Spread, means, quotient
 from src.compare.runs import (
     MEASURED,
     STACK_KEYS,
@@ -27,7 +26,6 @@ from src.config import points
 
 # Precisions compared in one panel of the charts; each stays distinct in the tables.
 PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "amp": "mixed", "bf16": "mixed"}
-GROUP_TITLES = {"fp32": "fp32 and tf32", "mixed": "mixed precision (amp, bf16)"}
 
 
 def precision_group(precision: str) -> str:
@@ -45,7 +43,7 @@ class RelativeRow:
         return self.ratio.value if self.ratio else None
 
     @property
-    def spread(self) -> intervals.Spread | None:
+    def spread(self) -> Spread | None:
         return self.ratio.spread if self.ratio else None
 
     @property
@@ -193,7 +191,7 @@ def relative_table(
 
 def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
     """Per (category, precision, gpu count, side, source): mean and geomean of the model ratios,
-    with their 95% intervals. A gpu's mean depends only on its own runs and the baseline's: it
+    with their 95%  A gpu's mean depends only on its own runs and the baseline's: it
     averages the models both have (so adding another gpu's runs moves nothing), and `left_out`
     names each model of either that it does not average, and why: the baseline has no run of it,
     the gpu has none, or the ratio sets unlike math (`math_differs`).

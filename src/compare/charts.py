@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from src.compare import intervals, style
+from src.compare import style
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
+from src.compare.ratio import holds_one
 from src.compare.runs import MEASURED, Measurement
 from src.console import gpus, number
 from src.hardware.devices import slug
@@ -70,8 +71,7 @@ def draw_all(
         what = f"per model on {gpus(count)}"
         paths += relative_bars(_grouped(per_model), baseline, what, out / f"relative_by_model_x{count}")
     paths += scaling_chart(measurements, out / "scaling")
-    paths += throughput_per_model(measurements, out, flagged)
-    paths += efficiency_per_model(measurements, out, flagged)
+    paths += per_model_charts(measurements, out, flagged)
     return paths
 
 
@@ -173,7 +173,7 @@ def _whiskers(bars: list[Bar]) -> list[list[float]]:
 
 
 def _bar_text(bar: Bar) -> str:
-    text = style.ratio_text(bar.value) + ("  ~1" if intervals.holds_one(bar.interval) else "")
+    text = style.ratio_text(bar.value) + ("  ~1" if holds_one(bar.interval) else "")
     return text + (f"  ! {bar.flags}" if bar.flags else "")
 
 
@@ -264,19 +264,15 @@ def _scales(points: list[Measurement]) -> bool:
     return len(points) > 1 and points[0].gpu_count == 1
 
 
-def throughput_per_model(
-    measurements: list[Measurement], out: Path, flagged: dict[tuple, list[str]] | None = None
-) -> list[Path]:
-    """One bar chart per model: the median throughput of each point, whiskers its 95% interval."""
-    paths = []
-    flagged = flagged or {}
+def per_model_charts(measurements: list[Measurement], out: Path, flagged: dict[tuple, list[str]]) -> list[Path]:
+    """Per model: the median throughput of each point, whiskers its 95% interval; then, where the
+    runs have them, items/s per watt and per 1,000 USD of GPUs."""
+    throughput, efficiency = [], []
     for model, points in _by_model(measurements).items():
         unit = points[0].unit
         values = [m.throughput for m in points]
-        spread = _whiskers(
-            [Bar(m.side, m.precision, m.source, m.throughput, interval=m.interval) for m in points]
-        )
-        paths += _bars(
+        spread = _whiskers([Bar(m.side, m.precision, m.source, m.throughput, interval=m.interval) for m in points])
+        throughput += _bars(
             points,
             [(values, f"training throughput ({unit})", spread)],
             f"{model}: training throughput, every gpu, GPU count and precision",
@@ -284,17 +280,6 @@ def throughput_per_model(
             out / f"throughput_{slug(model)}",
             flagged,
         )
-    return paths
-
-
-def efficiency_per_model(
-    measurements: list[Measurement], out: Path, flagged: dict[tuple, list[str]] | None = None
-) -> list[Path]:
-    """Per model where the runs have them: items/s per watt and per 1,000 USD of GPUs."""
-    paths = []
-    flagged = flagged or {}
-    for model, points in _by_model(measurements).items():
-        unit = points[0].unit
         panels = []
         watt = [m for m in points if m.per_watt is not None]
         if watt:
@@ -303,7 +288,7 @@ def efficiency_per_model(
         if any(m.per_kusd is not None for m in points):
             panels.append(([m.per_kusd for m in points], f"{unit} per 1,000 USD of GPUs", None))
         if panels:
-            paths += _bars(
+            efficiency += _bars(
                 points,
                 panels,
                 f"{model}: training efficiency, every gpu, GPU count and precision",
@@ -311,7 +296,7 @@ def efficiency_per_model(
                 out / f"efficiency_{slug(model)}",
                 flagged,
             )
-    return paths
+    return throughput + efficiency
 
 
 def _by_model(measurements: list[Measurement]) -> dict[str, list[Measurement]]:

@@ -8,7 +8,7 @@ the baseline on X's, splits it. Where neither was run, the split names the runs 
 from __future__ import annotations
 
 from src.compare.analysis import RelativeRow, precision_group, same_workload
-from src.compare.ratio import Ratio, quotient
+from src.compare.ratio import columns, quotient
 from src.compare.runs import Measurement
 
 CSV = "hardware_software.csv"
@@ -62,18 +62,13 @@ def records(rows: list[RelativeRow], measurements: list[Measurement]) -> list[di
                 "baseline_gpu": base.gpu,
                 "relative": row.relative,
                 "stack_differs": row.stack_differs,
-                **_columns("hardware", hardware),
-                **_columns("software", software),
+                **columns("hardware", hardware),
+                **columns("software", software),
                 "via": via,
                 "missing": missing,
             }
         )
     return records
-
-
-def _columns(name: str, part: Ratio | None) -> dict:
-    low, high = part.interval if part and part.interval else (None, None)
-    return {name: part.value if part else None, f"{name}_low": low, f"{name}_high": high}
 
 
 def _stack(m: Measurement) -> str:

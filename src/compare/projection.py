@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from omegaconf import OmegaConf
 
 from src import recorded
-from src.compare import explain, intervals, sections
+from src.compare import explain, sections
+from src.compare.ratio import Spread
 from src.compare.runs import MEASURED, Measurement, aggregate, select
 from src.projection.cards import known, profiles
 from src.projection.choose import BATCHES, choose
@@ -92,7 +93,7 @@ def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
     return dataclasses.replace(
         m, gpu=t.name, side=t.name, source=PROJECTED, throughput=p.throughput, throughput_min=low, throughput_max=high,
         per_watt=None, per_watt_basis=None, per_kusd=None, config=config, runs=runs, variant=variant,
-        spread=intervals.Spread(se, NO_DOF_TO_LOSE, intervals.PROJECTED),
+        spread=Spread(se, NO_DOF_TO_LOSE, PROJECTED),
     )  # fmt: skip
 
 

@@ -6,10 +6,9 @@ import csv
 from pathlib import Path
 
 from src import recorded
-from src.compare import intervals
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.anomalies import Anomaly
-from src.compare.ratio import NO_DIFFERENCE
+from src.compare.ratio import NO_DIFFERENCE, columns, describe, holds_one
 from src.compare.runs import MEASURED
 from src.console import gpus, number
 
@@ -42,16 +41,11 @@ def flagged_points(anomalies: list[Anomaly]) -> dict[tuple, list[str]]:
     return kinds
 
 
-def _low_high(interval: tuple[float, float] | None) -> tuple[float | None, float | None]:
-    return interval if interval else (None, None)
-
-
 def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tuple, list[str]]) -> list[dict]:
     records = []
     for row in rows:
         m, base = row.measurement, row.baseline
-        low, high = _low_high(row.interval)
-        t_low, t_high = _low_high(m.interval)
+        t_low, t_high = m.interval or (None, None)
         records.append(
             {
                 "model": m.model,
@@ -64,10 +58,8 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
                 "source": m.source,
                 recorded.THROUGHPUT: m.throughput,
                 "unit": m.unit,
-                "relative": row.relative,
-                "relative_low": low,
-                "relative_high": high,
-                "interval": intervals.describe(m.spread if base is None or base is m else row.spread),
+                **columns("relative", row.ratio),
+                "interval": describe(m.spread if base is None or base is m else row.spread),
                 "difference": NO_DIFFERENCE if row.no_difference else "",
                 "flags": " ".join(row.flags),
                 "stack_differs": row.stack_differs,
@@ -95,14 +87,8 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
 def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]:
     return [
         {
-            **dict(zip(("relative_mean_low", "relative_mean_high"), _low_high(s.mean.interval), strict=True)),
-            **dict(
-                zip(
-                    ("relative_geomean_low", "relative_geomean_high"),
-                    _low_high(s.geomean.interval),
-                    strict=True,
-                )
-            ),
+            **columns("relative_mean", s.mean),
+            **columns("relative_geomean", s.geomean),
             "interval": "baseline" if s.side == baseline else s.geomean.basis(),
             "difference": NO_DIFFERENCE if s.mean.no_difference else "",
             "flags": " ".join(s.flags),
@@ -112,8 +98,6 @@ def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]
             "gpu_count": s.gpu_count,
             "gpu": s.side,
             "source": s.source,
-            "relative_mean": s.relative_mean,
-            "relative_geomean": s.relative_geomean,
             "n_models": s.n_models,
             "models": " ".join(s.models),
             "models_left_out": "; ".join(s.left_out),
@@ -216,17 +200,13 @@ def print_summary(
     a line says how many more there are and how to see them. The mean's 95% interval is marked
     `=` where it holds 1.0 (no measurable difference) and `!` where a ratio averaged set unlike
     software stacks; `unlike` names the ratios of unlike math that no mean holds."""
-    from rich import box
     from rich.markup import escape
-    from rich.table import Table
 
     from src.console import console, note
 
     shown, left_out = console_gpus(summary, baseline, list(asked))
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
-    table.add_column(escape("category, precision, GPUs / gpu [source]"), no_wrap=True)
-    for header in ("mean", "geo", "95% CI", "n"):  # 95% CI: the mean's; n: models averaged
-        table.add_column(header, justify="right", no_wrap=True)
+    # 95% CI: the mean's; n: models averaged
+    table = console_table(escape("category, precision, GPUs / gpu [source]"), "mean", "geo", "95% CI", "n")
     section = None
     intervals_shown = []
     for s in summary:
@@ -288,18 +268,31 @@ def _console_interval(s: SummaryRow) -> str:
     return interval_text(s.mean.interval) + ("!" if "stack_differs" in s.flags else "")
 
 
+WIDE = 100  # an interval whose ends are further apart says nothing a column can show
+
+
 def interval_text(interval: tuple[float, float] | None) -> str:
     """A 95% interval in a console column, `0.98-1.05=` (`=`: it holds 1.0), `too wide` (its ends
     over WIDE-fold apart: two repeats that disagree give 2.3e-10-3120414673343.25), or `none`."""
     if interval is None:
         return "none"
     if interval[1] > WIDE * interval[0]:
-        return "too wide" + ("=" if intervals.holds_one(interval) else "")
+        return "too wide" + ("=" if holds_one(interval) else "")
     text = f"{console_ratio(interval[0])[:-1]}-{console_ratio(interval[1])[:-1]}"
-    return text + ("=" if intervals.holds_one(interval) else "")
+    return text + ("=" if holds_one(interval) else "")
 
 
-WIDE = 100
+def console_table(first: str, *figures: str, **options):
+    """A table for an 80-column terminal: `first` (names, never wrapped), then right-aligned figures."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), **options)
+    table.add_column(first, no_wrap=True)
+    for header in figures:
+        table.add_column(header, justify="right", no_wrap=True)
+    return table
+
 
 
 def console_ratio(value: float) -> str:

@@ -1,7 +1,7 @@
 """Read FINISHED runs back from MLflow and reduce repeats to one measurement per point.
 
 A point is (side, gpu_count, model, precision, source, measured configuration); its throughput is
-the median of its runs, with a 95% interval (src/compare/intervals.py). The measured configuration
+the median of its runs, with a 95% interval (src/compare/py). The measured configuration
 is every logged param that changes what is measured (model sizes, the batch that ran, compile,
 channels_last, cudnn autotuning, smoke: the measured keys of src/config/points.py) and the stack
 the run logged as tags (torch, CUDA, cuDNN, NCCL, driver, the card's name and power limit: points.py's
@@ -12,10 +12,10 @@ TAGS), so runs that differ in either are separate points, never pooled as repeat
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from src import recorded
-from src.compare import intervals
+from src.compare.ratio import Spread, point_spread
 from src.config import points
 from src.recorded import MEASURED
 
@@ -104,7 +104,7 @@ class Measurement(Workpoint):
     per_kusd: float | None
     runs: list[RunRecord] = field(repr=False)
     variant: str = ""  # what sets this point apart from others of its model, e.g. "d_model=128"
-    spread: intervals.Spread | None = None  # of its log throughput; None: no interval can be given
+    spread: Spread | None = None  # of its log throughput; None: no interval can be given
     # flawed runs a later clean run of the same point and config measured again: left out, kept in the store
     superseded: tuple[RunRecord, ...] = field(default=(), repr=False)
 
@@ -255,25 +255,16 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
         lone = runs[0] if len(runs) == 1 else None
         measurements.append(
             Measurement(
-                gpu=first.gpu,
-                side=first.side,
-                gpu_count=first.gpu_count,
-                model=first.model,
-                category=first.category,
-                precision=first.precision,
-                source=first.source,
-                unit=first.unit,
-                config=first.config,
+                **{f.name: getattr(first, f.name) for f in fields(Workpoint)},  # what its runs are of
                 throughput=statistics.median(throughputs),
                 throughput_min=min(throughputs),
                 throughput_max=max(throughputs),
-                tf32_math=first.tf32_math,
                 per_watt=statistics.median(watts) if watts else None,
                 per_watt_basis="+".join(bases) or None,
                 per_kusd=statistics.median(prices) if prices else None,
                 runs=runs,
                 variant=", ".join(f"{points.label(k)}={v}" for k, v in first.config if k in shown),
-                spread=intervals.point_spread(
+                spread=point_spread(
                     throughputs,
                     lone.result.steps.ci95_rel if lone else None,
                     lone.result.steps.count if lone else None,

@@ -13,7 +13,6 @@ from src import console, recorded
 from src.compare import (
     anomalies,
     capacity,
-    capacity_charts,
     capacity_report,
     charts,
     explain,
@@ -124,7 +123,7 @@ def notes(lines: list[str], printed: list[str]) -> list[Section]:
 def pictures(c: Compared) -> list[Section]:
     def draw(out: Path) -> list[Path]:
         drawn = charts.draw_all(c.rows, c.summary, c.measurements, c.baseline, out, c.flagged)
-        return drawn + capacity_charts.curve_chart(c.measurements, out)
+        return drawn + capacity_report.curve_chart(c.measurements, out)
 
     return [Section("Charts", [], draw=draw)]
 
@@ -162,7 +161,7 @@ def speed_and_capacity(c: Compared, pair: list[str]) -> list[Section]:
             None,
             [(capacity_report.CSV, capacity_report.COLUMNS, capacity_report.records(rows)),
              (capacity_report.MEANS_CSV, capacity_report.MEAN_COLUMNS, capacity_report.mean_records(means))],
-            draw=lambda out: capacity_charts.split_chart(rows, out),
+            draw=lambda out: capacity_report.split_chart(rows, out),
             show=lambda: capacity_report.print_table(rows, means),
             warnings=missing,
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
-from src.compare.report import interval_text
+from src.compare.report import console_table, interval_text
 from src.compare.runs import MEASURED, RunRecord
 
 AGREES = 0.01  # a stated figure of two decimals agrees with a value less than one hundredth from it
@@ -122,22 +122,14 @@ def markdown(found: list[StudyFigure], rows: list[RelativeRow], study) -> list[s
 def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> None:
     """The answer in an 80-column terminal: the stated figures, what the published runs and your
     gpus give, then the published pair's ratio per model."""
-    from rich import box
     from rich.markup import escape
-    from rich.table import Table
 
     from src.console import console, note
 
     subject = next(g for g in study.gpus if g != study.baseline)
     gpus = sorted({g for f in found for g in f.measured})
     note(f"{study.title}: {subject} over {study.baseline}, mean of the models' ratios")
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
-    table.add_column("category, precision, GPUs", no_wrap=True)
-    table.add_column("stated", justify="right", no_wrap=True)
-    table.add_column(escape(study.published), justify="right", no_wrap=True)
-    table.add_column("95% CI", justify="right", no_wrap=True)
-    for gpu in gpus:
-        table.add_column(escape(gpu), justify="right", no_wrap=True)
+    table = console_table("category, precision, GPUs", "stated", escape(study.published), "95% CI", *map(escape, gpus))
     for f in found:
         ours = f"{f.published.relative_mean:.2f}x" if f.published else "-"
         ours += "" if f.agrees in (True, None) else "*"
@@ -150,11 +142,8 @@ def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> Non
     if gpus:
         console.print(f"  {', '.join(gpus)}: your runs against {study.baseline} (n: models averaged where fewer)")
     models = per_model(rows, study)
-    grid = Table(box=box.SIMPLE_HEAD, padding=(0, 1), title_justify="left",
-                 title=escape(f"per model, {subject} over {study.baseline} [{study.published}]"))  # fmt: skip
-    grid.add_column("model", no_wrap=True)
-    for precision, count in models:
-        grid.add_column(f"{precision} x{count}", justify="right", no_wrap=True)
+    grid = console_table("model", *(f"{precision} x{count}" for precision, count in models), title_justify="left",
+                         title=escape(f"per model, {subject} over {study.baseline} [{study.published}]"))  # fmt: skip
     for name in dict.fromkeys(study.models):
         grid.add_row(name, *[_ratio(models[cell].get(name)) for cell in models])
     console.print(grid)

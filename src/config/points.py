@@ -14,17 +14,17 @@ Roles:
 A key is looked up by its full name, else by the longest declared prefix ending in "." (one entry
 covers a group, e.g. every model size; a more specific entry overrides it).
 
-Adding a key (the extension point):
-- A key added after runs were logged gives `since=<its default>`: while it is at that default it
-  is left out of the hash, the point and the tags, so every run logged before it keeps its hash
-  and its point, and a run that lacks it compares as that default.
-- A key in the hash but not in the point (e.g. `benchmark.repeat`) is PROCEDURE, with `since`.
+Defaults (`default=`): a key at its declared default is left out of the hash, the point and the
+tags, so labels name only what was set, and a run that lacks the key compares as that default.
+This is also the extension point: a key added in a later release is declared with the default it
+had before it existed, and every run logged before it keeps its hash and its point.
+- A key in the hash but not in the point (e.g. `benchmark.repeat`) is PROCEDURE, with a default.
 - `needs="<key>"`: the key means nothing while that switch is off; finalising resets it to its
-  `since` default then, so the point and hash do not split on a setting that was not used.
+  default then, so the point and hash do not split on a setting that was not used.
 - Point fields that come from the run's environment rather than its config (the software stack,
   the detected card, the nodes, a CPU job's threads) go in TAGS: tag name -> Declared, MEASURED;
   compare reads them from the run's tags into the point as `tag:<name>` (not into the resume hash,
-  which is of the config alone: resume matches them apart), and `since` works the same way for
+  which is of the config alone: resume matches them apart), and a default works the same way for
   runs that lack the tag.
 """
 
@@ -36,7 +36,7 @@ from typing import Any
 from src import recorded
 
 MEASURED, PROCEDURE, PLUMBING = "measured", "procedure", "plumbing"
-ALWAYS = object()  # `since` of a key every run has logged: never left out
+NO_DEFAULT = object()  # a key without a default: always in the point, the hash and the tags
 RAN_BATCH = recorded.BATCH_SIZE  # the param a run logs once its ranks report the per-GPU batch that ran
 CPU_THREADS = "cpu_threads"  # the tag of a CPU job: the intra-op threads each of its ranks ran
 CPU_MODEL = "cpu_model"  # the tag of a CPU job: its processor, the card it ran on
@@ -48,7 +48,7 @@ class Declared:
     role: str
     by: str | None = None  # MEASURED only: the point field that stands for it (gpu, model, ...)
     tag: str | None = None  # MEASURED only: the run tag that carries it
-    since: Any = ALWAYS  # the default of a key added after runs were logged
+    default: Any = NO_DEFAULT  # at this value the key is left out (see above)
     needs: str | None = None  # the switch without which the key means nothing
 
 
@@ -58,7 +58,7 @@ KEYS: dict[str, Declared] = {
     "gpu.count": Declared(MEASURED, by="gpu_count"),
     "gpu.slurm.": Declared(PLUMBING),  # how Slurm was asked (a longer time limit) measures the same point
     "gpu.default_precision": Declared(PLUMBING),  # what precision=auto picks; the point has what ran
-    "gpu.memory_limit_gb": Declared(MEASURED, tag="memory_limit_gb", since=None),  # a capped card
+    "gpu.memory_limit_gb": Declared(MEASURED, tag="memory_limit_gb", default=None),  # a capped card
     # spec-sheet figures a projection reads (the card's shape and links, with sources): no figure changes
     **dict.fromkeys(
         ("gpu.sm_count", "gpu.boost_clock_mhz", "gpu.l2_cache_mb", "gpu.host_link_gbs", "gpu.gpu_link_gbs",
@@ -68,7 +68,7 @@ KEYS: dict[str, Declared] = {
     # the model: its sizes separate points; what only names or describes it is the point's model
     "model.": Declared(MEASURED),
     "model.name": Declared(MEASURED, by="model"),
-    "model.kind": Declared(MEASURED, by="model", since="training"),  # the run's job_kind tag
+    "model.kind": Declared(MEASURED, by="model", default="training"),  # the run's job_kind tag
     "model._target_": Declared(MEASURED, by="model"),
     "model.category": Declared(MEASURED, by="model"),
     "model.unit": Declared(MEASURED, by="model"),
@@ -83,14 +83,14 @@ KEYS: dict[str, Declared] = {
     "benchmark.channels_last": Declared(MEASURED, tag="channels_last"),
     "benchmark.cudnn_benchmark": Declared(MEASURED, tag="cudnn_benchmark"),
     "benchmark.cudnn_benchmark_limit": Declared(
-        MEASURED, tag="cudnn_benchmark_limit", since=None, needs="benchmark.cudnn_benchmark"
+        MEASURED, tag="cudnn_benchmark_limit", default=None, needs="benchmark.cudnn_benchmark"
     ),
     "benchmark.rerun": Declared(PLUMBING),
     # a CPU rank's threads as asked (null: the cores shared): the point has the threads that ran
-    "benchmark.cpu_threads": Declared(MEASURED, by=CPU_THREADS, since=None),
+    "benchmark.cpu_threads": Declared(MEASURED, by=CPU_THREADS, default=None),
     "benchmark.breakdown_steps": Declared(PLUMBING),  # profiled after the window: the figure is the same
     # a repeat of the point in fresh processes: its own run (hash), the same point; 0 as runs before it
-    REPEAT: Declared(PROCEDURE, since=0),
+    REPEAT: Declared(PROCEDURE, default=0),
     # whether a busy GPU is refused: the figure is flagged gpu_shared either way
     "benchmark.exclusive": Declared(PLUMBING),
     "telemetry.": Declared(PROCEDURE),  # the sampling behind the power and clock figures
@@ -127,9 +127,9 @@ FROM_RANKS = tuple(SOFTWARE[name] for name in ("cuda", "cudnn", "nccl", "nccl_se
 # Run tags that are point fields: the stack, and how the job was laid out (nodes: the ranks per
 # node follow from the point's gpu_count; a CPU job's threads). A run without one (published rows,
 # runs from before the tag) compares as the tag's default: none for the stack, one node.
-TAGS: dict[str, Declared] = {name: Declared(MEASURED, since=None) for name in STACK.values()} | {
-    "nnodes": Declared(MEASURED, since=1),
-    CPU_THREADS: Declared(MEASURED, since=None),
+TAGS: dict[str, Declared] = {name: Declared(MEASURED, default=None) for name in STACK.values()} | {
+    "nnodes": Declared(MEASURED, default=1),
+    CPU_THREADS: Declared(MEASURED, default=None),
 }
 
 def declared(key: str, table: dict[str, Declared] | None = None) -> Declared | None:
@@ -154,14 +154,13 @@ def role_of(key: str) -> Declared:
     return entry
 
 
-def at_since_default(entry: Declared, value: Any) -> bool:
-    """Whether the key sits at the default it had before it existed (for logged strings too)."""
-    return entry.since is not ALWAYS and (value == entry.since or value == str(entry.since))
+def at_default(entry: Declared, value: Any) -> bool:
+    """Whether the key sits at its declared default (a logged string too)."""
+    return entry.default is not NO_DEFAULT and (value == entry.default or value == str(entry.default))
 
 
 def hashed(data: dict, prefix: str = "") -> dict:
-    """The config as the resume hash sees it: a copy without plumbing, nor keys added after runs
-    were logged while they sit at their default."""
+    """The config as the resume hash sees it: a copy without plumbing, nor keys at their default."""
     kept = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
@@ -171,7 +170,7 @@ def hashed(data: dict, prefix: str = "") -> dict:
             kept[key] = hashed(value, f"{name}.")
             continue
         entry = role_of(name)
-        if entry.role != PLUMBING and not at_since_default(entry, value):
+        if entry.role != PLUMBING and not at_default(entry, value):
             kept[key] = value
     return kept
 
@@ -204,12 +203,12 @@ def differences(one: tuple, other: tuple) -> tuple[str, str]:
 def _default(key: str) -> Any:
     """How a point without the key shows it: the default it is at."""
     if key.startswith("tag:"):
-        since = TAGS[key.removeprefix("tag:")].since
-        return "unrecorded" if since is None else since
+        default = TAGS[key.removeprefix("tag:")].default
+        return "unrecorded" if default is None else default
     entry = declared(key)
-    if entry is None or entry.since is ALWAYS:
+    if entry is None or entry.default is NO_DEFAULT:
         return "unrecorded"
-    return "null" if entry.since is None else entry.since
+    return "null" if entry.default is None else entry.default
 
 
 def procedure_config(params: dict[str, str]) -> tuple:
@@ -233,28 +232,28 @@ def _in_point(entry: Declared | None, value: Any) -> bool:
         entry is not None
         and entry.role == MEASURED
         and entry.by is None
-        and not at_since_default(entry, value)
+        and not at_default(entry, value)
     )
 
 
 def setting_tags(cfg) -> dict[str, Any]:
-    """The run tags of the measured settings (`compile`, ...), each left out at its `since` default."""
+    """The run tags of the measured settings (`compile`, ...), each left out at its default."""
     tags = {}
     for key, entry in KEYS.items():
         if entry.tag is None:
             continue
         value = _lookup(cfg, key)
-        if not at_since_default(entry, value):
+        if not at_default(entry, value):
             tags[entry.tag] = value
     return tags
 
 
 def drop_unused(cfg) -> None:
-    """Reset (in place) each key whose switch is off to its `since` default: it was not used."""
+    """Reset (in place) each key whose switch is off to its default: it was not used."""
     for key, entry in KEYS.items():
         if entry.needs is not None and not _lookup(cfg, entry.needs):
             group, name = key.rsplit(".", 1)
-            _lookup(cfg, group)[name] = entry.since
+            _lookup(cfg, group)[name] = entry.default
 
 
 def label(key: str) -> str:
