@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from src import recorded
 from src.compare.analysis import RelativeRow, SummaryRow
 from src.compare.ratio import Fixed, quotient
+from src.compare.report import markdown_table
 from src.compare.runs import MEASURED, Measurement
 from src.config import points
 from src.console import gpus
@@ -368,7 +369,7 @@ def markdown(explanation: Explanation) -> list[str]:
     lines += ["", "### Points against their ceilings", ""]
     header = ("point", "achieved TFLOP/s", "MFU (spec)", "share of ceiling", "matmul", "other", "comm",
               "memcpy", "idle", "note")  # fmt: skip
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for p in explanation.placements:
         shares = [_pct((p.shares or {}).get(s)) if p.shares else "" for s in SHARES]
         achieved = f"{p.achieved_tflops:,.3g}" if p.achieved_tflops is not None else ""
@@ -382,5 +383,5 @@ def markdown(explanation: Explanation) -> list[str]:
             *shares,
             "; ".join(n for n in (p.power.said() if p.power and p.power.limited else "", p.note) if n),
         ]
-        lines.append("| " + " | ".join(str(c).replace("|", "/") for c in cells) + " |")
-    return lines
+        rows.append(dict(zip(header, cells, strict=True)))
+    return lines + markdown_table(rows, header)

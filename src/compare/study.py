@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
-from src.compare.report import console_table, interval_text
+from src.compare.report import console_table, interval_text, markdown_table
 from src.compare.runs import MEASURED, RunRecord
 
 AGREES = 0.01  # a stated figure of two decimals agrees with a value less than one hundredth from it
@@ -101,22 +101,20 @@ def markdown(found: list[StudyFigure], rows: list[RelativeRow], study) -> list[s
     """report.md's first section: the stated figures, the published and measured ones, per model."""
     subject = next(g for g in study.gpus if g != study.baseline)
     gpus = sorted({g for f in found for g in f.measured})
-    head = ["figure", "stated", study.published, "95% CI", *[f"{g} (measured)" for g in gpus]]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for f in found:
-        ours = f"{f.published.relative_mean:.2f}x" if f.published else "no figures"
-        mark = "" if f.agrees in (True, None) else " (differs)"
-        cells = [f.where, f"{f.stated:.2f}x", ours + mark, _interval(f.published)]
-        cells += [_mean(f.measured.get(g)) for g in gpus]
-        lines.append("| " + " | ".join(cells) + " |")
+    head = ("figure", "stated", study.published, "95% CI", *[f"{g} (measured)" for g in gpus])
+    cells = [
+        [f.where, f"{f.stated:.2f}x", (f"{f.published.relative_mean:.2f}x" if f.published else "no figures")
+         + ("" if f.agrees in (True, None) else " (differs)"), _interval(f.published),
+         *[_mean(f.measured.get(g)) for g in gpus]]
+        for f in found
+    ]  # fmt: skip
+    lines = markdown_table([dict(zip(head, row, strict=True)) for row in cells], head)
     lines += ["", *[f"- {line}" for line in differences(found, rows, study)]]
     models = per_model(rows, study)
-    cols = [f"{precision} x{count}" for precision, count in models]
-    lines += ["", f"Per model, {subject} over {study.baseline} [{study.published}]:", "",
-              "| model | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]  # fmt: skip
-    for name in dict.fromkeys(study.models):
-        lines.append(f"| {name} | " + " | ".join(_ratio(models[cell].get(name)) for cell in models) + " |")
-    return lines
+    cols = ("model", *(f"{precision} x{count}" for precision, count in models))
+    grid = [[name, *(_ratio(models[cell].get(name)) for cell in models)] for name in dict.fromkeys(study.models)]
+    lines += ["", f"Per model, {subject} over {study.baseline} [{study.published}]:", ""]
+    return lines + markdown_table([dict(zip(cols, row, strict=True)) for row in grid], cols)
 
 
 def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> None:
