@@ -316,6 +316,16 @@ def test_an_out_that_cannot_be_a_folder_is_one_line_before_any_work(store, tmp_p
         assert capsys.readouterr().err == f"error: out='{tmp_path / out}': {said}\n"
 
 
+def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(store, tmp_path, monkeypatch):
+    import os
+
+    folder, access = tmp_path / "theirs", os.access
+    folder.mkdir()  # another user's folder (root writes anywhere, so its access is what says so)
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != folder and access(path, mode))
+    with pytest.raises(ConfigError, match=r"^out='.*/theirs': cannot be written; must be a folder you can write$"):
+        run(store, folder)
+
+
 def test_missing_baseline_names_it_and_the_gpus_there(store, tmp_path):
     with pytest.raises(
         CompareError, match=r"baseline=h200: no FINISHED run of gpu 'h200'.*gpus found: a6000, h100"
