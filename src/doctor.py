@@ -30,6 +30,7 @@ from src.paths import PROJECT_ROOT
 BROKEN = 1
 NVIDIA_DRIVER = Path("/proc/driver/nvidia")  # present when the kernel driver is loaded
 CHECKED_TAG = "gpubench.doctor_checked"  # the write that proves the store takes writes
+CONNECT_TIMEOUT_S = 3  # a store that answers does within it; MLflow's own retries take tens of seconds
 STACK_CHECK_TIMEOUT_S = 300  # a first torch import on a cold disk takes tens of seconds
 CUDA_BUILD = {"torch", "triton"}  # beside the nvidia-* and cuda-* distributions a CUDA torch requires
 NOT_CUDA_BUILD = {"nvidia-ml-py"}  # NVML's bindings: the suite's own, on any host
@@ -141,6 +142,10 @@ def check_tracking(cfg) -> Check:
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # its INFO lines on creating a new store
     uri = credentials.bare(cfg.tracking.uri)
+    nothing = store.silent(cfg.tracking.uri, CONNECT_TIMEOUT_S)
+    if nothing:
+        return Check("FAIL", "tracking", f"tracking.uri={uri!r}: the tracking store cannot be reached "
+                                         f"({nothing}); start it, or check tracking.uri")  # fmt: skip
     try:
         experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
         stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -58,9 +58,13 @@ class PointFailed:
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:
-    """An exception as one redacted line for a person: its first line, or its type's name."""
+    """An exception as one redacted line for a person: its first line (cut between words past
+    `limit` characters), or its type's name."""
     text = redact(str(exc)).strip()
-    return text.splitlines()[0][:limit] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    line = text.splitlines()[0]
+    return line if len(line) <= limit else line[:limit].rsplit(" ", 1)[0] + " ..."
 
 
 def exit_with_error(exc: BaseException) -> NoReturn:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from src.errors import ConfigError
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SQLITE_PREFIX = "sqlite:///"
 
@@ -29,3 +31,18 @@ def claim_folder(base: str) -> str:
             continue
         return candidate
     raise FileExistsError(f"{base}: 10,000 folders of that name exist already")
+
+
+def user_folder(key: str, path: str) -> str:
+    """`path`, a folder the user named to write into, made if missing; ConfigError naming `key`
+    when it is a file or cannot be made or written (checked before any work)."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{key}={path!r}: is a file; must be a folder (made when missing)")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"{key}={path!r}: cannot be made ({exc.strerror}); must be a folder you can write") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{key}={path!r}: cannot be written; must be a folder you can write")
+    return path

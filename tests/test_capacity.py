@@ -273,6 +273,10 @@ def test_a_split_of_one_card_is_refused_before_any_work(tmp_path):
 
     with pytest.raises(ConfigError, match=r"capacity_split=\['h200@48'\]: must be two different cards"):
         run(f"sqlite:///{tmp_path}/none.db", tmp_path / "out", "capacity_split=[h200@48]")
+    for cap in ("abc", "-1", "0", "inf"):  # a memory limit must be a number of GB above 0
+        with pytest.raises(ConfigError, match=rf"capacity_split=\['h200@{cap}', 'h200@24'\]: must be two different cards"):
+            run(f"sqlite:///{tmp_path}/none.db", tmp_path / "out", f"capacity_split=[h200@{cap},h200@24]")
+    assert not (tmp_path / "none.db").exists()
 
 
 @pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)

@@ -256,6 +256,66 @@ def test_a_stale_anomaly_tag_is_cleared(store, tmp_path):
     assert "anomaly" not in client.get_run(run_id).data.tags
 
 
+def test_a_filter_that_leaves_out_what_a_check_needs_keeps_its_tag(empty_store, tmp_path):
+    """gpu_counts=[2] leaves out the 1-GPU run that scaling_above_100 is measured against: the
+    tag on the 2-GPU run still holds, and only a comparison that can check it again may clear it."""
+    from mlflow.tracking import MlflowClient
+
+    uri = store_copy(empty_store, tmp_path / "store")
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.create_experiment(EXPERIMENT)
+    for gpu, count, throughput in (("rtx3090", 1, 500.0), ("rtx3090", 2, 950.0), ("a6000", 1, 450.0),
+                                   ("a6000", 2, 1000.0)):  # fmt: skip
+        make_run(client, experiment_id, gpu, count, "resnet50", "vision", "fp32", throughput, {})
+    first = run(uri, tmp_path / "all")
+    [flagged] = [a for a in first.anomalies if a.kind == "scaling_above_100"]
+    [run_id] = flagged.run_ids
+    run(uri, tmp_path / "two", "gpu_counts=[2]")
+    assert client.get_run(run_id).data.tags["anomaly"].startswith("scaling_above_100: scaling efficiency 111%")
+
+
+def test_out_holding_an_earlier_comparison_gets_only_the_new_ones_files(store, tmp_path, capsys):
+    from mlflow.tracking import MlflowClient
+
+    folder = tmp_path / "report"
+    run(store, folder, "all=true")  # scaling charts, anomalies.csv: files the next one does not write
+    capsys.readouterr()
+    second = run(store, folder, "models=[ssd300]")
+    written = sorted(path.name for path in second.files)
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == written
+    assert f"out={folder}: removed " in capsys.readouterr().out
+    logged = [a.path for a in MlflowClient(tracking_uri=store).list_artifacts(second.report_run_id)]
+    assert sorted(logged) == written
+    (folder / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match=r"out='.*/report': holds files compare did not write \(notes.txt\); must be"):
+        run(store, folder, "models=[ssd300]")
+    assert (folder / "report.md").exists()  # refused before anything was removed
+
+
+def test_a_folder_another_compare_is_writing_into_is_refused(store, tmp_path):
+    from src.compare.folder import OutFolder
+
+    with OutFolder(tmp_path / "busy"), pytest.raises(ConfigError, match="another compare is writing there now"):
+        run(store, tmp_path / "busy", "models=[ssd300]")
+
+
+def test_an_out_that_cannot_be_a_folder_is_one_line_before_any_work(store, tmp_path, capsys):
+    from src.config import cli
+
+    def hydra_makes_its_folder(out: Path):  # what Hydra does before compare's task runs
+        register_configs()
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            return compose("compare", overrides=[f"out={out}"], return_hydra_config=True).hydra.run.dir
+
+    (tmp_path / "a_file").write_text("")
+    for out, said in (("a_file", "is a file; must be a folder (made when missing)"),
+                      ("a_file/sub", "cannot be made (Not a directory); must be a folder you can write")):  # fmt: skip
+        with pytest.raises(SystemExit) as done:
+            cli.run_app(lambda: hydra_makes_its_folder(tmp_path / out))  # noqa: B023
+        assert done.value.code == 2
+        assert capsys.readouterr().err == f"error: out='{tmp_path / out}': {said}\n"
+
+
 def test_missing_baseline_names_it_and_the_gpus_there(store, tmp_path):
     with pytest.raises(
         CompareError, match=r"baseline=h200: no FINISHED run of gpu 'h200'.*gpus found: a6000, h100"
@@ -279,6 +339,23 @@ def test_bad_filters_are_refused_before_any_work(store, tmp_path):
     assert "precisions=['fp16']: each must be one of fp32, tf32, amp, bf16" in message
     assert "gpu_counts=[0]" in message and "anomalies.spec_tolerance=-1" in message
     assert not (tmp_path / "never").exists()
+
+
+def test_the_documented_filter_string_works_as_written_and_a_wrong_one_gets_a_working_hint(store, tmp_path):
+    import re
+
+    from src.compare.__main__ import filter_quoted
+    from src.compare.runs import search_finished
+    from src.paths import PROJECT_ROOT
+
+    [written] = re.findall(r'`"(filter_string=[^`]+)"`', (PROJECT_ROOT / "docs" / "compare.md").read_text())
+    cfg = compare_cfg(store, tmp_path, filter_quoted(written))  # the shell has taken its quotes off
+    assert cfg.filter_string == written.removeprefix("filter_string=")
+    search_finished(store, [EXPERIMENT], cfg.filter_string)  # MLflow takes it
+    with pytest.raises(CompareError, match=r"MLflow rejects it: .*; clauses are joined with `and`, e.g. ") as error:
+        run(store, tmp_path, filter_quoted("filter_string=tags.gpu == a6000"))
+    hint = re.search(r'e.g. "(filter_string=.*)"$', str(error.value)).group(1)
+    search_finished(store, [EXPERIMENT], compare_cfg(store, tmp_path, filter_quoted(hint)).filter_string)
 
 
 def test_compare_on_a_store_that_does_not_exist_creates_none(tmp_path):
@@ -522,6 +599,30 @@ def test_summary_fits_80_columns_with_names_whole_and_says_what_it_left_out(monk
     (line,) = [line for line in out.getvalue().splitlines() if long_name in line]
     assert line.split() == [long_name, "[lambda]", "3.52x", "3.52x", "none", "3"]  # whole, on one line
     assert "h200" in out.getvalue().partition("left out")[2]
+
+
+def test_an_interval_too_wide_to_state_says_so_within_80_columns(monkeypatch):
+    """Two repeats that disagree: t(1 dof) = 12.7 makes an interval of 2.3e-10 to 3.1e12."""
+    import io
+
+    from rich.console import Console
+
+    from src import console
+    from src.compare.analysis import SummaryRow
+    from src.compare.ratio import Ratio, Spread
+    from src.compare.report import print_summary
+
+    out = io.StringIO()
+    monkeypatch.setattr(console, "console", Console(file=out, width=80, highlight=False))
+    wide = Ratio(0.85, Spread(2.28, 1, "repeats"))
+    assert wide.interval[0] < 1e-9 and wide.interval[1] > 1e12
+    rows = [SummaryRow("vision", "fp32", 1, "rtx3090", "measured", Ratio(1.0, None), Ratio(1.0, None), ("a",), (), "fp32"),
+            SummaryRow("vision", "fp32", 1, "a6000", "measured", wide, wide, ("a",), (), "fp32")]  # fmt: skip
+    print_summary(rows, "rtx3090")
+    lines = out.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80
+    assert any(line.split() == ["a6000", "0.85x", "0.85x", "too", "wide=", "1"] for line in lines), lines
+    assert "  too wide: ends over 100-fold apart (repeats that disagree; summary.csv)" in lines
 
 
 def test_no_category_mean_is_said_in_a_line_not_an_empty_table(monkeypatch):

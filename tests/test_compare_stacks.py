@@ -10,6 +10,7 @@ from test_compare import read_csv, row
 from test_compare import run as compare
 
 from src.compare.runs import CompareError
+from src.errors import ConfigError
 from src.stats import t95
 from tests.conftest import store_copy
 
@@ -155,6 +156,16 @@ def test_compare_by_torch_sets_one_version_against_the_oldest_on_the_same_gpu(st
         CompareError, match=r"baseline=2.12: not one value of by=torch; values found: 2.13.0, 2.14.1"
     ):
         compare(store, tmp_path / "x", "by=torch", "baseline=2.12")
+
+
+def test_by_a_key_with_one_value_says_so(store, tmp_path):
+    with pytest.raises(CompareError, match=r"^by=cuda: only one value \(12.8\) among the runs the filters keep"):
+        compare(store, tmp_path, "by=cuda")
+
+
+def test_an_unknown_baseline_source_is_named_with_the_known_ones(store, tmp_path):
+    with pytest.raises(ConfigError, match=r"^baseline_source=lambda2: unknown source; .* have lambda, measured$"):
+        compare(store, tmp_path, "baseline_source=lambda2")
 
 
 def test_a_cross_stack_gpu_ratio_is_split_into_hardware_and_software(result):

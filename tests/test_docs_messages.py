@@ -61,6 +61,18 @@ def nothing_fits_under_a_cap() -> str:
     return str(error.value)
 
 
+def reserve_error(reserve_gb: float) -> str:
+    from unittest import mock
+
+    from src.hardware import host
+    from src.run.prepare import check_reserve
+
+    memory = {"MemTotal": 64 * 10**9, "MemAvailable": 40 * 10**9}
+    with mock.patch.object(host, "meminfo", return_value=memory), pytest.raises(ConfigError) as error:
+        check_reserve(reserve_gb)
+    return str(error.value)
+
+
 # What makes each quoted message, by the key=value it starts with.
 PRODUCERS = {
     "model.batch_size=0": lambda: job_error("model.batch_size=0"),
@@ -74,6 +86,7 @@ PRODUCERS = {
     "gpu.memory_limit_gb=30.0": lambda: job_error("gpu=rtx3090", "gpu.memory_limit_gb=30"),
     "benchmark.cpu_threads=1": lambda: job_error("gpu=h200", "benchmark.cpu_threads=1"),
     "model.batch_size=auto": lambda: nothing_fits_under_a_cap(),
+    "launcher.host_memory_reserve_gb=500.0": lambda: reserve_error(500.0),
 }
 
 

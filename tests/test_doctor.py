@@ -139,6 +139,30 @@ def test_a_store_that_is_not_a_database_fails_its_line(tmp_path):
     assert "is not an sqlite database" in check.text
 
 
+def test_a_store_nothing_answers_at_fails_at_once_in_whole_words(monkeypatch):
+    import socket
+
+    from src.errors import first_line
+    from src.tracking import store
+
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+
+    def no_retries(seconds):
+        raise AssertionError(f"waited {seconds} s to try again")
+
+    monkeypatch.setattr(store.time, "sleep", no_retries)
+    check = doctor.check_tracking(compose_cfg([f"tracking.uri=http://alice:pw@127.0.0.1:{port}"]))
+    assert check.line() == (
+        f"FAIL  tracking  tracking.uri='http://127.0.0.1:{port}': the tracking store cannot be reached "
+        f"(nothing answers at 127.0.0.1:{port}: Connection refused); start it, or check tracking.uri"
+    )
+    long = RuntimeError("HTTPConnectionPool(host='127.0.0.1', port=9): Max retries exceeded " * 8)
+    words = first_line(long).removesuffix(" ...").split()
+    assert words == str(long).split()[: len(words)] and len(first_line(long)) <= 304  # cut between words
+
+
 def test_the_default_job_without_nvml_runs_on_the_cpu(monkeypatch, tmp_path):
     install(monkeypatch, FakeNvml([], init_error=LIBRARY_NOT_FOUND))
     check = doctor.check_default(compose_cfg([]), [], doctor._nvml_problem())

@@ -171,6 +171,27 @@ def test_corrupt_database_stops_with_one_line_and_exit_2(tmp_path, sweep):
     assert not (tmp_path / "multirun" / "0").exists()  # no job ran
 
 
+def test_a_store_damaged_in_the_middle_stops_before_the_job(tmp_path):
+    """Its header and the experiment's pages are whole: MLflow opens it and finds the experiment,
+    and the broken pages would surface only when the job's result is written."""
+    from mlflow.tracking import MlflowClient
+
+    from src.errors import TrackingUnavailable
+    from src.tracking import store
+
+    database = tmp_path / "mlflow.db"
+    uri = f"sqlite:///{database}"
+    MlflowClient(uri).create_experiment("gpubench")
+    size = database.stat().st_size
+    with open(database, "r+b") as handle:  # a page in the middle: an index of the run tables
+        handle.seek(size // 4096 // 2 * 4096)
+        handle.write(b"garbage " * 512)
+    with pytest.raises(TrackingUnavailable) as error:
+        store.ensure_experiment(uri, "gpubench")
+    assert str(error.value).startswith(f"tracking.uri='{uri}': {database} is ")
+    assert str(error.value).endswith("move it aside to start a new store, or restore it from a backup; nothing was run")
+
+
 @pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 @needs_namespaces
 def test_read_only_database_stops_with_exit_2_naming_the_cause(tmp_path):
@@ -264,6 +285,22 @@ def test_sync_ends_runs_whose_owner_is_gone_or_whose_pid_was_reused(tmp_path, tr
 
 
 # --- the host's memory (item 7) ---
+
+
+def test_a_reserve_the_host_cannot_keep_free_is_refused_before_the_job(monkeypatch):
+    from conftest import compose_cfg
+
+    from src.errors import ConfigError
+    from src.hardware import host
+    from src.run.prepare import prepare
+
+    monkeypatch.setattr(host, "meminfo", lambda: {"MemTotal": 64 * 10**9, "MemAvailable": 40 * 10**9})
+    for reserve in (40, 500):
+        cfg = compose_cfg(["gpu=cpu", f"launcher.host_memory_reserve_gb={reserve}"])
+        with pytest.raises(ConfigError, match=rf"^launcher.host_memory_reserve_gb={reserve}.0: must be below the "
+                                              r"memory this host has available \(40.0 of 64.0 GB now\); 0: no guard$"):  # fmt: skip
+            prepare(cfg, found=[])
+    prepare(compose_cfg(["gpu=cpu", "launcher.host_memory_reserve_gb=39"]), found=[])
 
 
 def test_memory_guard_stops_a_job_below_the_reserve_and_names_the_batch():

@@ -35,6 +35,15 @@ def experiment_as_study(argv: list[str]) -> list[str]:
     return out
 
 
+def filter_quoted(arg: str) -> str:
+    """`filter_string=tags.compile = 'False'` (the whole argument quoted for the shell, as the docs
+    write it) with its value quoted for Hydra, whose grammar takes no spaces or quotes bare."""
+    key, _, value = arg.partition("=")
+    if key != "filter_string" or not value or value[0] in "'\"":
+        return arg
+    return 'filter_string="' + value.replace('"', '\\"') + '"'
+
+
 @hydra.main(config_path="../../conf", config_name="compare", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     cli.composed()
@@ -88,5 +97,5 @@ def _import_study_figures(cfg: DictConfig) -> None:
         )
 
 if __name__ == "__main__":
-    sys.argv = experiment_as_study(sys.argv)
+    sys.argv = [filter_quoted(arg) for arg in experiment_as_study(sys.argv)]
     cli.run_app(main)

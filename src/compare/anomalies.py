@@ -16,6 +16,7 @@ tags those runs only.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -142,8 +143,32 @@ def _limits(m: Measurement) -> tuple[str, float, float] | None:
     return None
 
 
-def tag_runs(uri: str, measurements: list[Measurement], anomalies: list[Anomaly]) -> int:
-    """Set `anomaly` on the runs behind each flagged figure; clear it where it no longer holds.
+KINDS = (SCALING_ABOVE_100, SLOWER_THAN_1GPU, OUTSIDE_SPEC, CI_NOT_MET, GPU_SHARED, PROCEDURE_DIFFERS)
+_ENTRY = re.compile(rf"; (?=(?:{'|'.join(KINDS)}): )")  # the tag's entries, `kind: detail; kind: detail`
+
+
+def checked_kinds(measurements: list[Measurement], rows: list[RelativeRow]) -> dict[tuple, set[str]]:
+    """Point -> the kinds whose check ran on it with everything it needs: a filter that leaves out
+    a multi-GPU point's 1-GPU run, or a baseline without spec figures, leaves that check unmade."""
+    scaled = scaling_efficiency(measurements)
+    specced = {r.measurement.point for r in rows if r.baseline is not None and r.measurement.gpu != r.baseline.gpu
+               and _limits(r.measurement) and _limits(r.baseline)}  # fmt: skip
+    checked = {}
+    for m in measurements:
+        kinds = {CI_NOT_MET, GPU_SHARED, PROCEDURE_DIFFERS}  # a point's own runs are all they need
+        if m.gpu_count == 1 or m.point in scaled:
+            kinds |= {SCALING_ABOVE_100, SLOWER_THAN_1GPU}
+        if m.point in specced:
+            kinds.add(OUTSIDE_SPEC)
+        checked[m.point] = kinds
+    return checked
+
+
+def tag_runs(
+    uri: str, measurements: list[Measurement], rows: list[RelativeRow], anomalies: list[Anomaly]
+) -> int:
+    """Set `anomaly` on the runs behind each flagged figure; clear an entry where its check ran
+    again and no longer holds, and keep one whose check this comparison could not make.
 
     Returns how many runs carry the tag now.
     """
@@ -153,13 +178,17 @@ def tag_runs(uri: str, measurements: list[Measurement], anomalies: list[Anomaly]
     for anomaly in anomalies:
         for run_id in anomaly.run_ids:
             flagged.setdefault(run_id, []).append(f"{anomaly.kind}: {anomaly.detail}")
+    checked = checked_kinds(measurements, rows)
     mlflow_client = store.client(uri)
+    tagged = 0
     for m in measurements:
         for run in m.runs:
-            if run.run_id in flagged:
-                text = "; ".join(flagged[run.run_id])[:5000]
-                if text != run.result.anomaly:
-                    mlflow_client.set_tag(run.run_id, recorded.ANOMALY, text)
-            elif run.result.anomaly is not None:
+            old = run.result.anomaly
+            kept = [e for e in _ENTRY.split(old or "") if e.split(":")[0] in set(KINDS) - checked[m.point]]
+            text = "; ".join(kept + flagged.get(run.run_id, []))[:5000]
+            tagged += bool(text)
+            if text and text != old:
+                mlflow_client.set_tag(run.run_id, recorded.ANOMALY, text)
+            elif not text and old is not None:
                 mlflow_client.delete_tag(run.run_id, recorded.ANOMALY)
-    return len(flagged)
+    return tagged

@@ -48,6 +48,9 @@ def baseline(records: list[RunRecord], by: str | None, wanted: str | None) -> st
     values = sorted({r.side.split("=", 1)[1] for r in records})
     if not values:
         raise CompareError(f"by={by}: no run that the filters keep has a {points.STACK.get(by, by)!r} tag")
+    if len(values) == 1:
+        raise CompareError(f"by={by}: only one value ({values[0]}) among the runs the filters keep; "
+                           "nothing to set it against")  # fmt: skip
     if wanted is None:
         try:
             return f"{by}={min(values, key=Version)}"

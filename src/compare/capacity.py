@@ -173,6 +173,15 @@ def _mean(ratios: list[Ratio]) -> Ratio:
     return ratio(terms, value=mean.value, **carried_flags(ratios))
 
 
+def is_card(card) -> bool:
+    """gpu, or gpu@<memory_limit_gb> with a number of GB above 0."""
+    gpu, at, cap = str(card).partition("@")
+    try:
+        return bool(gpu) and (not at or 0 < float(cap) < float("inf"))
+    except ValueError:
+        return False
+
+
 def _command(card: str, model: str, precision: str, count: int, batch, why: str) -> str:
     gpu, _, cap = card.partition("@")
     cap_part = f" gpu.memory_limit_gb={cap}" if cap else ""

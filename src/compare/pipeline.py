@@ -11,7 +11,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from src import console, credentials, recorded
-from src.compare import analysis, anomalies, axis, projection, report, sections, study
+from src.compare import analysis, anomalies, axis, capacity, projection, report, sections, study
+from src.compare.folder import OutFolder
 from src.compare.runs import MEASURED, Measurement, RunRecord, aggregate, search_finished, select, to_record
 from src.compare.sections import Compared, Section
 from src.config import points
@@ -64,12 +65,10 @@ def validate_compare(cfg: DictConfig) -> None:
         if cfg.anomalies[key] < 0:
             errors.append(f"anomalies.{key}={cfg.anomalies[key]}: must be >= 0 (a fraction: 0.02 = 2%)")
     pair = cfg.capacity_split
-    if pair and (len(pair) != 2 or pair[0] == pair[1]):
-        errors.append(f"capacity_split={list(pair)}: must be two different cards, gpu or gpu@<memory_limit_gb>, "
+    if pair and (len(pair) != 2 or pair[0] == pair[1] or not all(map(capacity.is_card, pair))):
+        errors.append(f"capacity_split={list(pair)}: must be two different cards, gpu or gpu@<memory_limit_gb> (GB > 0), "
                       "e.g. capacity_split=[a6000,rtx3090] or capacity_split=[h200@48,h200@24]")  # fmt: skip
     errors += projection.errors(cfg)
-    if Path(cfg.out).exists() and not Path(cfg.out).is_dir():
-        errors.append(f"out={cfg.out!r}: is a file; must be a folder (created when missing)")
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
@@ -93,10 +92,11 @@ class Loaded:
 
 def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
     validate_compare(cfg)
-    loaded = load(cfg)
-    compared = compare(loaded, cfg)
-    parts = sections_of(compared, loaded, cfg)
-    return render(parts, compared, loaded, cfg, out)
+    with OutFolder(out) as folder:  # its own until the report run has logged its files
+        loaded = load(cfg)
+        compared = compare(loaded, cfg)
+        parts = sections_of(compared, loaded, cfg)
+        return render(parts, compared, loaded, cfg, folder)
 
 
 def load(cfg: DictConfig) -> Loaded:
@@ -117,6 +117,10 @@ def load(cfg: DictConfig) -> Loaded:
 def compare(loaded: Loaded, cfg: DictConfig) -> Compared:
     """Points (the median of each point's runs) and their ratios to the baseline's, the category
     means, and the figures that cannot be right."""
+    sources = sorted({r.source for r in loaded.kept})
+    if cfg.baseline_source and cfg.baseline_source not in sources:
+        raise ConfigError(f"baseline_source={cfg.baseline_source}: unknown source; the runs the filters keep "
+                           f"have {', '.join(sources) or 'none'}")  # fmt: skip
     baseline = axis.baseline(loaded.kept, cfg.by, cfg.baseline or (cfg.study.baseline if cfg.study.name else None))
     kept, outside = scope(loaded.kept, cfg, baseline)
     projected = projection.for_compare(cfg, loaded.records, loaded.runs, baseline)
@@ -147,14 +151,19 @@ def sections_of(c: Compared, loaded: Loaded, cfg: DictConfig) -> list[Section]:
     return parts
 
 
-def render(parts: list[Section], c: Compared, loaded: Loaded, cfg: DictConfig, out: Path) -> CompareResult:
+def render(
+    parts: list[Section], c: Compared, loaded: Loaded, cfg: DictConfig, folder: OutFolder
+) -> CompareResult:
     """Files, report.md, the anomaly tags, the MLflow report run, the console."""
-    out.mkdir(parents=True, exist_ok=True)
+    out = folder.path
+    folder.clear()
     facts = _facts(cfg, c.baseline, loaded, c.measurements) + ([c.outside] if c.outside else [])
     text, files = report.write_all(parts, f"Training throughput relative to {c.baseline}", facts, out)
+    folder.record(files)
     if cfg.tag_runs:  # a projected point tags no run: the runs behind it measured something else
         measured = [m for m in c.measurements if m.source != projection.PROJECTED]
-        anomalies.tag_runs(cfg.tracking.uri, measured, [a for a in c.found if a.measurement.source != projection.PROJECTED])
+        found = [a for a in c.found if a.measurement.source != projection.PROJECTED]
+        anomalies.tag_runs(cfg.tracking.uri, measured, c.rows, found)
     run_id = _log_report_run(cfg, c.baseline, files, c.found, text)
     projection.log_runs(cfg.tracking, run_id, c.projected)
     for line in (w for part in parts for w in part.warnings):

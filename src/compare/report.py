@@ -240,6 +240,8 @@ def print_summary(
         console.print("  = the interval holds 1.0: no measurable difference")
     if "!" in marks:
         console.print("  ! stack_differs: some ratios set unlike software stacks (see report.md)")
+    if any(text.startswith("too wide") for text in intervals_shown):
+        console.print(f"  too wide: ends over {WIDE}-fold apart (repeats that disagree; summary.csv)")
     for line in unlike:
         console.print(f"  math_differs, in no mean: {escape(line)}")
     for line in left_out_lines([s for s in summary if s.side in shown and s.side != baseline]):
@@ -266,9 +268,17 @@ def _console_interval(s: SummaryRow) -> str:
     return interval_text(s.mean.interval) + ("!" if "stack_differs" in s.flags else "")
 
 
+WIDE = 100  # an interval whose ends are further apart says nothing a column can show
+
+
 def interval_text(interval: tuple[float, float] | None) -> str:
-    """A 95% interval in a console column, `0.98-1.05=` (`=`: it holds 1.0), or `none`."""
-    text = f"{console_ratio(interval[0])[:-1]}-{console_ratio(interval[1])[:-1]}" if interval else "none"
+    """A 95% interval in a console column, `0.98-1.05=` (`=`: it holds 1.0), `too wide` (its ends
+    over WIDE-fold apart: two repeats that disagree give 2.3e-10-3120414673343.25), or `none`."""
+    if interval is None:
+        return "none"
+    if interval[1] > WIDE * interval[0]:
+        return "too wide" + ("=" if holds_one(interval) else "")
+    text = f"{console_ratio(interval[0])[:-1]}-{console_ratio(interval[1])[:-1]}"
     return text + ("=" if holds_one(interval) else "")
 
 
@@ -282,6 +292,7 @@ def console_table(first: str, *figures: str, **options):
     for header in figures:
         table.add_column(header, justify="right", no_wrap=True)
     return table
+
 
 
 def console_ratio(value: float) -> str:

@@ -168,7 +168,10 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
         try:
             page = mlflow_client.search_runs(ids, filter_string=query, max_results=1000, page_token=token)
         except MlflowException as exc:
-            raise CompareError(f"filter_string={filter_string!r}: MLflow rejects it: {exc.message}") from None
+            raise CompareError(
+                f"filter_string={filter_string!r}: MLflow rejects it: {exc.message.rstrip('.')}; clauses are "
+                f"joined with `and`, e.g. \"filter_string=tags.compile = 'False' and metrics.throughput > 100\""
+            ) from None
         runs.extend(map(recorded.read, page))
         token = page.token
         if not token:

@@ -25,6 +25,11 @@ def run_app(main: Callable[[], object]) -> None:
     try:
         main()
     except (HydraException, OmegaConfBaseException) as exc:  # raised before any task ran
+        cause = exc
+        while cause is not None and not isinstance(cause, ConfigError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:  # a resolver's check (a folder named on the command line): its own line
+            exit_with_error(cause)
         exit_with_error(ConfigError(composition_error(exc)))
     finally:
         composed()

@@ -17,7 +17,7 @@ from src.config.groups.model import MODEL_FAMILIES, ModelConfig
 from src.config.groups.precision import PrecisionConfig
 from src.config.groups.telemetry import TelemetryConfig
 from src.config.groups.tracking import TrackingConfig
-from src.paths import PROJECT_ROOT, claim_folder
+from src.paths import PROJECT_ROOT, claim_folder, user_folder
 
 
 @dataclass
@@ -137,3 +137,5 @@ def register_configs(*schemas: str) -> None:
     if not OmegaConf.has_resolver("claim_folder"):
         # cached like Hydra's `now`: every job of a sweep (and Hydra's copies) sees the same folder
         OmegaConf.register_new_resolver("claim_folder", claim_folder, use_cache=True)
+    if not OmegaConf.has_resolver("user_folder"):  # a folder named on the command line, checked as Hydra makes it
+        OmegaConf.register_new_resolver("user_folder", user_folder)

@@ -14,7 +14,7 @@ from src.config.checks import Errors
 from src.config.finalise import finalize
 from src.config.groups.gpu import check_memory_cap
 from src.errors import ConfigError
-from src.hardware import devices
+from src.hardware import devices, host
 
 
 def prepare(
@@ -22,11 +22,23 @@ def prepare(
 ) -> tuple[DictConfig, devices.Selection]:
     """The finalised config and the devices it runs on, from the host's GPUs (`found`; None: as
     NVML lists them). Raises ConfigError (bad input) or DeviceUnavailable (the host lacks the GPUs)."""
+    check_reserve(cfg.launcher.host_memory_reserve_gb)
     if cfg.gpu.device == "auto":
         selection = _select(cfg, found)
         return finalize(adopt_profile(cfg, selection)), selection
     cfg = finalize(cfg)
     return cfg, _select(cfg, found)
+
+
+def check_reserve(reserve_gb: float) -> None:
+    """A reserve the host cannot keep free would stop the job as its ranks start, reported as
+    memory exhausted: it is bad input, refused before anything runs."""
+    info = host.meminfo() or {}
+    if reserve_gb and "MemAvailable" in info and reserve_gb * 1e9 >= info["MemAvailable"]:
+        raise ConfigError(
+            f"launcher.host_memory_reserve_gb={reserve_gb!r}: must be below the memory this host has available "
+            f"({info['MemAvailable'] / 1e9:.1f} of {info['MemTotal'] / 1e9:.1f} GB now); 0: no guard"
+        )
 
 
 def _select(cfg: DictConfig, found: list[devices.Device] | None) -> devices.Selection:

@@ -8,7 +8,10 @@ import fcntl
 import json
 import logging
 import os
+import socket
+import sqlite3
 import time
+import urllib.parse
 from pathlib import Path
 
 from src import console
@@ -144,6 +147,25 @@ def problem(uri: str, exc: BaseException) -> str:
     return f"{where}: the tracking store cannot be reached ({first_line(exc)}); nothing was run"
 
 
+NETWORK_PORTS = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "mssql": 1433}
+
+
+def silent(uri: str, timeout_s: float) -> str | None:
+    """Why nothing answers at a network store's address within timeout_s (a refused or silent
+    port), or None (it answers, or the store is a file): said in seconds where MLflow's retries
+    take tens of them."""
+    parts = urllib.parse.urlsplit(uri)
+    try:
+        address = (parts.hostname, parts.port or NETWORK_PORTS[parts.scheme.split("+")[0]])
+    except (KeyError, ValueError):
+        return None
+    try:
+        socket.create_connection(address, timeout=timeout_s).close()
+    except OSError as exc:
+        return f"nothing answers at {address[0]}:{address[1]}: {exc.strerror or f'no answer in {timeout_s:g} s'}"
+    return None
+
+
 def is_write_conflict(exc: BaseException) -> bool:
     """Another process wrote the same row at the same moment (two inserts of one run's tag):
     MLflow's check-then-insert races across processes; the other write stands."""
@@ -167,12 +189,36 @@ def _free(path: Path) -> str:
     return "no space"
 
 
+def check_intact(uri: str) -> None:
+    """An sqlite store whose pages are damaged opens, and answers the first queries, until a write
+    lands on a broken page after the job has run: sqlite's quick_check reads every page first
+    (once per process and file: a store of a GB takes a second or so)."""
+    database = sqlite_path(uri)
+    if database is None or database in _intact or not database.is_file():
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+            found = db.execute("PRAGMA quick_check(1)").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise TrackingUnavailable(problem(uri, exc)) from None
+    if found != "ok":
+        raise TrackingUnavailable(
+            f"tracking.uri={redact(uri)!r}: {database} is damaged (sqlite's check: {found}); move it aside "
+            "to start a new store, or restore it from a backup; nothing was run"
+        )
+    _intact.add(database)
+
+
+_intact: set[Path] = set()
+
+
 def ensure_experiment(uri: str, name: str) -> str:
     """The experiment's id, created on first use with artifacts beside an sqlite store.
 
     Called once before any job of a sweep starts: concurrent first-time migrations of a fresh
     sqlite database fail, so parallel jobs must find it ready.
     """
+    check_intact(uri)
     mlflow_client = client(uri)
     experiment = at_start(lambda: mlflow_client.get_experiment_by_name(name), uri)
     if experiment is not None:
