@@ -53,10 +53,10 @@ def plain_figures(device: torch.device, memory_mb: float, host_mb: float) -> dic
         host_size = int(host_mb * 2**20)
         host = torch.empty(host_size, dtype=torch.uint8, pin_memory=True)
         dev = torch.empty(host_size, dtype=torch.uint8, device=device)
-        figures["ceiling_host_to_device_gbs"] = (
+        figures[recorded.ceiling_metric(recorded.HOST_TO_DEVICE_GBS)] = (
             host_size / per_call_s(lambda: dev.copy_(host, non_blocking=True), cuda) / 1e9
         )
-        figures["ceiling_device_to_host_gbs"] = (
+        figures[recorded.ceiling_metric(recorded.DEVICE_TO_HOST_GBS)] = (
             host_size / per_call_s(lambda: host.copy_(dev, non_blocking=True), cuda) / 1e9
         )
     return figures
@@ -67,8 +67,8 @@ def device_memory(device: torch.device, size: int) -> dict[str, float]:
     source = torch.ones(size // 4, device=device)
     target = torch.empty_like(source)
     return {
-        "ceiling_memory_copy_gbs": 2 * size / per_call_s(lambda: target.copy_(source), cuda) / 1e9,
-        "ceiling_memory_read_gbs": size / per_call_s(lambda: source.sum(), cuda) / 1e9,
+        recorded.ceiling_metric(recorded.MEMORY_COPY_GBS): 2 * size / per_call_s(lambda: target.copy_(source), cuda) / 1e9,
+        recorded.ceiling_metric(recorded.MEMORY_READ_GBS): size / per_call_s(lambda: source.sum(), cuda) / 1e9,
     }
 
 

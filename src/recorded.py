@@ -137,7 +137,10 @@ BREAKDOWN_STEPS, BREAKDOWN_STEP_MS, BREAKDOWN_S = "breakdown_steps", "breakdown_
 # the card's ceilings, a model=ceilings job's figures (src/run/ceilings.py)
 CEILING_PREFIX = "ceiling_"
 MEMORY_COPY_GBS = "memory_copy_gbs"  # a ceilings figure: device memory copied, read + written
+MEMORY_READ_GBS = "memory_read_gbs"
+HOST_TO_DEVICE_GBS, DEVICE_TO_HOST_GBS = "host_to_device_gbs", "device_to_host_gbs"  # pinned host memory
 ALLREDUCE_BUSBW_GBS = "allreduce_busbw_gbs"  # the best over message sizes
+CEILING_FIGURES = (MEMORY_COPY_GBS, MEMORY_READ_GBS, HOST_TO_DEVICE_GBS, DEVICE_TO_HOST_GBS, ALLREDUCE_BUSBW_GBS)
 
 
 METRICS = (

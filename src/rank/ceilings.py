@@ -98,7 +98,7 @@ def _device_memory(size: int, cfg: dict, device: torch.device) -> dict[str, dict
     read = time_samples(lambda: source.sum(), device, cfg["sample_s"], cfg["samples"])
     return {
         recorded.MEMORY_COPY_GBS: figure(copy, 2.0 * size, 1e9, bytes=size),
-        "memory_read_gbs": figure(read, float(size), 1e9, bytes=size),
+        recorded.MEMORY_READ_GBS: figure(read, float(size), 1e9, bytes=size),
     }
 
 
@@ -112,8 +112,8 @@ def _host_copies(size: int, cfg: dict, device: torch.device) -> dict[str, dict]:
         lambda: host.copy_(on_device, non_blocking=True), device, cfg["sample_s"], cfg["samples"]
     )
     return {
-        "host_to_device_gbs": figure(up, float(size), 1e9, bytes=size),
-        "device_to_host_gbs": figure(down, float(size), 1e9, bytes=size),
+        recorded.HOST_TO_DEVICE_GBS: figure(up, float(size), 1e9, bytes=size),
+        recorded.DEVICE_TO_HOST_GBS: figure(down, float(size), 1e9, bytes=size),
     }
 
 
