@@ -151,7 +151,7 @@ def checked_kinds(measurements: list[Measurement], rows: list[RelativeRow]) -> d
     """Point -> the kinds whose check ran on it with everything it needs: a filter that leaves out
     a multi-GPU point's 1-GPU run, or a baseline without spec figures, leaves that check unmade."""
     scaled = scaling_efficiency(measurements)
-    specced = {r.measurement.point for r in rows if r.baseline is not None and r.measurement.gpu != r.baseline.gpu
+    specced = {r.measurement.point for r in rows if r.baseline is not None and r.measurement.side != r.baseline.side
                and _limits(r.measurement) and _limits(r.baseline)}  # fmt: skip
     checked = {}
     for m in measurements:
