@@ -197,9 +197,11 @@ def check_intact(uri: str) -> None:
     if database is None or database in _intact or not database.is_file():
         return
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+        with contextlib.closing(sqlite3.connect(database)) as db:  # read-write: it rolls back a hot journal
             found = db.execute("PRAGMA quick_check(1)").fetchone()[0]
     except sqlite3.DatabaseError as exc:
+        if "locked" in str(exc):  # another process is writing to it: not damage; MLflow waits its turn
+            return
         raise TrackingUnavailable(problem(uri, exc)) from None
     if found != "ok":
         raise TrackingUnavailable(
