@@ -188,7 +188,8 @@ def test_a_store_damaged_in_the_middle_stops_before_the_job(tmp_path):
         handle.write(b"garbage " * 512)
     with pytest.raises(TrackingUnavailable) as error:
         store.ensure_experiment(uri, "gpubench")
-    assert str(error.value).startswith(f"tracking.uri='{uri}': {database} is ")
+    assert str(error.value).startswith(f"tracking.uri='{uri}': {database} is damaged (sqlite's check: Page ")
+    assert "\n" not in str(error.value)  # one line: sqlite's check reports on two
     assert str(error.value).endswith("move it aside to start a new store, or restore it from a backup; nothing was run")
 
 

@@ -204,6 +204,7 @@ def check_intact(uri: str) -> None:
             return
         raise TrackingUnavailable(problem(uri, exc)) from None
     if found != "ok":
+        found = " ".join(found.replace("*** in database main ***", "").split())  # one line
         raise TrackingUnavailable(
             f"tracking.uri={redact(uri)!r}: {database} is damaged (sqlite's check: {found}); move it aside "
             "to start a new store, or restore it from a backup; nothing was run"
