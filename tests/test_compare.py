@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import csv
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from mlflow.entities import Param
 from src.compare.runs import CompareError, measured_config
 from src.config.schema import register_configs
 from src.errors import ConfigError
+from src.paths import PROJECT_ROOT
 from tests.conftest import CONF_DIR, run_cli, run_result, spec_of, store_copy
 
 EXPERIMENT = "gpubench"
@@ -356,7 +359,6 @@ def test_the_documented_filter_string_works_as_written_and_a_wrong_one_gets_a_wo
 
     from src.compare.__main__ import filter_quoted
     from src.compare.runs import search_finished
-    from src.paths import PROJECT_ROOT
 
     [written] = re.findall(r'`"(filter_string=[^`]+)"`', (PROJECT_ROOT / "docs" / "compare.md").read_text())
     cfg = compare_cfg(store, tmp_path, filter_quoted(written))  # the shell has taken its quotes off
@@ -392,6 +394,20 @@ def test_cli_prints_the_summary_and_writes_the_folder(store, tmp_path):
     assert (tmp_path / "cli" / "summary.csv").exists()
     missing = run_cli(["baseline=nosuchgpu", f"out={tmp_path}/x"], tmp_path, store, module="src.compare")
     assert missing.returncode == 2 and "error: baseline=nosuchgpu" in missing.stderr
+    # another process's compare holds the folder: this one is refused before it writes a file
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from src.compare.folder import OutFolder; f = OutFolder(sys.argv[1]); "
+         "print('held', flush=True); sys.stdin.read()", str(tmp_path / "cli")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = sorted(p.stat().st_mtime_ns for p in (tmp_path / "cli").iterdir())
+        busy = run_cli(["models=[txl_base]", f"out={tmp_path}/cli"], tmp_path, store, module="src.compare")
+    finally:
+        holder.communicate("")
+    assert busy.returncode == 2 and "another compare is writing there now" in busy.stderr
+    assert sorted(p.stat().st_mtime_ns for p in (tmp_path / "cli").iterdir()) == before
 
 
 def measurement(gpu: str, model: str, throughput: float, tf32_math: bool = False, params=None):
