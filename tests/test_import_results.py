@@ -133,7 +133,7 @@ def test_import_into_mlflow_and_back_without_duplicates(table, tmp_path, trackin
             ],
         )
     result = run_compare(cfg, tmp_path / "cmp")
-    vision = next(s for s in result.summary if s.gpu == "a6000" and s.category == "vision")
+    vision = next(s for s in result.summary if s.side == "a6000" and s.category == "vision")
     assert vision.relative_mean == pytest.approx((153 / 144 + 514 / 513) / 2)
     assert (vision.source, vision.n_models) == ("lambda", 2)
 
