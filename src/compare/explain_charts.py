@@ -6,6 +6,7 @@ style.py's gpu colours, so a gpu looks the same in every chart."""
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 from src.compare import style
@@ -13,6 +14,7 @@ from src.compare.explain import SHARE_TITLES, SHARES, Explanation, Placement
 
 BREAKDOWN_PNG = "step_breakdown.png"
 CEILINGS_PNG = "ceilings.png"
+LABEL_CHARS = 60  # a point's label per line on the ceilings chart
 PANEL_W_IN, PANEL_H_IN = 3.2, 3.4
 # one fixed colour per share, apart from the gpu colours: a share reads the same in every panel
 SHARE_COLOURS = {
@@ -91,7 +93,15 @@ def ceilings_chart(placements: list[Placement], path: Path) -> Path | None:
             p.measurement.side,
         )
     )
-    fig = Figure(figsize=(9, 1.4 + 0.3 * len(points)), layout="constrained")
+    labels = [  # a point's variant can name its card and settings: wrapped, never wider than the chart
+        textwrap.fill(
+            f"{p.measurement.side} x{p.measurement.gpu_count} {p.measurement.workload} {p.measurement.precision}",
+            LABEL_CHARS,
+        )
+        for p in points
+    ]
+    row_in = max(0.3, 0.16 * max(label.count("\n") + 1 for label in labels))
+    fig = Figure(figsize=(9, 1.4 + row_in * len(points)), layout="constrained")
     ax = fig.subplots()
     y = range(len(points))
     ax.barh(
@@ -107,10 +117,6 @@ def ceilings_chart(placements: list[Placement], path: Path) -> Path | None:
             f" ({p.share_of_ceiling:.0%} of ceiling)" if p.share_of_ceiling else " (no ceiling)"
         )
         ax.text(p.achieved_tflops, i, label, va="center", fontsize="x-small")
-    labels = [
-        f"{p.measurement.side} x{p.measurement.gpu_count} {p.measurement.workload} {p.measurement.precision}"
-        for p in points
-    ]
     ax.set_yticks(list(y), labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xscale("log")
@@ -128,8 +134,6 @@ def ceilings_chart(placements: list[Placement], path: Path) -> Path | None:
     marks = [Line2D([], [], color="black", marker="|", linestyle="", markersize=12, label="measured ceiling (model=ceilings)"),
              Line2D([], [], color="grey", marker="|", linestyle="", markersize=12, label="spec-sheet peak")]  # fmt: skip
     fig.legend(handles=marks, loc="outside lower center", ncols=2, fontsize="x-small")
-    ax.set_title(
-        "Achieved TFLOP/s against each card's ceilings, for the math that ran", fontsize="medium", loc="left"
-    )
+    style.title(fig, "Achieved TFLOP/s against each card's ceilings, for the math that ran")
     fig.savefig(path, dpi=style.DPI)
     return path
