@@ -134,3 +134,22 @@ def test_a_title_longer_than_a_narrow_chart_is_wrapped_inside_it():
     drawn = fig._suptitle.get_window_extent(canvas.get_renderer())
     assert drawn.x1 <= fig.bbox.x1
     assert "holds 1.0" in fig._suptitle.get_text().replace("\n", " ")
+
+
+def test_a_step_breakdown_panel_title_is_wrapped_within_its_panel():
+    import textwrap
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from src.compare.explain_charts import PANEL_W_IN, TITLE_CHARS
+
+    fig = Figure(figsize=(PANEL_W_IN * 2, 3.4), layout="constrained")
+    left, right = fig.subplots(1, 2, sharey=True)
+    title = "txl_large [batch_size=8, gpu=h200, memory_limit_gb=48.0, gpu_name=NVIDIA H200, power_limit=700.0] amp x1"
+    for ax in (left, right):
+        ax.set_title(textwrap.fill(title, TITLE_CHARS), fontsize="small", loc="left")
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    assert left._left_title.get_window_extent(renderer).x1 < right.get_window_extent(renderer).x0

@@ -16,6 +16,7 @@ BREAKDOWN_PNG = "step_breakdown.png"
 CEILINGS_PNG = "ceilings.png"
 LABEL_CHARS = 60  # a point's label per line on the ceilings chart
 PANEL_W_IN, PANEL_H_IN = 3.2, 3.4
+TITLE_CHARS = int(0.85 * PANEL_W_IN * 72 / (9 * style.CHAR_EM))  # a panel's title per line (9 pt; the axis takes the rest)
 # one fixed colour per share, apart from the gpu colours: a share reads the same in every panel
 SHARE_COLOURS = {
     "matmul": "#2b6cb0",
@@ -59,10 +60,12 @@ def breakdown_chart(placements: list[Placement], path: Path) -> Path | None:
         for i, p in enumerate(points):
             used = f"{p.share_of_ceiling:.0%} of\n{p.math} ceiling" if p.share_of_ceiling else "no ceiling"
             ax.text(i, 1.02, used, ha="center", va="bottom", fontsize="x-small")
-        ax.set_xticks(range(len(points)), [p.measurement.side for p in points], fontsize="small")
+        # a by= side (torch=2.12.0) on two lines: two bars' labels side by side fit the panel
+        sides = [p.measurement.side.replace("=", "=\n") for p in points]
+        ax.set_xticks(range(len(points)), sides, fontsize="small")
         ax.set_ylim(0, 1.22)
         ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0], ["0", "25%", "50%", "75%", "100%"])
-        ax.set_title(f"{workload} {precision} x{count}", fontsize="small", loc="left")
+        ax.set_title(textwrap.fill(f"{workload} {precision} x{count}", TITLE_CHARS), fontsize="small", loc="left")
         ax.grid(axis="y", alpha=0.3)
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
