@@ -114,15 +114,19 @@ def procedure_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
     return found
 
 
-def spec_anomalies(rows: list[RelativeRow], tolerance: float) -> list[Anomaly]:
-    found = []
+def spec_checkable(rows: list[RelativeRow]):
+    """Each row the spec check can judge, with both sides' limits: a baseline on another side, and
+    peak TFLOP/s and bandwidth logged on both (a profile without them: nothing to check against)."""
     for row in rows:
         m, base = row.measurement, row.baseline
-        if base is None or m.side == base.side:
-            continue
-        ours, theirs = _limits(m), _limits(base)
-        if ours is None or theirs is None:
-            continue  # a profile without peak TFLOP/s or bandwidth: nothing to check against
+        if base is not None and m.side != base.side and (ours := _limits(m)) and (theirs := _limits(base)):
+            yield row, ours, theirs
+
+
+def spec_anomalies(rows: list[RelativeRow], tolerance: float) -> list[Anomaly]:
+    found = []
+    for row, ours, theirs in spec_checkable(rows):
+        m, base = row.measurement, row.baseline
         compute, bandwidth = ours[1] / theirs[1], ours[2] / theirs[2]
         low, high = min(compute, bandwidth), max(compute, bandwidth)
         if row.relative > high * (1 + tolerance) or row.relative < low / (1 + tolerance):
@@ -151,8 +155,7 @@ def checked_kinds(measurements: list[Measurement], rows: list[RelativeRow]) -> d
     """Point -> the kinds whose check ran on it with everything it needs: a filter that leaves out
     a multi-GPU point's 1-GPU run, or a baseline without spec figures, leaves that check unmade."""
     scaled = scaling_efficiency(measurements)
-    specced = {r.measurement.point for r in rows if r.baseline is not None and r.measurement.side != r.baseline.side
-               and _limits(r.measurement) and _limits(r.baseline)}  # fmt: skip
+    specced = {row.measurement.point for row, _, _ in spec_checkable(rows)}
     checked = {}
     for m in measurements:
         kinds = {CI_NOT_MET, GPU_SHARED, PROCEDURE_DIFFERS}  # a point's own runs are all they need

@@ -189,6 +189,9 @@ def _free(path: Path) -> str:
     return "no space"
 
 
+_intact: set[Path] = set()  # stores found intact by this process
+
+
 def check_intact(uri: str) -> None:
     """An sqlite store whose pages are damaged opens, and answers the first queries, until a write
     lands on a broken page after the job has run: sqlite's quick_check reads every page first
@@ -210,9 +213,6 @@ def check_intact(uri: str) -> None:
             "to start a new store, or restore it from a backup; nothing was run"
         )
     _intact.add(database)
-
-
-_intact: set[Path] = set()
 
 
 def ensure_experiment(uri: str, name: str) -> str:
