@@ -8,8 +8,8 @@ netted first so that it cancels. A figure is anything with a `key`, a `value` an
 point, a ceilings figure, or another ratio (a mean of ratios treats each ratio as one independent
 figure).
 
-Spreads and 95% intervals: every figure is carried on the log scale: a point is its log throughput's standard error and
-degrees of freedom. Throughput is positive and a ratio is a quotient, so on the log scale a ratio
+Spreads and 95% intervals: every figure's spread is carried on the log scale, as the standard
+error of its log and its degrees of freedom. Throughput is positive and a ratio is a quotient, so on the log scale a ratio
 is a difference and independent sides add their variances; the degrees of freedom of a sum come
 from Welch-Satterthwaite and the interval from Student's t. A bootstrap over runs was not chosen:
 with the usual 2-3 repeats it has only a handful of distinct resamples and its interval is too

@@ -276,9 +276,8 @@ def interval_text(interval: tuple[float, float] | None) -> str:
     over WIDE-fold apart: two repeats that disagree give 2.3e-10-3120414673343.25), or `none`."""
     if interval is None:
         return "none"
-    if interval[1] > WIDE * interval[0]:
-        return "too wide" + ("=" if holds_one(interval) else "")
-    text = f"{console_ratio(interval[0])[:-1]}-{console_ratio(interval[1])[:-1]}"
+    low, high = interval
+    text = "too wide" if high > WIDE * low else f"{console_ratio(low)[:-1]}-{console_ratio(high)[:-1]}"
     return text + ("=" if holds_one(interval) else "")
 
 
@@ -292,7 +291,6 @@ def console_table(first: str, *figures: str, **options):
     for header in figures:
         table.add_column(header, justify="right", no_wrap=True)
     return table
-
 
 
 def console_ratio(value: float) -> str:
