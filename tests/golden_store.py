@@ -58,7 +58,8 @@ MEASURED = [
     ("h200", 1, "txl_large", "amp", (41000.0,), S1, {"cap": 48, "batch": 16}),
 ]
 # gpu -> matmul ceilings (fp16, tf32, fp32) TFLOP/s and memory copy GB/s
-CEILINGS = {"rtx3090": (68.0, 34.0, 31.0, 850.0), "a6000": (120.0, 62.0, 30.0, 690.0)}
+CEILINGS = {"rtx3090": (68.0, 34.0, 31.0, 850.0), "a6000": (120.0, 62.0, 30.0, 690.0),
+            "h200": (700.0, 350.0, 50.0, 4000.0)}  # fmt: skip
 # Lambda-format tables (name_gpu,num_gpu,watt,price,<task>...), imported as source=lambda
 PUBLISHED = {
     "fp32": "name_gpu,num_gpu,watt,price,resnet50,ssd,transformerxlbase,transformerxllarge\n"
