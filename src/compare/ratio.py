@@ -1,26 +1,17 @@
 """The one ratio of compare: a value, its 95% interval, the figures behind each side and its flags.
 
-Every ratio and mean compare reports is built by `ratio`: a GPU against the baseline, a category
-mean, the hardware and software parts of a cross-stack ratio, the speed/capacity split, the
-ceilings' part of a ratio in the explanation. A ratio is a product of figures raised to weights
-(a / b: weights 1 and -1); its interval comes from the figures' spreads, a figure on both sides
-netted first so that it cancels. A figure is anything with a `key`, a `value` and a `spread`: a
-point, a ceilings figure, or another ratio (a mean of ratios treats each ratio as one independent
-figure).
+Every ratio and mean compare reports is built here. A ratio is a product of figures raised to
+weights (a / b: weights 1 and -1); a figure is anything with a `key`, a `value` and a `spread` (a
+point, a ceilings figure, another ratio), and one on both sides is netted first so that it cancels.
 
-Spreads and 95% intervals: every figure's spread is carried on the log scale, as the standard
-error of its log and its degrees of freedom. Throughput is positive and a ratio is a quotient, so on the log scale a ratio
-is a difference and independent sides add their variances; the degrees of freedom of a sum come
-from Welch-Satterthwaite and the interval from Student's t. A bootstrap over runs was not chosen:
-with the usual 2-3 repeats it has only a handful of distinct resamples and its interval is too
-narrow, and it has nothing to resample for a single run.
-
-A point's spread comes from its repeats (fresh processes: n runs, n-1 degrees of freedom), or, with
-one run, from that run's step-time confidence interval ("within-run": it misses what differs
-between processes, such as clocks, placement and autotuning choices). A published figure that is
-the mean of several logged runs (Lambda's 2021 tables: reference/lambda/v0-pytorch-train-runs.csv)
-carries their spread ("published runs"); one without has none: it contributes none, and an
-interval made from it says so.
+Spreads are carried on the log scale (standard error and degrees of freedom): throughput is
+positive and a ratio a quotient, so independent sides add their variances, the degrees of freedom
+come from Welch-Satterthwaite and the interval from Student's t. A bootstrap over runs was not
+chosen: with the usual 2-3 repeats it has a handful of distinct resamples and too narrow an
+interval, and nothing to resample for a single run. A point's spread comes from its repeats, or,
+with one run, from its step-time CI ("within-run": it misses what differs between processes, such
+as clocks, placement and autotuning); a published figure carries the spread of the logged runs it
+is the mean of ("published runs", reference/lambda/v0-pytorch-train-runs.csv), else none.
 """
 
 from __future__ import annotations
@@ -28,21 +19,23 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Protocol
 
 from src import recorded
 from src.stats import t95
 
 REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED = "repeats", "within-run", "published runs", "published"
-PROJECTED = recorded.PROJECTED  # a projection's band: its point's interval and the model's error (src/projection/)
+# a projection's band: its point's interval and the model's error (src/projection/)
+PROJECTED = recorded.PROJECTED
 BASES = (REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED, PROJECTED)
+MATH_DIFFERS, STACK_DIFFERS, GPU_SHARED = "math_differs", "stack_differs", "gpu_shared"
+SETTING_DIFFERS = "setting_differs"
+FLAGS = (MATH_DIFFERS, STACK_DIFFERS, SETTING_DIFFERS, GPU_SHARED, PROJECTED)  # each a Ratio attribute
+NO_DIFFERENCE = "no measurable difference"
 
 
 @dataclass(frozen=True)
 class Spread:
-    """Uncertainty of a log figure: standard error, degrees of freedom, where it came from."""
-
-    se: float  # 0 for a published figure: no spread is known
+    se: float  # of the log figure; 0 for a published figure: no spread is known
     dof: float
     basis: str  # one of BASES, or several joined by "+"
 
@@ -55,60 +48,55 @@ class Spread:
         return (value * math.exp(-half), value * math.exp(half))
 
 
-def point_spread(
-    throughputs: list[float],
-    ci_rel: float | None,
-    steps: int | None,
-    published: bool,
-    published_runs: tuple[int, float] | None = None,
-) -> Spread | None:
-    """The spread of a point's log throughput; None when a lone run logged no step-time CI.
-    `published_runs`: (n, standard error of their mean log throughput) behind a published figure."""
+def point_spread(throughputs: list[float], published: bool, lone=None) -> Spread | None:
+    """The spread of a point's log throughput from its runs' `throughputs`, or from `lone`, its one
+    run (recorded.RunResult): the logged runs behind a published figure, or its step-time CI (None
+    where it logged none)."""
     if published:
-        if published_runs and published_runs[0] > 1:
-            return Spread(published_runs[1], published_runs[0] - 1, PUBLISHED_RUNS)
+        runs = lone.published_runs if lone else None  # (n, standard error of their mean log)
+        if runs and runs[0] > 1:
+            return Spread(runs[1], runs[0] - 1, PUBLISHED_RUNS)
         return Spread(0.0, math.inf, PUBLISHED)
     if len(throughputs) > 1:
         logs = [math.log(t) for t in throughputs]
         return Spread(statistics.stdev(logs) / math.sqrt(len(logs)), len(logs) - 1, REPEATS)
+    ci_rel, steps = lone.steps.ci95_rel, lone.steps.count
     if ci_rel is None or steps is None or steps < 2 or not math.isfinite(ci_rel):
         return None
     # the CI half-width of the mean step time is t * se; 1/mean is throughput, so its log has that se
     return Spread(ci_rel / t95(steps - 1), steps - 1, WITHIN_RUN)
 
 
-def combine(spreads: list[Spread], weights: list[float] | None = None) -> Spread:
-    """The spread of sum(w_i * x_i) over independent figures x_i (a ratio: weights 1 and -1)."""
-    weights = weights or [1.0] * len(spreads)
+def combine(spreads: list[Spread], weights: list[float]) -> Spread:
+    """The spread of sum(w_i * x_i) over independent figures x_i."""
     terms = [(w * s.se) ** 2 for w, s in zip(weights, spreads, strict=True)]
     variance = sum(terms)
     measured = [(t, s.dof) for t, s in zip(terms, spreads, strict=True) if t > 0]
     dof = variance**2 / sum(t**2 / d for t, d in measured) if measured else math.inf
     parts = {part for s in spreads for part in s.basis.split("+")}
-    basis = "+".join(sorted(parts, key=BASES.index))
-    return Spread(math.sqrt(variance), dof, basis)
+    return Spread(math.sqrt(variance), dof, "+".join(sorted(parts, key=BASES.index)))
 
 
-def net_spread(terms: list[tuple[object, Spread | None, float]]) -> Spread | None:
-    """The spread of sum(w * log x) over terms (key, spread of log x, w) in which one figure (one
-    key) may appear more than once: its weights add first, so a figure on both sides of a quotient
-    cancels instead of counting twice. None when a figure left has no spread, or none is left (the
-    value is then exact: the same figures on both sides)."""
+def _netted(terms) -> list[tuple[object, float]]:
+    """(figure, weight) with one figure's weights added first, so that a figure on both sides of a
+    quotient cancels instead of counting twice; those netted to 0 are left out."""
     weights: dict[object, float] = {}
-    spreads: dict[object, Spread | None] = {}
-    for key, spread, weight in terms:
-        weights[key] = weights.get(key, 0.0) + weight
-        spreads[key] = spread
-    kept = [key for key, weight in weights.items() if weight != 0.0]
-    if not kept or any(spreads[key] is None for key in kept):
-        return None
-    return combine([spreads[key] for key in kept], [weights[key] for key in kept])
+    found: dict[object, object] = {}
+    for figure, weight in terms:
+        weights[figure.key] = weights.get(figure.key, 0.0) + weight
+        found[figure.key] = figure
+    return [(found[key], weight) for key, weight in weights.items() if weight != 0.0]
 
 
-def mean_weights(ratios: list[float]) -> list[float]:
-    """d log(mean of ratios) = sum w_i d log r_i with w_i = r_i / sum r (the delta method)."""
-    total = sum(ratios)
-    return [r / total for r in ratios]
+def _flat(terms, scale: float = 1.0) -> list:
+    """`terms` with every ratio among them replaced by its own terms, weighted by its weight."""
+    flat = []
+    for figure, weight in terms:
+        if isinstance(figure, Ratio):
+            flat += _flat(figure.terms, scale * weight)
+        else:
+            flat.append((figure, scale * weight))
+    return flat
 
 
 def holds_one(interval: tuple[float, float] | None) -> bool:
@@ -127,17 +115,6 @@ def describe(spread: Spread | None) -> str:
     return text + (" (published side: no spread)" if PUBLISHED in parts else "")
 
 
-MATH_DIFFERS, STACK_DIFFERS, GPU_SHARED = "math_differs", "stack_differs", "gpu_shared"  # and PROJECTED
-SETTING_DIFFERS = "setting_differs"
-NO_DIFFERENCE = "no measurable difference"
-
-
-class Figure(Protocol):
-    key: object  # what makes two figures the same one
-    value: float
-    spread: Spread | None
-
-
 @dataclass(frozen=True)
 class Fixed:
     """A figure without a spread (a ceilings run's figure)."""
@@ -153,7 +130,7 @@ class Ratio:
     spread: Spread | None  # of log value; None: no interval can be given
     terms: tuple = ()  # (figure, weight): value = prod(figure.value ** weight), unless a mean
     stack_differs: str = ""  # what differs between the sides' stacks, e.g. "torch 2.14.1 vs 2.11.0"
-    setting_differs: str = ""  # a measured key other than the compared one, e.g. "cpu_threads=1 vs cpu_threads=2"
+    setting_differs: str = ""  # another measured key, e.g. "cpu_threads=1 vs cpu_threads=2"
     math_differs: bool = False  # strict fp32 against TF32 math
     projected: bool = False  # a side is projected, not measured
 
@@ -167,25 +144,11 @@ class Ratio:
 
     @property
     def no_difference(self) -> bool:
-        """Its interval holds 1.0."""
         return holds_one(self.interval)
 
     def points(self) -> list:
-        """The measured points behind it, either side (a point on both sides cancels: a figure over
-        itself is 1 whatever its runs)."""
-        weights: dict[object, float] = {}
-        found: dict[object, object] = {}
-        for figure, weight in self._flat(1.0):
-            weights[figure.key] = weights.get(figure.key, 0.0) + weight
-            found[figure.key] = figure
-        return [found[k] for k, w in weights.items() if w != 0.0 and hasattr(found[k], "runs")]
-
-    def _flat(self, scale: float) -> list:
-        return [
-            term
-            for figure, weight in self.terms
-            for term in (figure._flat(scale * weight) if isinstance(figure, Ratio) else [(figure, scale * weight)])
-        ]
+        """The measured points behind it, either side (a point over itself is 1 whatever its runs)."""
+        return [figure for figure, _ in _netted(_flat(self.terms)) if hasattr(figure, "runs")]
 
     @property
     def gpu_shared(self) -> bool:
@@ -194,32 +157,29 @@ class Ratio:
 
     @property
     def flags(self) -> list[str]:
-        named = ((MATH_DIFFERS, self.math_differs), (STACK_DIFFERS, self.stack_differs),
-                 (SETTING_DIFFERS, self.setting_differs), (GPU_SHARED, self.gpu_shared),
-                 (PROJECTED, self.projected))  # fmt: skip
-        return [name for name, on in named if on]
+        return [name for name in FLAGS if getattr(self, name)]
 
     def basis(self) -> str:
-        """What its interval rests on: `repeats`, `within-run only`, `none: ...`."""
         return describe(self.spread)
 
 
 def ratio(terms, value: float | None = None, independent: bool = False, **flags) -> Ratio:
     """The ratio prod(figure.value ** weight) over `terms` (figure, weight), or `value` where it is
-    a mean of them (the weights are then the mean's sensitivity to each: mean_weights).
-    A ratio among the terms counts by its own figures, netted with the others (a point shared by
-    two ratios counts once), unless `independent`: then each ratio is one figure with its own
-    spread. flags: stack_differs, setting_differs, math_differs, projected."""
+    a mean of them (the weights are then the mean's sensitivity to each). A ratio among the terms
+    counts by its own figures, netted with the others (a point shared by two ratios counts once),
+    unless `independent`: then each ratio is one figure with its own spread."""
     terms = tuple(terms)
     if value is None:  # the top over the bottom, so that a / b is exactly that
-        value = math.prod(f.value**w for f, w in terms if w > 0) / math.prod(f.value**-w for f, w in terms if w < 0)
-    flat = terms if independent else Ratio(value, None, terms)._flat(1.0)
-    spread = net_spread([(f.key, f.spread, w) for f, w in flat])
+        top = math.prod(f.value**w for f, w in terms if w > 0)
+        value = top / math.prod(f.value**-w for f, w in terms if w < 0)
+    kept = _netted(terms if independent else _flat(terms))
+    # none left: the same figures on both sides, an exact value
+    exact = not kept or any(f.spread is None for f, _ in kept)
+    spread = None if exact else combine([f.spread for f, _ in kept], [w for _, w in kept])
     return Ratio(value, spread, terms, **flags)
 
 
-def quotient(a: Figure, b: Figure, **flags) -> Ratio:
-    """a / b."""
+def quotient(a, b, **flags) -> Ratio:
     return ratio([(a, 1.0), (b, -1.0)], **flags)
 
 
@@ -240,11 +200,12 @@ def columns(name: str, r: Ratio | None) -> dict:
 
 def means(ratios: list[Ratio]) -> tuple[Ratio, Ratio]:
     """(arithmetic mean, geometric mean) of independent ratios, each with its 95% interval: the
-    uncertainty of the mean of these ratios as measured, not the spread between them. Flags carry
-    over: a mean of a stack_differs ratio is flagged too."""
+    uncertainty of the mean of these ratios as measured, not the spread between them. The weights
+    of the arithmetic mean are its sensitivity to each: d log(mean) = sum r_i / sum(r) d log r_i."""
     k = len(ratios)
     flags = carried_flags(ratios)
     values = [r.value for r in ratios]
-    weights = mean_weights(values)
+    total = sum(values)
+    weights = [v / total for v in values]
     mean = ratio(zip(ratios, weights, strict=True), value=sum(values) / k, independent=True, **flags)
     return mean, ratio([(r, 1 / k) for r in ratios], independent=True, **flags)

@@ -1,12 +1,10 @@
 """Read FINISHED runs back from MLflow and reduce repeats to one measurement per point.
 
 A point is (side, gpu_count, model, precision, source, measured configuration); its throughput is
-the median of its runs, with a 95% interval (src/compare/py). The measured configuration
-is every logged param that changes what is measured (model sizes, the batch that ran, compile,
-channels_last, cudnn autotuning, smoke: the measured keys of src/config/points.py) and the stack
-the run logged as tags (torch, CUDA, cuDNN, NCCL, driver, the card's name and power limit: points.py's
-TAGS), so runs that differ in either are separate points, never pooled as repeats. Runs without a
-`source` tag are this project's own: source "measured".
+the median of its runs, with a 95% interval (src/compare/ratio.py). The measured configuration is
+every logged param that changes what is measured and the stack the run logged as tags (the measured
+keys and TAGS of src/config/points.py), so runs that differ in either are never pooled as repeats.
+Runs without a `source` tag are this project's own: source "measured".
 """
 
 from __future__ import annotations
@@ -178,10 +176,12 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
             return runs, ids
 
 
-def measured_config(params: dict, tags: dict | None = None) -> tuple:
-    """What changes the measured figure, as src/config/points.py declares it: model sizes, the
-    per-GPU batch that ran, the settings. Imported runs log none of these: ()."""
-    return points.point_config(params, tags)
+# what changes the measured figure (model sizes, the batch that ran, the settings); imported runs: ()
+measured_config = points.point_config
+
+
+# the RunRecord fields that a run read back holds under the same names
+SAME_IN_RESULT = "run_id gpu gpu_count model category precision source unit throughput tf32_math".split()
 
 
 def to_record(result: recorded.RunResult) -> RunRecord | None:
@@ -191,24 +191,14 @@ def to_record(result: recorded.RunResult) -> RunRecord | None:
         return None
     if any(not v for v in (result.gpu, result.model, result.precision)) or result.gpu_count is None:
         return None
-    count, throughput = result.gpu_count, result.throughput
-    spec = result.spec
+    count, throughput, spec = result.gpu_count, result.throughput, result.spec
     per_watt, basis = result.per_watt, "measured"
     if per_watt is None:
         per_watt, basis = (throughput / (spec.tdp_w * count), "tdp") if spec.tdp_w else (None, None)
     return RunRecord(
-        run_id=result.run_id,
-        gpu=result.gpu,
+        **{name: getattr(result, name) for name in SAME_IN_RESULT},
         side=result.gpu,
-        gpu_count=count,
-        model=result.model,
-        category=result.category,
-        precision=result.precision,
-        source=result.source,
-        unit=result.unit,
         config=measured_config(result.params, result.tags),
-        throughput=throughput,
-        tf32_math=result.tf32_math,
         per_watt=per_watt,
         per_watt_basis=basis,
         per_kusd=throughput / (spec.price_usd * count / 1000) if spec.price_usd else None,
@@ -252,7 +242,7 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
         prices = [r.per_kusd for r in runs if r.per_kusd is not None]
         bases = sorted({r.per_watt_basis for r in runs if r.per_watt_basis})
         shown = differing.get(first.model, ())
-        lone = runs[0] if len(runs) == 1 else None
+        lone = first.result if len(runs) == 1 else None
         measurements.append(
             Measurement(
                 **{f.name: getattr(first, f.name) for f in fields(Workpoint)},  # what its runs are of
@@ -264,13 +254,7 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
                 per_kusd=statistics.median(prices) if prices else None,
                 runs=runs,
                 variant=", ".join(f"{points.label(k)}={v}" for k, v in first.config if k in shown),
-                spread=point_spread(
-                    throughputs,
-                    lone.result.steps.ci95_rel if lone else None,
-                    lone.result.steps.count if lone else None,
-                    first.source != MEASURED,
-                    lone.result.published_runs if lone else None,
-                ),
+                spread=point_spread(throughputs, first.source != MEASURED, lone),
                 superseded=superseded,
             )
         )
