@@ -1,19 +1,18 @@
 """Relative throughput against a baseline gpu, and category means as the seed study states them.
 
 Lambda's A6000 vs 3090 article: per model, throughput over the baseline's at the same GPU count and
-precision; per category, the arithmetic mean of those ratios. The geometric mean is given too: it
-does not let one model's large ratio outweigh another's small one. A gpu's category mean averages
-the models it and the baseline both have, so it depends on those two gpus' runs only (never on
-which other gpus the store holds), and names the models it leaves out and why. Like math is set against like math and like software against like
-software where the baseline has it; a ratio that cannot be is flagged (`math_differs`, which also
-leaves it out of the means, and `stack_differs`). Every ratio and mean carries a 95% interval.
+precision; per category, the arithmetic mean of those ratios (the geometric mean beside it: one
+model's large ratio does not outweigh another's small one). A gpu's mean averages the models it and
+the baseline both have, so it never depends on which other gpus the store holds. Like math is set
+against like math and like software against like software where the baseline has it; a ratio that
+cannot be is flagged (`math_differs`, which leaves it out of the means, and `stack_differs`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from src.compare.ratio import MATH_DIFFERS, Ratio, Spread, means, quotient
+from src.compare.ratio import MATH_DIFFERS, Ratio, means, quotient
 from src.compare.runs import (
     MEASURED,
     STACK_KEYS,
@@ -32,58 +31,24 @@ def precision_group(precision: str) -> str:
     return PRECISION_GROUPS.get(precision, precision)
 
 
+def _of_ratio(name: str, default):
+    """A row's figure that is its ratio's, `default` where the row has no ratio."""
+    return property(lambda row: getattr(row.ratio, name) if row.ratio else default)
+
+
 @dataclass
 class RelativeRow:
     measurement: Measurement
     baseline: Measurement | None  # the baseline gpu's measurement this one is divided by
     ratio: Ratio | None  # measurement / baseline
 
-    @property
-    def relative(self) -> float | None:
-        return self.ratio.value if self.ratio else None
-
-    @property
-    def spread(self) -> Spread | None:
-        return self.ratio.spread if self.ratio else None
-
-    @property
-    def interval(self) -> tuple[float, float] | None:
-        return self.ratio.interval if self.ratio else None
-
-    @property
-    def math_differs(self) -> bool:
-        return bool(self.ratio and self.ratio.math_differs)
-
-    @property
-    def stack_differs(self) -> str:
-        return self.ratio.stack_differs if self.ratio else ""
-
-    @property
-    def flags(self) -> list[str]:
-        return self.ratio.flags if self.ratio else []
-
-    @property
-    def no_difference(self) -> bool:
-        return bool(self.ratio and self.ratio.no_difference)
-
-
-def against(m: Measurement, base: Measurement | None, stack_keys: tuple[str, ...]) -> RelativeRow:
-    """m over its baseline, flagged where the two ran unlike math (strict fp32 against TF32, either
-    way round) or unlike stacks (what differs among `stack_keys`; never against a published
-    figure, whose stack is unknown: its source marks it instead)."""
-    if base is None:
-        return RelativeRow(m, None, None)
-    measured = {m.source, base.source} == {MEASURED}
-    return RelativeRow(
-        m,
-        base,
-        quotient(
-            m,
-            base,
-            math_differs={m.math, base.math} == {"fp32", "tf32"},
-            stack_differs=stack_difference(m, base, stack_keys) if measured else "",
-        ),
-    )
+    relative = _of_ratio("value", None)
+    spread = _of_ratio("spread", None)
+    interval = _of_ratio("interval", None)
+    math_differs = _of_ratio("math_differs", False)
+    stack_differs = _of_ratio("stack_differs", "")
+    flags = _of_ratio("flags", [])
+    no_difference = _of_ratio("no_difference", False)
 
 
 @dataclass
@@ -99,21 +64,10 @@ class SummaryRow:
     left_out: tuple[str, ...]  # the other models of the two, each with why: "maskrcnn (no a6000 run)"
     baselines: str  # which baseline measurements the ratios used, e.g. "fp32 [lambda]"
 
-    @property
-    def relative_mean(self) -> float:
-        return self.mean.value
-
-    @property
-    def relative_geomean(self) -> float:
-        return self.geomean.value
-
-    @property
-    def flags(self) -> list[str]:
-        return self.mean.flags
-
-    @property
-    def n_models(self) -> int:
-        return len(self.models)
+    relative_mean = property(lambda s: s.mean.value)
+    relative_geomean = property(lambda s: s.geomean.value)
+    flags = property(lambda s: s.mean.flags)
+    n_models = property(lambda s: len(s.models))
 
 
 def find_baseline(
@@ -131,6 +85,7 @@ def find_baseline(
     same precision, the same batch.
     """
     group = precision_group(measurement.precision)
+    stack = dict(measurement.stack)
     candidates = [
         b
         for b in baselines
@@ -145,17 +100,13 @@ def find_baseline(
         key=lambda b: (
             b.math != measurement.math,
             b.source != measurement.source,
-            _differences(dict(b.stack), dict(measurement.stack), stack_keys),
+            sum(dict(b.stack).get(k) != stack.get(k) for k in stack_keys),
             b.precision != measurement.precision,
             b.config != measurement.config,
             b.source,
         ),
         default=None,
     )
-
-
-def _differences(one: dict, other: dict, keys: tuple[str, ...]) -> int:
-    return sum(one.get(k) != other.get(k) for k in keys)
 
 
 def same_workload(one: Measurement, other: Measurement) -> bool:
@@ -183,61 +134,53 @@ def relative_table(
     baseline_source: str | None = None,
     stack_keys: tuple[str, ...] = tuple(points.SOFTWARE),
 ) -> list[RelativeRow]:
-    """Each measurement over its baseline; `stack_keys`: what a like-for-like ratio shares (the
-    software for a GPU comparison; with compare by=, every stack key but the one compared)."""
+    """Each measurement over its baseline, flagged where the two ran unlike math (strict fp32 against
+    TF32, either way round) or unlike stacks: what differs among `stack_keys` (the software for a GPU
+    comparison; with by=, every stack key but the one compared), never against a published figure,
+    whose stack is unknown (its source marks it instead)."""
     baselines = [m for m in measurements if m.side == baseline]
-    return [against(m, find_baseline(m, baselines, baseline_source, stack_keys), stack_keys) for m in measurements]
+    rows = []
+    for m in measurements:
+        base = find_baseline(m, baselines, baseline_source, stack_keys)
+        if base is None:
+            rows.append(RelativeRow(m, None, None))
+            continue
+        measured = {m.source, base.source} == {MEASURED}
+        unlike_stacks = stack_difference(m, base, stack_keys) if measured else ""
+        unlike_math = {m.math, base.math} == {"fp32", "tf32"}
+        r = quotient(m, base, math_differs=unlike_math, stack_differs=unlike_stacks)
+        rows.append(RelativeRow(m, base, r))
+    return rows
 
 
 def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
-    """Per (category, precision, gpu count, side, source): mean and geomean of the model ratios,
-    with their 95%  A gpu's mean depends only on its own runs and the baseline's: it
-    averages the models both have (so adding another gpu's runs moves nothing), and `left_out`
-    names each model of either that it does not average, and why: the baseline has no run of it,
-    the gpu has none, or the ratio sets unlike math (`math_differs`).
-
-    Also returns the series that share no model with the baseline (no mean for them).
-    """
+    """Per (category, precision, gpu count, side, source): mean and geomean of the model ratios, with
+    their 95% intervals, over the models the gpu and the baseline both have (so adding another gpu's
+    runs moves nothing); and the series that share no model with the baseline (no mean for them)."""
     series: dict[tuple, list[RelativeRow]] = {}
     for row in rows:
         m = row.measurement
         series.setdefault((m.category, m.precision, m.gpu_count, m.side, m.source), []).append(row)
     summary, nothing_common = [], []
-    for (category, precision, count, side, source), members_all in series.items():
+    for key, members_all in sorted(series.items()):
         members = [r for r in members_all if r.relative is not None and not r.math_differs]
-        left_out = _left_out(members_all, rows, side)
-        if not members:
-            if any(r.baseline is None for r in members_all):
-                nothing_common.append(f"{category} {precision} x{count} {side} [{source}]")
-            continue
-        mean, geomean = means([r.ratio for r in members])
-        summary.append(
-            SummaryRow(
-                category,
-                precision,
-                count,
-                side,
-                source,
-                mean=mean,
-                geomean=geomean,
-                models=tuple(sorted(r.measurement.workload for r in members)),
-                left_out=left_out,
-                baselines=", ".join(sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})),
-            )
-        )
-    summary.sort(key=lambda s: (s.category, s.precision, s.gpu_count, s.side, s.source))
+        if members:
+            models = tuple(sorted(r.measurement.workload for r in members))
+            left_out = _left_out(members_all, rows, side=key[3])
+            baselines = ", ".join(sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members}))
+            summary.append(SummaryRow(*key, *means([r.ratio for r in members]), models, left_out, baselines))
+        elif any(r.baseline is None for r in members_all):
+            category, precision, count, side, source = key
+            nothing_common.append(f"{category} {precision} x{count} {side} [{source}]")
     return summary, sorted(nothing_common)
 
 
 def _left_out(members: list[RelativeRow], rows: list[RelativeRow], side: str) -> tuple[str, ...]:
     """The models of the gpu or of its baseline (the measurements its ratios were divided by, of
-    the same category, GPU count, precision group and source) that its mean does not average."""
-    reasons = {}
-    for row in members:
-        if row.baseline is None:
-            reasons[row.measurement.workload] = "no baseline run"
-        elif row.math_differs:
-            reasons[row.measurement.workload] = MATH_DIFFERS
+    the same category, GPU count, precision group and source) that its mean does not average, and
+    why: the baseline has no run of it, the gpu has none, or the ratio sets unlike math."""
+    reasons = {r.measurement.workload: "no baseline run" for r in members if r.baseline is None}
+    reasons |= {r.measurement.workload: MATH_DIFFERS for r in members if r.math_differs}
     used = {(r.baseline.side, r.baseline.source, r.baseline.precision) for r in members if r.baseline}
     first = members[0].measurement
     ours = {r.measurement.model for r in members}
@@ -256,8 +199,8 @@ def check_comparable(measurements: list[Measurement], rows: list[RelativeRow], b
     """Stop with what is missing when there is no baseline or nothing to set beside it."""
     if not measurements:
         raise CompareError(
-            "nothing to compare: no FINISHED run with a throughput matches the filters "
-            f"(check tracking.uri, tracking.experiment, gpus, models, precisions, gpu_counts, sources); {STUDY_HINT}"
+            "nothing to compare: no FINISHED run with a throughput matches the filters (check "
+            f"tracking.uri, tracking.experiment, gpus, models, precisions, gpu_counts, sources); {STUDY_HINT}"
         )
     gpus = sorted({m.side for m in measurements})
     if baseline not in gpus:
