@@ -13,14 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from src.compare.ratio import MATH_DIFFERS, Ratio, means, quotient
-from src.compare.runs import (
-    MEASURED,
-    STACK_KEYS,
-    STUDY_HINT,
-    CompareError,
-    Measurement,
-    stack_difference,
-)
+from src.compare.runs import MEASURED, STACK_KEYS, STUDY_HINT, CompareError, Measurement, stack_difference
 from src.config import points
 
 # Precisions compared in one panel of the charts; each stays distinct in the tables.
@@ -70,39 +63,19 @@ class SummaryRow:
     n_models = property(lambda s: len(s.models))
 
 
-def find_baseline(
-    measurement: Measurement,
-    baselines: list[Measurement],
-    baseline_source: str | None,
-    stack_keys: tuple[str, ...] = tuple(points.SOFTWARE),
-) -> Measurement | None:
-    """The baseline's measurement of the same model, sizes, settings and GPU count.
-
-    Same precision group always; the per-GPU batch may differ (gpu profiles size it by memory, as
-    Lambda did) and a published figure, which logs no sizes, stands for its model as published.
-    Preferred, in order: the same math (strict fp32 and TF32 are not alike), the row's own source
-    (or `baseline_source` when set), the same software stack (else the fewest differences), the
-    same precision, the same batch.
-    """
-    group = precision_group(measurement.precision)
-    stack = dict(measurement.stack)
-    candidates = [
-        b
-        for b in baselines
-        if b.model == measurement.model
-        and b.gpu_count == measurement.gpu_count
-        and precision_group(b.precision) == group
-        and (baseline_source is None or b.source == baseline_source)
-        and same_workload(b, measurement)
-    ]
+def find_baseline(m: Measurement, bases: list, source: str | None, stack_keys: tuple) -> Measurement | None:
+    """The baseline's measurement of the same workload (same_workload). Preferred, in order: the
+    same math (strict fp32 and TF32 are not alike), the row's own source (or `source` when set),
+    the same software stack (else the fewest differences), the same precision, the same batch."""
+    stack = dict(m.stack)
     return min(
-        candidates,
+        (b for b in bases if (source is None or b.source == source) and same_workload(b, m)),
         key=lambda b: (
-            b.math != measurement.math,
-            b.source != measurement.source,
+            b.math != m.math,
+            b.source != m.source,
             sum(dict(b.stack).get(k) != stack.get(k) for k in stack_keys),
-            b.precision != measurement.precision,
-            b.config != measurement.config,
+            b.precision != m.precision,
+            b.config != m.config,
             b.source,
         ),
         default=None,
@@ -110,13 +83,15 @@ def find_baseline(
 
 
 def same_workload(one: Measurement, other: Measurement) -> bool:
-    """The same point but for the gpu, the per-GPU batch and the stack (a ratio across stacks is
-    made where it must be, and flagged): every measured key and the layout alike, a key one side
+    """The same model, GPU count and precision group, and the same point but for the gpu, the
+    per-GPU batch (gpu profiles size it by memory, as Lambda did) and the stack (a ratio across
+    stacks is made where it must be, and flagged): every other measured key alike, a key one side
     lacks at its default (points.point_config leaves defaults out). A published figure, which logs
     no sizes, stands for its model as published."""
-    if one.source != MEASURED or other.source != MEASURED:
-        return True
-    return not setting_difference(one, other)
+    group = precision_group(one.precision)
+    if (one.model, one.gpu_count, group) != (other.model, other.gpu_count, precision_group(other.precision)):
+        return False
+    return one.source != MEASURED or other.source != MEASURED or not setting_difference(one, other)
 
 
 def setting_difference(one: Measurement, other: Measurement, also: tuple[str, ...] = ()) -> str:
@@ -166,7 +141,7 @@ def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
         members = [r for r in members_all if r.relative is not None and not r.math_differs]
         if members:
             models = tuple(sorted(r.measurement.workload for r in members))
-            left_out = _left_out(members_all, rows, side=key[3])
+            left_out = _left_out(members_all, rows)
             baselines = ", ".join(sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members}))
             summary.append(SummaryRow(*key, *means([r.ratio for r in members]), models, left_out, baselines))
         elif any(r.baseline is None for r in members_all):
@@ -175,7 +150,7 @@ def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
     return summary, sorted(nothing_common)
 
 
-def _left_out(members: list[RelativeRow], rows: list[RelativeRow], side: str) -> tuple[str, ...]:
+def _left_out(members: list[RelativeRow], rows: list[RelativeRow]) -> tuple[str, ...]:
     """The models of the gpu or of its baseline (the measurements its ratios were divided by, of
     the same category, GPU count, precision group and source) that its mean does not average, and
     why: the baseline has no run of it, the gpu has none, or the ratio sets unlike math."""
@@ -185,7 +160,7 @@ def _left_out(members: list[RelativeRow], rows: list[RelativeRow], side: str) ->
     first = members[0].measurement
     ours = {r.measurement.model for r in members}
     reasons |= {
-        r.measurement.workload: f"no {side} run"
+        r.measurement.workload: f"no {first.side} run"
         for r in rows
         if (r.measurement.side, r.measurement.source, r.measurement.precision) in used
         and r.measurement.category == first.category

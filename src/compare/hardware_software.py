@@ -7,28 +7,22 @@ the baseline on X's, splits it. Where neither was run, the split names the runs 
 
 from __future__ import annotations
 
-from src.compare.analysis import RelativeRow, precision_group, same_workload
+from src.compare.analysis import RelativeRow, same_workload
 from src.compare.ratio import columns, quotient
 from src.compare.runs import Measurement
 
 CSV = "hardware_software.csv"
 COLUMNS = (
-    "model", "precision", "gpu_count", "gpu", "baseline_gpu", "relative", "stack_differs",
-    "hardware", "hardware_low", "hardware_high", "software", "software_low", "software_high", "via", "missing",
+    "model", "precision", "gpu_count", "gpu", "baseline_gpu", "relative", "stack_differs", "hardware",
+    "hardware_low", "hardware_high", "software", "software_low", "software_high", "via", "missing",
 )  # fmt: skip
 
 
-def _find(measurements: list[Measurement], like: Measurement, gpu: str, software: dict) -> Measurement | None:
-    """`like`'s point on another gpu and software stack."""
+def _find(measurements: list[Measurement], like: Measurement, software: dict) -> Measurement | None:
+    """`like`'s point on another software stack."""
+    alike = (like.gpu, like.source, like.math, software)
     for m in measurements:
-        if (
-            m.gpu == gpu
-            and (m.model, m.gpu_count, m.source) == (like.model, like.gpu_count, like.source)
-            and precision_group(m.precision) == precision_group(like.precision)
-            and m.math == like.math
-            and same_workload(m, like)
-            and m.software == software
-        ):
+        if (m.gpu, m.source, m.math, m.software) == alike and same_workload(m, like):
             return m
     return None
 
@@ -42,10 +36,10 @@ def records(rows: list[RelativeRow], measurements: list[Measurement]) -> list[di
             continue
         hardware = software = None
         via = missing = ""
-        if (bridge := _find(measurements, m, m.gpu, base.software)) is not None:
+        if (bridge := _find(measurements, m, base.software)) is not None:
             hardware, software = quotient(bridge, base), quotient(m, bridge)
             via = f"{m.gpu} on {base.gpu}'s stack (run {bridge.runs[0].run_id})"
-        elif (bridge := _find(measurements, base, base.gpu, m.software)) is not None:
+        elif (bridge := _find(measurements, base, m.software)) is not None:
             hardware, software = quotient(m, bridge), quotient(bridge, base)
             via = f"{base.gpu} on {m.gpu}'s stack (run {bridge.runs[0].run_id})"
         else:
