@@ -1,21 +1,20 @@
 """The split of a ratio into speed and capacity (`capacity_split=[A,B]`), with 95% intervals.
 
-A card is a gpu profile, or a profile under a memory cap (`h200@24`: gpu=h200
-gpu.memory_limit_gb=24). For cards A and B and one model, precision and GPU count:
+A card is a gpu profile, or one under a memory cap (`h200@24`: gpu=h200 gpu.memory_limit_gb=24).
+For cards A and B and one model, precision and GPU count:
 - iso-batch ratio: A / B at the same per-GPU batch (the largest both ran): speed alone;
 - max-batch ratio: A / B, each at the largest batch it ran (batch_size=auto makes that the largest
   that fits): speed and capacity together, what a published memory-sized ratio is;
 - capacity factor: max-batch ratio / iso-batch ratio, what A's extra memory is worth on its own.
-Each is a ratio of src/compare/ratio.py; the factor divides two ratios that usually share a point
-(the smaller card's largest batch is the iso batch): it is netted, so a shared point cancels
-instead of widening the interval twice. Where runs are missing, the split names them with the
-command that measures them. Beside it, from the imported runs: the published figures of the
-profiles whose memory each card has (the `gpu.memory_gb` they logged), their ratio (a max-batch
-ratio) and the per-GPU batches they were published at.
+The factor's two ratios usually share a point (the smaller card's largest batch is the iso batch):
+it is netted, so that it cancels instead of widening the interval twice. Missing runs are named
+with the command that measures them. Beside the split: the published figures of the profiles whose
+memory each card has, their ratio and the per-GPU batches they were published at.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from src import recorded
@@ -58,19 +57,7 @@ class SplitMean:
     members: tuple[SplitRow, ...] = field(repr=False)
     figures: dict[str, Ratio | None] = field(repr=False)
 
-    @property
-    def models(self) -> tuple[str, ...]:
-        return tuple(r.model for r in self.members)
-
-
-def card_of(m: Measurement) -> str:
-    cap = dict(m.config).get(CAP_KEY)
-    return f"{m.gpu}@{float(cap):g}" if cap not in (None, "None") else m.gpu
-
-
-def batch_of(m: Measurement) -> int | None:
-    value = dict(m.config).get(points.RAN_BATCH)
-    return int(value) if value not in (None, "None", "auto") else None
+    models = property(lambda s: tuple(r.model for r in s.members))
 
 
 def by_batch(measurements: list[Measurement]) -> dict[tuple, dict[str, dict[int, list[Measurement]]]]:
@@ -78,9 +65,12 @@ def by_batch(measurements: list[Measurement]) -> dict[tuple, dict[str, dict[int,
     stack and setting it was measured with."""
     table: dict[tuple, dict[str, dict[int, list[Measurement]]]] = {}
     for m in measurements:
-        if m.source == MEASURED and (batch := batch_of(m)) is not None:
+        config = dict(m.config)
+        cap, batch = config.get(CAP_KEY), config.get(points.RAN_BATCH)
+        if m.source == MEASURED and batch not in (None, "None", "auto"):
+            card = f"{m.gpu}@{float(cap):g}" if cap not in (None, "None") else m.gpu
             cards = table.setdefault((m.model, m.precision, m.gpu_count), {})
-            cards.setdefault(card_of(m), {}).setdefault(batch, []).append(m)
+            cards.setdefault(card, {}).setdefault(int(batch), []).append(m)
     return table
 
 
@@ -89,34 +79,29 @@ def pair(ours: list[Measurement], theirs: list[Measurement]) -> Ratio:
     cap) where such a pair exists, else the closest, flagged with what differs: settings first,
     then the software stack, then the more repeats."""
 
-    def unlike(a: Measurement, b: Measurement) -> tuple:
+    def unlike(pair: tuple[Measurement, Measurement]) -> tuple:
+        a, b = pair
         return (bool(setting_difference(a, b, (CAP_KEY,))), a.software != b.software, -a.n_runs - b.n_runs)
 
-    a, b = min(((a, b) for a in ours for b in theirs), key=lambda p: unlike(*p))
-    return quotient(
-        a,
-        b,
-        stack_differs=stack_difference(a, b, tuple(points.SOFTWARE)),
-        setting_differs=setting_difference(a, b, (CAP_KEY,)),
-    )
+    a, b = min(itertools.product(ours, theirs), key=unlike)
+    stacks, settings = stack_difference(a, b, tuple(points.SOFTWARE)), setting_difference(a, b, (CAP_KEY,))
+    return quotient(a, b, stack_differs=stacks, setting_differs=settings)
 
 
-def _figures(iso: tuple | None, largest: tuple | None) -> dict[str, Ratio | None]:
-    iso_ratio = pair(*iso) if iso else None
-    max_ratio = pair(*largest) if largest else None
+def _figures(iso: Ratio | None, largest: Ratio | None) -> dict[str, Ratio | None]:
     factor = None
-    if iso_ratio and max_ratio:
-        factor = ratio([(max_ratio, 1.0), (iso_ratio, -1.0)], **carried_flags([iso_ratio, max_ratio]))
-    return {"iso_ratio": iso_ratio, "max_ratio": max_ratio, "capacity_factor": factor}
+    if iso and largest:
+        factor = ratio([(largest, 1.0), (iso, -1.0)], **carried_flags([iso, largest]))
+    return {"iso_ratio": iso, "max_ratio": largest, "capacity_factor": factor}
 
 
-def split(measurements: list[Measurement], pair: list[str]) -> tuple[list[SplitRow], list[str]]:
-    """The split of card pair[0] against pair[1] for every model either ran, and the runs missing."""
-    card, baseline = pair
+def split(measurements: list[Measurement], cards: list[str]) -> tuple[list[SplitRow], list[str]]:
+    """The split of card cards[0] against cards[1] for every model either ran, and the runs missing."""
+    card, baseline = cards
     rows, missing = [], []
     published = Published(measurements, card, baseline)
-    for (model, precision, count), cards in sorted(by_batch(measurements).items()):
-        a, b = cards.get(card, {}), cards.get(baseline, {})
+    for (model, precision, count), batches in sorted(by_batch(measurements).items()):
+        a, b = batches.get(card, {}), batches.get(baseline, {})
         if not a and not b:
             continue
         for name, have in ((card, a), (baseline, b)):
@@ -128,6 +113,7 @@ def split(measurements: list[Measurement], pair: list[str]) -> tuple[list[SplitR
             lacking = card if smaller not in a else baseline
             missing.append(_command(lacking, model, precision, count, smaller, "the iso-batch point"))
         iso = common[-1] if common else None
+        largest, baseline_largest = max(a, default=None), max(b, default=None)
         group = precision_group(precision)
         rows.append(
             SplitRow(
@@ -138,11 +124,14 @@ def split(measurements: list[Measurement], pair: list[str]) -> tuple[list[SplitR
                 card=card,
                 baseline_card=baseline,
                 iso_batch=iso,
-                max_batch=max(a) if a else None,
-                baseline_max_batch=max(b) if b else None,
-                figures=_figures((a[iso], b[iso]) if iso else None, (a[max(a)], b[max(b)]) if a and b else None),
-                published_batch=published.batch(card, model, group),
-                published_baseline_batch=published.batch(baseline, model, group),
+                max_batch=largest,
+                baseline_max_batch=baseline_largest,
+                figures=_figures(
+                    pair(a[iso], b[iso]) if iso else None,
+                    pair(a[largest], b[baseline_largest]) if a and b else None,
+                ),
+                published_batch=published.batch(published.a, model, group),
+                published_baseline_batch=published.batch(published.b, model, group),
                 published_ratio=published.ratio(model, group, count),
             )
         )
@@ -159,9 +148,7 @@ def category_means(rows: list[SplitRow]) -> list[SplitMean]:
     found = []
     for key, members in sorted(groups.items()):
         iso, largest = (_mean([r.figures[f] for r in members]) for f in ("iso_ratio", "max_ratio"))
-        factor = ratio([(largest, 1.0), (iso, -1.0)], value=largest.value / iso.value, **carried_flags([iso, largest]))
-        figures = {"iso_ratio": iso, "max_ratio": largest, "capacity_factor": factor}
-        found.append(SplitMean(*key, members=tuple(members), figures=figures))
+        found.append(SplitMean(*key, members=tuple(members), figures=_figures(iso, largest)))
     return found
 
 
@@ -209,9 +196,8 @@ class Published:
         same = sorted({m.gpu for m in self.points if m.spec.memory_gb == float(cap)})
         return same[0] if same else gpu
 
-    def batch(self, card: str, model: str, group: str) -> int | None:
-        """The per-GPU batch published for the card's profile (1-GPU figures), if any."""
-        gpu = self.stands_for(card)
+    def batch(self, gpu: str, model: str, group: str) -> int | None:
+        """The per-GPU batch published for a profile (1-GPU figures), if any."""
         for m in self.points:
             if (m.gpu, m.model, m.gpu_count, precision_group(m.precision)) == (gpu, model, 1, group):
                 batch = recorded.positive_number(m.runs[0].result.tags.get(recorded.PUBLISHED_BATCH))
@@ -220,6 +206,6 @@ class Published:
         return None
 
     def ratio(self, model: str, group: str, count: int) -> float | None:
-        found = {m.gpu: m.throughput for m in self.points
-                 if (m.model, precision_group(m.precision), m.gpu_count) == (model, group, count)}  # fmt: skip
-        return found[self.a] / found[self.b] if self.a in found and self.b in found else None
+        key = (model, group, count)
+        found = {m.gpu: m for m in self.points if (m.model, precision_group(m.precision), m.gpu_count) == key}
+        return quotient(found[self.a], found[self.b]).value if self.a in found and self.b in found else None
