@@ -47,12 +47,12 @@ class Anomaly:
 
 def scaling_efficiency(measurements: list[Measurement]) -> dict[tuple, float]:
     """Point -> throughput over gpu_count x the 1-GPU throughput of the same workload and source."""
-    singles = {(m.side, m.model, m.precision, m.source, m.config): m for m in measurements if m.gpu_count == 1}
+    singles = {m.point: m.throughput for m in measurements if m.gpu_count == 1}
     efficiency = {}
     for m in measurements:
-        one = singles.get((m.side, m.model, m.precision, m.source, m.config))
+        one = singles.get((m.side, 1, m.model, m.precision, m.source, m.config))
         if one is not None and m.gpu_count > 1:
-            efficiency[m.point] = m.throughput / (m.gpu_count * one.throughput)
+            efficiency[m.point] = m.throughput / (m.gpu_count * one)
     return efficiency
 
 
@@ -72,26 +72,25 @@ def scaling_anomalies(measurements: list[Measurement], tolerance: float) -> list
     return found
 
 
-def stopping_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
-    """Points with a run that stopped before its confidence interval met target_ci."""
+def _flawed_runs(measurements: list[Measurement], kind: str, flaw, said: str) -> list[Anomaly]:
+    """Points with runs whose `flaw` (what a run read back says of it) is set: those runs earn it."""
     found = []
     for m in measurements:
-        missed = [r for r in m.runs if r.result.steps.missed]
-        if missed:
-            detail = f"{len(missed)} of {m.n_runs} run(s) stopped early; {missed[0].result.steps.missed}"
-            found.append(Anomaly(CI_NOT_MET, m, detail, tuple(r.run_id for r in missed)))
+        flawed = [r for r in m.runs if flaw(r.result)]
+        if flawed:
+            detail = f"{len(flawed)} of {m.n_runs} run(s) {said}{flaw(flawed[0].result)}"
+            found.append(Anomaly(kind, m, detail, tuple(r.run_id for r in flawed)))
     return found
+
+
+def stopping_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
+    """Points with a run that stopped before its confidence interval met target_ci."""
+    return _flawed_runs(measurements, CI_NOT_MET, lambda run: run.steps.missed, "stopped early; ")
 
 
 def shared_gpu_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
     """Points with a run during which another program held one of its GPUs."""
-    found = []
-    for m in measurements:
-        shared = [r for r in m.runs if r.result.foreign]
-        if shared:
-            detail = f"{len(shared)} of {m.n_runs} run(s) shared a GPU: {shared[0].result.foreign}"
-            found.append(Anomaly(GPU_SHARED, m, detail, tuple(r.run_id for r in shared)))
-    return found
+    return _flawed_runs(measurements, GPU_SHARED, lambda run: run.foreign, "shared a GPU: ")
 
 
 def procedure_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
@@ -105,9 +104,8 @@ def procedure_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
         usual = ways.most_common(1)[0][0]
         settings = [dict(way) for way in ways]
         keys = sorted(k for k in set().union(*settings) if len({s.get(k) for s in settings}) > 1)
-        what = ", ".join(
-            f"{k.removeprefix('benchmark.')} {'/'.join(sorted({str(s.get(k)) for s in settings}))}" for k in keys
-        )
+        values = {k: "/".join(sorted({str(s.get(k)) for s in settings})) for k in keys}
+        what = ", ".join(f"{k.removeprefix('benchmark.')} {v}" for k, v in values.items())
         odd = tuple(r.run_id for r in m.runs if r.procedure != usual)
         detail = f"repeats measured with different {what}: {len(odd)} of {m.n_runs}"
         found.append(Anomaly(PROCEDURE_DIFFERS, m, detail, odd))
@@ -132,15 +130,15 @@ def spec_anomalies(rows: list[RelativeRow], tolerance: float) -> list[Anomaly]:
         if row.relative > high * (1 + tolerance) or row.relative < low / (1 + tolerance):
             detail = (
                 f"{row.relative:.2f}x {base.side} outside the spec range {low:.2f}-{high:.2f}x "
-                f"(peak {ours[0]} {ours[1]:g}/{theirs[1]:g} TFLOP/s, bandwidth {ours[2]:g}/{theirs[2]:g} GB/s)"
+                f"(peak {ours[0]} {ours[1]:g}/{theirs[1]:g} TFLOP/s, "
+                f"bandwidth {ours[2]:g}/{theirs[2]:g} GB/s)"
             )
             found.append(Anomaly(OUTSIDE_SPEC, m, detail))
     return found
 
 
 def _limits(m: Measurement) -> tuple[str, float, float] | None:
-    """(peak key, peak TFLOP/s, GB/s) as its runs logged them, or None
-    where they lack them."""
+    """(peak key, peak TFLOP/s, GB/s) as its runs logged them, or None where they lack them."""
     spec = m.spec
     if spec.peak_tflops and spec.memory_bandwidth_gbs:
         return spec.peak_key, spec.peak_tflops, spec.memory_bandwidth_gbs
