@@ -168,7 +168,8 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
         except MlflowException as exc:
             raise CompareError(
                 f"filter_string={filter_string!r}: MLflow rejects it: {exc.message.rstrip('.')}; clauses are "
-                f"joined with `and`, e.g. \"filter_string=tags.compile = 'False' and metrics.throughput > 100\""
+                "joined with `and`, e.g. \"filter_string=tags.compile = 'False' and "
+                'metrics.throughput > 100"'
             ) from None
         runs.extend(map(recorded.read, page))
         token = page.token
@@ -206,18 +207,16 @@ def to_record(result: recorded.RunResult) -> RunRecord | None:
     )
 
 
+FILTERED = ("gpu", "model", "precision", "gpu_count", "source")  # the fields compare's filters name
+
+
 def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
-    """The records the config's filters keep (an empty filter keeps everything), and how many
-    smoke runs among them were left out (kept only with include_smoke)."""
+    """The records the config's filters keep (gpus= the records of those gpus, models=, precisions=,
+    gpu_counts=, sources= likewise; an empty one keeps everything), and how many smoke runs among
+    them were left out (kept only with include_smoke)."""
     keep, smoke = [], 0
     for record in records:
-        checks = (
-            (cfg.gpus, record.gpu),
-            (cfg.models, record.model),
-            (cfg.precisions, record.precision),
-            (cfg.gpu_counts, record.gpu_count),
-            (cfg.sources, record.source),
-        )
+        checks = [(getattr(cfg, f"{name}s"), getattr(record, name)) for name in FILTERED]
         if not all(not allowed or value in allowed for allowed, value in checks):
             continue
         if record.result.smoke and not cfg.include_smoke:
