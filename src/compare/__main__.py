@@ -96,6 +96,7 @@ def _import_study_figures(cfg: DictConfig) -> None:
             f"{study.published} (reference/lambda/) into {cfg.tracking.published_experiment!r}"
         )
 
+
 if __name__ == "__main__":
     sys.argv = [filter_quoted(arg) for arg in experiment_as_study(sys.argv)]
     cli.run_app(main)

@@ -1,10 +1,9 @@
 """What a comparison sets side by side: gpus (the default), or with `by=KEY` the values of one
 stack key or tag (torch, cuda, cudnn, nccl, driver, power_limit, host, ...) on the same gpu and point.
 
-A point's `side` is what the comparison sets side by side: its gpu, or with `by=KEY` the value
-`KEY=value`; its `gpu` stays the card it ran on. With by=, the gpu joins the measured configuration
-(a ratio takes its baseline on the same gpu) and KEY leaves the stack (the other stack keys still
-have to match, or the ratio is flagged `stack_differs`).
+With by=, a point's `side` is `KEY=value` (its `gpu` stays the card it ran on), the gpu joins the
+measured configuration (a ratio takes its baseline on the same gpu) and KEY leaves the stack (the
+other stack keys still have to match, or the ratio is flagged `stack_differs`).
 """
 
 from __future__ import annotations
@@ -20,7 +19,8 @@ DEFAULT_BASELINE = "rtx3090"
 
 
 def along(records: list[RunRecord], by: str) -> tuple[list[RunRecord], int]:
-    """Records set side by side along `by=KEY`, and how many lack KEY (left out: published rows log no stack)."""
+    """Records set side by side along `by=KEY`, and how many lack KEY (left out: published rows
+    log no stack)."""
     tag = points.STACK.get(by, by)
     kept, missing = [], 0
     for record in records:
@@ -55,8 +55,7 @@ def baseline(records: list[RunRecord], by: str | None, wanted: str | None) -> st
         try:
             return f"{by}={min(values, key=Version)}"
         except InvalidVersion:
-            first = min(records, key=lambda r: r.result.started_ms)
-            return first.side
+            return min(records, key=lambda r: r.result.started_ms).side
     matches = [v for v in values if v == wanted] or [v for v in values if v.startswith(f"{wanted}+")]
     if len(matches) != 1:
         raise CompareError(f"baseline={wanted}: not one value of by={by}; values found: {', '.join(values)}")

@@ -44,13 +44,11 @@ class OutFolder:
 
     def clear(self) -> None:
         """Remove the earlier comparison's files, and say so."""
-        removed = 0
-        for name in self.earlier:
-            if (self.path / name).is_file():
-                (self.path / name).unlink()
-                removed += 1
+        removed = [self.path / name for name in self.earlier if (self.path / name).is_file()]
+        for path in removed:
+            path.unlink()
         if removed:
-            note(f"out={self.path}: removed {removed} file(s) an earlier compare wrote there")
+            note(f"out={self.path}: removed {len(removed)} file(s) an earlier compare wrote there")
 
     def record(self, files: list[Path]) -> None:
         """The names this comparison wrote: the next compare into this folder replaces them."""
