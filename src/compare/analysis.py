@@ -83,11 +83,10 @@ def find_baseline(m: Measurement, bases: list, source: str | None, stack_keys: t
 
 
 def same_workload(one: Measurement, other: Measurement) -> bool:
-    """The same model, GPU count and precision group, and the same point but for the gpu, the
-    per-GPU batch (gpu profiles size it by memory, as Lambda did) and the stack (a ratio across
-    stacks is made where it must be, and flagged): every other measured key alike, a key one side
-    lacks at its default (points.point_config leaves defaults out). A published figure, which logs
-    no sizes, stands for its model as published."""
+    """The same model, GPU count, precision group and measured keys (a key one side lacks at its
+    default), but for the per-GPU batch (gpu profiles size it by memory, as Lambda did) and the
+    stack (a ratio across stacks is flagged). A published figure logs no sizes: it stands for its
+    model as published."""
     group = precision_group(one.precision)
     if (one.model, one.gpu_count, group) != (other.model, other.gpu_count, precision_group(other.precision)):
         return False
@@ -110,8 +109,7 @@ def relative_table(
     stack_keys: tuple[str, ...] = tuple(points.SOFTWARE),
 ) -> list[RelativeRow]:
     """Each measurement over its baseline, flagged where the two ran unlike math (strict fp32 against
-    TF32, either way round) or unlike stacks: what differs among `stack_keys` (the software for a GPU
-    comparison; with by=, every stack key but the one compared), never against a published figure,
+    TF32) or unlike stacks among `stack_keys` (axis.stack_keys); not against a published figure,
     whose stack is unknown (its source marks it instead)."""
     baselines = [m for m in measurements if m.side == baseline]
     rows = []

@@ -168,11 +168,9 @@ def checked_kinds(measurements: list[Measurement], rows: list[RelativeRow]) -> d
 def tag_runs(
     uri: str, measurements: list[Measurement], rows: list[RelativeRow], anomalies: list[Anomaly]
 ) -> int:
-    """Set `anomaly` on the runs behind each flagged figure; clear an entry where its check ran
-    again and no longer holds, and keep one whose check this comparison could not make.
-
-    Returns how many runs carry the tag now.
-    """
+    """Set `anomaly` on the runs behind each flagged figure, clear an entry where its check ran
+    again and no longer holds, keep one whose check this comparison could not make; how many runs
+    carry the tag now."""
     from src.tracking import store
 
     flagged: dict[str, list[str]] = {}

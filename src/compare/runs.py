@@ -270,11 +270,9 @@ def remeasured(runs: list[RunRecord]) -> tuple[list[RunRecord], tuple[RunRecord,
 
 
 def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:
-    """Per model: the config keys in which points that would otherwise be one point differ.
-
-    A batch that differs only between gpus (profiles size it by memory) is not listed; d_model 64
-    and 128 on one gpu are, and then on every point of that model.
-    """
+    """Per model: the config keys in which points that would otherwise be one point differ. A batch
+    that differs only between gpus (profiles size it by memory) is not listed; d_model 64 and 128
+    on one gpu are, and then on every point of that model."""
     groups: dict[tuple, list[dict]] = {}
     for side, count, model, precision, source, config in points:
         groups.setdefault((side, count, model, precision, source), []).append(dict(config))
