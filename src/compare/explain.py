@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from src import recorded
 from src.compare.analysis import RelativeRow, SummaryRow
-from src.compare.ratio import Fixed, quotient
 from src.compare.report import markdown_table
 from src.compare.runs import MEASURED, Measurement
 from src.config import points
@@ -23,7 +22,7 @@ from src.console import gpus
 
 # the stack a ceilings run must share with a point: the software of points.py's stack that runs the
 # card's kernels (a model's own libraries, torchvision and transformers, are not in a ceilings run)
-STACK_TAGS = tuple(tag for name, tag in points.SOFTWARE.items() if name not in ("torchvision", "transformers"))
+STACK_TAGS = tuple(t for name, t in points.SOFTWARE.items() if name not in ("torchvision", "transformers"))
 SHARES = recorded.SHARES
 SHARE_TITLES = {"matmul": "matmul/conv", "other": "other compute", "comm": "communication",
                 "memcpy": "memory copies", "idle": "GPU idle"}  # fmt: skip
@@ -38,16 +37,12 @@ POWER_LIMITED = 0.5  # a point whose runs sat at the card's power limit for more
 @dataclass(frozen=True)
 class Ceilings:
     run_id: str
-    gpu: str
     gpu_name: str
     gpu_count: int
     stack: tuple
     smoke: bool
     started: int  # ms since the epoch
     figures: dict  # by name, without the ceiling_ prefix: matmul_bf16_tflops, memory_copy_gbs, ...
-
-    def matmul(self, math: str) -> float | None:
-        return self.figures.get(recorded.matmul_figure(math))
 
 
 @dataclass(frozen=True)
@@ -69,9 +64,8 @@ class Power:
         detail = [f"{self.mean_w:,.0f} W mean" if self.mean_w else "",
                   f"SM clock {self.sm_clock_mhz:,.0f} MHz" if self.sm_clock_mhz else ""]  # fmt: skip
         detail = ", ".join(d for d in detail if d)
-        return f"at its {limit}power limit for {_pct(self.limited_share)} of the window" + (
-            f" ({detail})" if detail else ""
-        )
+        said = f"at its {limit}power limit for {_pct(self.limited_share)} of the window"
+        return said + (f" ({detail})" if detail else "")
 
 
 def power_of(runs: list[recorded.RunResult]) -> Power | None:
@@ -81,10 +75,10 @@ def power_of(runs: list[recorded.RunResult]) -> Power | None:
         return None
     limits = sorted({r.tags[recorded.POWER_LIMIT] for r in runs if recorded.POWER_LIMIT in r.tags})
     return Power(
-        limited_share=_median(shares),
+        limited_share=median_of(shares),
         limit_w="/".join(limits) or None,
-        mean_w=_median(r.metrics.get(recorded.POWER_MEAN_W) for r in runs),
-        sm_clock_mhz=_median(r.metrics.get(recorded.SM_CLOCK_MEAN_MHZ) for r in runs),
+        mean_w=median_of(r.metrics.get(recorded.POWER_MEAN_W) for r in runs),
+        sm_clock_mhz=median_of(r.metrics.get(recorded.SM_CLOCK_MEAN_MHZ) for r in runs),
     )
 
 
@@ -98,22 +92,36 @@ class Placement:
     ceilings: Ceilings | None
     shares: dict[str, float] | None  # step-time breakdown, median of the runs that have one
     power: Power | None = None  # how it ran against the card's power limit, where telemetry says
-    note: str = ""
 
     @property
     def ceiling_tflops(self) -> float | None:
-        return self.ceilings.matmul(self.math) if self.ceilings and self.math else None
+        if self.ceilings is None or self.math is None:
+            return None
+        return self.ceilings.figures.get(recorded.matmul_figure(self.math))
 
     @property
     def share_of_ceiling(self) -> float | None:
         ceiling = self.ceiling_tflops
         return self.achieved_tflops / ceiling if ceiling and self.achieved_tflops else None
 
+    @property
+    def power_limited(self) -> bool:
+        return self.power is not None and self.power.limited
+
+    @property
+    def note(self) -> str:
+        m = self.measurement
+        if self.ceilings is None:
+            return (
+                f"no ceilings run of {self.gpu_name} x{m.gpu_count} with this software stack: "
+                f"python -m src.train model=ceilings gpu={m.gpu} gpu.count={m.gpu_count}"
+            )
+        return "" if self.ceiling_tflops is not None else f"the ceilings run has no {self.math} matmul figure"
+
 
 @dataclass
 class Explanation:
     placements: list[Placement]
-    ceilings: list[Ceilings]
     sentences: list[str]  # one per model pair
     claims: list[str]  # the published category means checked against the measured ones
 
@@ -128,64 +136,46 @@ def _stack(tags: dict) -> tuple:
 def ceilings_runs(runs: list[recorded.RunResult]) -> list[Ceilings]:
     """The ceilings runs among `runs`."""
     return [
-        Ceilings(r.run_id, r.gpu, r.gpu_name, r.gpu_count, _stack(r.tags), r.smoke, r.started_ms, r.ceilings)
+        Ceilings(r.run_id, r.gpu_name, r.gpu_count, _stack(r.tags), r.smoke, r.started_ms, r.ceilings)
         for r in runs
         if r.kind == recorded.CEILINGS and r.gpu_count is not None
     ]
 
 
-def matching_ceilings(ceilings: list[Ceilings], run: recorded.RunResult) -> Ceilings | None:
-    """The latest ceilings run of this GPU name, count and stack (smoke with smoke only)."""
+def matching_ceilings(ceilings: list[Ceilings], *runs: recorded.RunResult) -> Ceilings | None:
+    """The latest ceilings run of the GPU name, count and stack of any of `runs` (smoke with smoke only)."""
     same = [
         c
+        for r in runs
         for c in ceilings
-        if c.gpu_name == run.gpu_name
-        and c.gpu_count == run.gpu_count
-        and c.stack == _stack(run.tags)
-        and c.smoke == run.smoke
+        if (c.gpu_name, c.gpu_count, c.stack, c.smoke) == (r.gpu_name, r.gpu_count, _stack(r.tags), r.smoke)
     ]
     return max(same, key=lambda c: c.started, default=None)
 
 
-def _median(values) -> float | None:
+def median_of(values) -> float | None:
+    """The median of the values that are not None; None where none is."""
     found = [v for v in values if v is not None]
     return statistics.median(found) if found else None
 
 
 def place(measurement: Measurement, by_id: dict, ceilings: list[Ceilings]) -> Placement:
     runs = [by_id[r.run_id] for r in measurement.runs if r.run_id in by_id]
-    math = measurement.spec.peak_key  # the math that ran
-    found = [matching_ceilings(ceilings, r) for r in runs]
-    matched = max((c for c in found if c), key=lambda c: c.started, default=None)
     with_shares = [r.shares for r in runs if r.shares]
-    shares = {s: _median(m[s] for m in with_shares) for s in SHARES} if with_shares else None
-    placement = Placement(
+    return Placement(
         measurement=measurement,
         gpu_name=runs[0].gpu_name,
-        achieved_tflops=_median(r.achieved_tflops_per_gpu for r in runs),
-        mfu=_median(r.mfu for r in runs),
-        math=math,
-        ceilings=matched,
-        shares=shares,
+        achieved_tflops=median_of(r.achieved_tflops_per_gpu for r in runs),
+        mfu=median_of(r.mfu for r in runs),
+        math=measurement.spec.peak_key,  # the math that ran
+        ceilings=matching_ceilings(ceilings, *runs),
+        shares={s: median_of(m[s] for m in with_shares) for s in SHARES} if with_shares else None,
         power=power_of(runs),
     )
-    if matched is None:
-        placement.note = (
-            f"no ceilings run of {placement.gpu_name} x{measurement.gpu_count} with this software stack: "
-            f"python -m src.train model=ceilings gpu={measurement.gpu} gpu.count={measurement.gpu_count}"
-        )
-    elif placement.ceiling_tflops is None:
-        placement.note = f"the ceilings run has no {math} matmul figure"
-    return placement
 
 
-def explain(
-    runs: list,
-    measurements: list[Measurement],
-    rows: list[RelativeRow],
-    summary: list[SummaryRow],
-    baseline: str,
-) -> Explanation:
+def explain(runs: list, measurements: list[Measurement], rows: list[RelativeRow], summary: list[SummaryRow],
+            baseline: str) -> Explanation:  # fmt: skip
     """Place every measured point; a sentence per model pair; the category claims checked."""
     ceilings = ceilings_runs(runs)
     by_id = {r.run_id: r for r in runs}
@@ -199,7 +189,7 @@ def explain(
         and row.measurement.label in placed
         and row.baseline.label in placed
     ]
-    return Explanation(placements, ceilings, sentences, check_claims(summary, baseline))
+    return Explanation(placements, sentences, check_claims(summary, baseline))
 
 
 def _pct(value: float | None) -> str:
@@ -209,16 +199,17 @@ def _pct(value: float | None) -> str:
 def _side(p: Placement) -> str:
     """`reaches 55% of its measured bf16 ceiling (780 TFLOP/s), with 62% of its step in matmul/conv
     and 30% other compute`."""
+    text = "has no measured ceiling"
     if p.share_of_ceiling is not None:
-        text = f"reaches {_pct(p.share_of_ceiling)} of its measured {p.math} ceiling ({p.ceiling_tflops:,.0f} TFLOP/s)"
-    else:
-        text = "has no measured ceiling"
+        text = f"reaches {_pct(p.share_of_ceiling)} of its measured {p.math} ceiling"
+        text += f" ({p.ceiling_tflops:,.0f} TFLOP/s)"
     if not p.shares:
         text += ", no step-time breakdown"
     else:
         top = max((s for s in SHARES if s != "matmul"), key=lambda s: p.shares[s] or 0)
-        text += f", with {_pct(p.shares['matmul'])} of its step in matmul/conv and {_pct(p.shares[top])} {SHARE_TITLES[top]}"
-    return text + (f", {p.power.said()}" if p.power and p.power.limited else "")
+        text += f", with {_pct(p.shares['matmul'])} of its step in matmul/conv and "
+        text += f"{_pct(p.shares[top])} {SHARE_TITLES[top]}"
+    return text + (f", {p.power.said()}" if p.power_limited else "")
 
 
 def pair_sentence(row: RelativeRow, a: Placement, b: Placement) -> str:
@@ -228,22 +219,20 @@ def pair_sentence(row: RelativeRow, a: Placement, b: Placement) -> str:
     head = f"{m.workload} {m.precision} x{m.gpu_count}, {m.side} vs {row.baseline.side} {row.relative:.2f}x"
     text = f"{head}: {m.side} {_side(a)}; {row.baseline.side} {_side(b)}"
     if a.share_of_ceiling and b.share_of_ceiling and a.math == b.math:
-        ceilings = quotient(*(Fixed((p.ceilings.run_id, a.math), p.ceiling_tflops) for p in (a, b)))
-        used = quotient(*(Fixed((p.measurement.key, "share"), p.share_of_ceiling) for p in (a, b)))
+        ceilings, used = a.ceiling_tflops / b.ceiling_tflops, a.share_of_ceiling / b.share_of_ceiling
         text += (
-            f". Of the {row.relative:.2f}x, {ceilings.value:.2f}x is the cards' {a.math} ceilings and "
-            f"{used.value:.2f}x how much of them each run used"
+            f". Of the {row.relative:.2f}x, {ceilings:.2f}x is the cards' {a.math} ceilings and "
+            f"{used:.2f}x how much of them each run used"
         )
-        copies = [p.ceilings.figures.get(recorded.MEMORY_COPY_GBS) for p in (a, b)]
-        if all(copies):
-            copy = quotient(*(Fixed((p.ceilings.run_id, "copy"), c) for p, c in zip((a, b), copies, strict=True)))
-            text += f"; their memory copy bandwidths differ {copy.value:.2f}x"
+        copy_a, copy_b = (p.ceilings.figures.get(recorded.MEMORY_COPY_GBS) for p in (a, b))
+        if copy_a and copy_b:
+            text += f"; their memory copy bandwidths differ {copy_a / copy_b:.2f}x"
     return text + _power_limits(a, b) + "."
 
 
 def _power_limits(a: Placement, b: Placement) -> str:
     """Whether the ratio is one between power-limited runs, or one side's."""
-    limited = [p.measurement.side for p in (a, b) if p.power and p.power.limited]
+    limited = [p.measurement.side for p in (a, b) if p.power_limited]
     unknown = [p.measurement.side for p in (a, b) if p.power is None]
     if len(limited) == 2:
         return ". Both ran at their power limits: a ratio between power-limited cards"
@@ -263,75 +252,56 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
         for s in summary
         if s.side != baseline  # the baseline's own rows are 1.0 by definition: no claim
     }
-    published = sorted({s.source for s in summary if s.source != MEASURED})
     claims = []
-    for source in published:
+    for source in sorted({s.source for s in summary if s.source != MEASURED}):
         for (category, precision, count, gpu, src), value in sorted(rows.items()):
-            if src != source:
-                continue
-            ours = _measured(rows, category, precision, count, gpu)
-            where = f"{category}, {precision}, {gpus(count)}: {gpu}"
-            if ours is None:  # nothing of yours to check it against: the tables show it
+            ours = rows.get((category, precision, count, gpu, MEASURED))
+            if src != source or ours is None:  # nothing of yours to check it against: the tables show it
                 continue
             same = (value - 1) * (ours - 1) > 0 or abs(ours - value) < 0.02
             claims.append(
-                f"{source} {where} {value:.2f}x; measured {ours:.2f}x ({ours / value - 1:+.0%}): "
-                + (
-                    "holds in direction."
-                    if same
-                    else "does not hold: the measured ratio is on the other side of 1."
-                )
+                f"{source} {category}, {precision}, {gpus(count)}: {gpu} {value:.2f}x; measured {ours:.2f}x "
+                f"({ours / value - 1:+.0%}): "
+                + ("holds in direction." if same else
+                   "does not hold: the measured ratio is on the other side of 1.")
             )
-        claims += _ordering_claims(rows, source, a="vision", b="language")
-        claims += _count_claims(rows, source)
-    return [claim for claim in claims if claim]
-
-
-def _measured(rows: dict, category: str, precision: str, count: int, gpu: str) -> float | None:
-    return rows.get((category, precision, count, gpu, MEASURED))
+        claims += _ordering_claims(rows, source, a="vision", b="language") + _count_claims(rows, source)
+    return claims
 
 
 def _ordering_claims(rows: dict, source: str, a: str, b: str) -> list[str]:
     """Published: category `a`'s mean against `b`'s at one precision, count and gpu; measured: the same?"""
     claims = []
-    keys = {(p, n, g) for (c, p, n, g, s) in rows if s == source}
-    for precision, count, gpu in sorted(keys):
-        pa, pb = rows.get((a, precision, count, gpu, source)), rows.get((b, precision, count, gpu, source))
-        if pa is None or pb is None:
-            continue
-        ma, mb = (_measured(rows, c, precision, count, gpu) for c in (a, b))
-        claim = f"{source}: {gpu} gains {'more' if pb > pa else 'less'} on {b} ({pb:.2f}x) than on {a} ({pa:.2f}x) at {precision}, {count} GPU(s)"
-        measured = None if ma is None or mb is None else f"{b} {mb:.2f}x, {a} {ma:.2f}x"
-        claims.append(_verdict(claim, pb > pa, measured and mb > ma, measured))
+    for precision, count, gpu in sorted({(p, n, g) for (_, p, n, g, s) in rows if s == source}):
+        pa, pb, ma, mb = (rows.get((c, precision, count, gpu, s)) for s in (source, MEASURED) for c in (a, b))
+        if all(v is not None for v in (pa, pb, ma, mb)):
+            claim = f"{source}: {gpu} gains {'more' if pb > pa else 'less'} on {b} ({pb:.2f}x) than on {a} "
+            claim += f"({pa:.2f}x) at {precision}, {count} GPU(s)"
+            claims.append(_verdict(claim, pb > pa, mb > ma, f"{b} {mb:.2f}x, {a} {ma:.2f}x"))
     return claims
-
-
-def _verdict(claim: str, published_up: bool, measured_up: bool, measured: str | None) -> str:
-    """A published claim checked against the measured runs: the same direction or not ('' when
-    nothing measured checks it)."""
-    if measured is None:
-        return ""
-    return f"{claim}; measured {measured}: {'holds' if published_up == measured_up else 'does not hold'}."
 
 
 def _count_claims(rows: dict, source: str) -> list[str]:
     """Published: the ratio at the largest GPU count against the smallest; measured: the same?"""
-    claims = []
     series: dict[tuple, dict[int, float]] = {}
     for (category, precision, count, gpu, src), value in rows.items():
         if src == source:
             series.setdefault((category, precision, gpu), {})[count] = value
+    claims = []
     for (category, precision, gpu), by_count in sorted(series.items()):
-        if len(by_count) < 2:
-            continue
         low, high = min(by_count), max(by_count)
         pl, ph = by_count[low], by_count[high]
-        claim = (f"{source}: {gpu}'s {category} {precision} ratio is {'higher' if ph > pl else 'lower'} at "
-                 f"{high} GPUs ({ph:.2f}x) than at {low} ({pl:.2f}x)")  # fmt: skip
-        ml, mh = (_measured(rows, category, precision, n, gpu) for n in (low, high))
-        measured = None if ml is None or mh is None else f"{mh:.2f}x and {ml:.2f}x"
-        claims.append(_verdict(claim, ph > pl, measured and mh > ml, measured))
+        ml, mh = (rows.get((category, precision, n, gpu, MEASURED)) for n in (low, high))
+        if low != high and ml is not None and mh is not None:
+            claim = f"{source}: {gpu}'s {category} {precision} ratio is {'higher' if ph > pl else 'lower'}"
+            claim += f" at {high} GPUs ({ph:.2f}x) than at {low} ({pl:.2f}x)"
+            claims.append(_verdict(claim, ph > pl, mh > ml, f"{mh:.2f}x and {ml:.2f}x"))
     return claims
+
+
+def _verdict(claim: str, published_up: bool, measured_up: bool, measured: str) -> str:
+    """A published claim checked against the measured runs: the same direction or not."""
+    return f"{claim}; measured {measured}: {'holds' if published_up == measured_up else 'does not hold'}."
 
 
 def _record(p: Placement) -> dict:
@@ -339,7 +309,8 @@ def _record(p: Placement) -> dict:
     shares = {f"{s}_share": (p.shares or {}).get(s) for s in SHARES}
     return {
         "model": m.model, "variant": m.variant, "precision": m.precision, "gpu_count": m.gpu_count,
-        "gpu": m.side, "gpu_name": p.gpu_name, recorded.ACHIEVED_TFLOPS_PER_GPU: p.achieved_tflops, recorded.MFU: p.mfu,
+        "gpu": m.side, "gpu_name": p.gpu_name, recorded.ACHIEVED_TFLOPS_PER_GPU: p.achieved_tflops,
+        recorded.MFU: p.mfu,
         "ceiling_math": p.math, "ceiling_tflops": p.ceiling_tflops, "share_of_ceiling": p.share_of_ceiling,
         "ceilings_run": p.ceilings.run_id if p.ceilings else None, **shares,
         recorded.THROTTLED_POWER_SHARE: p.power.limited_share if p.power else None,
@@ -362,26 +333,20 @@ def markdown(explanation: Explanation) -> list[str]:
     ]
     lines += [f"- {s}" for s in explanation.sentences] or ["- No model pair has runs on two GPUs to explain."]
     if explanation.claims:
-        lines += ["", "### Published means against yours", ""]
-        lines += [f"- {c}" for c in explanation.claims]
+        lines += ["", "### Published means against yours", "", *[f"- {c}" for c in explanation.claims]]
     if not explanation.placements:
         return lines
-    lines += ["", "### Points against their ceilings", ""]
-    header = ("point", "achieved TFLOP/s", "MFU (spec)", "share of ceiling", "matmul", "other", "comm",
-              "memcpy", "idle", "note")  # fmt: skip
+    header = ("point", "achieved TFLOP/s", "MFU (spec)", "share of ceiling", *SHARES, "note")
     rows = []
     for p in explanation.placements:
-        shares = [_pct((p.shares or {}).get(s)) if p.shares else "" for s in SHARES]
-        achieved = f"{p.achieved_tflops:,.3g}" if p.achieved_tflops is not None else ""
-        ceiling = (f"{_pct(p.share_of_ceiling)} of {p.ceiling_tflops:,.3g} ({p.math})"
-                   if p.share_of_ceiling is not None else "")  # fmt: skip
+        share = p.share_of_ceiling
         cells = [
             p.measurement.label,
-            achieved,
+            f"{p.achieved_tflops:,.3g}" if p.achieved_tflops is not None else "",
             _pct(p.mfu) if p.mfu is not None else "",
-            ceiling,
-            *shares,
-            "; ".join(n for n in (p.power.said() if p.power and p.power.limited else "", p.note) if n),
+            f"{_pct(share)} of {p.ceiling_tflops:,.3g} ({p.math})" if share is not None else "",
+            *[_pct(p.shares.get(s)) if p.shares else "" for s in SHARES],
+            "; ".join(n for n in (p.power.said() if p.power_limited else "", p.note) if n),
         ]
         rows.append(dict(zip(header, cells, strict=True)))
-    return lines + markdown_table(rows, header)
+    return lines + ["", "### Points against their ceilings", ""] + markdown_table(rows, header)
