@@ -12,6 +12,7 @@ import dataclasses
 import math
 import statistics
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from omegaconf import OmegaConf
@@ -26,20 +27,24 @@ from src.projection.model import Card, Ceilings, Projection, ProjectionRefused, 
 from src.projection.sentences import pair_sentence
 from src.stats import t95
 
-PROJECTED = recorded.PROJECTED  # the source of a projected point: never pooled with `measured` or a publisher's
+PROJECTED = recorded.PROJECTED  # a projected point's source: never pooled with `measured` or a publisher's
 CSV = "projection.csv"
 NO_DOF_TO_LOSE = 10**6  # a band's degrees of freedom: a normal interval, finite for Welch's sums
-COLUMNS = ("model", "precision", "gpu_count", "gpu", "from_gpu", "batch", "math", recorded.THROUGHPUT, "throughput_low",
-           "throughput_high", "step_ratio", "parts", "note", "from_runs", "ceilings_run")  # fmt: skip
+COLUMNS = ("model", "precision", "gpu_count", "gpu", "from_gpu", "batch", "math", recorded.THROUGHPUT,
+           "throughput_low", "throughput_high", "step_ratio", "parts", "note", "from_runs",
+           "ceilings_run")  # fmt: skip
+CAP_PARAM = "gpu.memory_limit_gb"
+NOT_THE_WORKLOAD = (recorded.BATCH_SIZE, "model.batch_size", CAP_PARAM)  # what a workload's points differ in
+LOGGED_FIGURES = ("memory_gb", "memory_bandwidth_gbs", "host_link_gbs", "gpu_link_gbs", "tdp_w")
 
 
 @dataclass
 class Outcome:
     projections: list[Projection] = field(default_factory=list)
+    notes: dict[int, str] = field(default_factory=dict)  # id(projection): why not at the card's own batch
+    refused: list[str] = field(default_factory=list)  # one line each: the run to make first
     measurements: list[Measurement] = field(default_factory=list)  # the projections as compare's points
     sentences: list[str] = field(default_factory=list)  # one per model, precision, count and card
-    notes: list[str] = field(default_factory=list)  # a batch that is not the card's own, and why
-    refused: list[str] = field(default_factory=list)  # one line each: the run to make first
 
 
 def for_compare(cfg, records: list, runs: list, baseline: str) -> Outcome:
@@ -50,28 +55,20 @@ def for_compare(cfg, records: list, runs: list, baseline: str) -> Outcome:
         return Outcome()
     kept, _ = select(records, OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]}))
     measurements = aggregate(kept)
-    cards = profiles([*cfg.project, *(m.gpu for m in measurements)])
-    p = cfg.projection
-    return build(measurements, runs, list(cfg.project), cards, baseline, p.batch, p.model_error)
-
-
-def build(measurements: list[Measurement], runs: list, targets: list[str], profiles: dict[str, dict],
-          baseline: str, batch: str, model_error: float) -> Outcome:  # fmt: skip
-    """Every measured point of a card not named in `targets` onto each of them."""
-    done = project_onto(measurements, runs, targets, profiles, batch, model_error)
-    outcome = Outcome(done.projections, refused=done.refused)
-    per_card: dict[tuple, int] = {}
-    for p in done.projections:
-        key = (p.target.name, p.source.model, p.source.precision, p.source.gpu_count, p.source.group)
-        per_card[key] = per_card.get(key, 0) + 1
-    for p in done.projections:
+    targets, model_error = list(cfg.project), cfg.projection.model_error
+    cards = profiles([*targets, *(m.gpu for m in measurements)])
+    outcome = project_onto(measurements, runs, targets, cards, cfg.projection.batch, model_error)
+    per_card = Counter(map(_card_key, outcome.projections))
+    for p in outcome.projections:
         [m] = [m for m in measurements if m.runs and m.runs[0].run_id == p.source.run_ids[0]]
-        several = per_card[(p.target.name, p.source.model, p.source.precision, p.source.gpu_count, p.source.group)] > 1
-        outcome.measurements.append(as_measurement(p, m, f"batch_size={p.source.batch}" if several else ""))
-        if id(p) in done.notes:
-            outcome.notes.append(done.notes[id(p)])
-    outcome.sentences = _sentences(done.projections, baseline, model_error)
+        variant = f"batch_size={p.source.batch}" if per_card[_card_key(p)] > 1 else ""
+        outcome.measurements.append(as_measurement(p, m, variant))
+    outcome.sentences = _sentences(outcome.projections, baseline, model_error)
     return outcome
+
+
+def _card_key(p: Projection) -> tuple:
+    return (p.target.name, p.source.model, p.source.precision, p.source.gpu_count, p.source.group)
 
 
 def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
@@ -81,18 +78,20 @@ def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
     workload run their own batches, as measured ones do."""
     low, high = p.interval
     se = math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE)
-    # the stack is the source card's, its memory cap stood for the target's own memory: neither is the target's
+    # the stack is the source card's; its memory cap stood for the target's memory: neither is the target's
     config = tuple((k, v) for k, v in m.config if not k.startswith("tag:") and k != CAP_PARAM)
     t = p.target
-    spec = recorded.Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)  # the target's
+    spec = recorded.Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)
+    projected = {"gpu": t.name, "side": t.name, "source": PROJECTED, "config": config}
     runs = [
-        dataclasses.replace(r, gpu=t.name, side=t.name, source=PROJECTED, config=config,
-                            result=dataclasses.replace(r.result, gpu=t.name, source=PROJECTED, spec=spec))
+        dataclasses.replace(
+            r, **projected, result=dataclasses.replace(r.result, gpu=t.name, source=PROJECTED, spec=spec)
+        )
         for r in m.runs
-    ]  # fmt: skip
+    ]
     return dataclasses.replace(
-        m, gpu=t.name, side=t.name, source=PROJECTED, throughput=p.throughput, throughput_min=low, throughput_max=high,
-        per_watt=None, per_watt_basis=None, per_kusd=None, config=config, runs=runs, variant=variant,
+        m, **projected, throughput=p.throughput, throughput_min=low, throughput_max=high, per_watt=None,
+        per_watt_basis=None, per_kusd=None, runs=runs, variant=variant,
         spread=Spread(se, NO_DOF_TO_LOSE, PROJECTED),
     )  # fmt: skip
 
@@ -100,12 +99,11 @@ def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
 def _sentences(projections: list[Projection], baseline: str, model_error: float) -> list[str]:
     """Each card over the baseline where the baseline is projected too, else over the card measured."""
     found = []
-    keyed = {(p.target.name, p.source.model, p.source.precision, p.source.gpu_count, p.source.group): p
-             for p in projections}  # fmt: skip
+    keyed = {_card_key(p): p for p in projections}
     for (gpu, model, precision, count, group), p in sorted(keyed.items(), key=lambda item: item[0][:4]):
-        base = keyed.get((baseline, model, precision, count, group))
         if gpu == baseline:
             continue
+        base = keyed.get((baseline, model, precision, count, group))
         if base is None:  # against the card it was measured on: that card projected onto itself
             base = project(p.source, p.source_card, p.ceilings, p.source_card, model_error)
         found.append(pair_sentence(p, base, model_error))
@@ -113,18 +111,18 @@ def _sentences(projections: list[Projection], baseline: str, model_error: float)
 
 
 def records(outcome: Outcome) -> list[dict]:
-    return [
-        {
-            "model": p.source.model, "precision": p.source.precision, "gpu_count": p.source.gpu_count,
-            "gpu": p.target.name, "from_gpu": p.source.gpu, "batch": p.source.batch, "math": p.math,
-            recorded.THROUGHPUT: p.throughput, "throughput_low": p.interval[0], "throughput_high": p.interval[1],
-            "step_ratio": p.step_ratio,
-            "parts": "; ".join(f"{f.part} {f.share:.1%} x{f.scale:.3g} ({f.basis})" for f in p.factors if f.share),
-            "note": next((n for n in outcome.notes if n.startswith(f"{p.target.name} {p.source.model} {p.source.precision}:")), ""),
-            "from_runs": " ".join(p.source.run_ids), "ceilings_run": p.ceilings.run_id,
-        }  # fmt: skip
-        for p in outcome.projections
-    ]
+    found = []
+    for p in outcome.projections:
+        s, said = p.source, f"{p.target.name} {p.source.model} {p.source.precision}:"
+        parts = "; ".join(f"{f.part} {f.share:.1%} x{f.scale:.3g} ({f.basis})" for f in p.factors if f.share)
+        found.append({
+            "model": s.model, "precision": s.precision, "gpu_count": s.gpu_count, "gpu": p.target.name,
+            "from_gpu": s.gpu, "batch": s.batch, "math": p.math, recorded.THROUGHPUT: p.throughput,
+            "throughput_low": p.interval[0], "throughput_high": p.interval[1], "step_ratio": p.step_ratio,
+            "parts": parts, "note": next((n for n in outcome.notes.values() if n.startswith(said)), ""),
+            "from_runs": " ".join(s.run_ids), "ceilings_run": p.ceilings.run_id,
+        })  # fmt: skip
+    return found
 
 
 def section(outcome: Outcome, targets: list[str]) -> list[sections.Section]:
@@ -143,7 +141,7 @@ def section(outcome: Outcome, targets: list[str]) -> list[sections.Section]:
         "",
     ]
     lines += [f"- {s}" for s in outcome.sentences] or ["- Nothing projected."]
-    said = outcome.refused + outcome.notes
+    said = outcome.refused + list(outcome.notes.values())
     if said:
         lines += ["", "Not projected, or not at the card's own batch:", "", *[f"- {line}" for line in said]]
     table = [(CSV, COLUMNS, records(outcome))]
@@ -152,18 +150,21 @@ def section(outcome: Outcome, targets: list[str]) -> list[sections.Section]:
 
 def errors(cfg) -> list[str]:
     """What is wrong with compare's `project` and `projection.*`, one line each."""
-    found = []
-    names = known()
-    for name in cfg.project:
-        if name not in names:
-            found.append(f"project={list(cfg.project)}: {name!r} is not a gpu profile; one of {', '.join(names)}")
-    if cfg.project and cfg.by:
-        found.append(f"project={list(cfg.project)} with by={cfg.by}: by= compares the values of a tag on one card; "
+    names, asked = known(), list(cfg.project)
+    found = [
+        f"project={asked}: {name!r} is not a gpu profile; one of {', '.join(names)}"
+        for name in asked
+        if name not in names
+    ]
+    if asked and cfg.by:
+        found.append(f"project={asked} with by={cfg.by}: by= compares the values of a tag on one card; "
                      "project= compares cards: give one of them")  # fmt: skip
     if cfg.projection.batch not in BATCHES:
         found.append(f"projection.batch={cfg.projection.batch!r}: must be one of {', '.join(BATCHES)}")
     if not 0 <= cfg.projection.model_error < 10:
-        found.append(f"projection.model_error={cfg.projection.model_error}: must be a fraction >= 0 (0.2 = 20%)")
+        found.append(
+            f"projection.model_error={cfg.projection.model_error}: must be a fraction >= 0 (0.2 = 20%)"
+        )
     return found
 
 
@@ -181,45 +182,39 @@ def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> list[str]:
     mlflow_client = store.client(tracking.uri)
     ids = []
     for p in outcome.projections:
-        s = p.source
-        r = recorded
-        tags = {"mlflow.parentRunId": parent_run_id, r.KIND: r.PROJECTION_KIND, r.SOURCE: PROJECTED, r.GPU: p.target.name,
-                r.GPU_COUNT: str(s.gpu_count), r.MODEL: s.model, r.PRECISION: s.precision, r.PROJECTED_FROM_GPU: s.gpu,
-                r.PROJECTED_FROM: " ".join(s.run_ids), r.CEILINGS_RUN: p.ceilings.run_id}  # fmt: skip
-        run = mlflow_client.create_run(
-            experiment_id, run_name=f"{p.target.name} x{s.gpu_count} {s.model} {s.precision} [{PROJECTED}]", tags=tags
-        )
-        metrics = {r.THROUGHPUT: p.throughput, "throughput_low": p.interval[0], "throughput_high": p.interval[1],
+        s, r = p.source, recorded
+        tags = {"mlflow.parentRunId": parent_run_id, r.KIND: r.PROJECTION_KIND, r.SOURCE: PROJECTED,
+                r.GPU: p.target.name, r.GPU_COUNT: str(s.gpu_count), r.MODEL: s.model,
+                r.PRECISION: s.precision, r.PROJECTED_FROM_GPU: s.gpu, r.PROJECTED_FROM: " ".join(s.run_ids),
+                r.CEILINGS_RUN: p.ceilings.run_id}  # fmt: skip
+        name = f"{p.target.name} x{s.gpu_count} {s.model} {s.precision} [{PROJECTED}]"
+        run_id = mlflow_client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
+        low, high = p.interval
+        metrics = {r.THROUGHPUT: p.throughput, "throughput_low": low, "throughput_high": high,
                    r.BATCH_SIZE: s.batch, "step_ratio": p.step_ratio}  # fmt: skip
         for f in p.factors:
             key = f.part.replace(", ", "_").replace(" ", "_")
             metrics |= {f"share_{key}": f.share, f"scale_{key}": f.scale}
         now = int(time.time() * 1000)
-        mlflow_client.log_batch(run.info.run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()])
-        mlflow_client.set_terminated(run.info.run_id, "FINISHED")
-        ids.append(run.info.run_id)
+        mlflow_client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()])
+        mlflow_client.set_terminated(run_id, "FINISHED")
+        ids.append(run_id)
     return ids
 
 
 # ---- the inputs: each measured point, its card's ceilings and spec sheet, as its runs logged them ----
-CAP_PARAM = "gpu.memory_limit_gb"
-NOT_THE_WORKLOAD = (recorded.BATCH_SIZE, "model.batch_size", CAP_PARAM)  # what one workload's points differ in
-LOGGED_FIGURES = ("memory_gb", "memory_bandwidth_gbs", "host_link_gbs", "gpu_link_gbs", "tdp_w")
-
-
 def source_point(m: Measurement, runs: list[recorded.RunResult]) -> SourcePoint:
     """A measured point (`runs`: its runs as read back) as the projection reads it."""
     with_shares = [r.shares for r in runs if r.shares]
-    shares = (
-        {s: statistics.median(x.get(s) or 0.0 for x in with_shares) for s in recorded.SHARES} if with_shares else None
-    )
+    shares = None
+    if with_shares:
+        shares = {s: statistics.median(x.get(s) or 0.0 for x in with_shares) for s in recorded.SHARES}
     batch = int(float(dict(m.config).get(recorded.BATCH_SIZE) or runs[0].batch_size or 0))
     cap = _number(runs[0].params.get(CAP_PARAM))
+    cap_said, cap_set = (f", {cap:g} GB cap", f" {CAP_PARAM}={cap:g}") if cap else ("", "")
     peaks = [r.metrics[recorded.PEAK_MEMORY_GB] for r in runs if recorded.PEAK_MEMORY_GB in r.metrics]
-    flops = [r.metrics[recorded.FLOPS_PER_ITEM] for r in runs if recorded.FLOPS_PER_ITEM in r.metrics]
-    cap_part = f" gpu.memory_limit_gb={cap:g}" if cap else ""
     return SourcePoint(
-        label=f"{m.gpu} x{m.gpu_count} {m.workload} {m.precision} [batch {batch}{f', {cap:g} GB cap' if cap else ''}]",
+        label=f"{m.gpu} x{m.gpu_count} {m.workload} {m.precision} [batch {batch}{cap_said}]",
         gpu=m.gpu,
         model=m.model,
         precision=m.precision,
@@ -229,29 +224,27 @@ def source_point(m: Measurement, runs: list[recorded.RunResult]) -> SourcePoint:
         throughput=m.throughput,
         interval=m.interval,
         shares=shares,
-        flops_per_item=statistics.median(flops) if flops else None,
+        flops_per_item=explain.median_of(r.metrics.get(recorded.FLOPS_PER_ITEM) for r in runs),
         memory_gb=cap or (max(peaks) if peaks else None),
         run_ids=tuple(r.run_id for r in runs),
         remeasure=(
-            f"python -m src.train gpu={m.gpu} model={m.model} precision={m.precision} gpu.count={m.gpu_count} "
-            f"model.batch_size={batch}{cap_part}"
+            f"python -m src.train gpu={m.gpu} model={m.model} precision={m.precision} "
+            f"gpu.count={m.gpu_count} model.batch_size={batch}{cap_set}"
         ),
         group=tuple((k, v) for k, v in m.config if k not in NOT_THE_WORKLOAD),
-        power_bound=_median([r.metrics.get(recorded.THROTTLED_POWER_SHARE) for r in runs]),
+        power_bound=explain.median_of(r.metrics.get(recorded.THROTTLED_POWER_SHARE) for r in runs),
     )
 
 
 def ceilings_of(runs: list[recorded.RunResult], found: list[explain.Ceilings]) -> Ceilings | None:
     """The point's card's ceilings: the latest ceilings run of its GPU name, count and stack."""
-    matched = [explain.matching_ceilings(found, r) for r in runs]
-    latest = max((c for c in matched if c), key=lambda c: c.started, default=None)
+    latest = explain.matching_ceilings(found, *runs)
     if latest is None:
         return None
-    prefix, suffix = "matmul_", "_tflops"
     matmul = {
-        k.removeprefix(prefix).removesuffix(suffix): v
+        k.removeprefix("matmul_").removesuffix("_tflops"): v
         for k, v in latest.figures.items()
-        if k.startswith(prefix) and k.endswith(suffix)
+        if k.startswith("matmul_") and k.endswith("_tflops")
     }
     return Ceilings(latest.run_id, matmul, latest.figures.get(recorded.MEMORY_COPY_GBS))
 
@@ -260,17 +253,13 @@ def source_card(m: Measurement, params: dict, profile: dict | None) -> Card:
     """The card a point ran on: the spec sheet its run logged, its profile (`profile`, as read by
     the entry point) for figures it never logged (runs from before the figure existed)."""
     profile = dict(profile or {"name": m.gpu})
-    logged_peaks = {k.removeprefix("gpu.peak_tflops."): _number(v) for k, v in params.items() if k.startswith("gpu.peak_tflops.")}
-    profile["peak_tflops"] = {**profile.get("peak_tflops", {}), **{k: v for k, v in logged_peaks.items() if v}}
+    peak = "gpu.peak_tflops."
+    logged_peaks = {k.removeprefix(peak): _number(v) for k, v in params.items() if k.startswith(peak)}
+    profile["peak_tflops"] = profile.get("peak_tflops", {}) | {k: v for k, v in logged_peaks.items() if v}
     for key in LOGGED_FIGURES:
         if _number(params.get(f"gpu.{key}")):
             profile[key] = _number(params[f"gpu.{key}"])
     return Card.from_profile(profile)
-
-
-def _median(values: list) -> float | None:
-    found = [v for v in values if v is not None]
-    return statistics.median(found) if found else None
 
 
 def _number(value) -> float | None:
@@ -281,22 +270,13 @@ def _number(value) -> float | None:
     return number if number > 0 else None
 
 
-@dataclass
-class Projected:
-    projections: list[Projection] = field(default_factory=list)
-    notes: dict[int, str] = field(default_factory=dict)  # id(projection) -> why its batch is not the target's own
-    refused: list[str] = field(default_factory=list)  # one line each: what to measure first
-
-
-def project_onto(
-    measurements: list[Measurement], runs: list, targets: list[str], profiles: dict[str, dict], batch: str,
-    model_error: float,
-) -> Projected:
+def project_onto(measurements: list[Measurement], runs: list, targets: list[str], profiles: dict[str, dict],
+                 batch: str, model_error: float) -> Outcome:  # fmt: skip
     """The measured points of every gpu that is not itself a target, onto each target. `profiles`:
     the targets' spec sheets and the measured cards' (for figures their runs never logged)."""
     by_id = {r.run_id: r for r in runs}
     found = explain.ceilings_runs(runs)
-    done = Projected()
+    done = Outcome()
     pairs = [
         (m, source_point(m, [by_id[r.run_id] for r in m.runs if r.run_id in by_id]))
         for m in measurements
@@ -315,7 +295,7 @@ def project_onto(
                 ceilings = ceilings_of([by_id[i] for i in chosen.point.run_ids], found)
                 projection = project(chosen.point, card, ceilings, target, model_error)
             except ProjectionRefused as exc:
-                if str(exc) not in done.refused:  # a point lacking its breakdown is refused once, not per target
+                if str(exc) not in done.refused:  # a point without its breakdown: once, not per target
                     done.refused.append(str(exc))
                 continue
             done.projections.append(projection)
