@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from src import console
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.report import console_table, interval_text, markdown_table
 from src.compare.runs import MEASURED, RunRecord
@@ -33,7 +34,18 @@ class StudyFigure:
 
     @property
     def where(self) -> str:
-        return f"{self.category}, {self.precision}, {self.gpu_count} GPU{'s' if self.gpu_count > 1 else ''}"
+        return f"{self.category}, {self.precision}, {console.gpus(self.gpu_count)}"
+
+    def cells(self, gpus: list[str], none: str, differs: str) -> list[str]:
+        """Its row: `none` where the published runs give no figure, `differs` marks one that differs."""
+        published = f"{self.published.relative_mean:.2f}x" if self.published else none
+        published += "" if self.agrees in (True, None) else differs
+        measured = [_mean(self.measured.get(g)) for g in gpus]
+        return [self.where, f"{self.stated:.2f}x", published, _interval(self.published), *measured]
+
+
+def _subject(study) -> str:
+    return next(g for g in study.gpus if g != study.baseline)
 
 
 def in_scope(record: RunRecord, study) -> bool:
@@ -45,17 +57,11 @@ def in_scope(record: RunRecord, study) -> bool:
 
 def figures(summary: list[SummaryRow], study) -> list[StudyFigure]:
     """Each stated figure with the published and measured means of the same cell."""
-    subject = next(g for g in study.gpus if g != study.baseline)
     found = []
     for claim in study.claims:
-        cell = [
-            s
-            for s in summary
-            if s.category == claim.category
-            and s.gpu_count == claim.gpu_count
-            and precision_group(s.precision) == precision_group(claim.precision)
-        ]
-        published = next((s for s in cell if s.side == subject and s.source == study.published), None)
+        where = (claim.category, claim.gpu_count, precision_group(claim.precision))
+        cell = [s for s in summary if (s.category, s.gpu_count, precision_group(s.precision)) == where]
+        published = next((s for s in cell if s.side == _subject(study) and s.source == study.published), None)
         measured = {}
         for s in sorted(cell, key=lambda s: s.precision != claim.precision):  # the same precision first
             if s.source == MEASURED and s.side != study.baseline:
@@ -66,12 +72,11 @@ def figures(summary: list[SummaryRow], study) -> list[StudyFigure]:
 
 def per_model(rows: list[RelativeRow], study) -> dict[tuple[str, int], dict[str, RelativeRow]]:
     """(precision, GPU count) -> model -> the published pair's ratio, for the stated cells."""
-    subject = next(g for g in study.gpus if g != study.baseline)
-    cells = {(c.precision, c.gpu_count) for c in study.claims}
-    table: dict[tuple[str, int], dict[str, RelativeRow]] = {cell: {} for cell in sorted(cells, key=lambda c: (c[1], c[0] != "fp32"))}
+    cells = sorted({(c.precision, c.gpu_count) for c in study.claims}, key=lambda c: (c[1], c[0] != "fp32"))
+    table: dict[tuple[str, int], dict[str, RelativeRow]] = {cell: {} for cell in cells}
     for row in rows:
         m = row.measurement
-        if m.side == subject and m.source == study.published and row.relative is not None:
+        if m.side == _subject(study) and m.source == study.published and row.relative is not None:
             if (m.precision, m.gpu_count) in table:
                 table[(m.precision, m.gpu_count)][m.workload] = row
     return table
@@ -97,24 +102,26 @@ def differences(found: list[StudyFigure], rows: list[RelativeRow], study) -> lis
     return lines
 
 
+def _per_model_grid(rows: list[RelativeRow], study) -> tuple[list[str], list[list[str]]]:
+    """The published pair's ratio per model (a row each) in each stated cell (a column each)."""
+    models = per_model(rows, study)
+    grid = [[name, *(_ratio(models[cell].get(name)) for cell in models)] for name in dict.fromkeys(study.models)]
+    return [f"{precision} x{count}" for precision, count in models], grid
+
+
 def markdown(found: list[StudyFigure], rows: list[RelativeRow], study) -> list[str]:
     """report.md's first section: the stated figures, the published and measured ones, per model."""
-    subject = next(g for g in study.gpus if g != study.baseline)
     gpus = sorted({g for f in found for g in f.measured})
     head = ("figure", "stated", study.published, "95% CI", *[f"{g} (measured)" for g in gpus])
-    cells = [
-        [f.where, f"{f.stated:.2f}x", (f"{f.published.relative_mean:.2f}x" if f.published else "no figures")
-         + ("" if f.agrees in (True, None) else " (differs)"), _interval(f.published),
-         *[_mean(f.measured.get(g)) for g in gpus]]
-        for f in found
-    ]  # fmt: skip
-    lines = markdown_table([dict(zip(head, row, strict=True)) for row in cells], head)
+    lines = _markdown_table(head, [f.cells(gpus, "no figures", " (differs)") for f in found])
     lines += ["", *[f"- {line}" for line in differences(found, rows, study)]]
-    models = per_model(rows, study)
-    cols = ("model", *(f"{precision} x{count}" for precision, count in models))
-    grid = [[name, *(_ratio(models[cell].get(name)) for cell in models)] for name in dict.fromkeys(study.models)]
-    lines += ["", f"Per model, {subject} over {study.baseline} [{study.published}]:", ""]
-    return lines + markdown_table([dict(zip(cols, row, strict=True)) for row in grid], cols)
+    lines += ["", f"Per model, {_subject(study)} over {study.baseline} [{study.published}]:", ""]
+    columns, grid = _per_model_grid(rows, study)
+    return lines + _markdown_table(("model", *columns), grid)
+
+
+def _markdown_table(head: tuple, rows: list[list[str]]) -> list[str]:
+    return markdown_table([dict(zip(head, row, strict=True)) for row in rows], head)
 
 
 def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> None:
@@ -122,29 +129,25 @@ def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> Non
     gpus give, then the published pair's ratio per model."""
     from rich.markup import escape
 
-    from src.console import console, note
-
-    subject = next(g for g in study.gpus if g != study.baseline)
+    say = console.console.print
     gpus = sorted({g for f in found for g in f.measured})
-    note(f"{study.title}: {subject} over {study.baseline}, mean of the models' ratios")
+    console.note(f"{study.title}: {_subject(study)} over {study.baseline}, mean of the models' ratios")
     table = console_table("category, precision, GPUs", "stated", escape(study.published), "95% CI", *map(escape, gpus))
     for f in found:
-        ours = f"{f.published.relative_mean:.2f}x" if f.published else "-"
-        ours += "" if f.agrees in (True, None) else "*"
-        table.add_row(f.where, f"{f.stated:.2f}x", ours, _interval(f.published), *[_mean(f.measured.get(g)) for g in gpus])
-    console.print(table)
+        table.add_row(*f.cells(gpus, "-", "*"))
+    say(table)
     for line in differences(found, rows, study):
-        console.print(f"  * {escape(line)}")
+        say(f"  * {escape(line)}")
     if any(f.published and f.published.mean.interval for f in found):
-        console.print("  95% CI: from the logged runs behind the published figures; = it holds 1.0")
+        say("  95% CI: from the logged runs behind the published figures; = it holds 1.0")
     if gpus:
-        console.print(f"  {', '.join(gpus)}: your runs against {study.baseline} (n: models averaged where fewer)")
-    models = per_model(rows, study)
-    grid = console_table("model", *(f"{precision} x{count}" for precision, count in models), title_justify="left",
-                         title=escape(f"per model, {subject} over {study.baseline} [{study.published}]"))  # fmt: skip
-    for name in dict.fromkeys(study.models):
-        grid.add_row(name, *[_ratio(models[cell].get(name)) for cell in models])
-    console.print(grid)
+        say(f"  {', '.join(gpus)}: your runs against {study.baseline} (n: models averaged where fewer)")
+    columns, grid = _per_model_grid(rows, study)
+    title = escape(f"per model, {_subject(study)} over {study.baseline} [{study.published}]")
+    table = console_table("model", *columns, title_justify="left", title=title)
+    for row in grid:
+        table.add_row(*row)
+    say(table)
 
 
 def _ratio(row: RelativeRow | None) -> str:
