@@ -168,7 +168,7 @@ def errors(cfg) -> list[str]:
     return found
 
 
-def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> list[str]:
+def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> None:
     """One run per projected point in the report's experiment, a child of the report run: its
     figures, each part's share and scale, and the runs it was made from (tags `projected_from`,
     `ceilings_run`)."""
@@ -177,10 +177,9 @@ def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> list[str]:
     from src.tracking import store
 
     if not outcome.projections:
-        return []
+        return
     experiment_id = store.ensure_experiment(tracking.uri, tracking.report_experiment)
     mlflow_client = store.client(tracking.uri)
-    ids = []
     for p in outcome.projections:
         s, r = p.source, recorded
         tags = {"mlflow.parentRunId": parent_run_id, r.KIND: r.PROJECTION_KIND, r.SOURCE: PROJECTED,
@@ -198,8 +197,6 @@ def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> list[str]:
         now = int(time.time() * 1000)
         mlflow_client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()])
         mlflow_client.set_terminated(run_id, "FINISHED")
-        ids.append(run_id)
-    return ids
 
 
 # ---- the inputs: each measured point, its card's ceilings and spec sheet, as its runs logged them ----
@@ -249,10 +246,10 @@ def ceilings_of(runs: list[recorded.RunResult], found: list[explain.Ceilings]) -
     return Ceilings(latest.run_id, matmul, latest.figures.get(recorded.MEMORY_COPY_GBS))
 
 
-def source_card(m: Measurement, params: dict, profile: dict | None) -> Card:
+def source_card(gpu: str, params: dict, profile: dict | None) -> Card:
     """The card a point ran on: the spec sheet its run logged, its profile (`profile`, as read by
     the entry point) for figures it never logged (runs from before the figure existed)."""
-    profile = dict(profile or {"name": m.gpu})
+    profile = dict(profile or {"name": gpu})
     peak = "gpu.peak_tflops."
     logged_peaks = {k.removeprefix(peak): _number(v) for k, v in params.items() if k.startswith(peak)}
     profile["peak_tflops"] = profile.get("peak_tflops", {}) | {k: v for k, v in logged_peaks.items() if v}
@@ -277,8 +274,8 @@ def project_onto(measurements: list[Measurement], runs: list, targets: list[str]
     by_id = {r.run_id: r for r in runs}
     found = explain.ceilings_runs(runs)
     done = Outcome()
-    pairs = [
-        (m, source_point(m, [by_id[r.run_id] for r in m.runs if r.run_id in by_id]))
+    points = [
+        source_point(m, [by_id[r.run_id] for r in m.runs if r.run_id in by_id])
         for m in measurements
         if m.gpu not in targets and m.source == MEASURED and any(r.run_id in by_id for r in m.runs)
     ]
@@ -288,12 +285,12 @@ def project_onto(measurements: list[Measurement], runs: list, targets: list[str]
         except ProjectionRefused as exc:
             done.refused.append(str(exc))
             continue
-        for chosen in choose([p for _, p in pairs], target, batch):
-            m = next(m for m, p in pairs if p is chosen.point)
+        for chosen in choose(points, target, batch):
+            point = chosen.point
             try:
-                card = source_card(m, by_id[chosen.point.run_ids[0]].params, profiles.get(m.gpu))
-                ceilings = ceilings_of([by_id[i] for i in chosen.point.run_ids], found)
-                projection = project(chosen.point, card, ceilings, target, model_error)
+                card = source_card(point.gpu, by_id[point.run_ids[0]].params, profiles.get(point.gpu))
+                ceilings = ceilings_of([by_id[i] for i in point.run_ids], found)
+                projection = project(point, card, ceilings, target, model_error)
             except ProjectionRefused as exc:
                 if str(exc) not in done.refused:  # a point without its breakdown: once, not per target
                     done.refused.append(str(exc))
