@@ -18,8 +18,48 @@ from src.compare.sections import Compared, Section
 from src.config import points
 from src.config.groups.precision import PRECISIONS
 from src.config.groups.tracking import tracking_errors
-from src.console import note
 from src.errors import ConfigError
+
+FILTERS = ("gpus", "models", "precisions", "gpu_counts", "sources")  # each a flat list
+ALWAYS_NOTED = [
+    "Intervals (95%): a t-interval on log throughput; a point's spread comes from its repeats "
+    "(fresh processes), or for a single run from its step-time CI (`within-run only`: it misses "
+    "what differs between processes); a ratio combines both sides, a mean all its ratios "
+    "(the uncertainty of these models' mean as measured, not the spread between models). A ratio "
+    "whose interval holds 1.0 is marked `no measurable difference`. A published figure carries the "
+    "spread of the logged runs it is the mean of where the source has them (`published runs`); "
+    "one without has none, none is invented, and an interval against it rests on the other side only. "
+    "The baseline's own rows (1.0 by definition) are in the CSVs only.",
+    "Precision groups: fp32 and tf32 are charted together as fp32, amp and bf16 as mixed "
+    "precision; every table keeps the precision each run used. A ratio takes the baseline at the "
+    "same precision when it has one, else at another of the same group (see baseline_precision).",
+    "Category means are the arithmetic mean of the per-model ratios, as in Lambda's RTX A6000 vs "
+    "RTX 3090 article, over the models the gpu and the baseline both have (`models`; "
+    "`models_left_out` names the others and why): a gpu's mean depends on its runs and the "
+    "baseline's only. The geometric mean is given beside it.",
+]
+
+# a note for each kind of row or run that needs one: {} names them, short names joined by ", ", labels by "; "
+NAMED_NOTES = {
+    "nothing_common": "No category mean for (no model in common with the other gpus of the group): {}",
+    "crossed": "Some ratios set one source against another ({}): the {baseline} figures of the row's own "
+    "source were missing.",
+    "tf32": "fp32 figures of source(s) {} ran TF32 tensor-core math where the GPU has it (published 'fp32' "
+    "is the container default); this project's fp32 is strict IEEE fp32 and its tf32 is the like-for-like "
+    "precision.",
+    "math_differs": "math_differs: strict IEEE fp32 set against TF32 math (published 'fp32' ran TF32); shown "
+    "flagged and left out of the category means: {}. Set tf32 runs beside them.",
+    "stack_differs": "stack_differs: the baseline has no run on the same {stack}, so these ratios set unlike "
+    "stacks against each other: {}.{split}",
+    "superseded": "Measured again: {superseded} run(s) that shared a GPU or missed their stopping rule have "
+    "a later clean run of the same point and config (resume measured it again), which stands in for them; "
+    "they are kept in the store: {}.",
+    "variants": "Runs of one model that differ in what is measured are separate points, named by what "
+    "differs: {}. A ratio takes the baseline with the same sizes and settings.",
+    "published": "Rows whose source is not `measured` are published figures imported with "
+    "src.import_results; their runs carry the tags published_system and published_task.",
+}
+SHORT_NAMES = ("crossed", "tf32", "superseded")
 
 
 @dataclass
@@ -32,49 +72,6 @@ class CompareResult:
     files: list[Path]
     report_run_id: str
     experiment_ids: list[str]  # the experiments read: measured first, then published
-
-
-def validate_compare(cfg: DictConfig) -> None:
-    """Key, value and what is allowed, for every bad value, before any run is read."""
-    errors = tracking_errors(cfg.tracking)
-    if not cfg.tracking.report_experiment:
-        errors.append("tracking.report_experiment='': must name the experiment report runs go to")
-    if cfg.baseline == "":
-        errors.append(
-            "baseline='': must name a gpu profile (baseline=rtx3090), a value of by= (baseline=2.11.0), "
-            "or be null (rtx3090; with by=, the oldest value)"
-        )
-    if cfg.by is not None and not str(cfg.by).replace("_", "").replace(".", "").isalnum():
-        errors.append(
-            f"by={cfg.by!r}: must be null (compare gpus), a stack key ({', '.join(points.STACK)}), "
-            "host, or another tag's name"
-        )
-    if cfg.baseline_source == "":
-        errors.append("baseline_source='': must be null (the row's own source first) or a source name")
-    nested = [k for k in ("gpus", "models", "precisions", "gpu_counts", "sources") if not _flat(cfg[k])]
-    for key in nested:  # OmegaConf lets a list of lists through a list[str] field
-        errors.append(f"{key}={OmegaConf.to_container(cfg[key])}: must be one flat list, e.g. {key}=[a,b]")
-    if nested:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
-    wrong = [p for p in cfg.precisions if p not in PRECISIONS]
-    if wrong:
-        errors.append(f"precisions={list(cfg.precisions)}: each must be one of {', '.join(PRECISIONS)}")
-    if any(c < 1 for c in cfg.gpu_counts):
-        errors.append(f"gpu_counts={list(cfg.gpu_counts)}: each must be a whole number >= 1")
-    for key in ("scaling_tolerance", "spec_tolerance"):
-        if cfg.anomalies[key] < 0:
-            errors.append(f"anomalies.{key}={cfg.anomalies[key]}: must be >= 0 (a fraction: 0.02 = 2%)")
-    pair = cfg.capacity_split
-    if pair and (len(pair) != 2 or pair[0] == pair[1] or not all(map(capacity.is_card, pair))):
-        errors.append(f"capacity_split={list(pair)}: must be two different cards, gpu or gpu@<memory_limit_gb> (GB > 0), "
-                      "e.g. capacity_split=[a6000,rtx3090] or capacity_split=[h200@48,h200@24]")  # fmt: skip
-    errors += projection.errors(cfg)
-    if errors:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
-
-
-def _flat(values) -> bool:
-    return all(isinstance(v, (str, int, float)) for v in values)
 
 
 @dataclass
@@ -99,18 +96,54 @@ def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
         return render(parts, compared, loaded, cfg, folder)
 
 
+def validate_compare(cfg: DictConfig) -> None:
+    """Key, value and what is allowed, for every bad value, before any run is read."""
+    errors = tracking_errors(cfg.tracking)
+    if not cfg.tracking.report_experiment:
+        errors.append("tracking.report_experiment='': must name the experiment report runs go to")
+    if cfg.baseline == "":
+        errors.append(
+            "baseline='': must name a gpu profile (baseline=rtx3090), a value of by= (baseline=2.11.0), "
+            "or be null (rtx3090; with by=, the oldest value)"
+        )
+    if cfg.by is not None and not str(cfg.by).replace("_", "").replace(".", "").isalnum():
+        errors.append(
+            f"by={cfg.by!r}: must be null (compare gpus), a stack key ({', '.join(points.STACK)}), "
+            "host, or another tag's name"
+        )
+    if cfg.baseline_source == "":
+        errors.append("baseline_source='': must be null (the row's own source first) or a source name")
+    nested = [k for k in FILTERS if not all(isinstance(v, (str, int, float)) for v in cfg[k])]
+    errors += [f"{k}={OmegaConf.to_container(cfg[k])}: must be one flat list, e.g. {k}=[a,b]" for k in nested]
+    if nested:  # OmegaConf lets a list of lists through a list[str] field: the checks below would fail
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+    if any(p not in PRECISIONS for p in cfg.precisions):
+        errors.append(f"precisions={list(cfg.precisions)}: each must be one of {', '.join(PRECISIONS)}")
+    if any(c < 1 for c in cfg.gpu_counts):
+        errors.append(f"gpu_counts={list(cfg.gpu_counts)}: each must be a whole number >= 1")
+    for key in ("scaling_tolerance", "spec_tolerance"):
+        if cfg.anomalies[key] < 0:
+            errors.append(f"anomalies.{key}={cfg.anomalies[key]}: must be >= 0 (a fraction: 0.02 = 2%)")
+    pair = cfg.capacity_split
+    if pair and (len(pair) != 2 or pair[0] == pair[1] or not all(map(capacity.is_card, pair))):
+        errors.append(
+            f"capacity_split={list(pair)}: must be two different cards, gpu or gpu@<memory_limit_gb> "
+            "(GB > 0), e.g. capacity_split=[a6000,rtx3090] or capacity_split=[h200@48,h200@24]"
+        )
+    errors += projection.errors(cfg)
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+
+
 def load(cfg: DictConfig) -> Loaded:
-    experiments = [cfg.tracking.experiment] + (
-        [cfg.tracking.published_experiment] if cfg.tracking.published_experiment else []
-    )
+    published = cfg.tracking.published_experiment
+    experiments = [cfg.tracking.experiment] + ([published] if published else [])
     runs, experiment_ids = search_finished(cfg.tracking.uri, experiments, cfg.filter_string)
     records = [r for r in map(to_record, runs) if r is not None]
     kept, smoke_left_out = select(records, cfg)
     if smoke_left_out:  # said before anything can fail for want of runs: they may be all there is
-        note(f"{smoke_left_out:,} benchmark=smoke run(s) left out; include_smoke=true counts them")
-    untagged = 0
-    if cfg.by:
-        kept, untagged = axis.along(kept, cfg.by)
+        console.note(f"{smoke_left_out:,} benchmark=smoke run(s) left out; include_smoke=true counts them")
+    kept, untagged = axis.along(kept, cfg.by) if cfg.by else (kept, 0)
     return Loaded(experiments, experiment_ids, runs, records, kept, smoke_left_out, untagged)
 
 
@@ -119,9 +152,12 @@ def compare(loaded: Loaded, cfg: DictConfig) -> Compared:
     means, and the figures that cannot be right."""
     sources = sorted({r.source for r in loaded.kept})
     if cfg.baseline_source and cfg.baseline_source not in sources:
-        raise ConfigError(f"baseline_source={cfg.baseline_source}: unknown source; the runs the filters keep "
-                           f"have {', '.join(sources) or 'none'}")  # fmt: skip
-    baseline = axis.baseline(loaded.kept, cfg.by, cfg.baseline or (cfg.study.baseline if cfg.study.name else None))
+        raise ConfigError(
+            f"baseline_source={cfg.baseline_source}: unknown source; the runs the filters keep "
+            f"have {', '.join(sources) or 'none'}"
+        )
+    wanted = cfg.baseline or (cfg.study.baseline if cfg.study.name else None)
+    baseline = axis.baseline(loaded.kept, cfg.by, wanted)
     kept, outside = scope(loaded.kept, cfg, baseline)
     projected = projection.for_compare(cfg, loaded.records, loaded.runs, baseline)
     measurements = aggregate(kept) + projected.measurements
@@ -139,9 +175,9 @@ def compare(loaded: Loaded, cfg: DictConfig) -> Compared:
 
 def sections_of(c: Compared, loaded: Loaded, cfg: DictConfig) -> list[Section]:
     # with by=, gpus= filters the runs but the compared axis is KEY's values: no gpu is asked for there
-    unanswered = asked_without_figures([] if cfg.by else list(cfg.gpus), loaded.records, c.measurements, c.summary, c.baseline)
+    unanswered = asked_without_figures([] if cfg.by else list(cfg.gpus), loaded.records, c)
     unlogged = unlogged_specs(c.measurements)
-    said = unanswered + _notes(c.rows, c.measurements, c.baseline, c.nothing_common, bool(cfg.by))
+    said = unanswered + _notes(c, bool(cfg.by))
     parts = sections.study(c, cfg.study) if cfg.study.name else []  # the question asked comes first
     parts += sections.gpu_comparison(c) + sections.hardware_and_software(c) + sections.flagged(c)
     parts += sections.notes(said, [unlogged] if unlogged else []) + sections.pictures(c)
@@ -157,8 +193,8 @@ def render(
     """Files, report.md, the anomaly tags, the MLflow report run, the console."""
     out = folder.path
     folder.clear()
-    facts = _facts(cfg, c.baseline, loaded, c.measurements) + ([c.outside] if c.outside else [])
-    text, files = report.write_all(parts, f"Training throughput relative to {c.baseline}", facts, out)
+    title = f"Training throughput relative to {c.baseline}"
+    text, files = report.write_all(parts, title, _facts(cfg, c, loaded), out)
     folder.record(files)
     if cfg.tag_runs:  # a projected point tags no run: the runs behind it measured something else
         measured = [m for m in c.measurements if m.source != projection.PROJECTED]
@@ -168,15 +204,16 @@ def render(
     projection.log_runs(cfg.tracking, run_id, c.projected)
     for line in (w for part in parts for w in part.warnings):
         console.warning(line)
-    unlike = [_label(r) for r in c.rows if r.math_differs]
     if not cfg.study.name:  # a study's section prints its own answer
+        unlike = [_label(r) for r in c.rows if r.math_differs]
         report.print_summary(c.summary, c.baseline, [] if cfg.by else list(cfg.gpus), str(out), unlike)
     for part in parts:
         if part.show:
             part.show()
     if c.outside:
         console.note(c.outside)
-    return CompareResult(out, c.measurements, c.rows, c.summary, c.found, files, run_id, loaded.experiment_ids)
+    ids = loaded.experiment_ids
+    return CompareResult(out, c.measurements, c.rows, c.summary, c.found, files, run_id, ids)
 
 
 def scope(records: list[RunRecord], cfg: DictConfig, baseline: str) -> tuple[list[RunRecord], str]:
@@ -197,26 +234,18 @@ def scope(records: list[RunRecord], cfg: DictConfig, baseline: str) -> tuple[lis
     if not outside:
         return inside, ""
     gpus = sorted({r.gpu for r in outside})
-    sources = sorted({r.source for r in outside})
     named = ", ".join(gpus[:5]) + (f" and {len(gpus) - 5} more" if len(gpus) > 5 else "")
     return inside, (
         f"left out: {len(outside):,} run(s) outside the question, of {named} "
-        f"(source {', '.join(sources)}); {shows}"
+        f"(source {', '.join(sorted({r.source for r in outside}))}); {shows}"
     )
 
 
-def asked_without_figures(
-    asked: list[str],
-    records: list,
-    measurements: list[Measurement],
-    summary: list[analysis.SummaryRow],
-    baseline: str,
-) -> list[str]:
+def asked_without_figures(asked: list[str], records: list, c: Compared) -> list[str]:
     """A gpu named in `gpus=` that no table or chart will show, and why (`records`: every run read)."""
-    with_means = {s.side for s in summary}
     lines = []
     for gpu in dict.fromkeys(asked):
-        if gpu not in {m.gpu for m in measurements}:
+        if gpu not in {m.gpu for m in c.measurements}:
             names = sorted({r.gpu for r in records})
             found = f"gpus with runs: {', '.join(names) or 'none'}"
             if len(names) > 8:  # Lambda's tables hold about twenty: the likeliest few
@@ -225,10 +254,10 @@ def asked_without_figures(
             lines.append(
                 f"gpus: {gpu} has no FINISHED run with a throughput that matches the filters ({found})"
             )
-        elif gpu not in with_means:
+        elif gpu not in {s.side for s in c.summary}:
             lines.append(
                 f"gpus: {gpu} has runs, but none shares a model, GPU count and precision group with "
-                f"baseline={baseline}: no ratio for it (relative_throughput.csv lists its runs)"
+                f"baseline={c.baseline}: no ratio for it (relative_throughput.csv lists its runs)"
             )
     return lines
 
@@ -240,116 +269,54 @@ def _label(row: analysis.RelativeRow) -> str:
     )
 
 
-def _facts(cfg: DictConfig, baseline: str, loaded: Loaded, measurements: list[Measurement]) -> list[str]:
-    experiments, smoke_left_out, untagged = loaded.experiments, loaded.smoke_left_out, loaded.untagged
-    n_finished, n_benchmark = len(loaded.runs), len(loaded.records)
-    filters = {k: list(cfg[k]) for k in ("gpus", "models", "precisions", "gpu_counts", "sources") if cfg[k]}
+def _facts(cfg: DictConfig, c: Compared, loaded: Loaded) -> list[str]:
+    """report.md's lines under its title: the baseline, the runs read and kept, the filters, when."""
+    filters = {k: list(cfg[k]) for k in FILTERS if cfg[k]}
     if cfg.filter_string:
         filters["filter_string"] = cfg.filter_string
-    used = sum(m.n_runs for m in measurements)
-    smoke = (
-        f"; {smoke_left_out:,} benchmark=smoke run(s) left out (include_smoke=true counts them)"
-        if smoke_left_out
-        else ""
-    )
-    by = (
-        f"; by `{cfg.by}`: one value against another on the same gpu and point"
-        + (f", {untagged:,} run(s) without the tag left out" if untagged else "")
-        if cfg.by
-        else ""
-    )
+    n = loaded.smoke_left_out
+    smoke = f"; {n:,} benchmark=smoke run(s) left out (include_smoke=true counts them)" if n else ""
+    untagged = f", {loaded.untagged:,} run(s) without the tag left out" if loaded.untagged else ""
+    by = f"; by `{cfg.by}`: one value against another on the same gpu and point{untagged}" if cfg.by else ""
+    source = f" from source `{cfg.baseline_source}`" if cfg.baseline_source else " (same source first)"
+    experiments = ", ".join(f"`{e}`" for e in loaded.experiments)
+    used, n_points = sum(m.n_runs for m in c.measurements), len(c.measurements)
     return [
-        f"Baseline: `{baseline}`"
-        + (f" from source `{cfg.baseline_source}`" if cfg.baseline_source else " (same source first)")
-        + by,
-        f"Runs: experiments {', '.join(f'`{e}`' for e in experiments)} at `{credentials.bare(cfg.tracking.uri)}`; "
-        f"{n_finished:,} FINISHED, {n_benchmark:,} with a throughput, {used:,} kept by the filters, as "
-        f"{len(measurements):,} points (median of repeats of one measured configuration; n_runs says "
-        f"how many){smoke}",
+        f"Baseline: `{c.baseline}`{source}{by}",
+        f"Runs: experiments {experiments} at `{credentials.bare(cfg.tracking.uri)}`; {len(loaded.runs):,} "
+        f"FINISHED, {len(loaded.records):,} with a throughput, {used:,} kept by the filters, as {n_points:,} "
+        f"points (median of repeats of one measured configuration; n_runs says how many){smoke}",
         f"Filters: {filters or 'none'}",
         f"Written {datetime.datetime.now().isoformat(timespec='seconds')}",
+        *([c.outside] if c.outside else []),
     ]
 
 
-def _notes(
-    rows: list[analysis.RelativeRow],
-    measurements: list[Measurement],
-    baseline: str,
-    nothing_common: list[str],
-    by: bool = False,
-) -> list[str]:
-    notes = [
-        "Intervals (95%): a t-interval on log throughput; a point's spread comes from its repeats "
-        "(fresh processes), or for a single run from its step-time CI (`within-run only`: it misses "
-        "what differs between processes); a ratio combines both sides, a mean all its ratios "
-        "(the uncertainty of these models' mean as measured, not the spread between models). A ratio "
-        "whose interval holds 1.0 is marked `no measurable difference`. A published figure carries the "
-        "spread of the logged runs it is the mean of where the source has them (`published runs`); "
-        "one without has none, none is invented, and an interval against it rests on the other side only. "
-        "The baseline's own rows (1.0 by definition) are in the CSVs only.",
-        "Precision groups: fp32 and tf32 are charted together as fp32, amp and bf16 as mixed "
-        "precision; every table keeps the precision each run used. A ratio takes the baseline at the "
-        "same precision when it has one, else at another of the same group (see baseline_precision).",
-        "Category means are the arithmetic mean of the per-model ratios, as in Lambda's RTX A6000 vs "
-        "RTX 3090 article, over the models the gpu and the baseline both have (`models`; "
-        "`models_left_out` names the others and why): a gpu's mean depends on its runs and the "
-        "baseline's only. The geometric mean is given beside it.",
+def _notes(c: Compared, by: bool) -> list[str]:
+    """What the figures rest on: the notes always said, then one for each kind of row that needs one."""
+    rows, measurements = c.rows, c.measurements
+    named = {
+        "nothing_common": c.nothing_common,
+        "crossed": sorted({f"{r.measurement.source} vs {r.baseline.source}"
+                           for r in rows if r.baseline and r.baseline.source != r.measurement.source}),
+        "tf32": sorted({m.source for m in measurements if m.precision == "fp32" and m.tf32_math}),
+        "math_differs": sorted({_label(r) for r in rows if r.math_differs}),
+        "stack_differs": sorted({f"{_label(r)}: {r.stack_differs}" for r in rows if r.stack_differs}),
+        "superseded": [r.run_id for m in measurements for r in m.superseded],
+        "variants": sorted({m.workload for m in measurements if m.variant}),
+        "published": [m.source for m in measurements if m.source != MEASURED],
+    }
+    fill = {
+        "baseline": c.baseline,
+        "stack": "stack (other than the key compared)" if by else "software stack",
+        "split": "" if by else " The hardware and software parts are split below where the runs exist.",
+        "superseded": len(named["superseded"]),
+    }
+    return ALWAYS_NOTED + [
+        NAMED_NOTES[kind].format((", " if kind in SHORT_NAMES else "; ").join(items), **fill)
+        for kind, items in named.items()
+        if items
     ]
-    if nothing_common:
-        notes.append(
-            "No category mean for (no model in common with the other gpus of the group): "
-            + "; ".join(nothing_common)
-        )
-    crossed = sorted(
-        {
-            f"{r.measurement.source} vs {r.baseline.source}"
-            for r in rows
-            if r.baseline and r.baseline.source != r.measurement.source
-        }
-    )
-    if crossed:
-        notes.append(f"Some ratios set one source against another ({', '.join(crossed)}): the "
-                     f"{baseline} figures of the row's own source were missing.")  # fmt: skip
-    tf32 = sorted({m.source for m in measurements if m.precision == "fp32" and m.tf32_math})
-    if tf32:
-        notes.append(
-            f"fp32 figures of source(s) {', '.join(tf32)} ran TF32 tensor-core math where the GPU has it "
-            "(published 'fp32' is the container default); this project's fp32 is strict IEEE fp32 "
-            "and its tf32 is the like-for-like precision."
-        )
-    unlike = sorted({_label(r) for r in rows if r.math_differs})
-    if unlike:
-        notes.append(
-            "math_differs: strict IEEE fp32 set against TF32 math (published 'fp32' ran TF32); shown "
-            f"flagged and left out of the category means: {'; '.join(unlike)}. Set tf32 runs beside them."
-        )
-    crossed_stacks = sorted({f"{_label(r)}: {r.stack_differs}" for r in rows if r.stack_differs})
-    if crossed_stacks:
-        notes.append(
-            "stack_differs: the baseline has no run on the same "
-            + ("stack (other than the key compared)" if by else "software stack")
-            + f", so these ratios set unlike stacks against each other: {'; '.join(crossed_stacks)}."
-            + ("" if by else " The hardware and software parts are split below where the runs exist.")
-        )
-    superseded = [r.run_id for m in measurements for r in m.superseded]
-    if superseded:
-        notes.append(
-            f"Measured again: {len(superseded)} run(s) that shared a GPU or missed their stopping rule "
-            "have a later clean run of the same point and config (resume measured it again), which "
-            f"stands in for them; they are kept in the store: {', '.join(superseded)}."
-        )
-    variants = sorted({m.workload for m in measurements if m.variant})
-    if variants:
-        notes.append(
-            "Runs of one model that differ in what is measured are separate points, named by what "
-            f"differs: {'; '.join(variants)}. A ratio takes the baseline with the same sizes and settings."
-        )
-    if any(m.source != MEASURED for m in measurements):
-        notes.append(
-            "Rows whose source is not `measured` are published figures imported with "
-            "src.import_results; their runs carry the tags published_system and published_task."
-        )
-    return notes
 
 
 def unlogged_specs(measurements: list[Measurement]) -> str | None:
