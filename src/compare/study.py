@@ -66,7 +66,8 @@ def figures(summary: list[SummaryRow], study) -> list[StudyFigure]:
         for s in sorted(cell, key=lambda s: s.precision != claim.precision):  # the same precision first
             if s.source == MEASURED and s.side != study.baseline:
                 measured.setdefault(s.side, s)
-        found.append(StudyFigure(claim.category, claim.precision, claim.gpu_count, claim.ratio, published, measured))
+        stated = (claim.category, claim.precision, claim.gpu_count, claim.ratio)
+        found.append(StudyFigure(*stated, published, measured))
     return found
 
 
@@ -88,7 +89,10 @@ def differences(found: list[StudyFigure], rows: list[RelativeRow], study) -> lis
     lines = []
     for f in found:
         if f.published is None:
-            lines.append(f"{f.where}: no {study.published} figures of both gpus; the stated {f.stated:.2f}x is not checked")
+            lines.append(
+                f"{f.where}: no {study.published} figures of both gpus; the stated {f.stated:.2f}x "
+                "is not checked"
+            )
         elif not f.agrees:
             parts = ", ".join(
                 f"{model} {row.relative:.2f}x"
@@ -105,7 +109,8 @@ def differences(found: list[StudyFigure], rows: list[RelativeRow], study) -> lis
 def _per_model_grid(rows: list[RelativeRow], study) -> tuple[list[str], list[list[str]]]:
     """The published pair's ratio per model (a row each) in each stated cell (a column each)."""
     models = per_model(rows, study)
-    grid = [[name, *(_ratio(models[cell].get(name)) for cell in models)] for name in dict.fromkeys(study.models)]
+    names = dict.fromkeys(study.models)
+    grid = [[name, *(_ratio(models[cell].get(name)) for cell in models)] for name in names]
     return [f"{precision} x{count}" for precision, count in models], grid
 
 
@@ -132,7 +137,8 @@ def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> Non
     say = console.console.print
     gpus = sorted({g for f in found for g in f.measured})
     console.note(f"{study.title}: {_subject(study)} over {study.baseline}, mean of the models' ratios")
-    table = console_table("category, precision, GPUs", "stated", escape(study.published), "95% CI", *map(escape, gpus))
+    head = ("category, precision, GPUs", "stated", escape(study.published), "95% CI", *map(escape, gpus))
+    table = console_table(*head)
     for f in found:
         table.add_row(*f.cells(gpus, "-", "*"))
     say(table)
