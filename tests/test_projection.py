@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -112,6 +113,12 @@ def test_the_target_gets_its_profiles_batch_else_its_largest_that_fits_or_the_sa
         "gpu=big model=m precision=tf32 gpu.count=1 gpu.memory_limit_gb=16 model.batch_size=auto"
     )
     assert [c.point.batch for c in choose(curve, TARGET, SAME)] == [4, 16, 32]
+    unlogged = [replace(p, memory_gb=None) for p in curve]  # a host that reports no peak memory
+    [unknown] = choose(unlogged, Card("c", {}, 1, 16, 1, 1, batch_sizes={}), OWN)
+    assert unknown.point.batch == 4 and "(needs" not in unknown.note and unknown.note.startswith(
+        "c m tf32: no run logged its peak memory, so whether a batch fits its 16 GB is not known: "
+        "projected at batch 4, the smallest measured; measure it: "
+    )
 
 
 def test_a_ratio_of_two_cards_projected_from_one_point_carries_the_models_error_once():

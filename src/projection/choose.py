@@ -54,10 +54,14 @@ def _own(group: list[SourcePoint], target: Card) -> Chosen:
     if fits:
         chosen = max(fits, key=lambda q: (q.batch, q.memory_gb))
         said = f"projected at batch {chosen.batch}, the largest measured that fits its {target.memory_gb:g} GB"
-    else:
-        chosen = min(known or group, key=lambda q: (q.memory_gb or 0, q.batch))
+    elif known:
+        chosen = min(known, key=lambda q: (q.memory_gb, q.batch))
         said = (f"no measured batch fits its {target.memory_gb:g} GB: projected at batch {chosen.batch} "
-                f"(needs {chosen.memory_gb or 0:.0f} GB)")  # fmt: skip
+                f"(needs {chosen.memory_gb:.0f} GB)")  # fmt: skip
+    else:  # runs without a peak memory (a host that reports none): whether one fits is not known
+        chosen = min(group, key=lambda q: q.batch)
+        said = (f"no run logged its peak memory, so whether a batch fits its {target.memory_gb:g} GB is not "
+                f"known: projected at batch {chosen.batch}, the smallest measured")  # fmt: skip
     if wanted is None:
         wanted_part, size = "", f"gpu.memory_limit_gb={target.memory_gb:g} model.batch_size=auto"
     else:
