@@ -113,13 +113,13 @@ def _sentences(projections: list[Projection], baseline: str, model_error: float)
 def records(outcome: Outcome) -> list[dict]:
     found = []
     for p in outcome.projections:
-        s, said = p.source, f"{p.target.name} {p.source.model} {p.source.precision}:"
+        s = p.source
         parts = "; ".join(f"{f.part} {f.share:.1%} x{f.scale:.3g} ({f.basis})" for f in p.factors if f.share)
         found.append({
             "model": s.model, "precision": s.precision, "gpu_count": s.gpu_count, "gpu": p.target.name,
             "from_gpu": s.gpu, "batch": s.batch, "math": p.math, recorded.THROUGHPUT: p.throughput,
             "throughput_low": p.interval[0], "throughput_high": p.interval[1], "step_ratio": p.step_ratio,
-            "parts": parts, "note": next((n for n in outcome.notes.values() if n.startswith(said)), ""),
+            "parts": parts, "note": outcome.notes.get(id(p), ""),
             "from_runs": " ".join(s.run_ids), "ceilings_run": p.ceilings.run_id,
         })  # fmt: skip
     return found

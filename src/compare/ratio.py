@@ -116,15 +116,6 @@ def describe(spread: Spread | None) -> str:
 
 
 @dataclass(frozen=True)
-class Fixed:
-    """A figure without a spread (a ceilings run's figure)."""
-
-    key: object
-    value: float
-    spread: Spread | None = None
-
-
-@dataclass(frozen=True)
 class Ratio:
     value: float
     spread: Spread | None  # of log value; None: no interval can be given
