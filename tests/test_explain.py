@@ -166,3 +166,22 @@ def test_a_run_at_its_cards_power_limit_says_so_and_a_ratio_between_two_such_run
     assert rows[("a6000", "txl_large")]["power_limited"] == "True"
     assert float(rows[("a6000", "txl_large")]["throttled_power_share"]) == pytest.approx(0.6)
     assert rows[("h100", "resnet50")]["power_limited"] == ""  # no telemetry: nothing said
+
+
+def test_a_power_limited_run_against_a_published_figure_says_the_other_sides_power_is_not_known(
+    store, tmp_path
+):
+    """Against Lambda's rows (baseline_source=lambda) no pair has two placed sides; the ratio of a
+    run held at its power limit to a figure without telemetry is still said to be one."""
+    uri, _ = store
+    result = run_cli([f"out={tmp_path}", "baseline=rtx3090", "baseline_source=lambda"], tmp_path, uri,
+                     module="src.compare")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    text = " ".join((tmp_path / "report.md").read_text().split())
+    assert (
+        "resnet50 amp x1, a6000 vs rtx3090 1.20x: a6000 at its 300 W power limit for 100% of the window "
+        "(298 W mean, SM clock 1,455 MHz); rtx3090's figure is published (lambda) and carries no power "
+        "telemetry: a power-limited run set against a figure whose power is not known." in text
+    )
+    assert "txl_large amp x1, a6000 vs rtx3090 1.50x: a6000 at its 300 W power limit for 60%" in text
+    assert "h100 vs rtx3090" not in text.split("### Points against their ceilings")[0]  # no telemetry: nothing

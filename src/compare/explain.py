@@ -181,14 +181,15 @@ def explain(runs: list, measurements: list[Measurement], rows: list[RelativeRow]
     by_id = {r.run_id: r for r in runs}
     placements = [place(m, by_id, ceilings) for m in measurements if m.source == MEASURED]
     placed = {p.measurement.label: p for p in placements}
-    sentences = [
-        pair_sentence(row, placed[row.measurement.label], placed[row.baseline.label])
-        for row in rows
-        if row.baseline is not None
-        and row.baseline.side != row.measurement.side
-        and row.measurement.label in placed
-        and row.baseline.label in placed
-    ]
+    sentences = []
+    for row in rows:
+        if row.baseline is None or row.baseline.side == row.measurement.side:
+            continue
+        a, b = placed.get(row.measurement.label), placed.get(row.baseline.label)
+        if a and b:
+            sentences.append(pair_sentence(row, a, b))
+        elif (a or b) and (a or b).power_limited:  # the other side is a published figure
+            sentences.append(limited_against_published(row, a or b))
     return Explanation(placements, sentences, check_claims(summary, baseline))
 
 
@@ -228,6 +229,17 @@ def pair_sentence(row: RelativeRow, a: Placement, b: Placement) -> str:
         if copy_a and copy_b:
             text += f"; their memory copy bandwidths differ {copy_a / copy_b:.2f}x"
     return text + _power_limits(a, b) + "."
+
+
+def limited_against_published(row: RelativeRow, p: Placement) -> str:
+    """A ratio of a run at its power limit to a published figure, which carries no telemetry."""
+    m, base = row.measurement, row.baseline
+    other = base if p.measurement.label == m.label else m
+    return (
+        f"{m.workload} {m.precision} x{m.gpu_count}, {m.side} vs {base.side} {row.relative:.2f}x: "
+        f"{p.measurement.side} {p.power.said()}; {other.side}'s figure is published ({other.source}) "
+        "and carries no power telemetry: a power-limited run set against a figure whose power is not known."
+    )
 
 
 def _power_limits(a: Placement, b: Placement) -> str:
