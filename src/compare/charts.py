@@ -1,12 +1,8 @@
-"""PNG charts of a comparison, drawn like Lambda's A6000 vs 3090 study: horizontal bars of relative
-throughput per category and per model, one bar per gpu labelled with its ratio and its 95%
-interval as an error bar (`~1` where it holds 1.0: no measurable difference), a line at the
-baseline's 1.0, fp32-group and mixed-precision panels side by side. Absolute throughput and
-efficiency bars per model, and a scaling chart where a gpu ran at several GPU counts. How they look
-(a gpu's colour, titles, legends, pages) is src/compare/style.py's.
-
-Built on matplotlib's Figure directly (no pyplot): no global state, no display needed.
-"""
+"""PNG charts of a comparison, drawn like Lambda's A6000 vs 3090 study: relative throughput per
+category and per model (a bar per gpu labelled with its ratio, its 95% interval as whiskers, `~1`
+where it holds 1.0, a line at the baseline's 1.0, fp32-group and mixed-precision panels side by
+side); throughput and efficiency per model; speed-up where a gpu ran at several GPU counts.
+Built on matplotlib's Figure directly (no pyplot): no global state, no display needed."""
 
 from __future__ import annotations
 
@@ -25,6 +21,16 @@ PANEL_TITLES = {"fp32": "fp32, tf32", "mixed": "amp, bf16"}  # short: a panel's 
 BAR_IN = 0.26  # inches per bar
 PANEL_PAD_IN = 0.9  # title and axis of one panel row
 IMPOSSIBLE = {"outside_spec", "scaling_above_100"}  # anomaly kinds no hardware can produce
+RELATIVE_DETAIL = (
+    "bars from 0 on one scale; whiskers: 95% interval, ~1: it holds 1.0 (no measurable difference); "
+    "! marks a flagged figure (report.md says why)"
+)
+SCALING_PANEL_IN = 2.8
+THROUGHPUT_DETAIL = (
+    "median of runs; whiskers: 95% interval (repeats; one run: within-run only; published: its runs' or none)"
+)
+EFFICIENCY_DETAIL = "per watt: measured power where telemetry logged it, else the spec sheet's TDP"
+PRECISION_MARKERS = {"fp32": "o", "tf32": "s", "amp": "o", "bf16": "s"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,11 @@ class Bar:
     def label(self) -> str:
         return f"{self.side} {self.precision}" + (f" [{self.source}]" if self.source != MEASURED else "")
 
+    @property
+    def text(self) -> str:  # beside the bar
+        ratio = f"{number(self.value)}x" + ("  ~1" if holds_one(self.interval) else "")
+        return ratio + (f"  ! {self.flags}" if self.flags else "")
+
 
 def draw_all(
     rows: list[RelativeRow],
@@ -52,89 +63,43 @@ def draw_all(
     """Every chart; `flagged` maps a point to its anomaly kinds, printed beside its bar."""
     style.use_colours([m.side for m in measurements])
     by_category = [
-        ((f"{s.category}, {gpus(s.gpu_count)}", precision_group(s.precision)),
+        (f"{s.category}, {gpus(s.gpu_count)}",
          Bar(s.side, s.precision, s.source, s.relative_mean, " ".join(s.flags), s.mean.interval))
         for s in summary
     ]  # fmt: skip
-    paths = relative_bars(
-        _grouped(by_category),
-        baseline,
-        "per category: the mean over the models the gpu and the baseline both have",
-        out / "relative_by_category",
-    )
-    for count in sorted({r.measurement.gpu_count for r in rows if r.relative is not None}):
-        per_model = [
-            ((r.measurement.workload, precision_group(r.measurement.precision)), _bar(r, flagged))
-            for r in rows
-            if r.relative is not None and r.measurement.gpu_count == count
-        ]
+    what = "per category: the mean over the models the gpu and the baseline both have"
+    paths = relative_bars(_grouped(by_category), baseline, what, out / "relative_by_category")
+    compared = [r for r in rows if r.relative is not None]
+    for count in sorted({r.measurement.gpu_count for r in compared}):
+        per_model = [_model_bar(r, flagged) for r in compared if r.measurement.gpu_count == count]
         what = f"per model on {gpus(count)}"
         paths += relative_bars(_grouped(per_model), baseline, what, out / f"relative_by_model_x{count}")
-    paths += scaling_chart(measurements, out / "scaling")
-    paths += per_model_charts(measurements, out, flagged)
-    return paths
+    return paths + scaling_chart(measurements, out / "scaling") + per_model_charts(measurements, out, flagged)
 
 
-def _bar(row: RelativeRow, flagged: dict[tuple, list[str]]) -> Bar:
+def _model_bar(row: RelativeRow, flagged: dict[tuple, list[str]]) -> tuple[str, Bar]:
     m = row.measurement
     flags = " ".join(dict.fromkeys(flagged.get(m.point, []) + row.flags))
-    return Bar(m.side, m.precision, m.source, row.relative, flags, row.interval)
+    return m.workload, Bar(m.side, m.precision, m.source, row.relative, flags, row.interval)
 
 
-def _grouped(items) -> dict[str, dict[str, list[Bar]]]:
+def _grouped(items: list[tuple[str, Bar]]) -> dict[str, dict[str, list[Bar]]]:
     """{row title: {precision group: bars}}, rows and bars in a stable order."""
     grouped: dict[str, dict[str, list[Bar]]] = {}
-    for (title, group), bar in sorted(items, key=lambda item: item[0][0]):
-        grouped.setdefault(title, {}).setdefault(group, []).append(bar)
-    for panels in grouped.values():
-        for bars in panels.values():
-            bars.sort(key=lambda b: (b.side, b.precision, b.source))
+    for title, bar in sorted(items, key=lambda tb: (tb[0], tb[1].side, tb[1].precision, tb[1].source)):
+        grouped.setdefault(title, {}).setdefault(precision_group(bar.precision), []).append(bar)
     return grouped
 
 
-def _panel_groups(keys) -> list[str]:
-    present = {group for panel in keys for group in panel}
+def _panel_groups(present: set[str]) -> list[str]:
     return [g for g in PANEL_GROUPS if g in present] + sorted(present - set(PANEL_GROUPS))
 
 
-def relative_bars(
-    grouped: dict[str, dict[str, list[Bar]]], baseline: str, what: str, stem: Path
-) -> list[Path]:
-    """One row of panels per title, one column per precision group; bars from 0, labelled; a grid
-    too tall for one picture is split into pages."""
-    groups = _panel_groups(grouped.values())
-    titles = list(grouped)
-    heights = [BAR_IN * max(len(grouped[t].get(g, [])) for g in groups) + PANEL_PAD_IN for t in titles]
-    bars_all = [b for panels in grouped.values() for bars in panels.values() for b in bars]
-    end = style.axis_end([max(_end(b), 1.0) for b in bars_all], [_impossible(b.flags.split()) for b in bars_all])
-    sources = {b.source for b in bars_all}
-    paths = []
-    pages = style.pages(heights)
-    for page, rows in enumerate(pages, start=1):
-        fig = style.figure(6.2 * len(groups) + 1.6, sum(heights[i] for i in rows) + 1.0)
-        axes = fig.subplots(len(rows), len(groups), squeeze=False, height_ratios=[heights[i] for i in rows])
-        for r, i in enumerate(rows):
-            for col, group in enumerate(groups):
-                _relative_panel(axes[r][col], grouped[titles[i]].get(group, []), end)
-                axes[r][col].set_title(
-                    f"{titles[i]} · {PANEL_TITLES.get(group, group)}", fontsize="medium", loc="left"
-                )
-            axes[r][0].set_ylabel("gpu, precision", fontsize="small")
-        for ax in axes[-1]:
-            ax.set_xlabel(f"training throughput relative to {baseline} (= 1.0)")
-        style.title(
-            fig,
-            f"Training throughput relative to {baseline}, {what}",
-            "bars from 0 on one scale; whiskers: 95% interval, ~1: it holds 1.0 (no measurable "
-            "difference); ! marks a flagged figure (report.md says why)",
-            (page, len(pages)),
-        )
-        style.legend(fig, style.source_handles(sources))
-        style.keep_labels_inside(fig)
-        path = stem.parent / style.page_name(stem.name, page, len(pages))
-        fig.savefig(path, dpi=style.DPI)
-        paths.append(path)
-    return paths
+def _panels(axes_row, title: str, groups: list[str]):
+    """Each panel of a grid's row (a title's) with its precision group, titled."""
+    for ax, group in zip(axes_row, groups, strict=True):
+        ax.set_title(f"{title} · {PANEL_TITLES.get(group, group)}", fontsize="medium", loc="left")
+        yield ax, group
 
 
 def _impossible(kinds: list[str]) -> bool:
@@ -142,95 +107,90 @@ def _impossible(kinds: list[str]) -> bool:
     return bool(set(kinds) & IMPOSSIBLE)
 
 
-def _relative_panel(ax, bars: list[Bar], end: float) -> None:
-    y = range(len(bars))
-    drawn = ax.barh(
-        y,
-        [b.value for b in bars],
-        color=[style.gpu_colour(b.side) for b in bars],
-        hatch=[style.hatch(b.source) for b in bars],
-        edgecolor="white",
-        xerr=_whiskers(bars),
-        error_kw={"elinewidth": 1, "capsize": 2, "ecolor": "dimgrey"},
-    )
-    texts = [_bar_text(b) for b in bars]
-    style.bar_values(ax, drawn, [b.value for b in bars], texts, end)
-    ax.set_yticks(list(y), [b.label for b in bars], fontsize="small")
-    ax.invert_yaxis()
+def _hbars(ax, values: list[float], points: list, texts: list[str], end: float, **options) -> None:
+    """A bar from 0 per point (anything with a side and a source) in its gpu's colour, hatched by
+    its source, its text beside it, on an axis ending at `end`."""
+    colours, hatches = [style.gpu_colour(p.side) for p in points], [style.hatch(p.source) for p in points]
+    drawn = ax.barh(range(len(values)), values, color=colours, hatch=hatches, edgecolor="white", **options)
+    style.bar_values(ax, drawn, values, texts, end)
     ax.set_xlim(0, end)  # one scale for every panel: bar lengths compare
-    ax.axvline(1.0, color="black", linewidth=1, zorder=1.5)  # over the grid, under the labels
     ax.grid(axis="x", alpha=0.3)
+
+
+def relative_bars(
+    grouped: dict[str, dict[str, list[Bar]]], baseline: str, what: str, stem: Path
+) -> list[Path]:
+    """A row of panels per title, a column per precision group, bars from 0 labelled; paged when tall."""
+    groups = _panel_groups({group for panels in grouped.values() for group in panels})
+    titles = list(grouped)
+    heights = [BAR_IN * max(len(grouped[t].get(g, [])) for g in groups) + PANEL_PAD_IN for t in titles]
+    every = [b for panels in grouped.values() for bars in panels.values() for b in bars]
+    ends = [max(b.interval[1] if b.interval else b.value, 1.0) for b in every]
+    end = style.axis_end(ends, [_impossible(b.flags.split()) for b in every])
+    pages, paths = style.pages(heights), []
+    for page, rows in enumerate(pages, start=1):
+        fig = style.figure(6.2 * len(groups) + 1.6, sum(heights[i] for i in rows) + 1.0)
+        axes = fig.subplots(len(rows), len(groups), squeeze=False, height_ratios=[heights[i] for i in rows])
+        for axes_row, i in zip(axes, rows, strict=True):
+            for ax, group in _panels(axes_row, titles[i], groups):
+                _relative_panel(ax, grouped[titles[i]].get(group, []), end)
+            axes_row[0].set_ylabel("gpu, precision", fontsize="small")
+        for ax in axes[-1]:
+            ax.set_xlabel(f"training throughput relative to {baseline} (= 1.0)")
+        what_in_full = f"Training throughput relative to {baseline}, {what}"
+        style.title(fig, what_in_full, RELATIVE_DETAIL, (page, len(pages)))
+        style.legend(fig, style.source_handles({b.source for b in every}))
+        paths.append(style.save(fig, stem, (page, len(pages))))
+    return paths
+
+
+def _relative_panel(ax, bars: list[Bar], end: float) -> None:
+    values = [b.value for b in bars]
+    whiskers = style.whiskers(values, [b.interval for b in bars])
+    _hbars(ax, values, bars, [b.text for b in bars], end, xerr=whiskers, error_kw=style.WHISKERS)
+    ax.set_yticks(range(len(bars)), [b.label for b in bars], fontsize="small")
+    ax.invert_yaxis()
+    ax.axvline(1.0, color="black", linewidth=1, zorder=1.5)  # over the grid, under the labels
     if not bars:
         ax.text(0.5, 0.5, "no runs", transform=ax.transAxes, ha="center", va="center", color="grey")
-
-
-def _end(bar: Bar) -> float:
-    return bar.interval[1] if bar.interval else bar.value
-
-
-def _whiskers(bars: list[Bar]) -> list[list[float]]:
-    return style.whiskers([b.value for b in bars], [b.interval for b in bars])
-
-
-def _bar_text(bar: Bar) -> str:
-    text = style.ratio_text(bar.value) + ("  ~1" if holds_one(bar.interval) else "")
-    return text + (f"  ! {bar.flags}" if bar.flags else "")
-
-
-SCALING_PANEL_IN = 2.8
-PRECISION_MARKERS = {"fp32": "o", "tf32": "s", "amp": "o", "bf16": "s"}
 
 
 def scaling_chart(measurements: list[Measurement], stem: Path) -> list[Path]:
     """Speed-up over the same gpu's 1-GPU point against GPU count: one row per model, one column
     per precision group, one legend for all; nothing when no gpu ran a model at several counts."""
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
-    lines: dict[tuple, dict[tuple, list[Measurement]]] = {}
-    for m in measurements:
-        series = lines.setdefault((m.workload, precision_group(m.precision)), {})
-        series.setdefault((m.side, m.precision, m.source, m.config), []).append(m)
-    lines = {
-        key: {s: sorted(ms, key=lambda m: m.gpu_count) for s, ms in series.items() if _scales(ms)}
-        for key, series in lines.items()
-    }
-    lines = {key: series for key, series in lines.items() if series}
+    found: dict[tuple, list[Measurement]] = {}  # (workload, precision group, gpu, precision, source, config)
+    for m in sorted(measurements, key=lambda m: m.gpu_count):
+        key = (m.workload, precision_group(m.precision), m.side, m.precision, m.source, m.config)
+        found.setdefault(key, []).append(m)
+    lines = {key: ms for key, ms in found.items() if len(ms) > 1 and ms[0].gpu_count == 1}
     if not lines:
         return []
-    workloads = sorted({workload for workload, _ in lines})
-    groups = _panel_groups([[group for _, group in lines]])
-    drawn = {(gpu, precision, source) for series in lines.values() for gpu, precision, source, _ in series}
-    pages = style.pages([SCALING_PANEL_IN] * len(workloads))
-    paths = []
+    workloads = sorted({key[0] for key in lines})
+    groups = _panel_groups({key[1] for key in lines})
+    drawn = {key[2:5] for key in lines}  # (gpu, precision, source)
+    handles = [Patch(color=style.gpu_colour(gpu), label=gpu) for gpu in sorted({gpu for gpu, _, _ in drawn})]
+    precisions = sorted({p for _, p, _ in drawn})
+    for marker in dict.fromkeys(PRECISION_MARKERS.get(p, "o") for p in precisions):
+        label = ", ".join(p for p in precisions if PRECISION_MARKERS.get(p, "o") == marker)
+        handles.append(Line2D([], [], color="black", marker=marker, linestyle="", label=label))
+    for is_measured, linestyle, label in ((True, "-", "measured"), (False, ":", "published")):
+        if any((source == MEASURED) == is_measured for _, _, source in drawn):
+            handles.append(Line2D([], [], color="black", linestyle=linestyle, label=label))
+    handles.append(Line2D([], [], color="grey", linestyle="--", label="linear"))
+    pages, paths = style.pages([SCALING_PANEL_IN] * len(workloads)), []
     for page, rows in enumerate(pages, start=1):
         fig = style.figure(4.6 * len(groups) + 2.4, SCALING_PANEL_IN * len(rows) + 1.0)
         axes = fig.subplots(len(rows), len(groups), squeeze=False)
-        for r, i in enumerate(rows):
-            for col, group in enumerate(groups):
-                ax = axes[r][col]
-                ax.set_title(
-                    f"{workloads[i]} · {PANEL_TITLES.get(group, group)}", fontsize="medium", loc="left"
-                )
-                _scaling_panel(ax, lines.get((workloads[i], group), {}))
-        style.title(
-            fig,
-            "Scaling: training throughput over the same gpu's 1-GPU figure",
-            "per model",
-            (page, len(pages)),
-        )
-        handles = style.gpu_handles(sorted({gpu for gpu, _, _ in drawn}))
-        precisions = sorted({p for _, p, _ in drawn})
-        for marker in dict.fromkeys(PRECISION_MARKERS.get(p, "o") for p in precisions):
-            label = ", ".join(p for p in precisions if PRECISION_MARKERS.get(p, "o") == marker)
-            handles.append(Line2D([], [], color="black", marker=marker, linestyle="", label=label))
-        for source_is_measured, linestyle, label in ((True, "-", "measured"), (False, ":", "published")):
-            if any((source == MEASURED) == source_is_measured for _, _, source in drawn):
-                handles.append(Line2D([], [], color="black", linestyle=linestyle, label=label))
-        handles.append(Line2D([], [], color="grey", linestyle="--", label="linear"))
+        for axes_row, i in zip(axes, rows, strict=True):
+            for ax, group in _panels(axes_row, workloads[i], groups):
+                _scaling_panel(ax, {k[2:]: ms for k, ms in lines.items() if k[:2] == (workloads[i], group)})
+        what = "Scaling: training throughput over the same gpu's 1-GPU figure"
+        style.title(fig, what, "per model", (page, len(pages)))
         style.legend(fig, handles)
-        path = stem.parent / style.page_name(stem.name, page, len(pages))
-        fig.savefig(path, dpi=style.DPI)
-        paths.append(path)
+        paths.append(style.save(fig, stem, (page, len(pages))))
     return paths
 
 
@@ -245,10 +205,9 @@ def _scaling_panel(ax, series: dict[tuple, list[Measurement]]) -> None:
     counts = sorted({m.gpu_count for ms in series.values() for m in ms})
     ax.plot(counts, counts, color="grey", linestyle="--", linewidth=1)
     for (gpu, precision, source, _), ms in sorted(series.items()):
-        one = ms[0].throughput
         ax.plot(
             [m.gpu_count for m in ms],
-            [m.throughput / one for m in ms],
+            [m.throughput / ms[0].throughput for m in ms],
             marker=PRECISION_MARKERS.get(precision, "o"),
             color=style.gpu_colour(gpu),
             linestyle="-" if source == MEASURED else ":",
@@ -260,61 +219,44 @@ def _scaling_panel(ax, series: dict[tuple, list[Measurement]]) -> None:
     ax.grid(alpha=0.3)
 
 
-def _scales(points: list[Measurement]) -> bool:
-    return len(points) > 1 and points[0].gpu_count == 1
-
-
-def per_model_charts(measurements: list[Measurement], out: Path, flagged: dict[tuple, list[str]]) -> list[Path]:
+def per_model_charts(
+    measurements: list[Measurement], out: Path, flagged: dict[tuple, list[str]]
+) -> list[Path]:
     """Per model: the median throughput of each point, whiskers its 95% interval; then, where the
     runs have them, items/s per watt and per 1,000 USD of GPUs."""
     throughput, efficiency = [], []
-    for model, points in _by_model(measurements).items():
-        unit = points[0].unit
-        values = [m.throughput for m in points]
-        spread = _whiskers([Bar(m.side, m.precision, m.source, m.throughput, interval=m.interval) for m in points])
-        throughput += _bars(
-            points,
-            [(values, f"training throughput ({unit})", spread)],
-            f"{model}: training throughput, every gpu, GPU count and precision",
-            "median of runs; whiskers: 95% interval (repeats; one run: within-run only; published: its runs' or none)",
-            out / f"throughput_{slug(model)}",
-            flagged,
+    for model in dict.fromkeys(m.model for m in measurements):
+        points = sorted(
+            (m for m in measurements if m.model == model),
+            key=lambda m: (precision_group(m.precision), m.precision, m.gpu_count, m.variant, m.side),
         )
+        unit, values = points[0].unit, [m.throughput for m in points]
+        spread = style.whiskers(values, [m.interval for m in points])
+        panels = [(values, f"training throughput ({unit})", spread)]
+        what = f"{model}: training throughput, every gpu, GPU count and precision"
+        stem = out / f"throughput_{slug(model)}"
+        throughput += _bars(points, panels, what, THROUGHPUT_DETAIL, stem, flagged)
         panels = []
-        watt = [m for m in points if m.per_watt is not None]
-        if watt:
+        if watt := [m for m in points if m.per_watt is not None]:
             bases = "/".join(sorted({m.per_watt_basis for m in watt}))
             panels.append(([m.per_watt for m in points], f"{unit} per watt ({bases} power)", None))
         if any(m.per_kusd is not None for m in points):
             panels.append(([m.per_kusd for m in points], f"{unit} per 1,000 USD of GPUs", None))
         if panels:
-            efficiency += _bars(
-                points,
-                panels,
-                f"{model}: training efficiency, every gpu, GPU count and precision",
-                "per watt: measured power where telemetry logged it, else the spec sheet's TDP",
-                out / f"efficiency_{slug(model)}",
-                flagged,
-            )
+            what = f"{model}: training efficiency, every gpu, GPU count and precision"
+            stem = out / f"efficiency_{slug(model)}"
+            efficiency += _bars(points, panels, what, EFFICIENCY_DETAIL, stem, flagged)
     return throughput + efficiency
-
-
-def _by_model(measurements: list[Measurement]) -> dict[str, list[Measurement]]:
-    models: dict[str, list[Measurement]] = {}
-    for m in measurements:
-        models.setdefault(m.model, []).append(m)
-    for points in models.values():
-        points.sort(key=lambda m: (precision_group(m.precision), m.precision, m.gpu_count, m.variant, m.side))
-    return models
 
 
 def _bars(
     points: list[Measurement], panels: list[tuple], what: str, detail: str, stem: Path, flagged: dict
 ) -> list[Path]:
-    """Horizontal bars, one per point, in one panel per (values, axis label, whiskers); a value of
-    None is a figure the runs lack, written as such; a figure flagged as impossible is drawn to the
-    axis' edge and marked, never setting the axis; too many bars for one picture make pages."""
-    impossible = [_impossible(flagged.get(m.point, [])) for m in points]
+    """A bar per point in a panel per (values, axis label, whiskers), on pages; a value of None is a
+    figure the runs lack, written as such; one flagged as impossible is marked and sets no axis."""
+    kinds = [flagged.get(m.point, []) for m in points]
+    impossible = [_impossible(k) for k in kinds]
+    marks = [f"  ! {' '.join(k)}" if out else "" for k, out in zip(kinds, impossible, strict=True)]
     labels = [
         f"{m.side} x{m.gpu_count} {m.precision}"
         + (f" [{m.variant}]" if m.variant else "")
@@ -322,43 +264,24 @@ def _bars(
         + (f" n={m.n_runs}" if m.n_runs > 1 else "")
         for m in points
     ]
-    per_page = max(1, int((style.PAGE_IN - 1.3) / BAR_IN))
-    pages = [range(i, min(i + per_page, len(points))) for i in range(0, len(points), per_page)]
-    sources = {m.source for m in points}
-    paths = []
+    ends = []  # per panel: every page of a model on one scale
+    for values, _, whiskers in panels:
+        known = [i for i, v in enumerate(values) if v is not None]
+        tops = [values[i] + (whiskers[1][i] if whiskers else 0) for i in known]
+        ends.append(style.axis_end(tops, [impossible[i] for i in known]))
+    pages, paths = style.pages([BAR_IN] * len(points), style.PAGE_IN - 1.3), []  # 1.3: title and axis
     for page, rows in enumerate(pages, start=1):
         fig = style.figure(6.5 * len(panels) + 3.5, 1.6 + BAR_IN * len(rows))
         axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
-        for ax, (values, axis_label, whiskers) in zip(axes, panels, strict=True):
-            shown = [values[i] for i in rows]
-            drawn = ax.barh(
-                range(len(rows)),
-                [v or 0.0 for v in shown],
-                xerr=[[whiskers[0][i] for i in rows], [whiskers[1][i] for i in rows]] if whiskers else None,
-                color=[style.gpu_colour(points[i].side) for i in rows],
-                hatch=[style.hatch(points[i].source) for i in rows],
-                edgecolor="white",
-            )
-            known = [i for i, v in enumerate(values) if v is not None]
-            ends = [values[i] + (whiskers[1][i] if whiskers else 0) for i in known]
-            end = style.axis_end(ends, [impossible[i] for i in known])  # every page of a model on one scale
-            texts = [
-                (number(values[i]) + ("  ! " + " ".join(flagged.get(points[i].point, [])) if impossible[i] else ""))
-                if values[i] is not None
-                else "not logged"
-                for i in rows
-            ]
-            style.bar_values(ax, drawn, [v or 0.0 for v in shown], texts, end)
-            ax.set_xlim(0, end)
+        for ax, (values, axis_label, whiskers), end in zip(axes, panels, ends, strict=True):
+            xerr = [[w[i] for i in rows] for w in whiskers] if whiskers else None
+            texts = ["not logged" if values[i] is None else number(values[i]) + marks[i] for i in rows]
+            _hbars(ax, [values[i] or 0.0 for i in rows], [points[i] for i in rows], texts, end, xerr=xerr)
             ax.set_xlabel(axis_label)
-            ax.grid(axis="x", alpha=0.3)
         axes[0].set_yticks(range(len(rows)), [labels[i] for i in rows], fontsize="small")
         axes[0].invert_yaxis()  # once: the panels share this axis
         axes[0].set_ylabel("gpu x GPUs, precision", fontsize="small")
         style.title(fig, what, detail, (page, len(pages)))
-        style.legend(fig, style.source_handles(sources))
-        style.keep_labels_inside(fig)
-        path = stem.parent / style.page_name(stem.name, page, len(pages))
-        fig.savefig(path, dpi=style.DPI)
-        paths.append(path)
+        style.legend(fig, style.source_handles({m.source for m in points}))
+        paths.append(style.save(fig, stem, (page, len(pages))))
     return paths

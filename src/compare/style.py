@@ -1,17 +1,14 @@
-"""How every chart of a comparison looks, in one place: a gpu's colour, titles, the shared legend,
-pages for tall grids, and bar values that stay readable (and inside their panel) when a bar is too
-short or too long to draw.
-
-Charts of other modules call these too, so a gpu looks the same in every picture.
-"""
+"""How every chart of a comparison looks, in one place so that a gpu looks the same in every picture:
+colours, titles, legends, pages, bar values that stay readable, saving."""
 
 from __future__ import annotations
 
 import textwrap
 import zlib
 from collections.abc import Sequence
+from itertools import pairwise
+from pathlib import Path
 
-from src.console import number
 from src.recorded import MEASURED, PROJECTED
 
 TITLE_PT = 12  # matplotlib's "large"
@@ -33,7 +30,7 @@ DPI = 100
 PAGE_IN = 18.0  # a chart taller than this many inches is split into pages
 TOO_SHORT = 0.005  # a bar under this fraction of its axis cannot be seen: its value says so
 LABEL_BOX = {"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8}
-
+WHISKERS = {"elinewidth": 1, "capsize": 2, "ecolor": "dimgrey"}  # a 95% interval on a bar
 
 _CHOSEN: dict[str, object] = {}  # this comparison's colours (use_colours)
 
@@ -45,11 +42,14 @@ def _palette() -> list:
     return [c for i, c in enumerate(palette) if i % 4 != 3]  # the palest shade reads as no bar
 
 
+def _hashed(gpu: str, palette: list, shift: int = 0):
+    return palette[(zlib.crc32(gpu.encode()) + shift) % len(palette)]  # not hash(): salted per process
+
+
 def use_colours(gpus: Sequence[str]) -> None:
     """Fix one colour per gpu for every chart of one comparison, none shared: the profiles' own,
-    and each other gpu the colour a stable hash of its name picks, or, where a gpu before it in
-    name order took that one, the next free one. The same gpus get the same colours in every
-    comparison."""
+    and each other gpu its name's hash's, or, where a gpu before it in name order took that one,
+    the next free one. The same gpus get the same colours in every comparison."""
     palette = _palette()
     _CHOSEN.clear()
     taken: set = set()
@@ -57,23 +57,14 @@ def use_colours(gpus: Sequence[str]) -> None:
         if gpu in PROFILE_COLOURS:
             _CHOSEN[gpu] = PROFILE_COLOURS[gpu]
             continue
-        i = zlib.crc32(gpu.encode()) % len(palette)
-        for step in range(len(palette)):  # more gpus than colours: the hash's own is shared
-            if palette[(i + step) % len(palette)] not in taken:
-                i = (i + step) % len(palette)
-                break
-        taken.add(palette[i])
-        _CHOSEN[gpu] = palette[i]
+        ring = [_hashed(gpu, palette, shift) for shift in range(len(palette))]
+        _CHOSEN[gpu] = next((c for c in ring if c not in taken), ring[0])  # none free: its hash's own
+        taken.add(_CHOSEN[gpu])
 
 
 def gpu_colour(gpu: str):
     """The comparison's colour of the gpu (use_colours); else the profile's, else its hash's."""
-    if gpu in _CHOSEN:
-        return _CHOSEN[gpu]
-    if gpu in PROFILE_COLOURS:
-        return PROFILE_COLOURS[gpu]
-    palette = _palette()
-    return palette[zlib.crc32(gpu.encode()) % len(palette)]
+    return _CHOSEN.get(gpu) or PROFILE_COLOURS.get(gpu) or _hashed(gpu, _palette())
 
 
 def figure(width_in: float, height_in: float):
@@ -83,8 +74,7 @@ def figure(width_in: float, height_in: float):
 
 
 def title(fig, what: str, detail: str = "", page: tuple[int, int] = (1, 1)) -> None:
-    """What the chart shows on its first line; model, precision, GPU count, baseline and page on
-    the second."""
+    """What the chart shows on its first line; the details (model, baseline...) and page on the second."""
     number_of = f"page {page[0]} of {page[1]}" if page[1] > 1 else ""
     second = "; ".join(part for part in (detail, number_of) if part)
     # wrapped to the figure: a one-panel chart is narrower than its explanation
@@ -93,10 +83,18 @@ def title(fig, what: str, detail: str = "", page: tuple[int, int] = (1, 1)) -> N
     fig.suptitle("\n".join(lines), fontsize=TITLE_PT, x=0.02, ha="left")
 
 
-def legend(fig, handles: list, title_text: str | None = None) -> None:
+def legend(fig, handles: list) -> None:
     """One legend for the whole figure, outside every axes: never over data or a title."""
     if handles:
-        fig.legend(handles=handles, loc="outside right upper", fontsize="small", title=title_text)
+        fig.legend(handles=handles, loc="outside right upper", fontsize="small")
+
+
+def save(fig, stem: Path, page: tuple[int, int] = (1, 1), dpi: int = DPI) -> Path:
+    """The chart as stem.png, or stem_pN.png where it has pages, its bar labels inside their panels."""
+    keep_labels_inside(fig)
+    path = stem.parent / page_name(stem.name, *page)
+    fig.savefig(path, dpi=dpi)
+    return path
 
 
 def hatch(source: str) -> str:
@@ -108,28 +106,20 @@ def source_handles(sources) -> list:
     """The legend's entries for the kinds of figure other than measured that a chart holds."""
     from matplotlib.patches import Patch
 
-    kinds = {"published figure" if s != PROJECTED else "projected figure": hatch(s) for s in sources if s != MEASURED}
-    return [Patch(facecolor="lightgrey", hatch=h, edgecolor="white", label=label) for label, h in sorted(kinds.items())]
-
-
-def gpu_handles(gpus: Sequence[str]) -> list:
-    from matplotlib.patches import Patch
-
-    return [Patch(color=gpu_colour(gpu), label=gpu) for gpu in dict.fromkeys(gpus)]
+    kinds = {("projected" if s == PROJECTED else "published", hatch(s)) for s in sources if s != MEASURED}
+    return [Patch(facecolor="lightgrey", hatch=h, edgecolor="white", label=f"{kind} figure")
+            for kind, h in sorted(kinds)]
 
 
 def pages(heights: Sequence[float], budget_in: float = PAGE_IN) -> list[range]:
-    """Consecutive rows of a grid, each page at most `budget_in` tall (a taller row has a page
-    of its own)."""
-    found, start, used = [], 0, 0.0
+    """Consecutive rows of a grid, each page at most `budget_in` tall (a taller row alone)."""
+    starts, used = [], 0.0
     for i, height in enumerate(heights):
-        if i > start and used + height > budget_in:
-            found.append(range(start, i))
-            start, used = i, 0.0
+        if not starts or used + height > budget_in:
+            starts.append(i)
+            used = 0.0
         used += height
-    if heights:
-        found.append(range(start, len(heights)))
-    return found
+    return [range(a, b) for a, b in pairwise([*starts, len(heights)])]
 
 
 def page_name(stem: str, page: int, n_pages: int) -> str:
@@ -146,8 +136,7 @@ def axis_end(values: Sequence[float], outliers: Sequence[bool] | None = None) ->
 
 def bar_values(ax, drawn, values: Sequence[float], texts: Sequence[str], end: float) -> None:
     """Write each bar's value beside it; one too short to see says so, one beyond the axis is cut
-    at its edge and says so. keep_labels_inside() then moves a label that would leave its panel
-    into its bar."""
+    at its edge and says so (keep_labels_inside moves a label that would leave its panel)."""
     for bar, value, text in zip(drawn, values, texts, strict=True):
         y = bar.get_y() + bar.get_height() / 2
         if value > end:
@@ -162,37 +151,32 @@ def bar_values(ax, drawn, values: Sequence[float], texts: Sequence[str], end: fl
 
 
 def keep_labels_inside(fig) -> None:
-    """Every bar label within its panel: one that would run past the right edge is written inside
-    its bar, ending at the bar's end (or, on a bar shorter than the label, at the panel's edge,
-    smaller where even the panel is too narrow)."""
+    """Every bar label within its panel: one that would pass the right edge is written inside its bar,
+    ending at its end (or at the panel's edge where the bar is shorter, smaller where that is too)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+    labels = [(ax, label) for ax in fig.axes for label in ax.texts if hasattr(label, "bar_end")]
+    if not labels:
+        return
     canvas = FigureCanvasAgg(fig)
     canvas.draw()  # the constrained layout places the panels: the labels' extents are known
     renderer = canvas.get_renderer()
-    for ax in fig.axes:
+    for ax, label in labels:
         box = ax.get_window_extent(renderer)
-        for label in ax.texts:
-            end = getattr(label, "bar_end", None)
-            if end is None or label.get_window_extent(renderer).x1 <= box.x1:
-                continue
-            label.set_horizontalalignment("right")
-            label.xyann = (-3, 0)
-            label.xy = (end, label.xy[1])
-            if label.get_window_extent(renderer).x0 < box.x0:  # longer than its bar
-                label.xy = (ax.get_xlim()[1], label.xy[1])
-            if label.get_window_extent(renderer).x0 < box.x0:  # longer than the panel
-                label.set_fontsize("x-small")
+        if label.get_window_extent(renderer).x1 <= box.x1:
+            continue
+        label.set_horizontalalignment("right")
+        label.xyann = (-3, 0)
+        label.xy = (label.bar_end, label.xy[1])
+        if label.get_window_extent(renderer).x0 < box.x0:  # longer than its bar
+            label.xy = (ax.get_xlim()[1], label.xy[1])
+        if label.get_window_extent(renderer).x0 < box.x0:  # longer than the panel
+            label.set_fontsize("x-small")
 
 
 def whiskers(values: Sequence[float], spans: Sequence[tuple[float, float] | None]) -> list[list[float]]:
-    """matplotlib's xerr or yerr: distances below and above each value to its interval's ends; 0
-    where it has none."""
+    """matplotlib's xerr or yerr: each value's distances to its interval's ends (0 without one)."""
     return [
         [v - s[0] if s else 0.0 for v, s in zip(values, spans, strict=True)],
         [s[1] - v if s else 0.0 for v, s in zip(values, spans, strict=True)],
     ]
-
-
-def ratio_text(value: float) -> str:
-    return f"{number(value)}x"
