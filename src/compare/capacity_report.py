@@ -1,11 +1,6 @@
-"""The speed/capacity split written out: its CSVs, report.md's section, the console's table, its
-charts (the ratios per model with their intervals; memory as a curve, throughput against per-GPU
-batch, a line per card).
-
-Every figure is shown with its 95% interval (src/compare/capacity.py); one whose interval holds
-1.0 is marked, as every ratio of compare is: on one card under two caps the iso-batch ratio is
-about 1 by construction, and the interval says whether its distance from 1 is more than noise.
-"""
+"""The speed/capacity split written out: its CSVs, report.md's section, the console's table, charts.
+Every figure comes with its 95% interval, marked where it holds 1.0: on one card under two caps the
+iso-batch ratio is about 1 by construction, and the interval says whether it is more than noise."""
 
 from __future__ import annotations
 
@@ -40,15 +35,22 @@ LABELS = {  # what each figure is called where a person reads it
     "max_ratio": "speed x capacity (max-batch)",
     "capacity_factor": "capacity factor",
 }
+SERIES = {  # the split chart's bars, per model
+    "iso-batch (speed)": "iso_ratio",
+    "max-batch (speed x capacity)": "max_ratio",
+    "published (max-batch)": "published_ratio",
+}
 
 
 def _figures(split: SplitRow | SplitMean) -> dict:
-    """Each figure, its interval's ends, what they rest on, and which hold 1.0."""
+    """Each figure, its interval's ends, what they rest on, which hold 1.0, what else differs."""
     record = {k: v for figure, r in split.figures.items() for k, v in columns(figure, r).items()}
+    return record | {"interval": _basis_text(split), "difference": _held(split)} | _flags(split)
+
+
+def _held(split: SplitRow | SplitMean) -> str:
     held = [MEANING[f] for f, r in split.figures.items() if r and r.no_difference]
-    record["interval"] = _basis_text(split)
-    record["difference"] = f"{', '.join(held)}: {NO_DIFFERENCE}" if held else ""
-    return record | _flags(split)
+    return f"{', '.join(held)}: {NO_DIFFERENCE}" if held else ""
 
 
 def _flags(split: SplitRow | SplitMean) -> dict:
@@ -74,71 +76,78 @@ def mean_records(means: list[SplitMean]) -> list[dict]:
 
 
 def _basis_text(split: SplitRow | SplitMean) -> str:
-    """What the intervals rest on: one text where every figure's is the same, else each figure's,
-    `speed: repeats; capacity: ...`."""
+    """What the intervals rest on: one text where all agree, else each's (`speed: repeats; capacity: ...`)."""
     texts = {MEANING[f]: r.basis() for f, r in split.figures.items() if r}
     if len(set(texts.values())) <= 1:
         return next(iter(texts.values()), "")
     return "; ".join(f"{meaning}: {text}" for meaning, text in texts.items())
 
 
+def _figure(split: SplitRow | SplitMean, figure: str) -> tuple[float | None, tuple[float, float] | None]:
+    """A figure's value and 95% interval; (None, None) where the runs lack it."""
+    if figure == "published_ratio":
+        return split.published_ratio, None
+    r = split.figures[figure]
+    return (r.value, r.interval) if r else (None, None)
+
+
 def figure_text(split: SplitRow | SplitMean, figure: str) -> str:
     """`1.10x [1.08-1.13]`: the figure and its 95% interval, or the figure alone when it has none."""
-    r = split.figures[figure]
-    if r is None:
+    value, interval = _figure(split, figure)
+    if value is None:
         return NONE_TEXT[figure]
-    interval = r.interval
-    return f"{r.value:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+    return f"{value:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+
+
+def _marked(split: SplitRow, figure: str) -> str:
+    """The figure's text, ` ~1` where its interval holds 1.0, as the GPU ratios' charts mark it."""
+    return figure_text(split, figure) + (" ~1" if holds_one(_figure(split, figure)[1]) else "")
 
 
 def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
     """The split in one sentence for report.md."""
     pair = f"Speed and capacity ({rows[0].card} vs {rows[0].baseline_card})"
     if not means:
-        return f"{pair}: no model has both the iso-batch and the max-batch pair yet; the runs to add are listed below."
-    parts = []
-    for m in means:
-        held = [MEANING[f] for f, r in m.figures.items() if r and r.no_difference]
-        parts.append(
-            f"{m.category} {m.precision_group} x{m.gpu_count}: {figure_text(m, 'max_ratio')} at each card's "
-            f"largest batch = {figure_text(m, 'iso_ratio')} speed at the same batch x "
-            f"{figure_text(m, 'capacity_factor')} capacity"
-            + (f" ({', '.join(held)}: {NO_DIFFERENCE})" if held else "")
-        )
+        none_yet = "no model has both the iso-batch and the max-batch pair yet; the runs to add are listed below"
+        return f"{pair}: {none_yet}."
+    parts = [
+        f"{m.category} {m.precision_group} x{m.gpu_count}: {figure_text(m, 'max_ratio')} at each card's "
+        f"largest batch = {figure_text(m, 'iso_ratio')} speed at the same batch x "
+        f"{figure_text(m, 'capacity_factor')} capacity" + (f" ({_held(m)})" if _held(m) else "")
+        for m in means
+    ]
     return f"{pair}, 95% intervals in brackets: " + "; ".join(parts) + "."
 
 
 def markdown(rows: list[SplitRow], means: list[SplitMean], missing: list[str]) -> list[str]:
     """report.md's section: the sentence, the category means, the models, the runs to add."""
     lines = [sentence(rows, means)]
-    figures = {LABELS[f]: f for f in FIGURES}
     if means:
         lines += ["", f"Category means ({MEANS_CSV}):", ""]
         lines += report.markdown_table(
-            [{"category": m.category, "precision": m.precision_group, "GPUs": m.gpu_count,
-              **{label: figure_text(m, f) for label, f in figures.items()}, **_basis(m),
+            [{"category": m.category, "precision": m.precision_group, "GPUs": m.gpu_count, **_shown(m),
               "models": ", ".join(m.models)} for m in means],
-            ("category", "precision", "GPUs", *figures, "interval", "difference", "models"),
+            ("category", "precision", "GPUs", *LABELS.values(), "interval", "difference", "models"),
         )  # fmt: skip
     lines += ["", f"Per model ({CSV}; brackets: 95% intervals):", ""]
     lines += report.markdown_table(
         [{"model": r.model, "precision": r.precision, "GPUs": r.gpu_count, "iso batch": r.iso_batch,
-          "max batches": _pair(r.max_batch, r.baseline_max_batch),
-          **{label: figure_text(r, f) for label, f in figures.items()}, **_basis(r),
+          "max batches": _pair(r.max_batch, r.baseline_max_batch), **_shown(r),
           "Lambda batches": _pair(r.published_batch, r.published_baseline_batch),
-          "Lambda ratio": NONE_TEXT["published_ratio"] if r.published_ratio is None
-          else f"{r.published_ratio:.2f}x"} for r in rows],
-        ("model", "precision", "GPUs", "iso batch", "max batches", *figures, "interval", "difference",
+          "Lambda ratio": figure_text(r, "published_ratio")} for r in rows],
+        ("model", "precision", "GPUs", "iso batch", "max batches", *LABELS.values(), "interval", "difference",
          "Lambda batches", "Lambda ratio"),
     )  # fmt: skip
     return lines + ["", *[f"- {line}" for line in missing]] if missing else lines
 
 
-def _basis(split: SplitRow | SplitMean) -> dict:
-    """The interval's basis and, where the two cards' points differ in more than the card, the flags."""
+def _shown(split: SplitRow | SplitMean) -> dict:
+    """The figures as read, the intervals' basis, and what holds 1.0 or differs beside the card."""
     flags = "; ".join(f"{flag}: {text}" for flag, text in _flags(split).items() if text)
-    basis = {k: v for k, v in _figures(split).items() if k in ("interval", "difference")}
-    return basis | {"difference": "; ".join(t for t in (basis["difference"], flags) if t)}
+    shown = {LABELS[f]: figure_text(split, f) for f in FIGURES}
+    shown["interval"] = _basis_text(split)
+    shown["difference"] = "; ".join(t for t in (_held(split), flags) if t)
+    return shown
 
 
 def _pair(one, other) -> str:
@@ -154,8 +163,12 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
 
     table = report.console_table("model, precision, GPUs / figure", "ratio", "95% CI", "batches")
     marks = []
-    sections = [(f"{r.model}, {r.precision}, {gpus(r.gpu_count)}", r, "", _batches(r)) for r in rows]
-    sections += [
+    sections = [
+        (f"{r.model}, {r.precision}, {gpus(r.gpu_count)}", r, "",
+         {"iso_ratio": "-" if r.iso_batch is None else str(r.iso_batch),
+          "max_ratio": _pair(r.max_batch, r.baseline_max_batch)})
+        for r in rows
+    ] + [
         (f"mean: {m.category}, {m.precision_group}, {gpus(m.gpu_count)}", m,
          f"{len(m.models)} model{'s' if len(m.models) > 1 else ''}", {})
         for m in means
@@ -164,10 +177,9 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
         table.add_row(f"[bold]{escape(title)}[/]", "", "", count)
         for figure in FIGURES:
             r = split.figures[figure]
-            interval = report.interval_text(r.interval) if r else ""
-            marks.append(interval)
+            marks.append(report.interval_text(r.interval) if r else "")
             ratio = report.console_ratio(r.value) if r else "-"
-            table.add_row(f"  {LABELS[figure]}", ratio, interval, batches.get(figure, ""))
+            table.add_row(f"  {LABELS[figure]}", ratio, marks[-1], batches.get(figure, ""))
     note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({CSV})")
     console.print(table)
     if any(text.endswith("=") for text in marks):
@@ -178,14 +190,6 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
                 console.print(f"  {flag}: {escape(title)}: {escape(text)}", soft_wrap=True)
 
 
-def _batches(r: SplitRow) -> dict:
-    return {"iso_ratio": "-" if r.iso_batch is None else str(r.iso_batch),
-            "max_ratio": _pair(r.max_batch, r.baseline_max_batch)}  # fmt: skip
-
-
-CURVE_STEM, SPLIT_STEM = "memory_curve", "capacity_split"
-
-
 def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
     """Per model and precision: the iso-batch, max-batch and published ratios side by side, the
     measured two with their 95% intervals as whiskers and in their labels."""
@@ -194,47 +198,36 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
         return []
     fig = style.figure(8, 1.5 + 0.6 * len(shown))
     ax = fig.add_subplot()
-    series = (("iso-batch (speed)", "iso_ratio"), ("max-batch (speed x capacity)", "max_ratio"),
-              ("published (max-batch)", "published_ratio"))  # fmt: skip
-    height = 0.8 / len(series)
+    height = 0.8 / len(SERIES)
     ends, flagged = [1.0], False
-    for i, (name, figure) in enumerate(series):
-        ys = [n + i * height for n in range(len(shown))]
-        values = [_value(r, figure) or 0.0 for r in shown]
-        spans = [r.figures[figure] and r.figures[figure].interval if figure in FIGURES else None for r in shown]
-        bars = ax.barh(ys, values, height=height, label=name, xerr=style.whiskers(values, spans),
-                       error_kw={"elinewidth": 1, "capsize": 2, "ecolor": "dimgrey"})  # fmt: skip
+    for i, (name, figure) in enumerate(SERIES.items()):
+        values, spans = zip(*(_figure(r, figure) for r in shown), strict=True)
+        values = [v or 0.0 for v in values]
+        bars = ax.barh([n + i * height for n in range(len(shown))], values, height=height, label=name,
+                       xerr=style.whiskers(values, spans), error_kw=style.WHISKERS)  # fmt: skip
         for bar, r, value, span in zip(bars, shown, values, spans, strict=True):
-            text = figure_text(r, figure) if figure in FIGURES else (
-                f"{value:.2f}x" if r.published_ratio is not None else NONE_TEXT[figure])  # fmt: skip
-            if figure in FIGURES and holds_one(span):
-                text += " ~1"
-            if figure == "max_ratio" and (factor := r.figures["capacity_factor"]):
-                held = factor.no_difference
-                text += f";  capacity {figure_text(r, 'capacity_factor')}" + (" ~1" if held else "")
-            if figure in FIGURES and r.figures[figure] and (flags := r.figures[figure].flags):
-                text += f"  ! {' '.join(flags)}"  # as the GPU ratios' charts mark a flagged figure
+            text = _marked(r, figure)
+            if figure == "max_ratio" and r.figures["capacity_factor"]:
+                text += f";  capacity {_marked(r, 'capacity_factor')}"
+            if (measured := r.figures.get(figure)) and measured.flags:
+                text += f"  ! {' '.join(measured.flags)}"  # as the GPU ratios' charts mark a flagged figure
                 flagged = True
-            end = span[1] if span else value
-            ends.append(end)
-            ax.text(end, bar.get_y() + height / 2, " " + text, va="center", fontsize="small")
+            ends.append(span[1] if span else value)
+            ax.text(ends[-1], bar.get_y() + height / 2, " " + text, va="center", fontsize="small")
     ax.set_yticks([n + height for n in range(len(shown))])
     ax.set_yticklabels([f"{r.model} {r.precision} x{r.gpu_count}" for r in shown])
     ax.invert_yaxis()
     ax.axvline(1.0, color="grey", linewidth=0.8)
     ax.set_xlim(0, max(ends) * (2.2 if flagged else 1.6))  # room for the labels beside the bars
     ax.set_xlabel(f"throughput of {shown[0].card} / {shown[0].baseline_card}")
-    style.title(fig, f"Speed and capacity: {shown[0].card} vs {shown[0].baseline_card}",
-                "whiskers and brackets: 95% interval; ~1: it holds 1.0 (no measurable difference)")  # fmt: skip
+    detail = "whiskers and brackets: 95% interval; ~1: it holds 1.0 (no measurable difference)"
+    style.title(fig, f"Speed and capacity: {shown[0].card} vs {shown[0].baseline_card}", detail)
     fig.legend(loc="outside lower center", ncols=3, fontsize="small")
-    path = out / f"{SPLIT_STEM}.png"
-    fig.savefig(path, dpi=110)
-    return [path]
+    return [style.save(fig, out / "capacity_split", dpi=110)]
 
 
 def _lines(card: str, at: dict[int, list[Measurement]]) -> dict[str, dict[int, Measurement]]:
-    """A card's points as lines, one per software stack it was measured on (named where more than
-    one), so that no line joins points of two stacks."""
+    """A card's points as lines, one per software stack (named where more than one): no line joins two."""
     stacks: dict[tuple, dict[int, Measurement]] = {}
     for batch, found in at.items():
         for m in found:
@@ -245,22 +238,14 @@ def _lines(card: str, at: dict[int, list[Measurement]]) -> dict[str, dict[int, M
     return {f"{card} {' '.join(f'{k}={v}' for k, v in s if k in varying)}": b for s, b in stacks.items()}
 
 
-def _value(row: SplitRow, figure: str) -> float | None:
-    if figure == "published_ratio":
-        return row.published_ratio
-    return row.figures[figure].value if row.figures[figure] else None
-
-
 def curve_chart(measurements: list[Measurement], out: Path) -> list[Path]:
-    """Per model and precision on one GPU: throughput against per-GPU batch, a line per card (a
-    cap per memory size asked), whiskers the points' 95% intervals; only where a card ran two
-    batches or more."""
+    """Per model and precision on one GPU: throughput against per-GPU batch, a line per card (a cap
+    per memory size asked) that ran two batches or more, whiskers the points' 95% intervals."""
     series: dict[tuple, dict[str, dict[int, Measurement]]] = {}
     for (model, precision, count), cards in by_batch(measurements).items():
-        if count == 1:
-            kept = {line: b for card, at in cards.items() for line, b in _lines(card, at).items() if len(b) > 1}
-            if kept:
-                series[(model, precision)] = kept
+        lines = {line: b for card, at in cards.items() for line, b in _lines(card, at).items() if len(b) > 1}
+        if count == 1 and lines:
+            series[(model, precision)] = lines
     if not series:
         return []
     fig = style.figure(8, 3.2 * len(series))
@@ -288,6 +273,4 @@ def curve_chart(measurements: list[Measurement], out: Path) -> list[Path]:
         ax.legend(fontsize="small", title="card (gpu@cap GB)")
     style.title(fig, "Throughput against per-GPU batch",
                 "where does more memory stop paying? whiskers: 95% interval of each point")  # fmt: skip
-    path = out / f"{CURVE_STEM}.png"
-    fig.savefig(path, dpi=110)
-    return [path]
+    return [style.save(fig, out / "memory_curve", dpi=110)]
