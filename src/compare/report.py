@@ -1,4 +1,4 @@
-"""The comparison written out: CSV tables, report.md, the printed summary, and the MLflow report run."""
+"""The comparison written out: CSV tables, report.md and the printed summary."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ ANOMALIES_CSV = "anomalies.csv"
 REPORT_MD = "report.md"
 
 RELATIVE_COLUMNS = (
-    "model", "variant", "category", "precision", "precision_group", "gpu_count", "gpu", "source", recorded.THROUGHPUT,
-    "unit", "relative", "relative_low", "relative_high", "interval", "difference", "flags",
-    "stack_differs", "n_runs", "throughput_low", "throughput_high", "throughput_min", "throughput_max",
-    "baseline_gpu", "baseline_precision", "baseline_source", "baseline_throughput", "scaling_efficiency",
-    "per_watt", "per_watt_basis", "per_kusd", "anomalies", "stack", "run_ids",
+    "model", "variant", "category", "precision", "precision_group", "gpu_count", "gpu", "source",
+    recorded.THROUGHPUT, "unit", "relative", "relative_low", "relative_high", "interval", "difference",
+    "flags", "stack_differs", "n_runs", "throughput_low", "throughput_high", "throughput_min",
+    "throughput_max", "baseline_gpu", "baseline_precision", "baseline_source", "baseline_throughput",
+    "scaling_efficiency", "per_watt", "per_watt_basis", "per_kusd", "anomalies", "stack", "run_ids",
 )  # fmt: skip
 SUMMARY_COLUMNS = (
     "category", "precision", "precision_group", "gpu_count", "gpu", "source", "relative_mean",
@@ -31,14 +31,11 @@ SUMMARY_COLUMNS = (
     "models_left_out", "baselines",
 )  # fmt: skip
 ANOMALY_COLUMNS = ("kind", "model", "precision", "gpu_count", "gpu", "source", "detail", "run_ids")
-
-
-def flagged_points(anomalies: list[Anomaly]) -> dict[tuple, list[str]]:
-    """Point -> the kinds of anomaly flagged on it."""
-    kinds: dict[tuple, list[str]] = {}
-    for anomaly in anomalies:
-        kinds.setdefault(anomaly.measurement.point, []).append(anomaly.kind)
-    return kinds
+MEASUREMENT_FIELDS = (
+    "model", "variant", "category", "precision", "gpu_count", "source", "unit", "n_runs", "throughput_min",
+    "throughput_max", "per_watt", "per_watt_basis", "per_kusd",
+)  # fmt: skip
+SUMMARY_FIELDS = ("category", "precision", "gpu_count", "source", "n_models", "baselines")
 
 
 def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tuple, list[str]]) -> list[dict]:
@@ -47,35 +44,23 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
         m, base = row.measurement, row.baseline
         t_low, t_high = m.interval or (None, None)
         records.append(
-            {
-                "model": m.model,
-                "variant": m.variant,
-                "category": m.category,
-                "precision": m.precision,
+            {field: getattr(m, field) for field in MEASUREMENT_FIELDS}
+            | columns("relative", row.ratio)
+            | {
                 "precision_group": precision_group(m.precision),
-                "gpu_count": m.gpu_count,
                 "gpu": m.side,
-                "source": m.source,
                 recorded.THROUGHPUT: m.throughput,
-                "unit": m.unit,
-                **columns("relative", row.ratio),
                 "interval": describe(m.spread if base is None or base is m else row.spread),
                 "difference": NO_DIFFERENCE if row.no_difference else "",
                 "flags": " ".join(row.flags),
                 "stack_differs": row.stack_differs,
-                "n_runs": m.n_runs,
                 "throughput_low": t_low,
                 "throughput_high": t_high,
-                "throughput_min": m.throughput_min,
-                "throughput_max": m.throughput_max,
                 "baseline_gpu": base.side if base else None,
                 "baseline_precision": base.precision if base else None,
                 "baseline_source": base.source if base else None,
                 "baseline_throughput": base.throughput if base else None,
                 "scaling_efficiency": efficiency.get(m.point),
-                "per_watt": m.per_watt,
-                "per_watt_basis": m.per_watt_basis,
-                "per_kusd": m.per_kusd,
                 "anomalies": " ".join(kinds.get(m.point, [])),
                 "stack": " ".join(f"{k}={v}" for k, v in m.stack),
                 "run_ids": " ".join(r.run_id for r in m.runs),
@@ -86,22 +71,17 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
 
 def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]:
     return [
-        {
-            **columns("relative_mean", s.mean),
-            **columns("relative_geomean", s.geomean),
+        {field: getattr(s, field) for field in SUMMARY_FIELDS}
+        | columns("relative_mean", s.mean)
+        | columns("relative_geomean", s.geomean)
+        | {
             "interval": "baseline" if s.side == baseline else s.geomean.basis(),
             "difference": NO_DIFFERENCE if s.mean.no_difference else "",
             "flags": " ".join(s.flags),
-            "category": s.category,
-            "precision": s.precision,
             "precision_group": precision_group(s.precision),
-            "gpu_count": s.gpu_count,
             "gpu": s.side,
-            "source": s.source,
-            "n_models": s.n_models,
             "models": " ".join(s.models),
             "models_left_out": "; ".join(s.left_out),
-            "baselines": s.baselines,
         }
         for s in summary
     ]
@@ -109,16 +89,9 @@ def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]
 
 def anomaly_records(anomalies: list[Anomaly]) -> list[dict]:
     return [
-        {
-            "kind": a.kind,
-            "model": a.measurement.workload,
-            "precision": a.measurement.precision,
-            "gpu_count": a.measurement.gpu_count,
-            "gpu": a.measurement.side,
-            "source": a.measurement.source,
-            "detail": a.detail,
-            "run_ids": " ".join(a.run_ids),  # the runs that earned it
-        }
+        {field: getattr(a.measurement, field) for field in ("precision", "gpu_count", "source")}
+        | {"kind": a.kind, "model": a.measurement.workload, "gpu": a.measurement.side, "detail": a.detail}
+        | {"run_ids": " ".join(a.run_ids)}  # the runs that earned it
         for a in anomalies
     ]
 
@@ -127,8 +100,7 @@ def write_csv(path: Path, columns: tuple[str, ...], records: list[dict]) -> Path
     with open(path, "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
-        for record in records:
-            writer.writerow({k: _csv_value(v) for k, v in record.items()})
+        writer.writerows({k: _csv_value(v) for k, v in record.items()} for record in records)
     return path
 
 
@@ -160,10 +132,8 @@ PERCENT_COLUMNS = {"scaling_efficiency"}
 
 
 def markdown_table(records: list[dict], columns: tuple[str, ...]) -> list[str]:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for record in records:
-        lines.append("| " + " | ".join(_md_value(c, record[c]) for c in columns) + " |")
-    return lines
+    rows = ["| " + " | ".join(_md_value(c, record[c]) for c in columns) + " |" for record in records]
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns), *rows]
 
 
 def _md_value(column: str, value) -> str:
@@ -184,22 +154,18 @@ def console_gpus(summary: list[SummaryRow], baseline: str, asked: list[str]) -> 
     every gpu with runs of this project's own; the other gpus of `summary` are left out of the
     console (summary.csv and report.md keep them all)."""
     present = sorted({s.side for s in summary})
-    if asked:
-        wanted = set(asked)
-    else:
-        wanted = {baseline, *STUDY_PAIR} | {s.side for s in summary if s.source == MEASURED}
+    wanted = set(asked) or {baseline, *STUDY_PAIR} | {s.side for s in summary if s.source == MEASURED}
     return [g for g in present if g in wanted], [g for g in present if g not in wanted]
 
 
 def print_summary(
     summary: list[SummaryRow], baseline: str, asked: list[str] = (), out: str = "", unlike: list[str] = ()
 ) -> None:
-    """The category means in an 80-column terminal or a piped log: one section per category,
-    precision and GPU count, a gpu's name never wrapped; summary.csv keeps every column and row.
-    With many gpus (Lambda's tables hold about twenty) only those of console_gpus are shown, and
-    a line says how many more there are and how to see them. The mean's 95% interval is marked
-    `=` where it holds 1.0 (no measurable difference) and `!` where a ratio averaged set unlike
-    software stacks; `unlike` names the ratios of unlike math that no mean holds."""
+    """The category means in an 80-column terminal or a piped log (summary.csv keeps every column and
+    row): a section per category, precision and GPU count; with many gpus (Lambda's tables hold about
+    twenty) only console_gpus', and a line says how to see the rest. A mean's 95% interval is marked
+    `=` where it holds 1.0, `!` where a ratio averaged set unlike software stacks; `unlike` names the
+    ratios of unlike math that no mean holds."""
     from rich.markup import escape
 
     from src.console import console, note
@@ -216,16 +182,10 @@ def print_summary(
             section = (s.category, s.precision, s.gpu_count)
             table.add_row(f"[bold]{escape(s.category)}, {escape(s.precision)}, {gpus(s.gpu_count)}[/]",
                           "", "", "", "")  # fmt: skip
-        name = s.side + ("" if s.source == MEASURED else f" [{s.source}]")
-        interval = "-" if s.side == baseline else _console_interval(s)
-        intervals_shown.append(interval)
-        table.add_row(
-            "  " + escape(name),
-            console_ratio(s.relative_mean),
-            console_ratio(s.relative_geomean),
-            interval,
-            str(s.n_models),
-        )
+        stacks = "!" if "stack_differs" in s.flags else ""
+        intervals_shown.append("-" if s.side == baseline else interval_text(s.mean.interval) + stacks)
+        means = (console_ratio(s.relative_mean), console_ratio(s.relative_geomean))
+        table.add_row("  " + escape(_name(s)), *means, intervals_shown[-1], str(s.n_models))
     if not intervals_shown:  # an empty table's header says nothing: say why there is no mean
         note(
             f"Throughput relative to {baseline}: no category mean; no other gpu shares a model, GPU "
@@ -259,13 +219,14 @@ def left_out_lines(summary: list[SummaryRow]) -> list[str]:
     where: dict[tuple, list[str]] = {}
     for s in summary:
         if s.left_out:
-            name = s.side + ("" if s.source == MEASURED else f" [{s.source}]")
-            where.setdefault((name, s.left_out), []).append(f"{s.category} {s.precision} x{s.gpu_count}")
-    return [f"{name}: left out of {', '.join(means)}: {'; '.join(models)}" for (name, models), means in where.items()]
+            where.setdefault((_name(s), s.left_out), []).append(f"{s.category} {s.precision} x{s.gpu_count}")
+    return [
+        f"{name}: left out of {', '.join(means)}: {'; '.join(why)}" for (name, why), means in where.items()
+    ]
 
 
-def _console_interval(s: SummaryRow) -> str:
-    return interval_text(s.mean.interval) + ("!" if "stack_differs" in s.flags else "")
+def _name(s: SummaryRow) -> str:
+    return s.side + ("" if s.source == MEASURED else f" [{s.source}]")
 
 
 WIDE = 100  # an interval whose ends are further apart says nothing a column can show

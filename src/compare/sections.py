@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,11 @@ class Compared:
 
     @property
     def flagged(self) -> dict[tuple, list[str]]:
-        return report.flagged_points(self.found)
+        """Point -> the kinds of anomaly flagged on it."""
+        kinds: dict[tuple, list[str]] = {}
+        for anomaly in self.found:
+            kinds.setdefault(anomaly.measurement.point, []).append(anomaly.kind)
+        return kinds
 
 
 @dataclass
@@ -60,8 +65,8 @@ MEANS_COLUMNS = ("category", "precision", "gpu_count", "gpu", "source", "relativ
                  "models_left_out", "baselines")  # fmt: skip
 PER_MODEL_COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "source", recorded.THROUGHPUT,
                      "throughput_low", "throughput_high", "unit", "n_runs", "relative", "relative_low",
-                     "relative_high", "interval", "difference", "flags", "stack_differs", "baseline_precision",
-                     "baseline_source", "scaling_efficiency", "anomalies")  # fmt: skip
+                     "relative_high", "interval", "difference", "flags", "stack_differs",
+                     "baseline_precision", "baseline_source", "scaling_efficiency", "anomalies")  # fmt: skip
 
 
 def gpu_comparison(c: Compared) -> list[Section]:
@@ -71,10 +76,12 @@ def gpu_comparison(c: Compared) -> list[Section]:
     means = report.summary_records(c.summary, c.baseline)
     shown_means = [r for r in means if r["gpu"] != c.baseline]  # 1.0 by definition: the CSVs keep them
     shown_relative = [r for r in relative if r["gpu"] != c.baseline]
+    means_csv = (report.SUMMARY_CSV, report.SUMMARY_COLUMNS, means)
+    relative_csv = (report.RELATIVE_CSV, report.RELATIVE_COLUMNS, relative)
     return [
-        Section("Category means", [], (shown_means, MEANS_COLUMNS), [(report.SUMMARY_CSV, report.SUMMARY_COLUMNS, means)]),
-        Section("Per model", [], (shown_relative, PER_MODEL_COLUMNS), [(report.RELATIVE_CSV, report.RELATIVE_COLUMNS, relative)]),
-    ]  # fmt: skip
+        Section("Category means", [], (shown_means, MEANS_COLUMNS), [means_csv]),
+        Section("Per model", [], (shown_relative, PER_MODEL_COLUMNS), [relative_csv]),
+    ]
 
 
 def study(c: Compared, asked) -> list[Section]:
@@ -82,28 +89,17 @@ def study(c: Compared, asked) -> list[Section]:
     own, the per-model ratios beneath (src/compare/study.py)."""
     found = study_answer.figures(c.summary, asked)
     subject = next(g for g in asked.gpus if g != asked.baseline)
-    return [
-        Section(
-            f"{asked.title}: {subject} over {asked.baseline}",
-            study_answer.markdown(found, c.rows, asked),
-            show=lambda: study_answer.print_study(found, c.rows, asked),
-        )
-    ]
+    lines = study_answer.markdown(found, c.rows, asked)
+    show = partial(study_answer.print_study, found, c.rows, asked)
+    return [Section(f"{asked.title}: {subject} over {asked.baseline}", lines, show=show)]
 
 
 def hardware_and_software(c: Compared) -> list[Section]:
     """Cross-stack ratios split into their hardware and software parts (GPU comparisons only)."""
     records = [] if c.by else hardware_software.records(c.rows, c.measurements)
-    if not records:
-        return []
-    return [
-        Section(
-            "Hardware and software parts of cross-stack ratios",
-            [],
-            (records, hardware_software.COLUMNS),
-            [(hardware_software.CSV, hardware_software.COLUMNS, records)],
-        )
-    ]
+    table = (hardware_software.CSV, hardware_software.COLUMNS, records)
+    heading = "Hardware and software parts of cross-stack ratios"
+    return [Section(heading, [], (records, hardware_software.COLUMNS), [table])] if records else []
 
 
 def flagged(c: Compared) -> list[Section]:
@@ -134,15 +130,8 @@ def explanation(c: Compared, runs: list) -> list[Section]:
     why = explain.explain(runs, c.measurements, c.rows, c.summary, c.baseline)
     if not (why.placements or why.sentences or why.claims):  # nothing measured to place or check
         return []
-    return [
-        Section(
-            explain.HEADING,
-            explain.markdown(why),
-            None,
-            [(explain.CSV, explain.COLUMNS, why.records())],
-            draw=lambda out: explain_charts.draw(why, out),
-        )
-    ]
+    table = (explain.CSV, explain.COLUMNS, why.records())
+    return [Section(explain.HEADING, explain.markdown(why), None, [table], partial(explain_charts.draw, why))]
 
 
 def speed_and_capacity(c: Compared, pair: list[str]) -> list[Section]:
@@ -154,15 +143,9 @@ def speed_and_capacity(c: Compared, pair: list[str]) -> list[Section]:
         missing.insert(0, f"capacity_split: neither {pair[0]} nor {pair[1]} has a run with a batch size")
         return [Section("Speed and capacity", [f"- {line}" for line in missing], warnings=missing)]
     means = capacity.category_means(rows)
-    return [
-        Section(
-            f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card}",
-            capacity_report.markdown(rows, means, missing),
-            None,
-            [(capacity_report.CSV, capacity_report.COLUMNS, capacity_report.records(rows)),
-             (capacity_report.MEANS_CSV, capacity_report.MEAN_COLUMNS, capacity_report.mean_records(means))],
-            draw=lambda out: capacity_report.split_chart(rows, out),
-            show=lambda: capacity_report.print_table(rows, means),
-            warnings=missing,
-        )
-    ]  # fmt: skip
+    tables = [(capacity_report.CSV, capacity_report.COLUMNS, capacity_report.records(rows)),
+              (capacity_report.MEANS_CSV, capacity_report.MEAN_COLUMNS, capacity_report.mean_records(means))]
+    heading = f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card}"
+    lines = capacity_report.markdown(rows, means, missing)
+    draw, show = partial(capacity_report.split_chart, rows), partial(capacity_report.print_table, rows, means)
+    return [Section(heading, lines, tables=tables, draw=draw, show=show, warnings=missing)]
