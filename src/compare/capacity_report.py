@@ -108,8 +108,8 @@ def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
     """The split in one sentence for report.md."""
     pair = f"Speed and capacity ({rows[0].card} vs {rows[0].baseline_card})"
     if not means:
-        none_yet = "no model has both the iso-batch and the max-batch pair yet; the runs to add are listed below"
-        return f"{pair}: {none_yet}."
+        line = "no model has both the iso-batch and the max-batch pair yet; the runs to add are listed below"
+        return f"{pair}: {line}."
     parts = [
         f"{m.category} {m.precision_group} x{m.gpu_count}: {figure_text(m, 'max_ratio')} at each card's "
         f"largest batch = {figure_text(m, 'iso_ratio')} speed at the same batch x "

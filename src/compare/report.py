@@ -31,11 +31,11 @@ SUMMARY_COLUMNS = (
     "models_left_out", "baselines",
 )  # fmt: skip
 ANOMALY_COLUMNS = ("kind", "model", "precision", "gpu_count", "gpu", "source", "detail", "run_ids")
-MEASUREMENT_FIELDS = (
+MEASUREMENT_FIELDS = (  # relative_throughput.csv's columns that are a point's own attributes
     "model", "variant", "category", "precision", "gpu_count", "source", "unit", "n_runs", "throughput_min",
     "throughput_max", "per_watt", "per_watt_basis", "per_kusd",
-)  # fmt: skip
-SUMMARY_FIELDS = ("category", "precision", "gpu_count", "source", "n_models", "baselines")
+)
+SUMMARY_FIELDS = ("category", "precision", "gpu_count", "source", "n_models", "baselines")  # a mean's own
 
 
 def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tuple, list[str]]) -> list[dict]:
