@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from src import recorded
 from src.compare.analysis import RelativeRow
+from src.compare.ratio import GPU_SHARED
 from src.compare.runs import Measurement
 from src.console import number
 
@@ -29,7 +30,6 @@ SCALING_ABOVE_100 = "scaling_above_100"
 SLOWER_THAN_1GPU = "slower_than_1gpu"
 OUTSIDE_SPEC = "outside_spec"
 CI_NOT_MET = "ci_not_met"
-GPU_SHARED = "gpu_shared"
 PROCEDURE_DIFFERS = "procedure_differs"
 
 

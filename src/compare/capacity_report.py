@@ -174,16 +174,14 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
         for m in means
     ]  # fmt: skip
     for title, split, count, batches in sections:
-        table.add_row(f"[bold]{escape(title)}[/]", "", "", count)
+        report.heading_row(table, escape(title), "", "", count)
         for figure in FIGURES:
             r = split.figures[figure]
             marks.append(report.interval_text(r.interval) if r else "")
             ratio = report.console_ratio(r.value) if r else "-"
             table.add_row(f"  {LABELS[figure]}", ratio, marks[-1], batches.get(figure, ""))
     note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({CSV})")
-    console.print(table)
-    if any(text.endswith("=") for text in marks):
-        console.print("  = the interval holds 1.0: no measurable difference")
+    report.print_marked(table, marks)
     for title, split, _, _ in sections:
         for flag, text in _flags(split).items():
             if text:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from src.compare import style
+from src.compare import anomalies, style
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.ratio import holds_one
 from src.compare.runs import MEASURED, Measurement
@@ -20,7 +20,7 @@ PANEL_GROUPS = ("fp32", "mixed")  # fp32 and mixed precision side by side, as in
 PANEL_TITLES = {"fp32": "fp32, tf32", "mixed": "amp, bf16"}  # short: a panel's title is never cut
 BAR_IN = 0.26  # inches per bar
 PANEL_PAD_IN = 0.9  # title and axis of one panel row
-IMPOSSIBLE = {"outside_spec", "scaling_above_100"}  # anomaly kinds no hardware can produce
+IMPOSSIBLE = {anomalies.OUTSIDE_SPEC, anomalies.SCALING_ABOVE_100}  # anomaly kinds no hardware can produce
 RELATIVE_DETAIL = (
     "bars from 0 on one scale; whiskers: 95% interval, ~1: it holds 1.0 (no measurable difference); "
     "! marks a flagged figure (report.md says why)"

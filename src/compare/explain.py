@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from src import recorded
 from src.compare.analysis import RelativeRow, SummaryRow
-from src.compare.report import markdown_table
+from src.compare.report import markdown_grid
 from src.compare.runs import MEASURED, Measurement
 from src.config import points
 from src.console import gpus
@@ -124,9 +124,6 @@ class Explanation:
     placements: list[Placement]
     sentences: list[str]  # one per model pair
     claims: list[str]  # the published category means checked against the measured ones
-
-    def records(self) -> list[dict]:
-        return [_record(p) for p in self.placements]
 
 
 def _stack(tags: dict) -> tuple:
@@ -316,7 +313,7 @@ def _verdict(claim: str, published_up: bool, measured_up: bool, measured: str) -
     return f"{claim}; measured {measured}: {'holds' if published_up == measured_up else 'does not hold'}."
 
 
-def _record(p: Placement) -> dict:
+def record(p: Placement) -> dict:
     m = p.measurement
     shares = {f"{s}_share": (p.shares or {}).get(s) for s in SHARES}
     return {
@@ -360,5 +357,5 @@ def markdown(explanation: Explanation) -> list[str]:
             *[_pct(p.shares.get(s)) if p.shares else "" for s in SHARES],
             "; ".join(n for n in (p.power.said() if p.power_limited else "", p.note) if n),
         ]
-        rows.append(dict(zip(header, cells, strict=True)))
-    return lines + ["", "### Points against their ceilings", ""] + markdown_table(rows, header)
+        rows.append(cells)
+    return lines + ["", "### Points against their ceilings", ""] + markdown_grid(header, rows)

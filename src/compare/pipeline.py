@@ -11,7 +11,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from src import console, credentials, recorded
-from src.compare import analysis, anomalies, axis, capacity, projection, report, sections, study
+from src.compare import analysis, anomalies, axis, capacity, projection, report, runs, sections, study
 from src.compare.folder import OutFolder
 from src.compare.runs import MEASURED, Measurement, RunRecord, aggregate, search_finished, select, to_record
 from src.compare.sections import Compared, Section
@@ -20,7 +20,7 @@ from src.config.groups.precision import PRECISIONS
 from src.config.groups.tracking import tracking_errors
 from src.errors import ConfigError
 
-FILTERS = ("gpus", "models", "precisions", "gpu_counts", "sources")  # each a flat list
+FILTERS = tuple(f"{name}s" for name in runs.FILTERED)  # the keys runs.select filters by, each a flat list
 ALWAYS_NOTED = [
     "Intervals (95%): a t-interval on log throughput; a point's spread comes from its repeats "
     "(fresh processes), or for a single run from its step-time CI (`within-run only`: it misses "
@@ -226,7 +226,7 @@ def scope(records: list[RunRecord], cfg: DictConfig, baseline: str) -> tuple[lis
     elif cfg.all or cfg.gpus or cfg.by or all(r.gpu != baseline for r in records):
         return records, ""  # (no baseline run: the error names every gpu there is)
     else:
-        wanted = {baseline, *report.STUDY_PAIR} | {r.gpu for r in records if r.source == MEASURED}
+        wanted = report.by_default(baseline, records)  # without by=, a run's side is its gpu
         inside = [r for r in records if r.gpu in wanted]
         shows = "all=true or gpus=[...] shows them"
     kept = {id(r) for r in inside}

@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from src import recorded
 from src.compare import explain, sections
+from src.compare.capacity import CAP_KEY
 from src.compare.ratio import Spread
 from src.compare.runs import MEASURED, Measurement, aggregate, select
 from src.projection.cards import known, profiles
@@ -33,8 +34,7 @@ NO_DOF_TO_LOSE = 10**6  # a band's degrees of freedom: a normal interval, finite
 COLUMNS = ("model", "precision", "gpu_count", "gpu", "from_gpu", "batch", "math", recorded.THROUGHPUT,
            "throughput_low", "throughput_high", "step_ratio", "parts", "note", "from_runs",
            "ceilings_run")  # fmt: skip
-CAP_PARAM = "gpu.memory_limit_gb"
-NOT_THE_WORKLOAD = (recorded.BATCH_SIZE, "model.batch_size", CAP_PARAM)  # what a workload's points differ in
+NOT_THE_WORKLOAD = (recorded.BATCH_SIZE, "model.batch_size", CAP_KEY)  # what a workload's points differ in
 LOGGED_FIGURES = ("memory_gb", "memory_bandwidth_gbs", "host_link_gbs", "gpu_link_gbs", "tdp_w")
 
 
@@ -79,7 +79,7 @@ def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
     low, high = p.interval
     se = math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE)
     # the stack is the source card's; its memory cap stood for the target's memory: neither is the target's
-    config = tuple((k, v) for k, v in m.config if not k.startswith("tag:") and k != CAP_PARAM)
+    config = tuple((k, v) for k, v in m.config if not k.startswith("tag:") and k != CAP_KEY)
     t = p.target
     spec = recorded.Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)
     projected = {"gpu": t.name, "side": t.name, "source": PROJECTED, "config": config}
@@ -207,8 +207,8 @@ def source_point(m: Measurement, runs: list[recorded.RunResult]) -> SourcePoint:
     if with_shares:
         shares = {s: statistics.median(x.get(s) or 0.0 for x in with_shares) for s in recorded.SHARES}
     batch = int(float(dict(m.config).get(recorded.BATCH_SIZE) or runs[0].batch_size or 0))
-    cap = _number(runs[0].params.get(CAP_PARAM))
-    cap_said, cap_set = (f", {cap:g} GB cap", f" {CAP_PARAM}={cap:g}") if cap else ("", "")
+    cap = recorded.positive_number(runs[0].params.get(CAP_KEY))
+    cap_said, cap_set = (f", {cap:g} GB cap", f" {CAP_KEY}={cap:g}") if cap else ("", "")
     peaks = [r.metrics[recorded.PEAK_MEMORY_GB] for r in runs if recorded.PEAK_MEMORY_GB in r.metrics]
     return SourcePoint(
         label=f"{m.gpu} x{m.gpu_count} {m.workload} {m.precision} [batch {batch}{cap_said}]",
@@ -250,21 +250,13 @@ def source_card(gpu: str, params: dict, profile: dict | None) -> Card:
     """The card a point ran on: the spec sheet its run logged, its profile (`profile`, as read by
     the entry point) for figures it never logged (runs from before the figure existed)."""
     profile = dict(profile or {"name": gpu})
-    peak = "gpu.peak_tflops."
-    logged_peaks = {k.removeprefix(peak): _number(v) for k, v in params.items() if k.startswith(peak)}
-    profile["peak_tflops"] = profile.get("peak_tflops", {}) | {k: v for k, v in logged_peaks.items() if v}
+    peak, logged = "gpu.peak_tflops.", {k: recorded.positive_number(v) for k, v in params.items()}
+    logged_peaks = {k.removeprefix(peak): v for k, v in logged.items() if k.startswith(peak) and v}
+    profile["peak_tflops"] = profile.get("peak_tflops", {}) | logged_peaks
     for key in LOGGED_FIGURES:
-        if _number(params.get(f"gpu.{key}")):
-            profile[key] = _number(params[f"gpu.{key}"])
+        if logged.get(f"gpu.{key}"):
+            profile[key] = logged[f"gpu.{key}"]
     return Card.from_profile(profile)
-
-
-def _number(value) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number > 0 else None
 
 
 def project_onto(measurements: list[Measurement], runs: list, targets: list[str], profiles: dict[str, dict],

@@ -136,6 +136,11 @@ def markdown_table(records: list[dict], columns: tuple[str, ...]) -> list[str]:
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns), *rows]
 
 
+def markdown_grid(head: tuple, rows: list[list]) -> list[str]:
+    """markdown_table of rows given as cells in `head`'s order."""
+    return markdown_table([dict(zip(head, row, strict=True)) for row in rows], head)
+
+
 def _md_value(column: str, value) -> str:
     if value is None or value == "":
         return ""
@@ -154,8 +159,13 @@ def console_gpus(summary: list[SummaryRow], baseline: str, asked: list[str]) -> 
     every gpu with runs of this project's own; the other gpus of `summary` are left out of the
     console (summary.csv and report.md keep them all)."""
     present = sorted({s.side for s in summary})
-    wanted = set(asked) or {baseline, *STUDY_PAIR} | {s.side for s in summary if s.source == MEASURED}
+    wanted = set(asked) or by_default(baseline, summary)
     return [g for g in present if g in wanted], [g for g in present if g not in wanted]
+
+
+def by_default(baseline: str, points: list) -> set[str]:
+    """The gpus a compare shows unless told: the baseline, the study's pair, each one you measured."""
+    return {baseline, *STUDY_PAIR} | {p.side for p in points if p.source == MEASURED}
 
 
 def print_summary(
@@ -180,8 +190,7 @@ def print_summary(
             continue
         if (s.category, s.precision, s.gpu_count) != section:
             section = (s.category, s.precision, s.gpu_count)
-            table.add_row(f"[bold]{escape(s.category)}, {escape(s.precision)}, {gpus(s.gpu_count)}[/]",
-                          "", "", "", "")  # fmt: skip
+            heading_row(table, f"{escape(s.category)}, {escape(s.precision)}, {gpus(s.gpu_count)}")
         stacks = "!" if "stack_differs" in s.flags else ""
         intervals_shown.append("-" if s.side == baseline else interval_text(s.mean.interval) + stacks)
         means = (console_ratio(s.relative_mean), console_ratio(s.relative_geomean))
@@ -194,11 +203,8 @@ def print_summary(
         console.print()
         return
     note(f"Throughput relative to {baseline}, mean over the models each gpu and {baseline} both have")
-    console.print(table)
-    marks = "".join(text[-2:] for text in intervals_shown)
-    if "=" in marks:
-        console.print("  = the interval holds 1.0: no measurable difference")
-    if "!" in marks:
+    print_marked(table, intervals_shown)
+    if any("!" in text[-2:] for text in intervals_shown):
         console.print("  ! stack_differs: some ratios set unlike software stacks (see report.md)")
     if any(text.startswith("too wide") for text in intervals_shown):
         console.print(f"  too wide: ends over {WIDE}-fold apart (repeats that disagree; summary.csv)")
@@ -242,7 +248,7 @@ def interval_text(interval: tuple[float, float] | None) -> str:
     return text + ("=" if holds_one(interval) else "")
 
 
-def console_table(first: str, *figures: str, **options):
+def console_table(first: str, *figures: str, rows: list[list[str]] = (), **options):
     """A table for an 80-column terminal: `first` (names, never wrapped), then right-aligned figures."""
     from rich import box
     from rich.table import Table
@@ -251,7 +257,23 @@ def console_table(first: str, *figures: str, **options):
     table.add_column(first, no_wrap=True)
     for header in figures:
         table.add_column(header, justify="right", no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
     return table
+
+
+def heading_row(table, title: str, *cells: str) -> None:
+    """A section's bold first row (`title` is markup), the columns after `cells` left blank."""
+    table.add_row(f"[bold]{title}[/]", *cells, *[""] * (len(table.columns) - 1 - len(cells)))
+
+
+def print_marked(table, intervals: list[str]) -> None:
+    """The table, and what `=` means under it where an interval holds 1.0 (interval_text's mark)."""
+    from src.console import console
+
+    console.print(table)
+    if any("=" in text[-2:] for text in intervals):
+        console.print("  = the interval holds 1.0: no measurable difference")
 
 
 def console_ratio(value: float) -> str:

@@ -88,10 +88,9 @@ def study(c: Compared, asked) -> list[Section]:
     """An experiment's question (conf/study/): its stated figures beside the published and your
     own, the per-model ratios beneath (src/compare/study.py)."""
     found = study_answer.figures(c.summary, asked)
-    subject = next(g for g in asked.gpus if g != asked.baseline)
     lines = study_answer.markdown(found, c.rows, asked)
     show = partial(study_answer.print_study, found, c.rows, asked)
-    return [Section(f"{asked.title}: {subject} over {asked.baseline}", lines, show=show)]
+    return [Section(f"{asked.title}: {study_answer.subject(asked)} over {asked.baseline}", lines, show=show)]
 
 
 def hardware_and_software(c: Compared) -> list[Section]:
@@ -130,7 +129,7 @@ def explanation(c: Compared, runs: list) -> list[Section]:
     why = explain.explain(runs, c.measurements, c.rows, c.summary, c.baseline)
     if not (why.placements or why.sentences or why.claims):  # nothing measured to place or check
         return []
-    table = (explain.CSV, explain.COLUMNS, why.records())
+    table = (explain.CSV, explain.COLUMNS, [explain.record(p) for p in why.placements])
     return [Section(explain.HEADING, explain.markdown(why), None, [table], partial(explain_charts.draw, why))]
 
 

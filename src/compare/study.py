@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from src import console
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
-from src.compare.report import console_table, interval_text, markdown_table
+from src.compare.report import console_table, interval_text, markdown_grid
 from src.compare.runs import MEASURED, RunRecord
 
 AGREES = 0.01  # a stated figure of two decimals agrees with a value less than one hundredth from it
@@ -44,7 +44,8 @@ class StudyFigure:
         return [self.where, f"{self.stated:.2f}x", published, _interval(self.published), *measured]
 
 
-def _subject(study) -> str:
+def subject(study) -> str:
+    """The gpu a study sets against its baseline."""
     return next(g for g in study.gpus if g != study.baseline)
 
 
@@ -61,7 +62,7 @@ def figures(summary: list[SummaryRow], study) -> list[StudyFigure]:
     for claim in study.claims:
         where = (claim.category, claim.gpu_count, precision_group(claim.precision))
         cell = [s for s in summary if (s.category, s.gpu_count, precision_group(s.precision)) == where]
-        published = next((s for s in cell if s.side == _subject(study) and s.source == study.published), None)
+        published = next((s for s in cell if s.side == subject(study) and s.source == study.published), None)
         measured = {}
         for s in sorted(cell, key=lambda s: s.precision != claim.precision):  # the same precision first
             if s.source == MEASURED and s.side != study.baseline:
@@ -77,7 +78,7 @@ def per_model(rows: list[RelativeRow], study) -> dict[tuple[str, int], dict[str,
     table: dict[tuple[str, int], dict[str, RelativeRow]] = {cell: {} for cell in cells}
     for row in rows:
         m = row.measurement
-        if m.side == _subject(study) and m.source == study.published and row.relative is not None:
+        if m.side == subject(study) and m.source == study.published and row.relative is not None:
             if (m.precision, m.gpu_count) in table:
                 table[(m.precision, m.gpu_count)][m.workload] = row
     return table
@@ -118,15 +119,11 @@ def markdown(found: list[StudyFigure], rows: list[RelativeRow], study) -> list[s
     """report.md's first section: the stated figures, the published and measured ones, per model."""
     gpus = sorted({g for f in found for g in f.measured})
     head = ("figure", "stated", study.published, "95% CI", *[f"{g} (measured)" for g in gpus])
-    lines = _markdown_table(head, [f.cells(gpus, "no figures", " (differs)") for f in found])
+    lines = markdown_grid(head, [f.cells(gpus, "no figures", " (differs)") for f in found])
     lines += ["", *[f"- {line}" for line in differences(found, rows, study)]]
-    lines += ["", f"Per model, {_subject(study)} over {study.baseline} [{study.published}]:", ""]
+    lines += ["", f"Per model, {subject(study)} over {study.baseline} [{study.published}]:", ""]
     columns, grid = _per_model_grid(rows, study)
-    return lines + _markdown_table(("model", *columns), grid)
-
-
-def _markdown_table(head: tuple, rows: list[list[str]]) -> list[str]:
-    return markdown_table([dict(zip(head, row, strict=True)) for row in rows], head)
+    return lines + markdown_grid(("model", *columns), grid)
 
 
 def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> None:
@@ -136,12 +133,9 @@ def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> Non
 
     say = console.console.print
     gpus = sorted({g for f in found for g in f.measured})
-    console.note(f"{study.title}: {_subject(study)} over {study.baseline}, mean of the models' ratios")
+    console.note(f"{study.title}: {subject(study)} over {study.baseline}, mean of the models' ratios")
     head = ("category, precision, GPUs", "stated", escape(study.published), "95% CI", *map(escape, gpus))
-    table = console_table(*head)
-    for f in found:
-        table.add_row(*f.cells(gpus, "-", "*"))
-    say(table)
+    say(console_table(*head, rows=[f.cells(gpus, "-", "*") for f in found]))
     for line in differences(found, rows, study):
         say(f"  * {escape(line)}")
     if any(f.published and f.published.mean.interval for f in found):
@@ -149,11 +143,8 @@ def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> Non
     if gpus:
         say(f"  {', '.join(gpus)}: your runs against {study.baseline} (n: models averaged where fewer)")
     columns, grid = _per_model_grid(rows, study)
-    title = escape(f"per model, {_subject(study)} over {study.baseline} [{study.published}]")
-    table = console_table("model", *columns, title_justify="left", title=title)
-    for row in grid:
-        table.add_row(*row)
-    say(table)
+    title = escape(f"per model, {subject(study)} over {study.baseline} [{study.published}]")
+    say(console_table("model", *columns, rows=grid, title_justify="left", title=title))
 
 
 def _ratio(row: RelativeRow | None) -> str:
