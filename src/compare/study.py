@@ -41,7 +41,8 @@ class StudyFigure:
         published = f"{self.published.relative_mean:.2f}x" if self.published else none
         published += "" if self.agrees in (True, None) else differs
         measured = [_mean(self.measured.get(g)) for g in gpus]
-        return [self.where, f"{self.stated:.2f}x", published, _interval(self.published), *measured]
+        interval = interval_text(self.published.mean.interval if self.published else None)  # `=`: holds 1.0
+        return [self.where, f"{self.stated:.2f}x", published, interval, *measured]
 
 
 def subject(study) -> str:
@@ -155,8 +156,3 @@ def _mean(s: SummaryRow | None) -> str:
     if s is None:
         return "-"
     return f"{s.relative_mean:.2f}x" + (f" n={s.n_models}" if s.left_out else "")
-
-
-def _interval(s: SummaryRow | None) -> str:
-    """The mean's 95% interval, `=` where it holds 1.0 (no measurable difference)."""
-    return interval_text(s.mean.interval if s else None)
