@@ -3,7 +3,8 @@
 Every tag and metric that one part of gpubench writes and another reads is named here (the measured
 settings' tags and the stack's tags are declared with their config keys in src/config/points.py).
 Writers: the job (src/run/), the telemetry summary, the sweep, the importer, compare's report and
-anomaly tags. Readers: everything that reads a run back goes through `read`, which gives a
+anomaly tags. The job's measured window and breakdown are typed figures declared here (`Window`,
+`Breakdown`): the job builds them and logs their `metrics()`, `read` gives them back. Readers: everything that reads a run back goes through `read`, which gives a
 `RunResult`: compare, the importer, the sweep summary, resume's skip line. docs/metrics.md lists
 the names for users.
 
@@ -263,12 +264,13 @@ class Breakdown(Figures):
         if share_metric(SHARES[0]) not in metrics:
             return None
         phases = {m[1]: v for k, v in metrics.items() if (m := _BREAKDOWN_PHASE.fullmatch(k))}
-        return cls.read_named(metrics, shares={c: metrics.get(share_metric(c)) for c in SHARES}, phase_seconds=phases)
+        shares = {c: metrics.get(share_metric(c)) for c in SHARES}
+        return cls.read_named(metrics, shares=shares, phase_seconds=phases)
 
 
 METRICS = (
     *Window.metric_names(), PUBLISHED_RUNS, PUBLISHED_RUNS_LOG_SE, *TELEMETRY, *Breakdown.metric_names()
-)  # every metric logged under a fixed name (the others: the functions above)
+)  # fmt: skip  # every metric logged under a fixed name (the others: the functions above)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -111,7 +111,9 @@ def mfu(achieved_tflops_per_gpu: float | None, peak_tflops: float | None) -> flo
     return achieved_tflops_per_gpu / peak_tflops
 
 
-def efficiency(measured: Window, peak_tflops: float | None, power_mean_w: float | None, gpu, world: int) -> Window:
+def efficiency(
+    measured: Window, peak_tflops: float | None, power_mean_w: float | None, gpu, world: int
+) -> Window:
     """The window's efficiency figures from the gpu profile and measured power; one whose inputs
     are missing stays None.
 
