@@ -205,7 +205,8 @@ class Steps:
 
 @dataclass(frozen=True)
 class Window(Figures):
-    """The measured window's figures, written by the job (src/run/results.py) and read back by `read`."""
+    """The measured window's figures, written by the job (src/run/results.py) and read back by `read`;
+    None: not logged (its inputs were missing, or the run is older than the figure)."""
 
     throughput: float | None = figure(THROUGHPUT)
     throughput_per_gpu: float | None = figure(THROUGHPUT_PER_GPU)
@@ -223,7 +224,7 @@ class Window(Figures):
     time_to_rank_start_s: float | None = figure(TIME_TO_RANK_START_S)
     time_to_first_step_s: float | None = figure(TIME_TO_FIRST_STEP_S)
     measured_window_s: float | None = figure(MEASURED_WINDOW_S)
-    peak_memory_gb: float | None = figure(PEAK_MEMORY_GB)
+    peak_memory_gb: float | None = figure(PEAK_MEMORY_GB)  # the largest rank's
     peak_memory_gb_of_rank: dict[int, float] = field(default_factory=dict)  # peak_memory_of_rank(r)
     flops_per_item: float | None = figure(FLOPS_PER_ITEM)
     achieved_tflops_per_gpu: float | None = figure(ACHIEVED_TFLOPS_PER_GPU)
