@@ -3,7 +3,8 @@
 Every tag and metric that one part of gpubench writes and another reads is named here (the measured
 settings' tags and the stack's tags are declared with their config keys in src/config/points.py).
 Writers: the job (src/run/), the telemetry summary, the sweep, the importer, compare's report and
-anomaly tags. Readers: everything that reads a run back goes through `read`, which gives a
+anomaly tags. The job's measured window and breakdown are typed figures declared here (`Window`,
+`Breakdown`): the job builds them and logs their `metrics()`, `read` gives them back. Readers: everything that reads a run back goes through `read`, which gives a
 `RunResult`: compare, the importer, the sweep summary, resume's skip line. docs/metrics.md lists
 the names for users.
 
@@ -13,9 +14,12 @@ the tag and the job kind existed: their kind is told by the model name, `ceiling
 
 from __future__ import annotations
 
-import math
+import re
 from dataclasses import dataclass, field
 
+from src.figures import Figures, figure
+from src.logged_spec import SPEC_PARAMS as SPEC_PARAMS  # compare's too: the figures a spec sheet states
+from src.logged_spec import Spec, positive_number, read_spec
 from src.stats import rule_missed
 
 SCHEMA_VERSION = 2
@@ -143,15 +147,6 @@ ALLREDUCE_BUSBW_GBS = "allreduce_busbw_gbs"  # the best over message sizes
 CEILING_FIGURES = (MEMORY_COPY_GBS, MEMORY_READ_GBS, HOST_TO_DEVICE_GBS, DEVICE_TO_HOST_GBS, ALLREDUCE_BUSBW_GBS)
 
 
-METRICS = (
-    THROUGHPUT, THROUGHPUT_PER_GPU, STEP_TIME_MS, STEP_TIME_MEAN_MS, STEP_TIME_P10_MS, STEP_TIME_P90_MS,
-    STEP_TIME_CI95_REL, STEP_TIME_CV, MEASURED_STEPS, ITEMS_PER_STEP, BATCH_SIZE, LOSS_FIRST, LOSS_LAST,
-    TIME_TO_RANK_START_S, TIME_TO_FIRST_STEP_S, MEASURED_WINDOW_S, PEAK_MEMORY_GB, FLOPS_PER_ITEM,
-    ACHIEVED_TFLOPS_PER_GPU, MFU, THROUGHPUT_PER_WATT, THROUGHPUT_PER_KUSD, PUBLISHED_RUNS, PUBLISHED_RUNS_LOG_SE,
-    *TELEMETRY, BREAKDOWN_STEPS, BREAKDOWN_STEP_MS, BREAKDOWN_S,
-)  # fmt: skip  # every metric logged under a fixed name (the others: the functions below)
-
-
 def workload_metric(model: str, precision: str, gpu_count: int | str) -> str:
     """The run's throughput again under a key of its own workload, e.g. `throughput/resnet50/amp/x1`:
     a chart of one such key in the MLflow UI sets like against like (one model, unit, precision and
@@ -172,6 +167,10 @@ def breakdown_phase_metric(phase: str) -> str:
     return f"breakdown_{phase}_s"
 
 
+_RANK_MEMORY = re.compile(PEAK_MEMORY_GB + r"_rank(\d+)")  # peak_memory_of_rank's, read back
+_BREAKDOWN_PHASE = re.compile(r"breakdown_(\w+)_s")  # breakdown_phase_metric's, read back
+
+
 def phase_metric(phase: str) -> str:
     """`phase_measure_s`: the seconds of one phase of the job (src/run/phases.py)."""
     return f"phase_{phase}_s"
@@ -189,23 +188,6 @@ def matmul_figure(math_: str) -> str:
 
 # ---- params a reader needs (the config's flattened keys) ----
 MIN_STEPS_PARAM, TARGET_CI_PARAM = "benchmark.min_steps", "benchmark.target_ci"
-PEAK_PARAM = "gpu.peak_tflops"  # logged flattened: gpu.peak_tflops.<peak key>, or "{}" when empty
-PEAK_KEY_PARAM = "precision.peak_key"
-SPEC_PARAMS = {"memory_bandwidth_gbs": "gpu.memory_bandwidth_gbs", "tdp_w": "gpu.tdp_w", "price_usd": "gpu.price_usd",
-               "memory_gb": "gpu.memory_gb"}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Spec:
-    """The spec-sheet figures a run logged from its gpu profile and precision (None: not logged)."""
-
-    peak_key: str | None  # which peak the math ran at
-    peak_tflops: float | None  # at that key, per GPU
-    memory_bandwidth_gbs: float | None
-    tdp_w: float | None  # per GPU
-    price_usd: float | None  # per GPU
-    memory_gb: float | None  # per GPU, as the profile states it (a memory cap aside)
-    unlogged: tuple[str, ...] = ()  # the figures the run never logged (logged as None is logged)
 
 
 @dataclass(frozen=True)
@@ -219,6 +201,77 @@ class Steps:
     count: int | None
     stop_reason: str | None
     missed: str | None  # how it fell short of its stopping rule ("max_steps: CI 27% > 1%"), else None
+
+
+@dataclass(frozen=True)
+class Window(Figures):
+    """The measured window's figures, written by the job (src/run/results.py) and read back by `read`;
+    None: not logged (its inputs were missing, or the run is older than the figure)."""
+
+    throughput: float | None = figure(THROUGHPUT)
+    throughput_per_gpu: float | None = figure(THROUGHPUT_PER_GPU)
+    step_time_ms: float | None = figure(STEP_TIME_MS)
+    step_time_mean_ms: float | None = figure(STEP_TIME_MEAN_MS)
+    step_time_p10_ms: float | None = figure(STEP_TIME_P10_MS)
+    step_time_p90_ms: float | None = figure(STEP_TIME_P90_MS)
+    step_time_ci95_rel: float | None = figure(STEP_TIME_CI95_REL)
+    step_time_cv: float | None = figure(STEP_TIME_CV)
+    measured_steps: int | None = figure(MEASURED_STEPS, int)
+    items_per_step: float | None = figure(ITEMS_PER_STEP)
+    batch_size: int | None = figure(BATCH_SIZE, int)
+    loss_first: float | None = figure(LOSS_FIRST)
+    loss_last: float | None = figure(LOSS_LAST)
+    time_to_rank_start_s: float | None = figure(TIME_TO_RANK_START_S)
+    time_to_first_step_s: float | None = figure(TIME_TO_FIRST_STEP_S)
+    measured_window_s: float | None = figure(MEASURED_WINDOW_S)
+    peak_memory_gb: float | None = figure(PEAK_MEMORY_GB)  # the largest rank's
+    peak_memory_gb_of_rank: dict[int, float] = field(default_factory=dict)  # peak_memory_of_rank(r)
+    flops_per_item: float | None = figure(FLOPS_PER_ITEM)
+    achieved_tflops_per_gpu: float | None = figure(ACHIEVED_TFLOPS_PER_GPU)
+    mfu: float | None = figure(MFU)
+    throughput_per_watt: float | None = figure(THROUGHPUT_PER_WATT)
+    throughput_per_kusd: float | None = figure(THROUGHPUT_PER_KUSD)
+
+    def metrics(self) -> dict[str, float]:
+        ranks = {peak_memory_of_rank(r): gb for r, gb in self.peak_memory_gb_of_rank.items()}
+        return super().metrics() | ranks
+
+    @classmethod
+    def from_metrics(cls, metrics: dict) -> Window:
+        ranks = {int(m[1]): v for k, v in metrics.items() if (m := _RANK_MEMORY.fullmatch(k))}
+        return cls.read_named(metrics, peak_memory_gb_of_rank=ranks)
+
+
+@dataclass(frozen=True)
+class Breakdown(Figures):
+    """The step-time breakdown profiled after the window (src/run/breakdown.py): each SHARES
+    category's share of the step; the profiled steps, the time per step and the cost, in all and
+    per phase of the profiling."""
+
+    shares: dict[str, float | None] = field(default_factory=dict)  # share_metric(category)
+    steps: int | None = figure(BREAKDOWN_STEPS, int)
+    step_ms: float | None = figure(BREAKDOWN_STEP_MS)
+    seconds: float | None = figure(BREAKDOWN_S)
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # breakdown_phase_metric(phase)
+
+    def metrics(self) -> dict[str, float]:
+        shares = {share_metric(c): v for c, v in self.shares.items() if v is not None}
+        phases = {breakdown_phase_metric(p): s for p, s in self.phase_seconds.items()}
+        return shares | super().metrics() | phases
+
+    @classmethod
+    def from_metrics(cls, metrics: dict) -> Breakdown | None:
+        """None for a run without one (its matmul share is the mark of one)."""
+        if share_metric(SHARES[0]) not in metrics:
+            return None
+        phases = {m[1]: v for k, v in metrics.items() if (m := _BREAKDOWN_PHASE.fullmatch(k))}
+        shares = {c: metrics.get(share_metric(c)) for c in SHARES}
+        return cls.read_named(metrics, shares=shares, phase_seconds=phases)
+
+
+METRICS = (
+    *Window.metric_names(), PUBLISHED_RUNS, PUBLISHED_RUNS_LOG_SE, *TELEMETRY, *Breakdown.metric_names()
+)  # fmt: skip  # every metric logged under a fixed name (the others: the functions above)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,6 +300,8 @@ class RunResult:
     mfu: float | None
     per_watt: float | None  # over measured power; None where telemetry logged none
     shares: dict[str, float] | None  # the step-time breakdown; None without one
+    window: Window  # the measured window's figures, as the job wrote them (the ones above among them)
+    breakdown: Breakdown | None
     ceilings: dict[str, float]  # a ceilings run's figures by name (matmul_bf16_tflops, ...); {} otherwise
     spec: Spec
     tf32_math: bool  # matmuls ran (or were published) with TF32 tensor-core math
@@ -280,18 +335,15 @@ def read(run) -> RunResult:
     """An MLflow run (any status) as gpubench reads it."""
     tags, metrics, params = dict(run.data.tags), dict(run.data.metrics), dict(run.data.params)
     count = tags.get(GPU_COUNT, "")
-    steps = metrics.get(MEASURED_STEPS)
+    window, breakdown = Window.from_metrics(metrics), Breakdown.from_metrics(metrics)
     min_steps = positive_number(params.get(MIN_STEPS_PARAM))
-    ci = metrics.get(STEP_TIME_CI95_REL)
     missed = rule_missed(
         tags.get(STOP_REASON),
-        None if steps is None else int(steps),
+        window.measured_steps,
         None if min_steps is None else int(min_steps),
-        ci,
+        window.step_time_ci95_rel,
         positive_number(params.get(TARGET_CI_PARAM)),
     )
-    shares = {s: metrics.get(share_metric(s)) for s in SHARES} if share_metric("matmul") in metrics else None
-    batch = metrics.get(BATCH_SIZE)
     return RunResult(
         run_id=run.info.run_id,
         name=run.info.run_name or "",
@@ -308,23 +360,25 @@ def read(run) -> RunResult:
         precision=tags.get(PRECISION, ""),
         unit=tags.get(UNIT, "items/s"),
         smoke=tags.get(BENCHMARK) == "smoke",
-        throughput=metrics.get(THROUGHPUT),
+        throughput=window.throughput,
         steps=Steps(
-            metrics.get(STEP_TIME_MS),
-            metrics.get(STEP_TIME_P10_MS),
-            metrics.get(STEP_TIME_P90_MS),
-            ci,
-            None if steps is None else int(steps),
+            window.step_time_ms,
+            window.step_time_p10_ms,
+            window.step_time_p90_ms,
+            window.step_time_ci95_rel,
+            window.measured_steps,
             tags.get(STOP_REASON),
             missed,
         ),
-        batch_size=None if batch is None else int(batch),
-        achieved_tflops_per_gpu=metrics.get(ACHIEVED_TFLOPS_PER_GPU),
-        mfu=metrics.get(MFU),
-        per_watt=metrics.get(THROUGHPUT_PER_WATT),
-        shares=shares,
+        batch_size=window.batch_size,
+        achieved_tflops_per_gpu=window.achieved_tflops_per_gpu,
+        mfu=window.mfu,
+        per_watt=window.throughput_per_watt,
+        shares=None if breakdown is None else breakdown.shares,
+        window=window,
+        breakdown=breakdown,
         ceilings={k.removeprefix(CEILING_PREFIX): v for k, v in metrics.items() if k.startswith(CEILING_PREFIX)},
-        spec=_spec(tags.get(PRECISION, ""), tags.get(MATH_MATMUL_TF32) == "True", params),
+        spec=read_spec(tags.get(PRECISION, ""), tags.get(MATH_MATMUL_TF32) == "True", params),
         tf32_math=tags.get(MATH_MATMUL_TF32) == "True",
         foreign=tags.get(GPU_FOREIGN_PROCESSES),
         anomaly=tags.get(ANOMALY),
@@ -338,36 +392,3 @@ def read(run) -> RunResult:
 def _published_runs(metrics: dict) -> tuple[int, float] | None:
     n, se = metrics.get(PUBLISHED_RUNS), metrics.get(PUBLISHED_RUNS_LOG_SE)
     return (int(n), se) if n and se is not None else None
-
-
-def _spec(precision: str, tf32_math: bool, params: dict) -> Spec:
-    """The spec figures as the run logged them; a figure logged as None stays None (its profile
-    had none when it ran), one never logged is named in `unlogged`."""
-    unlogged = []
-    if precision == "fp32" and tf32_math:  # published "fp32": TF32 tensor-core math, at TF32's peak
-        key = "tf32"
-    elif PEAK_KEY_PARAM in params:
-        key = params[PEAK_KEY_PARAM]
-    else:
-        key = None
-        unlogged.append("peak_key")
-    if any(p == PEAK_PARAM or p.startswith(f"{PEAK_PARAM}.") for p in params):
-        peak = positive_number(params.get(f"{PEAK_PARAM}.{key}"))
-    else:
-        peak = None
-        unlogged.append("peak_tflops")
-    figures = {}
-    for name, param in SPEC_PARAMS.items():
-        figures[name] = positive_number(params.get(param))
-        if param not in params:
-            unlogged.append(name)
-    return Spec(key, peak, **figures, unlogged=tuple(unlogged))
-
-
-def positive_number(value) -> float | None:
-    """A logged figure as a number; None when absent, "None" (a profile without it), 0 or less."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number > 0 and math.isfinite(number) else None

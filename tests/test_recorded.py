@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import fields, replace
 
 from src import recorded
+from src.hardware import system_metrics
 from src.paths import PROJECT_ROOT
-from tests.conftest import run_result
+from src.rank.breakdown import PHASES as PROFILE_PHASES
+from src.run import phases
+from src.run.results import combine_ranks
+from tests.conftest import rank_report, read_runs, run_cli, run_result
+
+TINY_JOB = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
+TINY_JOB += ["model.name=tiny"]
+# what a CPU job cannot measure: its memory (the CPU reports none), a tiny MLP's FLOPs, and what needs
+# a peak, a price or GPU power (the cpu profile has none)
+NOT_ON_CPU = {
+    recorded.PEAK_MEMORY_GB, recorded.FLOPS_PER_ITEM, recorded.ACHIEVED_TFLOPS_PER_GPU, recorded.MFU,
+    recorded.THROUGHPUT_PER_WATT, recorded.THROUGHPUT_PER_KUSD,
+}  # fmt: skip
 
 # config keys that share a metric's name (model.batch_size, model.flops_per_item,
 # benchmark.breakdown_steps): written as config keys, not as metric names
@@ -76,3 +90,44 @@ def test_each_metric_name_is_written_in_one_module():
         for line, name in quoted_names(path.read_text(), names)
     ]
     assert not found, "metric names written outside src/recorded.py:\n" + "\n".join(found)
+
+
+def test_the_typed_figures_read_back_as_the_job_wrote_them():
+    ranks = [rank_report(1, [0.2, 0.1]), rank_report(0, [0.1, 0.3])]
+    window = replace(combine_ranks(ranks, job_started=100.0).measured, mfu=0.4, throughput_per_watt=2.0,
+                     throughput_per_kusd=3.0)  # fmt: skip
+    assert None not in [getattr(window, f.name) for f in fields(window)]  # every figure goes round
+    breakdown = recorded.Breakdown(
+        shares=dict(zip(recorded.SHARES, (0.5, 0.2, 0.1, 0.1, 0.1), strict=True)),
+        steps=2, step_ms=12.5, seconds=3.5, phase_seconds={"steps": 2.0, "parse": 1.5},
+    )  # fmt: skip
+    logged = {k: float(v) for k, v in (window.metrics() | breakdown.metrics()).items()}  # MLflow's floats
+    result = run_result(metrics=logged)
+    assert result.window == window and result.breakdown == breakdown
+    assert isinstance(result.window.measured_steps, int) and isinstance(result.breakdown.steps, int)
+    assert (result.throughput, result.mfu, result.per_watt) == (window.throughput, 0.4, 2.0)
+    assert result.batch_size == 8 and result.steps.median_ms == window.step_time_ms
+    assert result.steps.count == 2 and result.shares == breakdown.shares
+    assert run_result(metrics={"throughput": 1.0}).breakdown is None
+
+
+def test_a_jobs_metrics_are_the_typed_figures_and_the_names_recorded_declares(tmp_path, tracking_uri):
+    """A real CPU smoke job: every metric it logs is one recorded names, and the figures read back
+    write the same metrics again."""
+    done = run_cli(TINY_JOB, tmp_path, tracking_uri)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    [run] = read_runs(tracking_uri)
+    logged, result = run.data.metrics, recorded.read(run)
+    window, breakdown = result.window.metrics(), result.breakdown.metrics()
+    assert set(window) == set(recorded.Window.metric_names()) - NOT_ON_CPU
+    profiled = {recorded.breakdown_phase_metric(p) for p in PROFILE_PHASES}
+    assert set(breakdown) == {recorded.share_metric(s) for s in recorded.SHARES} | profiled | {
+        recorded.BREAKDOWN_STEPS, recorded.BREAKDOWN_STEP_MS, recorded.BREAKDOWN_S,
+    }  # fmt: skip
+    assert {k: logged[k] for k in window | breakdown} == window | breakdown
+    workload = recorded.workload_metric("tiny", "fp32", 1)
+    assert logged[workload] == logged[recorded.THROUGHPUT]
+    series = {k for k in logged if k.startswith(("telemetry/", system_metrics.PREFIX))}  # over the whole job
+    rest = set(logged) - set(window) - set(breakdown) - series - {workload}
+    job_phases = {recorded.phase_metric(name) for name, _ in phases.PHASES}
+    assert rest <= job_phases | set(recorded.TELEMETRY) and recorded.phase_metric("measure") in rest

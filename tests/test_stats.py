@@ -22,20 +22,20 @@ def test_ci_halfwidth_matches_student_t():
 def test_percentile_interpolates():
     assert percentile([4, 1, 3, 2], 50) == 2.5
     assert percentile([1, 2, 3], 0) == 1 and percentile([1, 2, 3], 100) == 3
-    assert summarize_step_times([0.1, 0.2, 0.3])["step_time_ms"] == pytest.approx(200)
+    assert summarize_step_times([0.1, 0.2, 0.3]).step_time_ms == pytest.approx(200)
 
 
 def test_combine_ranks_uses_the_slowest_rank_per_step_and_all_items():
     out = combine_ranks([rank_report(1, [0.2, 0.1]), rank_report(0, [0.1, 0.3])], job_started=100.0)
-    m = out.metrics
+    m = out.measured
     assert out.step_times_s == [0.2, 0.3]
-    assert m["throughput"] == pytest.approx(64 / 0.25)
-    assert m["throughput_per_gpu"] == pytest.approx(32 / 0.25)
-    assert m["peak_memory_gb"] == 11.0
-    assert m["batch_size"] == 8  # per GPU, logged as it ran
-    assert (m["time_to_rank_start_s"], m["time_to_first_step_s"]) == pytest.approx((3.0, 6.0))
+    assert m.throughput == pytest.approx(64 / 0.25)
+    assert m.throughput_per_gpu == pytest.approx(32 / 0.25)
+    assert m.peak_memory_gb == 11.0 and m.peak_memory_gb_of_rank == {0: 10.0, 1: 11.0}
+    assert m.batch_size == 8  # per GPU, logged as it ran
+    assert (m.time_to_rank_start_s, m.time_to_first_step_s) == pytest.approx((3.0, 6.0))
     assert out.window == (110.0, 121.0)
-    assert m["achieved_tflops_per_gpu"] == pytest.approx(1e9 * 64 / 0.25 / 2 / 1e12)
+    assert m.achieved_tflops_per_gpu == pytest.approx(1e9 * 64 / 0.25 / 2 / 1e12)
 
 
 def test_phases_run_from_mark_to_mark_with_the_slowestrank_report():

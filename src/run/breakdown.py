@@ -1,5 +1,5 @@
 """The job process's side of the step-time breakdown (src/rank/breakdown.py): combine the ranks'
-shares, and what is logged: `breakdown_<category>_share` metrics and top_kernels.csv."""
+shares into src/recorded.py's `Breakdown` (which names its metrics), and top_kernels.csv."""
 
 from __future__ import annotations
 
@@ -8,46 +8,36 @@ import io
 import statistics
 
 from src import recorded
+from src.recorded import Breakdown
 from src.reports import RankReport
 
 CATEGORIES = recorded.SHARES
 KERNEL_COLUMNS = ("kernel", "category", "calls", "total_ms", "share_of_span")
 
 
-def combine(ranks: list[RankReport]) -> dict | None:
+def combine(ranks: list[RankReport]) -> tuple[Breakdown | None, list[dict] | None]:
     """The mean share over ranks; time per profiled step and the cost (in all, and each phase's):
-    the slowest rank's; the top kernels: rank 0's. None when the breakdown was off."""
+    the slowest rank's; the top kernels: rank 0's. (None, None) when the breakdown was off."""
     found = [r.breakdown for r in sorted(ranks, key=lambda r: r.rank) if r.breakdown]
     if not found:
-        return None
-    return {
-        "shares": {c: statistics.fmean(b["shares"][c] for b in found) for c in CATEGORIES},
-        "steps": found[0]["steps"],
-        "step_ms": max(b["step_ms"] for b in found),
-        "seconds": max(sum(b["phase_seconds"].values()) for b in found),
-        "phase_seconds": {p: max(b["phase_seconds"][p] for b in found) for p in found[0]["phase_seconds"]},
-        "top_kernels": found[0]["top_kernels"],
-    }
+        return None, None
+    combined = Breakdown(
+        shares={c: statistics.fmean(b["shares"][c] for b in found) for c in CATEGORIES},
+        steps=found[0]["steps"],
+        step_ms=max(b["step_ms"] for b in found),
+        seconds=max(sum(b["phase_seconds"].values()) for b in found),
+        phase_seconds={p: max(b["phase_seconds"][p] for b in found) for p in found[0]["phase_seconds"]},
+    )
+    return combined, found[0]["top_kernels"]
 
 
-def metrics(breakdown: dict | None) -> dict:
-    if breakdown is None:
-        return {}
-    shares = {recorded.share_metric(c): v for c, v in breakdown["shares"].items()}
-    return shares | {
-        recorded.BREAKDOWN_STEPS: breakdown["steps"],
-        recorded.BREAKDOWN_STEP_MS: breakdown["step_ms"],
-        recorded.BREAKDOWN_S: breakdown["seconds"],
-    } | {recorded.breakdown_phase_metric(phase): s for phase, s in breakdown["phase_seconds"].items()}
-
-
-def files(breakdown: dict | None) -> dict[str, str]:
-    if breakdown is None:
+def files(top_kernels: list[dict] | None) -> dict[str, str]:
+    if top_kernels is None:
         return {}
     out = io.StringIO()
     writer = csv.DictWriter(out, KERNEL_COLUMNS)
     writer.writeheader()
-    for row in breakdown["top_kernels"]:
+    for row in top_kernels:
         writer.writerow(
             row | {"total_ms": f"{row['total_ms']:.4f}", "share_of_span": f"{row['share_of_span']:.4f}"}
         )

@@ -41,7 +41,8 @@ def combine(ranks: list[CeilingsReport]) -> JobOutcome:
         metrics[PREFIX + ALLREDUCE] = max(sizes)
     window = (min(r.window_start for r in ranks), max(r.window_end for r in ranks))
     return JobOutcome(
-        metrics=metrics | {recorded.MEASURED_WINDOW_S: window[1] - window[0]},
+        measured=recorded.Window(measured_window_s=window[1] - window[0]),
+        ceiling_metrics=metrics,
         step_times_s=[],
         window=window,
         marks=rank_marks(ranks),

@@ -22,7 +22,7 @@ from src.errors import ConfigError, DeviceUnavailable, JobFailed
 from src.hardware import devices, environment, gpu_lock, host, occupancy
 from src.run import breakdown, ceilings, launch, phases, resume, signals
 from src.run.job_store import JobStore, note_on_parent
-from src.run.results import JobOutcome, combine_ranks, efficiency, mfu
+from src.run.results import JobOutcome, combine_ranks, efficiency
 from src.tracking import job_run, spool
 
 
@@ -185,29 +185,28 @@ def _log_result(
     if outcome.foreign:
         run.set_tags({recorded.GPU_FOREIGN_PROCESSES: outcome.foreign[:5000]})
     marks = outcome.marks | {"job_entry": job_started, "logged": time.time()}
+    phase_figures = phases.phase_metrics(phases_start, marks)
     if cfg.model.kind == recorded.CEILINGS:  # the card's own figures: no throughput, no step times
-        return ceilings.log(
-            run, outcome, outcome.metrics | telemetry_figures | phases.phase_metrics(phases_start, marks)
-        )
+        metrics = outcome.ceiling_metrics | outcome.measured.metrics() | telemetry_figures | phase_figures
+        return ceilings.log(run, outcome, metrics)
     if not outcome.all_finite:  # its figures are not a result: none is logged
         run.set_tags({recorded.DIVERGED: "true"})
         raise Diverged("training diverged: non-finite loss in the measured window")
-    metrics = outcome.metrics
-    run.log_params({points.RAN_BATCH: metrics[recorded.BATCH_SIZE]})  # the per-GPU batch that ran
+    run.log_params({points.RAN_BATCH: outcome.measured.batch_size})  # the per-GPU batch that ran
     peak = cfg.gpu.peak_tflops.get(cfg.precision.peak_key) if cfg.gpu.peak_tflops else None
-    metrics[recorded.MFU] = mfu(metrics.get(recorded.ACHIEVED_TFLOPS_PER_GPU), peak)
-    metrics |= telemetry_figures
-    metrics |= efficiency(metrics, cfg.gpu, _gpu_count(cfg))
-    metrics |= phases.phase_metrics(phases_start, marks)
-    metrics |= breakdown.metrics(outcome.breakdown)  # taken after the window
-    metrics[recorded.workload_metric(cfg.model.name, cfg.precision.name, _gpu_count(cfg))] = metrics[recorded.THROUGHPUT]
+    power = telemetry_figures.get(recorded.POWER_MEAN_W)
+    measured = efficiency(outcome.measured, peak, power, cfg.gpu, _gpu_count(cfg))
+    workload = recorded.workload_metric(cfg.model.name, cfg.precision.name, _gpu_count(cfg))
+    metrics = measured.metrics() | telemetry_figures | phase_figures | {workload: measured.throughput}
+    if outcome.breakdown is not None:  # taken after the window
+        metrics |= outcome.breakdown.metrics()
     run.log_metrics(metrics)
     run.set_tags(
         {recorded.UNIT: cfg.model.unit, recorded.STOP_REASON: outcome.stop_reason}
         | {f"{recorded.MATH_PREFIX}{k}": v for k, v in outcome.precision_math.items()}
     )
     run.log_files(
-        {"step_times.csv": _step_times_csv(outcome.step_times_s)} | breakdown.files(outcome.breakdown)
+        {"step_times.csv": _step_times_csv(outcome.step_times_s)} | breakdown.files(outcome.top_kernels)
     )
     run.end("FINISHED")
     return metrics

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from src import recorded
+from src.recorded import Breakdown, Window
 from src.reports import Report
 from src.run import breakdown
 from src.run.phases import rank_marks
@@ -16,7 +16,7 @@ from src.stats import percentile, relative_ci_halfwidth
 class JobOutcome:
     """What the job makes of its ranks' reports: the figures it logs and what it needs to log them."""
 
-    metrics: dict[str, float]
+    measured: Window  # the window's figures (a ceilings job's: its length only)
     step_times_s: list[float]  # per step, the slowest rank's
     window: tuple[float, float]  # the measured window (epoch seconds): from the first rank in to the last out
     marks: dict[str, float]  # phase marks, src/run/phases.py
@@ -26,7 +26,9 @@ class JobOutcome:
     device_name: str
     runtime_versions: dict
     world_size: int
-    breakdown: dict | None = None  # the step-time breakdown, combined (src/run/breakdown.py)
+    breakdown: Breakdown | None = None  # the step-time breakdown, combined (src/run/breakdown.py)
+    top_kernels: list[dict] | None = None  # ...and rank 0's costliest kernels
+    ceiling_metrics: dict[str, float] = field(default_factory=dict)  # untyped: a ceilings job's, by metric
     ceilings_table: str | None = None  # a model=ceilings job's ceilings.csv (src/run/ceilings.py)
     matmul_screen: str | None = None  # ...and its matmul_screen.csv
     foreign: str = ""  # other programs seen on the job's GPUs (src/hardware/occupancy.py), else ''
@@ -35,7 +37,7 @@ class JobOutcome:
     @property
     def measured_items(self) -> float:
         """Items every rank trained in the window, together (none in a ceilings job)."""
-        return self.metrics.get(recorded.ITEMS_PER_STEP, 0) * self.metrics.get(recorded.MEASURED_STEPS, 0)
+        return (self.measured.items_per_step or 0) * (self.measured.measured_steps or 0)
 
 
 def combine_ranks(ranks: list[Report], job_started: float) -> JobOutcome:
@@ -51,28 +53,28 @@ def combine_ranks(ranks: list[Report], job_started: float) -> JobOutcome:
     world = len(ranks)
     throughput = items_per_step / statistics.fmean(step_times)
     window = (min(r.window_start for r in ranks), max(r.window_end for r in ranks))
-    metrics = {
-        recorded.THROUGHPUT: throughput,
-        recorded.THROUGHPUT_PER_GPU: throughput / world,
-        **summarize_step_times(step_times),
-        recorded.ITEMS_PER_STEP: items_per_step,
-        recorded.BATCH_SIZE: first.batch_size,  # per GPU: the one model.batch_size=auto chose, if so
-        recorded.LOSS_FIRST: first.loss_first,
-        recorded.LOSS_LAST: first.loss_last,
+    memory = {r.rank: r.peak_memory_gb for r in ranks if r.peak_memory_gb is not None}
+    flops = first.flops_per_item or None
+    measured = replace(
+        summarize_step_times(step_times),
+        throughput=throughput,
+        throughput_per_gpu=throughput / world,
+        items_per_step=items_per_step,
+        batch_size=first.batch_size,  # per GPU: the one model.batch_size=auto chose, if so
+        loss_first=first.loss_first,
+        loss_last=first.loss_last,
         # where start-up goes: launching the ranks, then building the model and its first step
-        recorded.TIME_TO_RANK_START_S: max(r.rank_started for r in ranks) - job_started,
-        recorded.TIME_TO_FIRST_STEP_S: max(r.first_step_done for r in ranks) - job_started,
-        recorded.MEASURED_WINDOW_S: window[1] - window[0],
-    }
-    memory = [r.peak_memory_gb for r in ranks if r.peak_memory_gb is not None]
-    if memory:
-        metrics[recorded.PEAK_MEMORY_GB] = max(memory)
-        metrics.update({recorded.peak_memory_of_rank(r.rank): r.peak_memory_gb for r in ranks})
-    if first.flops_per_item:
-        metrics[recorded.FLOPS_PER_ITEM] = first.flops_per_item
-        metrics[recorded.ACHIEVED_TFLOPS_PER_GPU] = first.flops_per_item * throughput / world / 1e12
+        time_to_rank_start_s=max(r.rank_started for r in ranks) - job_started,
+        time_to_first_step_s=max(r.first_step_done for r in ranks) - job_started,
+        measured_window_s=window[1] - window[0],
+        peak_memory_gb=max(memory.values(), default=None),
+        peak_memory_gb_of_rank=memory,
+        flops_per_item=flops,
+        achieved_tflops_per_gpu=flops * throughput / world / 1e12 if flops else None,
+    )
+    profiled, top_kernels = breakdown.combine(ranks)
     return JobOutcome(
-        metrics=metrics,
+        measured=measured,
         step_times_s=step_times,
         window=window,
         marks=rank_marks(ranks),
@@ -82,22 +84,24 @@ def combine_ranks(ranks: list[Report], job_started: float) -> JobOutcome:
         device_name=first.device_name,
         runtime_versions=first.runtime_versions,
         world_size=world,
-        breakdown=breakdown.combine(ranks),
+        breakdown=profiled,
+        top_kernels=top_kernels,
         communication=first.communication,
     )
 
 
-def summarize_step_times(step_times_s: list[float]) -> dict:
+def summarize_step_times(step_times_s: list[float]) -> Window:
+    """The window's step-time statistics (the figures about its items come from the ranks)."""
     mean = statistics.fmean(step_times_s)
-    return {
-        recorded.STEP_TIME_MS: percentile(step_times_s, 50) * 1e3,
-        recorded.STEP_TIME_MEAN_MS: mean * 1e3,
-        recorded.STEP_TIME_P10_MS: percentile(step_times_s, 10) * 1e3,
-        recorded.STEP_TIME_P90_MS: percentile(step_times_s, 90) * 1e3,
-        recorded.STEP_TIME_CI95_REL: relative_ci_halfwidth(step_times_s),
-        recorded.STEP_TIME_CV: statistics.stdev(step_times_s) / mean if len(step_times_s) > 1 else 0.0,
-        recorded.MEASURED_STEPS: len(step_times_s),
-    }
+    return Window(
+        step_time_ms=percentile(step_times_s, 50) * 1e3,
+        step_time_mean_ms=mean * 1e3,
+        step_time_p10_ms=percentile(step_times_s, 10) * 1e3,
+        step_time_p90_ms=percentile(step_times_s, 90) * 1e3,
+        step_time_ci95_rel=relative_ci_halfwidth(step_times_s),
+        step_time_cv=statistics.stdev(step_times_s) / mean if len(step_times_s) > 1 else 0.0,
+        measured_steps=len(step_times_s),
+    )
 
 
 def mfu(achieved_tflops_per_gpu: float | None, peak_tflops: float | None) -> float | None:
@@ -107,18 +111,20 @@ def mfu(achieved_tflops_per_gpu: float | None, peak_tflops: float | None) -> flo
     return achieved_tflops_per_gpu / peak_tflops
 
 
-def efficiency(metrics: dict, gpu, world: int) -> dict:
-    """Efficiency figures from the job's metrics and the gpu profile; one whose inputs are missing
-    is left out.
+def efficiency(
+    measured: Window, peak_tflops: float | None, power_mean_w: float | None, gpu, world: int
+) -> Window:
+    """The window's efficiency figures from the gpu profile and measured power; one whose inputs
+    are missing stays None.
 
-    throughput_per_watt: items/s per watt of measured GPU power (all GPUs); throughput_per_kusd:
-    items/s per 1,000 USD of GPU list price. Scaling efficiency needs runs at several GPU counts:
-    `python -m src.compare` computes it, against the 1-GPU run of the same settings.
+    mfu: see `mfu`; throughput_per_watt: items/s per watt of measured GPU power (all GPUs);
+    throughput_per_kusd: items/s per 1,000 USD of GPU list price. Scaling efficiency needs runs at
+    several GPU counts: `python -m src.compare` computes it, against the 1-GPU run of the same settings.
     """
-    throughput = metrics[recorded.THROUGHPUT]
-    price, power = gpu.get("price_usd"), metrics.get(recorded.POWER_MEAN_W)
-    figures = {
-        recorded.THROUGHPUT_PER_WATT: throughput / (power * world) if power else None,
-        recorded.THROUGHPUT_PER_KUSD: throughput / (price * world / 1000) if price else None,
-    }
-    return {k: v for k, v in figures.items() if v is not None}
+    throughput, price = measured.throughput, gpu.get("price_usd")
+    return replace(
+        measured,
+        mfu=mfu(measured.achieved_tflops_per_gpu, peak_tflops),
+        throughput_per_watt=throughput / (power_mean_w * world) if power_mean_w else None,
+        throughput_per_kusd=throughput / (price * world / 1000) if price else None,
+    )
