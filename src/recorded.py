@@ -4,9 +4,9 @@ Every tag and metric that one part of gpubench writes and another reads is named
 settings' tags and the stack's tags are declared with their config keys in src/config/points.py).
 Writers: the job (src/run/), the telemetry summary, the sweep, the importer, compare's report and
 anomaly tags. The job's measured window and breakdown are typed figures declared here (`Window`,
-`Breakdown`): the job builds them and logs their `metrics()`, `read` gives them back. Readers: everything that reads a run back goes through `read`, which gives a
-`RunResult`: compare, the importer, the sweep summary, resume's skip line. docs/metrics.md lists
-the names for users.
+`Breakdown`): the job builds them and logs their `metrics()`, `read` gives them back. Readers:
+everything that reads a run back goes through `read`, which gives a `RunResult`: compare, the
+importer, the sweep summary, resume's skip line. docs/metrics.md lists the names for users.
 
 Runs carry `schema_version`; `read` handles the current version and version 1 (runs logged before
 the tag and the job kind existed: their kind is told by the model name, `ceilings`).
