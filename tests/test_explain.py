@@ -173,11 +173,11 @@ def test_a_power_limited_run_against_a_published_figure_says_the_other_sides_pow
 ):
     """Against Lambda's rows (baseline_source=lambda) no pair has two placed sides; the ratio of a
     run held at its power limit to a figure without telemetry is still said to be one."""
+    from tests.test_compare import run
+
     uri, _ = store
-    result = run_cli([f"out={tmp_path}", "baseline=rtx3090", "baseline_source=lambda"], tmp_path, uri,
-                     module="src.compare")  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    text = " ".join((tmp_path / "report.md").read_text().split())
+    run(uri, tmp_path / "out", "baseline=rtx3090", "baseline_source=lambda")
+    text = " ".join((tmp_path / "out" / "report.md").read_text().split())
     assert (
         "resnet50 amp x1, a6000 vs rtx3090 1.20x: a6000 at its 300 W power limit for 100% of the window "
         "(298 W mean, SM clock 1,455 MHz); rtx3090's figure is published (lambda) and carries no power "
