@@ -285,7 +285,7 @@ def _ordering_claims(rows: dict, source: str, a: str, b: str) -> list[str]:
         pa, pb, ma, mb = (rows.get((c, precision, count, gpu, s)) for s in (source, MEASURED) for c in (a, b))
         if all(v is not None for v in (pa, pb, ma, mb)):
             claim = f"{source}: {gpu} gains {'more' if pb > pa else 'less'} on {b} ({pb:.2f}x) than on {a} "
-            claim += f"({pa:.2f}x) at {precision}, {count} GPU(s)"
+            claim += f"({pa:.2f}x) at {precision}, {gpus(count)}"
             claims.append(_verdict(claim, pb > pa, mb > ma, f"{b} {mb:.2f}x, {a} {ma:.2f}x"))
     return claims
 
