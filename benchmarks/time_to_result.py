@@ -102,7 +102,7 @@ def main() -> None:
                 f"{run.data.tags.get(recorded.UNIT, ''):<9}steps {int(m.get(recorded.MEASURED_STEPS, 0)):>4}{in_phases:7.1f} s"
             )
             if recorded.THROUGHPUT in m:  # a figure: did it meet its stopping rule?
-                missed = recorded.read(run).steps.missed
+                missed = recorded.read(run).missed
                 print(f"  stopping rule: {'missed, ' + missed if missed else 'met'}")
         print()
         print_phases(runs)

@@ -191,19 +191,6 @@ MIN_STEPS_PARAM, TARGET_CI_PARAM = "benchmark.min_steps", "benchmark.target_ci"
 
 
 @dataclass(frozen=True)
-class Steps:
-    """The measured window: step-time statistics and how it stopped."""
-
-    median_ms: float | None
-    p10_ms: float | None
-    p90_ms: float | None
-    ci95_rel: float | None
-    count: int | None
-    stop_reason: str | None
-    missed: str | None  # how it fell short of its stopping rule ("max_steps: CI 27% > 1%"), else None
-
-
-@dataclass(frozen=True)
 class Window(Figures):
     """The measured window's figures, written by the job (src/run/results.py) and read back by `read`;
     None: not logged (its inputs were missing, or the run is older than the figure)."""
@@ -293,14 +280,8 @@ class RunResult:
     precision: str
     unit: str
     smoke: bool
-    throughput: float | None
-    steps: Steps
-    batch_size: int | None
-    achieved_tflops_per_gpu: float | None
-    mfu: float | None
-    per_watt: float | None  # over measured power; None where telemetry logged none
-    shares: dict[str, float] | None  # the step-time breakdown; None without one
-    window: Window  # the measured window's figures, as the job wrote them (the ones above among them)
+    missed: str | None  # how it fell short of its stopping rule ("max_steps: CI 27% > 1%"), else None
+    window: Window  # the measured window's figures, as the job wrote them
     breakdown: Breakdown | None
     ceilings: dict[str, float]  # a ceilings run's figures by name (matmul_bf16_tflops, ...); {} otherwise
     spec: Spec
@@ -315,6 +296,32 @@ class RunResult:
     @property
     def is_job(self) -> bool:
         return self.kind in KINDS
+
+    @property
+    def throughput(self) -> float | None:
+        return self.window.throughput
+
+    @property
+    def batch_size(self) -> int | None:
+        return self.window.batch_size
+
+    @property
+    def achieved_tflops_per_gpu(self) -> float | None:
+        return self.window.achieved_tflops_per_gpu
+
+    @property
+    def mfu(self) -> float | None:
+        return self.window.mfu
+
+    @property
+    def per_watt(self) -> float | None:
+        """Over measured power; None where telemetry logged none."""
+        return self.window.throughput_per_watt
+
+    @property
+    def shares(self) -> dict[str, float | None] | None:
+        """The step-time breakdown's shares; None without one."""
+        return None if self.breakdown is None else self.breakdown.shares
 
     def ceiling_matmul(self, math_: str) -> float | None:
         return self.ceilings.get(matmul_figure(math_))
@@ -360,21 +367,7 @@ def read(run) -> RunResult:
         precision=tags.get(PRECISION, ""),
         unit=tags.get(UNIT, "items/s"),
         smoke=tags.get(BENCHMARK) == "smoke",
-        throughput=window.throughput,
-        steps=Steps(
-            window.step_time_ms,
-            window.step_time_p10_ms,
-            window.step_time_p90_ms,
-            window.step_time_ci95_rel,
-            window.measured_steps,
-            tags.get(STOP_REASON),
-            missed,
-        ),
-        batch_size=window.batch_size,
-        achieved_tflops_per_gpu=window.achieved_tflops_per_gpu,
-        mfu=window.mfu,
-        per_watt=window.throughput_per_watt,
-        shares=None if breakdown is None else breakdown.shares,
+        missed=missed,
         window=window,
         breakdown=breakdown,
         ceilings={k.removeprefix(CEILING_PREFIX): v for k, v in metrics.items() if k.startswith(CEILING_PREFIX)},

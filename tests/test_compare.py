@@ -574,7 +574,7 @@ def test_a_window_shorter_than_min_steps_is_flagged_whatever_its_tag():
     from tests.conftest import run_result
 
     def ci_missed(tags, metrics, params):
-        return run_result(tags, params, metrics).steps.missed
+        return run_result(tags, params, metrics).missed
 
     params = {"benchmark.target_ci": "0.01", "benchmark.min_steps": "100000"}
     short = {"step_time_ci95_rel": 0.004, "measured_steps": 9.0}

@@ -1,6 +1,6 @@
 """compare's outputs on a small fixed store (tests/golden_store.py) held figure for figure: every CSV
-it writes and each section of report.md, for a GPU comparison with a capacity split and a projection, and for
-`by=torch`. A change of any figure, column or sentence fails here; a deliberate one is written into
+it writes and each section of report.md, for a GPU comparison with a capacity split and a projection,
+and for `by=torch`. A change of any figure, column or sentence fails here; a deliberate one is written into
 tests/data/golden/ with `GOLDEN_UPDATE=1 python -m pytest tests/test_compare_golden.py` and reviewed
 in the diff."""
 

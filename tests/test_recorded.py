@@ -106,8 +106,7 @@ def test_the_typed_figures_read_back_as_the_job_wrote_them():
     assert result.window == window and result.breakdown == breakdown
     assert isinstance(result.window.measured_steps, int) and isinstance(result.breakdown.steps, int)
     assert (result.throughput, result.mfu, result.per_watt) == (window.throughput, 0.4, 2.0)
-    assert result.batch_size == 8 and result.steps.median_ms == window.step_time_ms
-    assert result.steps.count == 2 and result.shares == breakdown.shares
+    assert result.batch_size == 8 and result.shares == breakdown.shares  # read through the typed figures
     assert run_result(metrics={"throughput": 1.0}).breakdown is None
 
 

@@ -85,7 +85,7 @@ def _flawed_runs(measurements: list[Measurement], kind: str, flaw, said: str) ->
 
 def stopping_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
     """Points with a run that stopped before its confidence interval met target_ci."""
-    return _flawed_runs(measurements, CI_NOT_MET, lambda run: run.steps.missed, "stopped early; ")
+    return _flawed_runs(measurements, CI_NOT_MET, lambda run: run.missed, "stopped early; ")
 
 
 def shared_gpu_anomalies(measurements: list[Measurement]) -> list[Anomaly]:

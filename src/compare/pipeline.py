@@ -11,16 +11,25 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from src import console, credentials, recorded
-from src.compare import analysis, anomalies, axis, capacity, projection, report, runs, sections, study
+from src.compare import analysis, anomalies, axis, capacity, projection, report, sections, study
 from src.compare.folder import OutFolder
-from src.compare.runs import MEASURED, Measurement, RunRecord, aggregate, search_finished, select, to_record
+from src.compare.runs import (
+    FILTERED,
+    MEASURED,
+    Measurement,
+    RunRecord,
+    aggregate,
+    search_finished,
+    select,
+    to_record,
+)
 from src.compare.sections import Compared, Section
 from src.config import points
 from src.config.groups.precision import PRECISIONS
 from src.config.groups.tracking import tracking_errors
 from src.errors import ConfigError
 
-FILTERS = tuple(f"{name}s" for name in runs.FILTERED)  # the keys runs.select filters by, each a flat list
+FILTERS = tuple(f"{name}s" for name in FILTERED)  # the keys runs.select filters by, each a flat list
 ALWAYS_NOTED = [
     "Intervals (95%): a t-interval on log throughput; a point's spread comes from its repeats "
     "(fresh processes), or for a single run from its step-time CI (`within-run only`: it misses "

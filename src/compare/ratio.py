@@ -60,7 +60,7 @@ def point_spread(throughputs: list[float], published: bool, lone=None) -> Spread
     if len(throughputs) > 1:
         logs = [math.log(t) for t in throughputs]
         return Spread(statistics.stdev(logs) / math.sqrt(len(logs)), len(logs) - 1, REPEATS)
-    ci_rel, steps = lone.steps.ci95_rel, lone.steps.count
+    ci_rel, steps = lone.window.step_time_ci95_rel, lone.window.measured_steps
     if ci_rel is None or steps is None or steps < 2 or not math.isfinite(ci_rel):
         return None
     # the CI half-width of the mean step time is t * se; 1/mean is throughput, so its log has that se

@@ -84,7 +84,7 @@ class RunRecord(Workpoint):
     @property
     def flawed(self) -> bool:
         """It shared its GPU or missed its stopping rule."""
-        return bool(self.result.foreign or self.result.steps.missed)
+        return bool(self.result.foreign or self.result.missed)
 
     @property
     def procedure(self) -> tuple:

@@ -8,20 +8,19 @@ import io
 import statistics
 
 from src import recorded
-from src.recorded import Breakdown
 from src.reports import RankReport
 
 CATEGORIES = recorded.SHARES
 KERNEL_COLUMNS = ("kernel", "category", "calls", "total_ms", "share_of_span")
 
 
-def combine(ranks: list[RankReport]) -> tuple[Breakdown | None, list[dict] | None]:
+def combine(ranks: list[RankReport]) -> tuple[recorded.Breakdown | None, list[dict] | None]:
     """The mean share over ranks; time per profiled step and the cost (in all, and each phase's):
     the slowest rank's; the top kernels: rank 0's. (None, None) when the breakdown was off."""
     found = [r.breakdown for r in sorted(ranks, key=lambda r: r.rank) if r.breakdown]
     if not found:
         return None, None
-    combined = Breakdown(
+    combined = recorded.Breakdown(
         shares={c: statistics.fmean(b["shares"][c] for b in found) for c in CATEGORIES},
         steps=found[0]["steps"],
         step_ms=max(b["step_ms"] for b in found),

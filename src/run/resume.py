@@ -60,6 +60,6 @@ def _flaw(result: recorded.RunResult) -> str | None:
     """Why a finished run's figure is not a clean measurement of its point; None when it is."""
     if result.foreign:
         return f"shared its GPU with {result.foreign}"
-    if result.steps.missed:
-        return f"missed its stopping rule ({result.steps.missed})"
+    if result.missed:
+        return f"missed its stopping rule ({result.missed})"
     return None

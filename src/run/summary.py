@@ -23,7 +23,7 @@ def run_row(run, status: str, note: str, name: str = "") -> dict:
         "status": status,
         recorded.THROUGHPUT: result.throughput,
         "unit": result.unit if recorded.UNIT in result.tags else "",
-        recorded.STEP_TIME_MS: result.steps.median_ms,
+        recorded.STEP_TIME_MS: result.window.step_time_ms,
         "error": note.splitlines()[0] if note else "",
         "start": result.started_ms,
         "point": dict(points.point_config(result.params, result.tags)),
@@ -37,8 +37,8 @@ def flags(result: recorded.RunResult) -> dict[str, str]:
     found = {}
     if result.foreign:
         found["shared"] = f"GPU shared with {result.foreign}"
-    if result.steps.missed:
-        found["missed"] = f"stopped at {result.steps.missed}"
+    if result.missed:
+        found["missed"] = f"stopped at {result.missed}"
     return found
 
 
