@@ -66,10 +66,11 @@ def test_two_profile_sweep_is_two_arrays_under_one_parent_run(
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
 
     # Each result is read once its file is written; Slurm marks the job ended once every process
-    # of it has exited, moments later on a busy host: nothing may keep a job's allocation past that
+    # of it has exited and its epilog has run (RUNNING, then COMPLETING), moments later on a busy
+    # host: nothing may keep a job's allocation past that
     deadline = time.monotonic() + 300  # a hang guard: a busy host takes its time
     jobs = _slurm_jobs(slurm_cluster, tmp_path.name)
-    while any(state == "RUNNING" for _, _, state in jobs.values()):
+    while any(state in ("RUNNING", "COMPLETING") for _, _, state in jobs.values()):
         assert time.monotonic() < deadline, jobs
         time.sleep(1)
         jobs = _slurm_jobs(slurm_cluster, tmp_path.name)
