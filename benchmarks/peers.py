@@ -29,6 +29,8 @@ from pathlib import Path
 
 from common import job_runs, recorded, run_suite
 
+from src import run_result
+
 TOLERANCE = 0.03
 MAMF_RANGE = ["4096", "16385", "4096"]  # start, stop, step: 4, 8, 12 and 16 thousand
 MAMF_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
@@ -55,14 +57,13 @@ def mamf(peers: Path, store: Path) -> list[tuple]:
         best = re.search(r"^mean:\s+([\d.]+) TFLOPS @ (\S+)", out, re.M)
         rows.append((f"matmul {math_}, best mean (TFLOP/s)", float(best[1]), best[2], wall))
     wall = run_suite(["model=ceilings", "gpu=auto", "experiment=none"], store)
-    metrics = job_runs(store)[0].data.metrics
+    job = run_result.read(job_runs(store)[0])
     suite = []
     for (label, figure, shape, _), math_ in zip(rows, MAMF_DTYPES, strict=True):
-        key = recorded.ceiling_metric(recorded.matmul_figure(math_))
-        ours = "x".join(f"{metrics[recorded.ceiling_metric(f'matmul_{math_}_{d}')]:g}" for d in "mnk")
-        spread = f"+/-{metrics[key + '_ci95_rel']:.1%} @ {ours}"
-        suite.append((label, figure, shape, metrics[key], spread))
-    print(f"ceilings job: {wall:.1f} s from the command, {metrics[recorded.MEASURED_WINDOW_S]:.1f} s measuring")
+        ours = "x".join(f"{d:g}" for d in job.ceilings.matmul_shape[math_])
+        spread = f"+/-{job.ceilings.ci95_rel[recorded.matmul_figure(math_)]:.1%} @ {ours}"
+        suite.append((label, figure, shape, job.ceilings.matmul_tflops[math_], spread))
+    print(f"ceilings job: {wall:.1f} s from the command, {job.window.measured_window_s:.1f} s measuring")
     return suite
 
 

@@ -29,6 +29,8 @@ from pathlib import Path
 
 from common import ROOT, job_runs, recorded, suite_command
 
+from src import run_result
+
 # phase -> column heading (src/run/phases.py PHASES, in order)
 COLUMNS = {
     "config": "cfg",
@@ -102,7 +104,7 @@ def main() -> None:
                 f"{run.data.tags.get(recorded.UNIT, ''):<9}steps {int(m.get(recorded.MEASURED_STEPS, 0)):>4}{in_phases:7.1f} s"
             )
             if recorded.THROUGHPUT in m:  # a figure: did it meet its stopping rule?
-                missed = recorded.read(run).missed
+                missed = run_result.read(run).missed
                 print(f"  stopping rule: {'missed, ' + missed if missed else 'met'}")
         print()
         print_phases(runs)

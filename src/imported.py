@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from src import recorded
+from src import recorded, run_result
 
 # what a re-import compares, as a person reads it
 SHOWN_AS = {recorded.THROUGHPUT: recorded.THROUGHPUT, "gpu.count": "num_gpu", "gpu.tdp_w": "watt per GPU", "gpu.price_usd": "price per GPU"}
@@ -31,7 +31,7 @@ def spec_params(result) -> dict[str, str]:
 
 def existing_figures(
     mlflow_client, experiment_id: str, source: str, still_running
-) -> tuple[dict[str, recorded.RunResult], list[str]]:
+) -> tuple[dict[str, run_result.RunResult], list[str]]:
     """(import_key -> the FINISHED run that holds the figure, the owner pids of runs another import
     still writes: `still_running(tags)`). A run with the key that never finished and whose import
     has gone is deleted: the figure is written again."""
@@ -43,7 +43,7 @@ def existing_figures(
             max_results=1000,
             page_token=token,
         )
-        for result in map(recorded.read, page):
+        for result in map(run_result.read, page):
             if recorded.IMPORT_KEY not in result.tags:
                 continue
             if result.status == "FINISHED":

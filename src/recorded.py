@@ -1,15 +1,10 @@
-"""What a run records, named once, and the one reader that turns an MLflow run back into it.
-
-Every tag and metric that one part of gpubench writes and another reads is named here (the measured
-settings' tags and the stack's tags are declared with their config keys in src/config/points.py).
-Writers: the job (src/run/), the telemetry summary, the sweep, the importer, compare's report and
-anomaly tags. The job's measured window and breakdown are typed figures declared here (`Window`,
-`Breakdown`): the job builds them and logs their `metrics()`, `read` gives them back. Readers:
-everything that reads a run back goes through `read`, which gives a `RunResult`: compare, the
-importer, the sweep summary, resume's skip line. docs/metrics.md lists the names for users.
-
-Runs carry `schema_version`; `read` handles the current version and version 1 (runs logged before
-the tag and the job kind existed: their kind is told by the model name, `ceilings`).
+"""What a run records, named once: every tag and metric that one part of gpubench writes and another
+reads (the measured settings' tags and the stack's tags are declared with their config keys in
+src/config/points.py), and the typed figures the job writes and src/run_result.py's `read` gives
+back: the measured window (`Window`), the step-time breakdown (`Breakdown`), the telemetry summary
+(`Telemetry`) and a ceilings job's figures (`CeilingFigures`). Writers: the job (src/run/), the
+telemetry summary, the sweep, the importer, compare's report and anomaly tags. docs/metrics.md lists
+the names for users.
 """
 
 from __future__ import annotations
@@ -19,8 +14,6 @@ from dataclasses import dataclass, field
 
 from src.figures import Figures, figure
 from src.logged_spec import SPEC_PARAMS as SPEC_PARAMS  # compare's too: the figures a spec sheet states
-from src.logged_spec import Spec, positive_number, read_spec
-from src.stats import rule_missed
 
 SCHEMA_VERSION = 2
 FIRST_SCHEMA = 1  # runs without the tag
@@ -127,12 +120,6 @@ PCIE_TX_MEAN_MBS, PCIE_RX_MEAN_MBS = "pcie_tx_mean_mbs", "pcie_rx_mean_mbs"
 CPU_UTIL_MEAN_PCT, HOST_MEM_USED_MAX_GB = "cpu_util_mean_pct", "host_mem_used_max_gb"
 TELEMETRY_SAMPLES_PER_GPU = "telemetry_samples_per_gpu"
 ENERGY_J, ENERGY_PER_ITEM_J = "energy_j", "energy_per_item_j"
-TELEMETRY = (
-    POWER_MEAN_W, POWER_MAX_W, SM_CLOCK_MEAN_MHZ, MEM_CLOCK_MEAN_MHZ, TEMPERATURE_MAX_C, GPU_UTIL_MEAN_PCT,
-    MEM_UTIL_MEAN_PCT, MEM_USED_MAX_GB, THROTTLED_POWER_SHARE, THROTTLED_THERMAL_SHARE, THROTTLED_SHARE,
-    PCIE_TX_MEAN_MBS, PCIE_RX_MEAN_MBS, CPU_UTIL_MEAN_PCT, HOST_MEM_USED_MAX_GB, TELEMETRY_SAMPLES_PER_GPU,
-    ENERGY_J, ENERGY_PER_ITEM_J,
-)  # fmt: skip
 
 # the step-time breakdown, profiled after the window (src/run/breakdown.py)
 SHARES = ("matmul", "other", "comm", "memcpy", "idle")  # src/rank/breakdown.py's categories
@@ -143,8 +130,10 @@ CEILING_PREFIX = "ceiling_"
 MEMORY_COPY_GBS = "memory_copy_gbs"  # a ceilings figure: device memory copied, read + written
 MEMORY_READ_GBS = "memory_read_gbs"
 HOST_TO_DEVICE_GBS, DEVICE_TO_HOST_GBS = "host_to_device_gbs", "device_to_host_gbs"  # pinned host memory
-ALLREDUCE_BUSBW_GBS = "allreduce_busbw_gbs"  # the best over message sizes
+ALLREDUCE_BUSBW_GBS = "allreduce_busbw_gbs"  # the best over message sizes; per size: ..._gbs_<size>mb
 CEILING_FIGURES = (MEMORY_COPY_GBS, MEMORY_READ_GBS, HOST_TO_DEVICE_GBS, DEVICE_TO_HOST_GBS, ALLREDUCE_BUSBW_GBS)
+CI_SUFFIX = "_ci95_rel"  # ceiling_<figure>_ci95_rel: the widest of the ranks' 95% CIs, relative
+SHAPE_DIMS = ("m", "n", "k")  # ceiling_matmul_<math>_<dim>: the best matmul's shape
 
 
 def workload_metric(model: str, precision: str, gpu_count: int | str) -> str:
@@ -169,6 +158,8 @@ def breakdown_phase_metric(phase: str) -> str:
 
 _RANK_MEMORY = re.compile(PEAK_MEMORY_GB + r"_rank(\d+)")  # peak_memory_of_rank's, read back
 _BREAKDOWN_PHASE = re.compile(r"breakdown_(\w+)_s")  # breakdown_phase_metric's, read back
+_MATMUL = re.compile(r"matmul_(\w+)_tflops")  # matmul_figure's, read back
+_MATMUL_DIM = re.compile(r"matmul_(\w+)_([mnk])")
 
 
 def phase_metric(phase: str) -> str:
@@ -184,6 +175,17 @@ def ceiling_metric(figure: str) -> str:
 def matmul_figure(math_: str) -> str:
     """The ceilings figure of a math's best matmul: `matmul_bf16_tflops`."""
     return f"matmul_{math_}_tflops"
+
+
+def matmul_math(figure: str) -> str | None:
+    """The math of a matmul_figure (`bf16`); None for another figure."""
+    found = _MATMUL.fullmatch(figure)
+    return found[1] if found else None
+
+
+def allreduce_size(figure: str) -> str | None:
+    """The message size of a per-size all-reduce figure (`64mb`); None for another figure."""
+    return figure.removeprefix(ALLREDUCE_BUSBW_GBS + "_") if figure.startswith(ALLREDUCE_BUSBW_GBS + "_") else None
 
 
 # ---- params a reader needs (the config's flattened keys) ----
@@ -256,132 +258,82 @@ class Breakdown(Figures):
         return cls.read_named(metrics, shares=shares, phase_seconds=phases)
 
 
+@dataclass(frozen=True)
+class Telemetry(Figures):
+    """GPU and host telemetry over the measured window (src/hardware/telemetry.py); per GPU where
+    the name says mean, over all GPUs for energy."""
+
+    power_mean_w: float | None = figure(POWER_MEAN_W)
+    power_max_w: float | None = figure(POWER_MAX_W)
+    sm_clock_mean_mhz: float | None = figure(SM_CLOCK_MEAN_MHZ)
+    mem_clock_mean_mhz: float | None = figure(MEM_CLOCK_MEAN_MHZ)
+    temperature_max_c: float | None = figure(TEMPERATURE_MAX_C)
+    gpu_util_mean_pct: float | None = figure(GPU_UTIL_MEAN_PCT)
+    mem_util_mean_pct: float | None = figure(MEM_UTIL_MEAN_PCT)
+    mem_used_max_gb: float | None = figure(MEM_USED_MAX_GB)
+    throttled_power_share: float | None = figure(THROTTLED_POWER_SHARE)
+    throttled_thermal_share: float | None = figure(THROTTLED_THERMAL_SHARE)
+    throttled_share: float | None = figure(THROTTLED_SHARE)
+    pcie_tx_mean_mbs: float | None = figure(PCIE_TX_MEAN_MBS)
+    pcie_rx_mean_mbs: float | None = figure(PCIE_RX_MEAN_MBS)
+    cpu_util_mean_pct: float | None = figure(CPU_UTIL_MEAN_PCT)
+    host_mem_used_max_gb: float | None = figure(HOST_MEM_USED_MAX_GB)
+    telemetry_samples_per_gpu: int | None = figure(TELEMETRY_SAMPLES_PER_GPU, int)
+    energy_j: float | None = figure(ENERGY_J)
+    energy_per_item_j: float | None = figure(ENERGY_PER_ITEM_J)
+
+    @classmethod
+    def from_metrics(cls, metrics: dict) -> Telemetry:
+        return cls.read_named(metrics)
+
+
+@dataclass(frozen=True)
+class CeilingFigures(Figures):
+    """A model=ceilings job's figures (src/run/ceilings.py), each logged as ceiling_metric(figure)
+    with its 95% CI beside it: the best dense matmul per math and its shape, memory and host
+    bandwidth, the all-reduce's bus bandwidth, best and per message size."""
+
+    memory_copy_gbs: float | None = figure(ceiling_metric(MEMORY_COPY_GBS))
+    memory_read_gbs: float | None = figure(ceiling_metric(MEMORY_READ_GBS))
+    host_to_device_gbs: float | None = figure(ceiling_metric(HOST_TO_DEVICE_GBS))
+    device_to_host_gbs: float | None = figure(ceiling_metric(DEVICE_TO_HOST_GBS))
+    allreduce_busbw_gbs: float | None = figure(ceiling_metric(ALLREDUCE_BUSBW_GBS))
+    matmul_tflops: dict[str, float] = field(default_factory=dict)  # per math: matmul_figure(math)
+    matmul_shape: dict[str, tuple[int, ...]] = field(default_factory=dict)  # per math: (m, n, k)
+    allreduce_by_size: dict[str, float] = field(default_factory=dict)  # "64mb": ..._gbs_64mb
+    ci95_rel: dict[str, float] = field(default_factory=dict)  # per figure: matmul_bf16_tflops, ...
+
+    def metrics(self) -> dict[str, float]:
+        named = {matmul_figure(m): v for m, v in self.matmul_tflops.items()}
+        named |= {f"{ALLREDUCE_BUSBW_GBS}_{size}": v for size, v in self.allreduce_by_size.items()}
+        for math_, shape in self.matmul_shape.items():
+            named |= {f"matmul_{math_}_{dim}": n for dim, n in zip(SHAPE_DIMS, shape, strict=True)}
+        named |= {name + CI_SUFFIX: ci for name, ci in self.ci95_rel.items()}
+        return super().metrics() | {ceiling_metric(name): value for name, value in named.items()}
+
+    @classmethod
+    def from_metrics(cls, metrics: dict) -> CeilingFigures:
+        """None and empty for a run without any (a training run)."""
+        figures = {
+            k.removeprefix(CEILING_PREFIX): v for k, v in metrics.items() if k.startswith(CEILING_PREFIX)
+        }
+        matmul, shape, sizes, ci = {}, {}, {}, {}
+        for name, value in figures.items():
+            if name.endswith(CI_SUFFIX):
+                ci[name.removesuffix(CI_SUFFIX)] = value
+            elif math_ := matmul_math(name):
+                matmul[math_] = value
+            elif found := _MATMUL_DIM.fullmatch(name):
+                shape.setdefault(found[1], {})[found[2]] = int(value)
+            elif size := allreduce_size(name):
+                sizes[size] = value
+        shapes = {m: tuple(dims[d] for d in SHAPE_DIMS) for m, dims in shape.items() if len(dims) == 3}
+        return cls.read_named(
+            metrics, matmul_tflops=matmul, matmul_shape=shapes, allreduce_by_size=sizes, ci95_rel=ci
+        )
+
+
 METRICS = (
-    *Window.metric_names(), PUBLISHED_RUNS, PUBLISHED_RUNS_LOG_SE, *TELEMETRY, *Breakdown.metric_names()
+    *Window.metric_names(), PUBLISHED_RUNS, PUBLISHED_RUNS_LOG_SE, *Telemetry.metric_names(),
+    *Breakdown.metric_names(),
 )  # fmt: skip  # every metric logged under a fixed name (the others: the functions above)
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunResult:
-    """One run as gpubench reads it back: what it is of, its figures, where they came from."""
-
-    run_id: str
-    name: str
-    status: str
-    started_ms: int
-    schema_version: int
-    kind: str  # TRAINING, CEILINGS, or REPORT_KIND / SWEEP_KIND for runs that are no job
-    source: str  # MEASURED, or the publisher of an imported figure
-    gpu: str
-    gpu_name: str
-    gpu_count: int | None
-    model: str
-    category: str
-    precision: str
-    unit: str
-    smoke: bool
-    missed: str | None  # how it fell short of its stopping rule ("max_steps: CI 27% > 1%"), else None
-    window: Window  # the measured window's figures, as the job wrote them
-    breakdown: Breakdown | None
-    ceilings: dict[str, float]  # a ceilings run's figures by name (matmul_bf16_tflops, ...); {} otherwise
-    spec: Spec
-    tf32_math: bool  # matmuls ran (or were published) with TF32 tensor-core math
-    foreign: str | None  # other programs seen on its GPUs
-    anomaly: str | None  # the `anomaly` tag an earlier compare left
-    published_runs: tuple[int, float] | None  # an imported figure: (runs behind it, se of their mean log)
-    tags: dict = field(repr=False)
-    params: dict = field(repr=False)
-    metrics: dict = field(repr=False)
-
-    @property
-    def is_job(self) -> bool:
-        return self.kind in KINDS
-
-    @property
-    def throughput(self) -> float | None:
-        return self.window.throughput
-
-    @property
-    def batch_size(self) -> int | None:
-        return self.window.batch_size
-
-    @property
-    def achieved_tflops_per_gpu(self) -> float | None:
-        return self.window.achieved_tflops_per_gpu
-
-    @property
-    def mfu(self) -> float | None:
-        return self.window.mfu
-
-    @property
-    def per_watt(self) -> float | None:
-        """Over measured power; None where telemetry logged none."""
-        return self.window.throughput_per_watt
-
-    @property
-    def shares(self) -> dict[str, float | None] | None:
-        """The step-time breakdown's shares; None without one."""
-        return None if self.breakdown is None else self.breakdown.shares
-
-    def ceiling_matmul(self, math_: str) -> float | None:
-        return self.ceilings.get(matmul_figure(math_))
-
-
-def kind_of(tags: dict) -> str:
-    """The job kind a run declares; a version-1 run's from its model; report runs and sweep parents."""
-    if tags.get(REPORT) == "true":
-        return REPORT_KIND
-    if tags.get(SWEEP) == "true":
-        return SWEEP_KIND
-    if tags.get(KIND):
-        return tags[KIND]
-    return CEILINGS if tags.get(MODEL) == CEILINGS else TRAINING
-
-
-def read(run) -> RunResult:
-    """An MLflow run (any status) as gpubench reads it."""
-    tags, metrics, params = dict(run.data.tags), dict(run.data.metrics), dict(run.data.params)
-    count = tags.get(GPU_COUNT, "")
-    window, breakdown = Window.from_metrics(metrics), Breakdown.from_metrics(metrics)
-    min_steps = positive_number(params.get(MIN_STEPS_PARAM))
-    missed = rule_missed(
-        tags.get(STOP_REASON),
-        window.measured_steps,
-        None if min_steps is None else int(min_steps),
-        window.step_time_ci95_rel,
-        positive_number(params.get(TARGET_CI_PARAM)),
-    )
-    return RunResult(
-        run_id=run.info.run_id,
-        name=run.info.run_name or "",
-        status=run.info.status,
-        started_ms=run.info.start_time or 0,
-        schema_version=int(tags.get(SCHEMA, FIRST_SCHEMA)),
-        kind=kind_of(tags),
-        source=tags.get(SOURCE, MEASURED),
-        gpu=tags.get(GPU, ""),
-        gpu_name=tags.get(GPU_NAME, ""),
-        gpu_count=int(count) if count.isdigit() else None,
-        model=tags.get(MODEL, ""),
-        category=tags.get(CATEGORY, "other"),
-        precision=tags.get(PRECISION, ""),
-        unit=tags.get(UNIT, "items/s"),
-        smoke=tags.get(BENCHMARK) == "smoke",
-        missed=missed,
-        window=window,
-        breakdown=breakdown,
-        ceilings={k.removeprefix(CEILING_PREFIX): v for k, v in metrics.items() if k.startswith(CEILING_PREFIX)},
-        spec=read_spec(tags.get(PRECISION, ""), tags.get(MATH_MATMUL_TF32) == "True", params),
-        tf32_math=tags.get(MATH_MATMUL_TF32) == "True",
-        foreign=tags.get(GPU_FOREIGN_PROCESSES),
-        anomaly=tags.get(ANOMALY),
-        published_runs=_published_runs(metrics),
-        tags=tags,
-        params=params,
-        metrics=metrics,
-    )
-
-
-def _published_runs(metrics: dict) -> tuple[int, float] | None:
-    n, se = metrics.get(PUBLISHED_RUNS), metrics.get(PUBLISHED_RUNS_LOG_SE)
-    return (int(n), se) if n and se is not None else None

@@ -202,21 +202,21 @@ def rank_report(rank: int, times: list[float], items: int = 32):
     )
 
 
-def run_result(tags: dict | None = None, params: dict | None = None, metrics: dict | None = None, run_id="r"):
+def read_back(tags: dict | None = None, params: dict | None = None, metrics: dict | None = None, run_id="r"):
     """A run as src.recorded reads it, from the tags, params and metrics an MLflow run would hold."""
     from types import SimpleNamespace
 
-    from src import recorded
+    from src import run_result
 
     info = SimpleNamespace(run_id=run_id, run_name=run_id, status="FINISHED", start_time=0)
     data = SimpleNamespace(tags=tags or {}, params=params or {}, metrics=metrics or {})
-    return recorded.read(SimpleNamespace(info=info, data=data))
+    return run_result.read(SimpleNamespace(info=info, data=data))
 
 
 def spec_of(gpu: str, precision: str, tf32_math: bool, params: dict):
     """The spec sheet a run of `gpu` that logged `params` is judged by."""
     tags = {"gpu": gpu, "precision": precision, "math_matmul_tf32": str(tf32_math)}
-    return run_result(tags, {k: str(v) for k, v in params.items()}).spec
+    return read_back(tags, {k: str(v) for k, v in params.items()}).spec
 
 
 def logged_copy(run, uri: str, tags: dict | None = None, params: dict | None = None, dropped: tuple = ()) -> str:

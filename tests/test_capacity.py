@@ -11,7 +11,7 @@ import pytest
 from src.compare import capacity, capacity_report
 from src.compare.runs import aggregate, to_record
 from src.stats import t95
-from tests.conftest import run_result
+from tests.conftest import read_back
 
 
 def point(
@@ -27,7 +27,7 @@ def point(
     tags = {"gpu": gpu, "gpu_count": "1", "model": model, "category": category, "precision": precision,
             "unit": "tokens/s", **({} if source == "measured" else {"source": source}), **(tags or {})}  # fmt: skip
     repeats = [throughput * math.exp(k * spread_d) for k in (-1, 0, 1)] if spread_d else [throughput]
-    records = [to_record(run_result(tags, params, {"throughput": t}, run_id=f"{gpu}{cap}{model}{batch}{t}"))
+    records = [to_record(read_back(tags, params, {"throughput": t}, run_id=f"{gpu}{cap}{model}{batch}{t}"))
                for t in repeats]  # fmt: skip
     (m,) = aggregate(records)
     return m

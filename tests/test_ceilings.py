@@ -10,6 +10,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from src import run_result
 from src.config.finalise import finalize
 from src.hardware import environment
 from src.rank.ceilings import bus_bandwidth_factor, figure
@@ -99,6 +100,8 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
     )
     assert metrics["ceiling_matmul_fp32_tflops"] > 0 and "ceiling_matmul_fp32_tflops_ci95_rel" in metrics
     assert {metrics[f"ceiling_matmul_fp32_{dim}"] for dim in "mnk"} <= {64, 128}  # the best shape
+    figures = run_result.read(ceilings).ceilings.metrics()  # every ceiling_ metric is a typed figure's
+    assert {k: metrics[k] for k in figures} == figures == {k: v for k, v in metrics.items() if k.startswith("ceiling_")}
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)

@@ -16,7 +16,7 @@ from src.compare.runs import CompareError, measured_config
 from src.config.schema import register_configs
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
-from tests.conftest import CONF_DIR, run_cli, run_result, spec_of, store_copy
+from tests.conftest import CONF_DIR, read_back, run_cli, spec_of, store_copy
 
 EXPERIMENT = "gpubench"
 
@@ -417,7 +417,7 @@ def measurement(gpu: str, model: str, throughput: float, tf32_math: bool = False
     tags = {"gpu": gpu, "gpu_count": "1", "model": model, "category": "vision", "precision": "fp32",
             "unit": "images/s", "math_matmul_tf32": str(tf32_math)}  # fmt: skip
     params = {k: str(v) for k, v in (params or {}).items()}
-    record = to_record(run_result(tags, params, {"throughput": throughput}, run_id=f"{gpu}-{model}"))
+    record = to_record(read_back(tags, params, {"throughput": throughput}, run_id=f"{gpu}-{model}"))
     return aggregate([record])[0]
 
 
@@ -456,13 +456,13 @@ LOGGED_SPEC = {
 
 
 def test_a_run_is_judged_by_the_spec_figures_it_logged_and_only_by_them():
-    from src import recorded
+    from src.logged_spec import Spec
 
-    assert spec_of("a6000", "fp32", False, LOGGED_SPEC) == recorded.Spec("fp32", 10.0, 100.0, 50.0, 1000.0, 48.0)
+    assert spec_of("a6000", "fp32", False, LOGGED_SPEC) == Spec("fp32", 10.0, 100.0, 50.0, 1000.0, 48.0)
     assert spec_of("a6000", "fp32", True, LOGGED_SPEC).peak_tflops == 20.0  # fp32 that ran as TF32
     assert spec_of("a6000", "fp32", False, {"gpu.tdp_w": "None"}).tdp_w is None  # its profile had none then
     never_logged = spec_of("a6000", "fp32", False, {})  # today's profile does not stand in
-    assert never_logged == recorded.Spec(None, None, None, None, None, None, unlogged=(
+    assert never_logged == Spec(None, None, None, None, None, None, unlogged=(
         "peak_key", "peak_tflops", "memory_bandwidth_gbs", "tdp_w", "price_usd", "memory_gb"))  # fmt: skip
     from src.compare import anomalies
     from src.compare.analysis import relative_table
@@ -571,10 +571,10 @@ def test_a_figure_that_missed_its_stopping_rule_is_flagged(variants_store, tmp_p
 
 
 def test_a_window_shorter_than_min_steps_is_flagged_whatever_its_tag():
-    from tests.conftest import run_result
+    from tests.conftest import read_back
 
     def ci_missed(tags, metrics, params):
-        return run_result(tags, params, metrics).missed
+        return read_back(tags, params, metrics).missed
 
     params = {"benchmark.target_ci": "0.01", "benchmark.min_steps": "100000"}
     short = {"step_time_ci95_rel": 0.004, "measured_steps": 9.0}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from conftest import logged_copy, read_runs, run_cli, store_copy
 
-from src import recorded
+from src import recorded, run_result
 from src.compare import analysis, anomalies, axis, capacity, capacity_report, report
 from src.compare.runs import aggregate, to_record
 from src.config import points
@@ -36,7 +36,7 @@ def store(tmp_path, empty_store):
 
 
 def measurements(uri: str):
-    records = [r for r in (to_record(recorded.read(run)) for run in read_runs(uri)) if r is not None]
+    records = [r for r in (to_record(run_result.read(run)) for run in read_runs(uri)) if r is not None]
     return aggregate(records)
 
 
@@ -136,7 +136,7 @@ def test_the_capacity_split_pairs_the_same_stack_where_it_exists_and_flags_it_wh
 
 
 def records_of(uri: str):
-    return [r for r in (to_record(recorded.read(run)) for run in read_runs(uri)) if r is not None]
+    return [r for r in (to_record(run_result.read(run)) for run in read_runs(uri)) if r is not None]
 
 
 def test_by_pairs_the_same_point_but_for_the_compared_key(real_run, store):

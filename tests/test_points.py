@@ -15,7 +15,7 @@ from src.config.finalise import finalize
 from src.run import resume
 from src.run.prepare import prepare
 from src.tracking.job_run import flatten
-from tests.conftest import compose_cfg, run_result
+from tests.conftest import compose_cfg, read_back
 
 
 def logged_params(cfg) -> dict[str, str]:
@@ -43,7 +43,7 @@ def fake_knob(monkeypatch):
 
 def record(params: dict[str, str], throughput: float) -> RunRecord:
     tags = {"gpu": "cpu", "gpu_count": "1", "model": "gpt2", "category": "language", "precision": "fp32"}
-    return to_record(run_result(tags, params, {"throughput": throughput}, run_id=str(throughput)))
+    return to_record(read_back(tags, params, {"throughput": throughput}, run_id=str(throughput)))
 
 
 def test_a_measured_key_declared_once_reaches_hash_point_tags_and_labels(fake_knob):

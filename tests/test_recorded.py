@@ -5,13 +5,13 @@ from __future__ import annotations
 import ast
 from dataclasses import fields, replace
 
-from src import recorded
+from src import recorded, run_result
 from src.hardware import system_metrics
 from src.paths import PROJECT_ROOT
 from src.rank.breakdown import PHASES as PROFILE_PHASES
 from src.run import phases
 from src.run.results import combine_ranks
-from tests.conftest import rank_report, read_runs, run_cli, run_result
+from tests.conftest import rank_report, read_back, read_runs, run_cli
 
 TINY_JOB = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
 TINY_JOB += ["model.name=tiny"]
@@ -28,18 +28,36 @@ CONFIG_KEYS = {recorded.BATCH_SIZE, recorded.FLOPS_PER_ITEM, recorded.BREAKDOWN_
 
 
 def test_a_run_of_each_version_and_kind_reads_as_what_it_is():
-    ceilings_v1 = run_result({"model": "ceilings", "gpu": "h200", "gpu_count": "1"})
+    ceilings_v1 = read_back({"model": "ceilings", "gpu": "h200", "gpu_count": "1"})
     assert (ceilings_v1.schema_version, ceilings_v1.kind) == (1, recorded.CEILINGS)
-    training = run_result({recorded.SCHEMA: "2", recorded.KIND: "training", "model": "gpt2"}, metrics={"throughput": 5.0})
+    training = read_back({recorded.SCHEMA: "2", recorded.KIND: "training", "model": "gpt2"}, metrics={"throughput": 5.0})
     assert (training.schema_version, training.kind, training.throughput) == (2, recorded.TRAINING, 5.0)
-    assert run_result({recorded.REPORT: "true"}).kind == recorded.REPORT_KIND
-    assert run_result({recorded.SWEEP: "true"}).kind == recorded.SWEEP_KIND
-    assert not run_result({recorded.SWEEP: "true"}).is_job
+    assert read_back({recorded.REPORT: "true"}).kind == recorded.REPORT_KIND
+    assert read_back({recorded.SWEEP: "true"}).kind == recorded.SWEEP_KIND
+    assert not read_back({recorded.SWEEP: "true"}).is_job
 
 
-def test_a_ceilings_run_reads_its_figures_by_math():
-    run = run_result({recorded.KIND: "ceilings"}, metrics={"ceiling_matmul_bf16_tflops": 700.0, "ceiling_memory_copy_gbs": 4000.0})
-    assert run.ceiling_matmul("bf16") == 700.0 and run.ceilings[recorded.MEMORY_COPY_GBS] == 4000.0
+def test_a_ceilings_runs_figures_read_back_as_the_job_wrote_them():
+    figures = recorded.CeilingFigures(
+        memory_copy_gbs=4000.0, memory_read_gbs=4100.0, host_to_device_gbs=55.0, device_to_host_gbs=56.0,
+        allreduce_busbw_gbs=300.0, matmul_tflops={"bf16": 760.0, "tf32": 400.0},
+        matmul_shape={"bf16": (4096, 4096, 8192), "tf32": (8192, 4096, 4096)},
+        allreduce_by_size={"0p25mb": 20.0, "64mb": 300.0},
+        ci95_rel={"matmul_bf16_tflops": 0.004, "memory_copy_gbs": 0.001, "allreduce_busbw_gbs_64mb": 0.02},
+    )  # fmt: skip
+    logged = {k: float(v) for k, v in figures.metrics().items()}  # MLflow's floats
+    assert len(logged) == 5 + 2 + 6 + 2 + 3  # every figure has a metric of its own
+    run = read_back({recorded.KIND: "ceilings"}, metrics=logged)
+    assert run.ceilings == figures and run.ceilings.matmul_shape["bf16"] == (4096, 4096, 8192)
+    assert read_back(metrics={"throughput": 1.0}).ceilings == recorded.CeilingFigures()  # a training run's
+
+
+def test_the_telemetry_summary_reads_back_as_the_job_wrote_it():
+    telemetry = recorded.Telemetry(**{f.name: float(i + 1) for i, f in enumerate(fields(recorded.Telemetry))})
+    telemetry = replace(telemetry, telemetry_samples_per_gpu=40)
+    result = read_back(metrics={k: float(v) for k, v in telemetry.metrics().items()})
+    assert result.telemetry == telemetry and isinstance(result.telemetry.telemetry_samples_per_gpu, int)
+    assert read_back().telemetry == recorded.Telemetry()  # a run without telemetry: every figure None
 
 
 def test_every_run_a_job_opens_carries_the_schema_version(tracking_uri):
@@ -50,7 +68,7 @@ def test_every_run_a_job_opens_carries_the_schema_version(tracking_uri):
     tracking = OmegaConf.create({"uri": tracking_uri, "experiment": "e", "retries": 1, "backoff_s": 0.0})
     run = job_run.JobRun(tracking, store.ensure_experiment(tracking_uri, "e"), "name", {"model": "gpt2"})
     run.end("FINISHED")
-    stored = recorded.read(store.client(tracking_uri).get_run(run.run_id))
+    stored = run_result.read(store.client(tracking_uri).get_run(run.run_id))
     assert stored.schema_version == recorded.SCHEMA_VERSION and stored.kind == recorded.TRAINING
 
 
@@ -102,12 +120,12 @@ def test_the_typed_figures_read_back_as_the_job_wrote_them():
         steps=2, step_ms=12.5, seconds=3.5, phase_seconds={"steps": 2.0, "parse": 1.5},
     )  # fmt: skip
     logged = {k: float(v) for k, v in (window.metrics() | breakdown.metrics()).items()}  # MLflow's floats
-    result = run_result(metrics=logged)
+    result = read_back(metrics=logged)
     assert result.window == window and result.breakdown == breakdown
     assert isinstance(result.window.measured_steps, int) and isinstance(result.breakdown.steps, int)
     assert (result.throughput, result.mfu, result.per_watt) == (window.throughput, 0.4, 2.0)
     assert result.batch_size == 8 and result.shares == breakdown.shares  # read through the typed figures
-    assert run_result(metrics={"throughput": 1.0}).breakdown is None
+    assert read_back(metrics={"throughput": 1.0}).breakdown is None
 
 
 def test_a_jobs_metrics_are_the_typed_figures_and_the_names_recorded_declares(tmp_path, tracking_uri):
@@ -116,17 +134,17 @@ def test_a_jobs_metrics_are_the_typed_figures_and_the_names_recorded_declares(tm
     done = run_cli(TINY_JOB, tmp_path, tracking_uri)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     [run] = read_runs(tracking_uri)
-    logged, result = run.data.metrics, recorded.read(run)
-    window, breakdown = result.window.metrics(), result.breakdown.metrics()
+    logged, result = run.data.metrics, run_result.read(run)
+    window, breakdown, telemetry = result.window.metrics(), result.breakdown.metrics(), result.telemetry.metrics()
     assert set(window) == set(recorded.Window.metric_names()) - NOT_ON_CPU
     profiled = {recorded.breakdown_phase_metric(p) for p in PROFILE_PHASES}
     assert set(breakdown) == {recorded.share_metric(s) for s in recorded.SHARES} | profiled | {
         recorded.BREAKDOWN_STEPS, recorded.BREAKDOWN_STEP_MS, recorded.BREAKDOWN_S,
     }  # fmt: skip
-    assert {k: logged[k] for k in window | breakdown} == window | breakdown
+    assert {k: logged[k] for k in window | breakdown | telemetry} == window | breakdown | telemetry
     workload = recorded.workload_metric("tiny", "fp32", 1)
     assert logged[workload] == logged[recorded.THROUGHPUT]
     series = {k for k in logged if k.startswith(("telemetry/", system_metrics.PREFIX))}  # over the whole job
-    rest = set(logged) - set(window) - set(breakdown) - series - {workload}
+    rest = set(logged) - set(window) - set(breakdown) - set(telemetry) - series - {workload}
     job_phases = {recorded.phase_metric(name) for name, _ in phases.PHASES}
-    assert rest <= job_phases | set(recorded.TELEMETRY) and recorded.phase_metric("measure") in rest
+    assert rest <= job_phases and recorded.phase_metric("measure") in rest

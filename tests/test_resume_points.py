@@ -17,7 +17,7 @@ import pytest
 from conftest import compose_cfg, logged_copy, read_runs, run_cli, store_copy
 from test_study import H200, fake_host_cli
 
-from src import recorded
+from src import recorded, run_result
 from src.compare import anomalies
 from src.compare.runs import aggregate, to_record
 from src.config import points
@@ -161,6 +161,6 @@ def test_a_run_that_shared_its_gpu_is_measured_again_by_the_repeats_and_kept(tmp
     assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}  # the shared run is kept
     assert [r.info.run_id for r in runs if recorded.GPU_FOREIGN_PROCESSES in r.data.tags] == [shared.info.run_id]
     # compare of the three: one clean point, the shared run left out (and named) as measured again
-    [point] = aggregate([to_record(recorded.read(r)) for r in runs])
+    [point] = aggregate([to_record(run_result.read(r)) for r in runs])
     assert point.n_runs == 3 and [r.run_id for r in point.superseded] == [shared.info.run_id]
     assert not anomalies.shared_gpu_anomalies([point]) and not anomalies.stopping_anomalies([point])

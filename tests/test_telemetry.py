@@ -10,6 +10,7 @@ import pytest
 from conftest import compose_cfg
 from fake_nvml import FakeNvml, install, mixed_host
 
+from src import recorded
 from src.config.finalise import finalize
 from src.errors import ConfigError
 from src.hardware import devices, nvml, telemetry
@@ -46,20 +47,20 @@ def two_gpus_ten_seconds() -> dict[str, list[tuple]]:
 
 def test_window_summary_covers_only_the_measured_window():
     summary = telemetry.summarize(two_gpus_ten_seconds(), (2.5, 7.5), items=1000, world=2)
-    assert summary["power_mean_w"] == 300.0  # the 900 W spikes outside the window are left out
-    assert summary["power_max_w"] == 300.0
-    assert summary["temperature_max_c"] == 67  # t = 7, not the 95 outside
-    assert summary["sm_clock_mean_mhz"] == 1500.0
-    assert summary["gpu_util_mean_pct"] == 100
-    assert summary["cpu_util_mean_pct"] == 50.0
-    assert summary["telemetry_samples_per_gpu"] == 5  # t = 3..7
+    assert summary.power_mean_w == 300.0  # the 900 W spikes outside the window are left out
+    assert summary.power_max_w == 300.0
+    assert summary.temperature_max_c == 67  # t = 7, not the 95 outside
+    assert summary.sm_clock_mean_mhz == 1500.0
+    assert summary.gpu_util_mean_pct == 100
+    assert summary.cpu_util_mean_pct == 50.0
+    assert summary.telemetry_samples_per_gpu == 5  # t = 3..7
     # counter read between samples at both ends: 300 J/s x 5 s on each of 2 GPUs
-    assert summary["energy_j"] == pytest.approx(3000.0)
-    assert summary["energy_per_item_j"] == pytest.approx(3.0)  # 1500 J per GPU / 500 items per rank
+    assert summary.energy_j == pytest.approx(3000.0)
+    assert summary.energy_per_item_j == pytest.approx(3.0)  # 1500 J per GPU / 500 items per rank
     # 10 GPU samples in the window: one power cap, one thermal, one HW slowdown (either cause)
-    assert summary["throttled_power_share"] == pytest.approx(0.1)
-    assert summary["throttled_thermal_share"] == pytest.approx(0.1)
-    assert summary["throttled_share"] == pytest.approx(0.3)
+    assert summary.throttled_power_share == pytest.approx(0.1)
+    assert summary.throttled_thermal_share == pytest.approx(0.1)
+    assert summary.throttled_share == pytest.approx(0.3)
 
 
 def test_a_gpu_without_energy_counter_leaves_energy_out_but_not_the_rest():
@@ -67,13 +68,13 @@ def test_a_gpu_without_energy_counter_leaves_energy_out_but_not_the_rest():
     energy = 1 + GPU.index("energy_j")
     rows["gpu1"] = [r[:energy] + (None,) + r[energy + 1 :] for r in rows["gpu1"]]
     summary = telemetry.summarize(rows, (2.5, 7.5), items=1000, world=2)
-    assert "energy_j" not in summary and "energy_per_item_j" not in summary
-    assert summary["power_mean_w"] == 300.0
+    assert summary.energy_j is None and summary.energy_per_item_j is None
+    assert summary.power_mean_w == 300.0
 
 
 def test_a_window_past_the_last_sample_has_no_energy():
     summary = telemetry.summarize(two_gpus_ten_seconds(), (2.5, 12.0), items=1000, world=2)
-    assert "energy_j" not in summary
+    assert summary.energy_j is None
 
 
 def test_pcie_is_read_only_every_nth_sample():
@@ -176,10 +177,10 @@ def test_watch_logs_series_in_batches_and_a_csv(monkeypatch):
     window = (rows["gpu0"][1][0], rows["gpu1"][-2][0])
     outcome = SimpleNamespace(window=window, measured_items=640, world_size=2)
     summary = watch.summary(outcome)
-    assert summary["power_mean_w"] == pytest.approx((280.0 + 340.0) / 2)
+    assert summary.power_mean_w == pytest.approx((280.0 + 340.0) / 2)
     # the fake's counter rises at the power draw: energy per item = power x window / items per rank
     span = window[1] - window[0]
-    assert summary["energy_per_item_j"] == pytest.approx((280 + 340) / 2 * span / 320, rel=1e-3)
+    assert summary.energy_per_item_j == pytest.approx((280 + 340) / 2 * span / 320, rel=1e-3)
 
 
 def test_telemetry_faults_never_fail_the_job(monkeypatch, capsys):
@@ -195,7 +196,7 @@ def test_telemetry_faults_never_fail_the_job(monkeypatch, capsys):
     sampler.stop()
     assert sampler.error == "RuntimeError: bad read"
     bad_outcome = SimpleNamespace(window=(0, 1), world_size=1)  # its items are missing
-    assert watch_for(1, [], RecordingRun()).summary(bad_outcome) == {}
+    assert watch_for(1, [], RecordingRun()).summary(bad_outcome) == recorded.Telemetry()
 
 
 def test_without_nvml_one_notice_and_host_figures_only(monkeypatch, capsys):
@@ -213,7 +214,7 @@ def test_disabled_telemetry_samples_and_logs_nothing():
     run = RecordingRun()
     watch = watch_for(1, [], run, enabled=False)
     assert watch.sampler is None and run.series == [] and run.files == {}
-    assert watch.summary(SimpleNamespace(window=(0, 1), measured_items=1, world_size=1)) == {}
+    assert watch.summary(SimpleNamespace(window=(0, 1), measured_items=1, world_size=1)) == recorded.Telemetry()
 
 
 @pytest.mark.parametrize(

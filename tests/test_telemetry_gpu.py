@@ -45,7 +45,7 @@ def test_real_samples_carry_power_energy_clocks_and_reasons(device):
     window = (rows[2][0], rows[-3][0])
     summary = telemetry.summarize(watch.sampler.rows, window, items=1000, world=1)
     print(f"\n{device.name}: idle summary {summary}")
-    assert summary["energy_per_item_j"] > 0
+    assert summary.energy_per_item_j > 0
 
 
 def test_real_environment_record(device):

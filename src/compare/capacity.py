@@ -22,6 +22,7 @@ from src.compare.analysis import precision_group, setting_difference
 from src.compare.ratio import Ratio, carried_flags, means, quotient, ratio
 from src.compare.runs import MEASURED, Measurement, stack_difference
 from src.config import points
+from src.logged_spec import positive_number
 
 CAP_KEY = "gpu.memory_limit_gb"
 FIGURES = ("iso_ratio", "max_ratio", "capacity_factor")
@@ -200,7 +201,7 @@ class Published:
         """The per-GPU batch published for a profile (1-GPU figures), if any."""
         for m in self.points:
             if (m.gpu, m.model, m.gpu_count, precision_group(m.precision)) == (gpu, model, 1, group):
-                batch = recorded.positive_number(m.runs[0].result.tags.get(recorded.PUBLISHED_BATCH))
+                batch = positive_number(m.runs[0].result.tags.get(recorded.PUBLISHED_BATCH))
                 if batch:
                     return int(batch)
         return None

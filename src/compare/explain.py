@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from src import recorded
+from src import recorded, run_result
 from src.compare.analysis import RelativeRow, SummaryRow
 from src.compare.report import markdown_grid
 from src.compare.runs import MEASURED, Measurement
@@ -32,17 +32,6 @@ COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "gpu_name", reco
            *(f"{s}_share" for s in SHARES), recorded.THROTTLED_POWER_SHARE, recorded.POWER_LIMIT,
            "power_limited", "note")  # fmt: skip
 POWER_LIMITED = 0.5  # a point whose runs sat at the card's power limit for more of the window than this
-
-
-@dataclass(frozen=True)
-class Ceilings:
-    run_id: str
-    gpu_name: str
-    gpu_count: int
-    stack: tuple
-    smoke: bool
-    started: int  # ms since the epoch
-    figures: dict  # by name, without the ceiling_ prefix: matmul_bf16_tflops, memory_copy_gbs, ...
 
 
 @dataclass(frozen=True)
@@ -68,17 +57,17 @@ class Power:
         return said + (f" ({detail})" if detail else "")
 
 
-def power_of(runs: list[recorded.RunResult]) -> Power | None:
+def power_of(runs: list[run_result.RunResult]) -> Power | None:
     """None where no run's telemetry logged the power-limit share."""
-    shares = [r.metrics.get(recorded.THROTTLED_POWER_SHARE) for r in runs]
-    if all(s is None for s in shares):
+    limited_share = median_of(r.telemetry.throttled_power_share for r in runs)
+    if limited_share is None:
         return None
     limits = sorted({r.tags[recorded.POWER_LIMIT] for r in runs if recorded.POWER_LIMIT in r.tags})
     return Power(
-        limited_share=median_of(shares),
+        limited_share=limited_share,
         limit_w="/".join(limits) or None,
-        mean_w=median_of(r.metrics.get(recorded.POWER_MEAN_W) for r in runs),
-        sm_clock_mhz=median_of(r.metrics.get(recorded.SM_CLOCK_MEAN_MHZ) for r in runs),
+        mean_w=median_of(r.telemetry.power_mean_w for r in runs),
+        sm_clock_mhz=median_of(r.telemetry.sm_clock_mean_mhz for r in runs),
     )
 
 
@@ -89,15 +78,15 @@ class Placement:
     achieved_tflops: float | None  # per GPU, median of the point's runs
     mfu: float | None
     math: str | None  # the ceiling the math that ran is held against
-    ceilings: Ceilings | None
+    ceilings_run: run_result.RunResult | None  # the card's (matching_ceilings)
     shares: dict[str, float] | None  # step-time breakdown, median of the runs that have one
     power: Power | None = None  # how it ran against the card's power limit, where telemetry says
 
     @property
     def ceiling_tflops(self) -> float | None:
-        if self.ceilings is None or self.math is None:
+        if self.ceilings_run is None or self.math is None:
             return None
-        return self.ceilings.figures.get(recorded.matmul_figure(self.math))
+        return self.ceilings_run.ceilings.matmul_tflops.get(self.math)
 
     @property
     def share_of_ceiling(self) -> float | None:
@@ -111,7 +100,7 @@ class Placement:
     @property
     def note(self) -> str:
         m = self.measurement
-        if self.ceilings is None:
+        if self.ceilings_run is None:
             return (
                 f"no ceilings run of {self.gpu_name} x{m.gpu_count} with this software stack: "
                 f"python -m src.train model=ceilings gpu={m.gpu} gpu.count={m.gpu_count}"
@@ -126,28 +115,22 @@ class Explanation:
     claims: list[str]  # the published category means checked against the measured ones
 
 
-def _stack(tags: dict) -> tuple:
-    return tuple(tags.get(t, "") for t in STACK_TAGS)
+def _card(run: run_result.RunResult) -> tuple:
+    """What a ceilings run must share with a point: GPU name and count, the stack, smoke or not."""
+    return run.gpu_name, run.gpu_count, tuple(run.tags.get(t, "") for t in STACK_TAGS), run.smoke
 
 
-def ceilings_runs(runs: list[recorded.RunResult]) -> list[Ceilings]:
+def ceilings_runs(runs: list[run_result.RunResult]) -> list[run_result.RunResult]:
     """The ceilings runs among `runs`."""
-    return [
-        Ceilings(r.run_id, r.gpu_name, r.gpu_count, _stack(r.tags), r.smoke, r.started_ms, r.ceilings)
-        for r in runs
-        if r.kind == recorded.CEILINGS and r.gpu_count is not None
-    ]
+    return [r for r in runs if r.kind == recorded.CEILINGS and r.gpu_count is not None]
 
 
-def matching_ceilings(ceilings: list[Ceilings], *runs: recorded.RunResult) -> Ceilings | None:
+def matching_ceilings(
+    ceilings: list[run_result.RunResult], *runs: run_result.RunResult
+) -> run_result.RunResult | None:
     """The latest ceilings run of the GPU name, count and stack of any of `runs` (smoke with smoke only)."""
-    same = [
-        c
-        for r in runs
-        for c in ceilings
-        if (c.gpu_name, c.gpu_count, c.stack, c.smoke) == (r.gpu_name, r.gpu_count, _stack(r.tags), r.smoke)
-    ]
-    return max(same, key=lambda c: c.started, default=None)
+    same = [c for r in runs for c in ceilings if _card(c) == _card(r)]
+    return max(same, key=lambda c: c.started_ms, default=None)
 
 
 def median_of(values) -> float | None:
@@ -156,7 +139,7 @@ def median_of(values) -> float | None:
     return statistics.median(found) if found else None
 
 
-def place(measurement: Measurement, by_id: dict, ceilings: list[Ceilings]) -> Placement:
+def place(measurement: Measurement, by_id: dict, ceilings: list[run_result.RunResult]) -> Placement:
     runs = [by_id[r.run_id] for r in measurement.runs if r.run_id in by_id]
     with_shares = [r.shares for r in runs if r.shares]
     return Placement(
@@ -165,7 +148,7 @@ def place(measurement: Measurement, by_id: dict, ceilings: list[Ceilings]) -> Pl
         achieved_tflops=median_of(r.achieved_tflops_per_gpu for r in runs),
         mfu=median_of(r.mfu for r in runs),
         math=measurement.spec.peak_key,  # the math that ran
-        ceilings=matching_ceilings(ceilings, *runs),
+        ceilings_run=matching_ceilings(ceilings, *runs),
         shares={s: median_of(m[s] for m in with_shares) for s in SHARES} if with_shares else None,
         power=power_of(runs),
     )
@@ -222,7 +205,7 @@ def pair_sentence(row: RelativeRow, a: Placement, b: Placement) -> str:
             f". Of the {row.relative:.2f}x, {ceilings:.2f}x is the cards' {a.math} ceilings and "
             f"{used:.2f}x how much of them each run used"
         )
-        copy_a, copy_b = (p.ceilings.figures.get(recorded.MEMORY_COPY_GBS) for p in (a, b))
+        copy_a, copy_b = (p.ceilings_run.ceilings.memory_copy_gbs for p in (a, b))
         if copy_a and copy_b:
             text += f"; their memory copy bandwidths differ {copy_a / copy_b:.2f}x"
     return text + _power_limits(a, b) + "."
@@ -321,7 +304,7 @@ def record(p: Placement) -> dict:
         "gpu": m.side, "gpu_name": p.gpu_name, recorded.ACHIEVED_TFLOPS_PER_GPU: p.achieved_tflops,
         recorded.MFU: p.mfu,
         "ceiling_math": p.math, "ceiling_tflops": p.ceiling_tflops, "share_of_ceiling": p.share_of_ceiling,
-        "ceilings_run": p.ceilings.run_id if p.ceilings else None, **shares,
+        "ceilings_run": p.ceilings_run.run_id if p.ceilings_run else None, **shares,
         recorded.THROTTLED_POWER_SHARE: p.power.limited_share if p.power else None,
         recorded.POWER_LIMIT: p.power.limit_w if p.power else None,
         "power_limited": p.power.limited if p.power else None, "note": p.note,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import console, credentials, recorded
+from src import console, credentials, recorded, run_result
 from src.compare import analysis, anomalies, axis, capacity, projection, report, sections, study
 from src.compare.folder import OutFolder
 from src.compare.runs import (
@@ -89,7 +89,7 @@ class Loaded:
 
     experiments: list[str]
     experiment_ids: list[str]
-    runs: list[recorded.RunResult]  # every FINISHED run of the experiments
+    runs: list[run_result.RunResult]  # every FINISHED run of the experiments
     records: list[RunRecord]  # those with a throughput
     kept: list[RunRecord]  # those the filters keep (with by=, set side by side along its axis)
     smoke_left_out: int

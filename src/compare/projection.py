@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 
 from omegaconf import OmegaConf
 
-from src import recorded
+from src import recorded, run_result
 from src.compare import explain, sections
 from src.compare.capacity import CAP_KEY
 from src.compare.ratio import Spread
 from src.compare.runs import MEASURED, Measurement, aggregate, select
+from src.logged_spec import Spec, positive_number
 from src.projection.cards import known, profiles
 from src.projection.choose import BATCHES, choose
 from src.projection.model import Card, Ceilings, Projection, ProjectionRefused, SourcePoint, project
@@ -81,7 +82,7 @@ def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
     # the stack is the source card's; its memory cap stood for the target's memory: neither is the target's
     config = tuple((k, v) for k, v in m.config if not k.startswith("tag:") and k != CAP_KEY)
     t = p.target
-    spec = recorded.Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)
+    spec = Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)
     projected = {"gpu": t.name, "side": t.name, "source": PROJECTED, "config": config}
     runs = [
         dataclasses.replace(
@@ -200,16 +201,16 @@ def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> None:
 
 
 # ---- the inputs: each measured point, its card's ceilings and spec sheet, as its runs logged them ----
-def source_point(m: Measurement, runs: list[recorded.RunResult]) -> SourcePoint:
+def source_point(m: Measurement, runs: list[run_result.RunResult]) -> SourcePoint:
     """A measured point (`runs`: its runs as read back) as the projection reads it."""
     with_shares = [r.shares for r in runs if r.shares]
     shares = None
     if with_shares:
         shares = {s: statistics.median(x.get(s) or 0.0 for x in with_shares) for s in recorded.SHARES}
     batch = int(float(dict(m.config).get(recorded.BATCH_SIZE) or runs[0].batch_size or 0))
-    cap = recorded.positive_number(runs[0].params.get(CAP_KEY))
+    cap = positive_number(runs[0].params.get(CAP_KEY))
     cap_said, cap_set = (f", {cap:g} GB cap", f" {CAP_KEY}={cap:g}") if cap else ("", "")
-    peaks = [r.metrics[recorded.PEAK_MEMORY_GB] for r in runs if recorded.PEAK_MEMORY_GB in r.metrics]
+    peaks = [r.window.peak_memory_gb for r in runs if r.window.peak_memory_gb is not None]
     return SourcePoint(
         label=f"{m.gpu} x{m.gpu_count} {m.workload} {m.precision} [batch {batch}{cap_said}]",
         gpu=m.gpu,
@@ -221,7 +222,7 @@ def source_point(m: Measurement, runs: list[recorded.RunResult]) -> SourcePoint:
         throughput=m.throughput,
         interval=m.interval,
         shares=shares,
-        flops_per_item=explain.median_of(r.metrics.get(recorded.FLOPS_PER_ITEM) for r in runs),
+        flops_per_item=explain.median_of(r.window.flops_per_item for r in runs),
         memory_gb=cap or (max(peaks) if peaks else None),
         run_ids=tuple(r.run_id for r in runs),
         remeasure=(
@@ -229,28 +230,23 @@ def source_point(m: Measurement, runs: list[recorded.RunResult]) -> SourcePoint:
             f"gpu.count={m.gpu_count} model.batch_size={batch}{cap_set}"
         ),
         group=tuple((k, v) for k, v in m.config if k not in NOT_THE_WORKLOAD),
-        power_bound=explain.median_of(r.metrics.get(recorded.THROTTLED_POWER_SHARE) for r in runs),
+        power_bound=explain.median_of(r.telemetry.throttled_power_share for r in runs),
     )
 
 
-def ceilings_of(runs: list[recorded.RunResult], found: list[explain.Ceilings]) -> Ceilings | None:
+def ceilings_of(runs: list[run_result.RunResult], found: list[run_result.RunResult]) -> Ceilings | None:
     """The point's card's ceilings: the latest ceilings run of its GPU name, count and stack."""
     latest = explain.matching_ceilings(found, *runs)
     if latest is None:
         return None
-    matmul = {
-        k.removeprefix("matmul_").removesuffix("_tflops"): v
-        for k, v in latest.figures.items()
-        if k.startswith("matmul_") and k.endswith("_tflops")
-    }
-    return Ceilings(latest.run_id, matmul, latest.figures.get(recorded.MEMORY_COPY_GBS))
+    return Ceilings(latest.run_id, latest.ceilings.matmul_tflops, latest.ceilings.memory_copy_gbs)
 
 
 def source_card(gpu: str, params: dict, profile: dict | None) -> Card:
     """The card a point ran on: the spec sheet its run logged, its profile (`profile`, as read by
     the entry point) for figures it never logged (runs from before the figure existed)."""
     profile = dict(profile or {"name": gpu})
-    peak, logged = "gpu.peak_tflops.", {k: recorded.positive_number(v) for k, v in params.items()}
+    peak, logged = "gpu.peak_tflops.", {k: positive_number(v) for k, v in params.items()}
     logged_peaks = {k.removeprefix(peak): v for k, v in logged.items() if k.startswith(peak) and v}
     profile["peak_tflops"] = profile.get("peak_tflops", {}) | logged_peaks
     for key in LOGGED_FIGURES:

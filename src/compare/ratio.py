@@ -50,7 +50,7 @@ class Spread:
 
 def point_spread(throughputs: list[float], published: bool, lone=None) -> Spread | None:
     """The spread of a point's log throughput from its runs' `throughputs`, or from `lone`, its one
-    run (recorded.RunResult): the logged runs behind a published figure, or its step-time CI (None
+    run (run_result.RunResult): the logged runs behind a published figure, or its step-time CI (None
     where it logged none)."""
     if published:
         runs = lone.published_runs if lone else None  # (n, standard error of their mean log)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field, fields
 
-from src import recorded
+from src import recorded, run_result
 from src.compare.ratio import Spread, point_spread
 from src.config import points
+from src.logged_spec import Spec
 from src.recorded import MEASURED
 
 # what a store with nothing to compare is told: the command that brings comparable runs
@@ -75,10 +76,10 @@ class RunRecord(Workpoint):
     per_watt: float | None
     per_watt_basis: str | None  # "measured" power, or the spec sheet's "tdp"
     per_kusd: float | None  # items/s per 1,000 USD of GPUs
-    result: recorded.RunResult = field(compare=False, repr=False)
+    result: run_result.RunResult = field(compare=False, repr=False)
 
     @property
-    def spec(self) -> recorded.Spec:  # the spec-sheet figures it is judged by: those it logged
+    def spec(self) -> Spec:  # the spec-sheet figures it is judged by: those it logged
         return self.result.spec
 
     @property
@@ -123,7 +124,7 @@ class Measurement(Workpoint):
         return len(self.runs)
 
     @property
-    def spec(self) -> recorded.Spec:
+    def spec(self) -> Spec:
         """The spec-sheet figures of its first run (repeats of a point ran on one profile)."""
         return self.runs[0].spec
 
@@ -171,7 +172,7 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
                 "joined with `and`, e.g. \"filter_string=tags.compile = 'False' and "
                 'metrics.throughput > 100"'
             ) from None
-        runs.extend(map(recorded.read, page))
+        runs.extend(map(run_result.read, page))
         token = page.token
         if not token:
             return runs, ids
@@ -185,7 +186,7 @@ measured_config = points.point_config
 SAME_IN_RESULT = "run_id gpu gpu_count model category precision source unit throughput tf32_math".split()
 
 
-def to_record(result: recorded.RunResult) -> RunRecord | None:
+def to_record(result: run_result.RunResult) -> RunRecord | None:
     """A training run's figures, or None for runs that are not one (ceilings runs, sweep parents,
     reports, runs without a throughput)."""
     if result.kind != recorded.TRAINING or not result.throughput or result.throughput <= 0:

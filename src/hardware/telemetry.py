@@ -149,7 +149,9 @@ class Sampler:
             self._stop.wait(wait)
 
 
-def summarize(rows: dict[str, list[tuple]], window: tuple[float, float], items: float, world: int) -> dict:
+def summarize(
+    rows: dict[str, list[tuple]], window: tuple[float, float], items: float, world: int
+) -> recorded.Telemetry:
     """Figures over the measured window [start, end] only; `items` over all `world` ranks."""
     start, end = window
     gpus = [label for label in rows if label != "host"]
@@ -170,31 +172,35 @@ def summarize(rows: dict[str, list[tuple]], window: tuple[float, float], items: 
     def share(mask: int) -> float | None:
         return mean(gpus, "clock_event_reasons", of=lambda reasons: bool(int(reasons) & mask))
 
-    metrics = {
-        recorded.POWER_MEAN_W: mean(gpus, "power_w"),  # per GPU
-        recorded.POWER_MAX_W: peak(gpus, "power_w"),
-        recorded.SM_CLOCK_MEAN_MHZ: mean(gpus, "sm_clock_mhz"),
-        recorded.MEM_CLOCK_MEAN_MHZ: mean(gpus, "mem_clock_mhz"),
-        recorded.TEMPERATURE_MAX_C: peak(gpus, "temperature_c"),
-        recorded.GPU_UTIL_MEAN_PCT: mean(gpus, "gpu_util_pct"),
-        recorded.MEM_UTIL_MEAN_PCT: mean(gpus, "mem_util_pct"),
-        recorded.MEM_USED_MAX_GB: peak(gpus, "mem_used_gb"),
-        recorded.THROTTLED_POWER_SHARE: share(POWER_REASONS),
-        recorded.THROTTLED_THERMAL_SHARE: share(THERMAL_REASONS),
-        recorded.THROTTLED_SHARE: share(THROTTLE_REASONS),
-        recorded.PCIE_TX_MEAN_MBS: mean(gpus, "pcie_tx_mbs"),
-        recorded.PCIE_RX_MEAN_MBS: mean(gpus, "pcie_rx_mbs"),
-        recorded.CPU_UTIL_MEAN_PCT: mean(["host"], "cpu_util_pct") if "host" in rows else None,
-        recorded.HOST_MEM_USED_MAX_GB: peak(["host"], "host_mem_used_gb") if "host" in rows else None,
-    }
+    samples, energy_j, per_item_j = None, None, None
     if gpus:
-        metrics[recorded.TELEMETRY_SAMPLES_PER_GPU] = min(len(inside[g]) for g in gpus)
+        samples = min(len(inside[g]) for g in gpus)
         energy = [_window_energy_j(rows[g], start, end) for g in gpus]
         if all(e is not None for e in energy):
-            metrics[recorded.ENERGY_J] = sum(energy)
+            energy_j = sum(energy)
             # per GPU over items per rank: right also when other nodes hold the rest of the ranks
-            metrics[recorded.ENERGY_PER_ITEM_J] = sum(energy) / len(gpus) / (items / world) if items else None
-    return {k: v for k, v in metrics.items() if v is not None}
+            per_item_j = energy_j / len(gpus) / (items / world) if items else None
+    has_host = "host" in rows
+    return recorded.Telemetry(
+        power_mean_w=mean(gpus, "power_w"),  # per GPU
+        power_max_w=peak(gpus, "power_w"),
+        sm_clock_mean_mhz=mean(gpus, "sm_clock_mhz"),
+        mem_clock_mean_mhz=mean(gpus, "mem_clock_mhz"),
+        temperature_max_c=peak(gpus, "temperature_c"),
+        gpu_util_mean_pct=mean(gpus, "gpu_util_pct"),
+        mem_util_mean_pct=mean(gpus, "mem_util_pct"),
+        mem_used_max_gb=peak(gpus, "mem_used_gb"),
+        throttled_power_share=share(POWER_REASONS),
+        throttled_thermal_share=share(THERMAL_REASONS),
+        throttled_share=share(THROTTLE_REASONS),
+        pcie_tx_mean_mbs=mean(gpus, "pcie_tx_mbs"),
+        pcie_rx_mean_mbs=mean(gpus, "pcie_rx_mbs"),
+        cpu_util_mean_pct=mean(["host"], "cpu_util_pct") if has_host else None,
+        host_mem_used_max_gb=peak(["host"], "host_mem_used_gb") if has_host else None,
+        telemetry_samples_per_gpu=samples,
+        energy_j=energy_j,
+        energy_per_item_j=per_item_j,
+    )
 
 
 def _window_energy_j(rows: list[tuple], start: float, end: float) -> float | None:
@@ -296,13 +302,13 @@ class Watch:
             console.warning(f"telemetry not logged: {exc}")
         return False  # the block's own exception, if any, goes on
 
-    def summary(self, outcome) -> dict:
+    def summary(self, outcome) -> recorded.Telemetry:
         """Window figures for the job's metrics, from its outcome (src/run/results.py's JobOutcome:
-        its window, measured_items and world_size); {} when telemetry is off or failed."""
+        its window, measured_items and world_size); none when telemetry is off or failed."""
         if self.sampler is None:
-            return {}
+            return recorded.Telemetry()
         try:
             return summarize(self.sampler.rows, outcome.window, outcome.measured_items, outcome.world_size)
         except Exception as exc:
             console.warning(f"telemetry not summarised: {exc}")
-            return {}
+            return recorded.Telemetry()

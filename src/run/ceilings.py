@@ -16,33 +16,35 @@ from src.reports import CeilingsReport
 from src.run.phases import rank_marks
 from src.run.results import JobOutcome
 
-PREFIX = recorded.CEILING_PREFIX
-ALLREDUCE = recorded.ALLREDUCE_BUSBW_GBS  # the best over message sizes; per size: allreduce_busbw_gbs_<mb>mb
 COLUMNS = ("figure", "rank", "value", "min", "max", "ci95_rel", "samples", "shape", "bytes", "skipped_shapes",
            "seconds")  # fmt: skip
 SCREEN_COLUMNS = ("figure", "rank", "m", "n", "k", "tflops")
-SHAPE_DIMS = ("m", "n", "k")  # ceiling_matmul_<math>_<dim>: the best shape
 
 
 def combine(ranks: list[CeilingsReport]) -> JobOutcome:
     """The job's outcome, as a training job's, with the card's figures and no throughput."""
     ranks = sorted(ranks, key=lambda r: r.rank)
     names = [n for n in ranks[0].figures if all(n in r.figures for r in ranks)]
-    metrics = {}
+    fixed, matmul, shapes, sizes, ci = {}, {}, {}, {}, {}
     for name in names:
         found = [r.figures[name] for r in ranks]
-        metrics[PREFIX + name] = statistics.fmean(f["value"] for f in found)
-        metrics[f"{PREFIX}{name}_ci95_rel"] = max(f["ci95_rel"] for f in found)
-        if "shape" in found[0]:  # rank 0's best shape, as m, n and k
-            for dim, size in zip(SHAPE_DIMS, found[0]["shape"].split("x"), strict=True):
-                metrics[f"{PREFIX}{name.removesuffix('_tflops')}_{dim}"] = int(size)
-    sizes = [metrics[PREFIX + n] for n in names if n.startswith(ALLREDUCE + "_")]
-    if sizes:
-        metrics[PREFIX + ALLREDUCE] = max(sizes)
+        value, ci[name] = statistics.fmean(f["value"] for f in found), max(f["ci95_rel"] for f in found)
+        if math_ := recorded.matmul_math(name):
+            matmul[math_] = value
+            if "shape" in found[0]:  # rank 0's best shape
+                shapes[math_] = tuple(int(size) for size in found[0]["shape"].split("x"))
+        elif size := recorded.allreduce_size(name):
+            sizes[size] = value
+        else:
+            fixed[name] = value
+    figures = recorded.CeilingFigures(
+        **fixed, allreduce_busbw_gbs=max(sizes.values(), default=None), matmul_tflops=matmul,
+        matmul_shape=shapes, allreduce_by_size=sizes, ci95_rel=ci,
+    )  # fmt: skip
     window = (min(r.window_start for r in ranks), max(r.window_end for r in ranks))
     return JobOutcome(
         measured=recorded.Window(measured_window_s=window[1] - window[0]),
-        ceiling_metrics=metrics,
+        ceilings=figures,
         step_times_s=[],
         window=window,
         marks=rank_marks(ranks),
@@ -92,28 +94,25 @@ def log(run, outcome: JobOutcome, metrics: dict) -> dict:
     return metrics
 
 
-def result_line(name: str, metrics: dict) -> None:
+def result_line(name: str, figures: recorded.CeilingFigures) -> None:
     """One line with the headline figures, unwrapped (grep-able in a piped log)."""
-    console.console.print(f"[green]done[/] {name}: {summary(metrics)}", soft_wrap=True)
+    console.console.print(f"[green]done[/] {name}: {summary(figures)}", soft_wrap=True)
 
 
-def summary(metrics: dict) -> str:
+def summary(figures: recorded.CeilingFigures) -> str:
     """`bf16 760 TFLOP/s +/-0.4% at 4096x4096x8192; ... memory copy 4,240 GB/s ...`: the
-    headline figures."""
+    headline figures (the all-reduce at its best message size)."""
+    headline = {recorded.matmul_figure(m): v for m, v in figures.matmul_tflops.items()}
+    headline |= {name: getattr(figures, name) for name in recorded.CEILING_FIGURES}
     parts = []
-    for key, value in metrics.items():
-        if (
-            not key.startswith(PREFIX)
-            or key.endswith(("_ci95_rel", *(f"_{dim}" for dim in SHAPE_DIMS)))
-            or "mb" in key.rsplit("_", 1)[-1]
-        ):
+    for name, value in headline.items():
+        if value is None:
             continue
-        figure = key.removeprefix(PREFIX)
-        unit = "TFLOP/s" if figure.endswith("_tflops") else "GB/s"
-        label = figure.removeprefix("matmul_").rsplit("_", 1)[0].replace("_", " ")
-        ci = metrics.get(f"{key}_ci95_rel")
+        math_ = recorded.matmul_math(name)
+        label, unit = (math_, "TFLOP/s") if math_ else (name.removesuffix("_gbs").replace("_", " "), "GB/s")
+        ci = figures.ci95_rel.get(name)
         spread = f" +/-{ci:.1%}" if ci is not None and ci == ci and ci != float("inf") else ""
-        shape = [metrics.get(f"{key.removesuffix('_tflops')}_{dim}") for dim in SHAPE_DIMS]
-        at = " at " + "x".join(f"{d:g}" for d in shape) if None not in shape else ""
+        shape = figures.matmul_shape.get(math_)
+        at = " at " + "x".join(f"{d:g}" for d in shape) if shape else ""
         parts.append(f"{label} {value:,.4g} {unit}{spread}{at}")
     return "; ".join(parts)

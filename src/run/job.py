@@ -15,7 +15,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import console, credentials, recorded
+from src import console, credentials, recorded, run_result
 from src.config import points
 from src.config.finalise import resolve_precision
 from src.errors import ConfigError, DeviceUnavailable, JobFailed
@@ -84,7 +84,7 @@ def _run_job(
             outcome = _launch(cfg, selection, job_dir, name, job_started)
         metrics = _log_result(run, cfg, env, outcome, watch.summary(outcome), phases_start, job_started)
         if cfg.model.kind == recorded.CEILINGS:  # the card's figures: no throughput to return
-            return ceilings.result_line(name, metrics)
+            return ceilings.result_line(name, outcome.ceilings)
         console.result_line(
             name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled,
             min_steps=cfg.benchmark.min_steps, shared=outcome.foreign,
@@ -172,7 +172,7 @@ def _log_result(
     cfg: DictConfig,
     env: dict,
     outcome: JobOutcome,
-    telemetry_figures: dict,
+    telemetry_figures: recorded.Telemetry,
     phases_start: float,
     job_started: float,
 ) -> dict:
@@ -187,17 +187,17 @@ def _log_result(
     marks = outcome.marks | {"job_entry": job_started, "logged": time.time()}
     phase_figures = phases.phase_metrics(phases_start, marks)
     if cfg.model.kind == recorded.CEILINGS:  # the card's own figures: no throughput, no step times
-        metrics = outcome.ceiling_metrics | outcome.measured.metrics() | telemetry_figures | phase_figures
-        return ceilings.log(run, outcome, metrics)
+        figures = outcome.ceilings.metrics() | outcome.measured.metrics() | telemetry_figures.metrics()
+        return ceilings.log(run, outcome, figures | phase_figures)
     if not outcome.all_finite:  # its figures are not a result: none is logged
         run.set_tags({recorded.DIVERGED: "true"})
         raise Diverged("training diverged: non-finite loss in the measured window")
     run.log_params({points.RAN_BATCH: outcome.measured.batch_size})  # the per-GPU batch that ran
     peak = cfg.gpu.peak_tflops.get(cfg.precision.peak_key) if cfg.gpu.peak_tflops else None
-    power = telemetry_figures.get(recorded.POWER_MEAN_W)
+    power = telemetry_figures.power_mean_w
     measured = efficiency(outcome.measured, peak, power, cfg.gpu, _gpu_count(cfg))
     workload = recorded.workload_metric(cfg.model.name, cfg.precision.name, _gpu_count(cfg))
-    metrics = measured.metrics() | telemetry_figures | phase_figures | {workload: measured.throughput}
+    metrics = measured.metrics() | telemetry_figures.metrics() | phase_figures | {workload: measured.throughput}
     if outcome.breakdown is not None:  # taken after the window
         metrics |= outcome.breakdown.metrics()
     run.log_metrics(metrics)
@@ -237,7 +237,7 @@ class Diverged(RuntimeError):
 
 def _skip(cfg: DictConfig, name: str, done, digest: str, parent_run_id: str | None) -> float:
     """Report the point as done by an earlier run; its parent (if any) lists it."""
-    throughput = recorded.read(done).throughput
+    throughput = run_result.read(done).throughput
     console.skip_line(name, done.info.run_id, throughput, cfg.model.unit)
     # keyed by this point's name too: amp's ceilings point is the run tf32's measured, named tf32
     note_on_parent(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field, replace
 
-from src.recorded import Breakdown, Window
+from src.recorded import Breakdown, CeilingFigures, Window
 from src.reports import Report
 from src.run import breakdown
 from src.run.phases import rank_marks
@@ -28,7 +28,7 @@ class JobOutcome:
     world_size: int
     breakdown: Breakdown | None = None  # the step-time breakdown, combined (src/run/breakdown.py)
     top_kernels: list[dict] | None = None  # ...and rank 0's costliest kernels
-    ceiling_metrics: dict[str, float] = field(default_factory=dict)  # untyped: a ceilings job's, by metric
+    ceilings: CeilingFigures | None = None  # a model=ceilings job's figures (src/run/ceilings.py)
     ceilings_table: str | None = None  # a model=ceilings job's ceilings.csv (src/run/ceilings.py)
     matmul_screen: str | None = None  # ...and its matmul_screen.csv
     foreign: str = ""  # other programs seen on the job's GPUs (src/hardware/occupancy.py), else ''

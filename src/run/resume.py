@@ -19,7 +19,7 @@ import json
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import recorded
+from src import recorded, run_result
 from src.config import points
 
 CANDIDATES = 100  # finished runs of one hash looked at, latest first
@@ -49,14 +49,14 @@ def finished_run(client, experiment_id: str, digest: str, tags: dict) -> tuple[o
         if theirs != ours:
             there, here = points.differences(theirs, ours)
             elsewhere = elsewhere or f"run {run.info.run_id} of this config ran with {there}, this job with {here}"
-        elif (flaw := _flaw(recorded.read(run))) is None:
+        elif (flaw := _flaw(run_result.read(run))) is None:
             return run, None
         else:
             flawed = flawed or f"run {run.info.run_id} of this point {flaw}; it is kept as it is"
     return None, flawed or elsewhere
 
 
-def _flaw(result: recorded.RunResult) -> str | None:
+def _flaw(result: run_result.RunResult) -> str | None:
     """Why a finished run's figure is not a clean measurement of its point; None when it is."""
     if result.foreign:
         return f"shared its GPU with {result.foreign}"

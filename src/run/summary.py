@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from src import recorded
+from src import recorded, run_result
 from src.config import points
 
 REPEAT = "benchmark.repeat"
@@ -17,7 +17,7 @@ REPEAT = "benchmark.repeat"
 
 def run_row(run, status: str, note: str, name: str = "") -> dict:
     """A run's row; `name`: the point's own run name where the run is another point's (a skip)."""
-    result = recorded.read(run)
+    result = run_result.read(run)
     return {
         "name": name or result.name,
         "status": status,
@@ -32,7 +32,7 @@ def run_row(run, status: str, note: str, name: str = "") -> dict:
     }
 
 
-def flags(result: recorded.RunResult) -> dict[str, str]:
+def flags(result: run_result.RunResult) -> dict[str, str]:
     """Short word -> what it means for this run's figure."""
     found = {}
     if result.foreign:
