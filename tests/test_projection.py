@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from src.projection.choose import OWN, SAME, choose
+from src.projection.choose import OWN, SAME, choose, nearest_source
 from src.projection.model import Card, Ceilings, ProjectionRefused, SourcePoint, project, ratio_band
 from src.projection.sentences import pair_sentence
 
@@ -145,3 +145,22 @@ def test_the_sentence_says_what_the_ratio_is_made_of_and_where_the_source_was_po
             "double over small, m tf32 x1 (projected from big): 1.00x memory bandwidth on 50%, 2.00x tensor "
             "rate on 45%, 1.00x host link on 4% of the small's step = 1.29x at batch 10 [1.17-1.42]." + said
         )
+
+
+def test_one_workload_projected_from_two_cards_stands_once_from_the_nearer():
+    """`big` is 5.55x slower a step on `small`; `near` (a card like `small`) about 1.1x: its point
+    stands, the other is said beside it. Another workload (fp16) and another target keep theirs."""
+    near = Card("near", {"fp32": 40, "tf32": 60, "fp16": 110}, 1100, 24, 32, 32)
+    far = project(point(group=(("tag:torch", "2.11"),)), SOURCE, CEILINGS, TARGET, model_error=0.1)
+    close = project(point(gpu="near", group=(("tag:torch", "2.12"),)), near, CEILINGS, TARGET, model_error=0.1)
+    other_model = project(point(precision="fp16", math="fp16"), SOURCE, CEILINGS, TARGET, model_error=0.1)
+    other_target = project(point(), SOURCE, CEILINGS, VOLTA, model_error=0.1)
+    kept, said = nearest_source([far, close, other_model, other_target], noted=set())
+    assert kept == [close, other_model, other_target]
+    assert said == {id(close): (
+        f"small m tf32 x1: projected from near (step time x{close.step_ratio:.2f}), the nearer card; from big "
+        f"(x5.55) it would be 18 [16-20], {far.throughput / close.throughput:.2f}x of that"
+    )}  # fmt: skip
+    # one at the card's own batch stands before one nearer that is not
+    kept, _ = nearest_source([far, close], noted={id(close)})
+    assert kept == [far]

@@ -24,7 +24,7 @@ from src.compare.ratio import Spread
 from src.compare.runs import MEASURED, Measurement, aggregate, select
 from src.logged_spec import Spec, positive_number
 from src.projection.cards import known, profiles
-from src.projection.choose import BATCHES, choose
+from src.projection.choose import BATCHES, choose, nearest_source
 from src.projection.model import Card, Ceilings, Projection, ProjectionRefused, SourcePoint, project
 from src.projection.sentences import pair_sentence
 from src.stats import t95
@@ -144,7 +144,8 @@ def section(outcome: Outcome, targets: list[str]) -> list[sections.Section]:
     lines += [f"- {s}" for s in outcome.sentences] or ["- Nothing projected."]
     said = outcome.refused + list(outcome.notes.values())
     if said:
-        lines += ["", "Not projected, or not at the card's own batch:", "", *[f"- {line}" for line in said]]
+        heading = "Not projected, not at the card's own batch, or projected from one card of several:"
+        lines += ["", heading, "", *[f"- {line}" for line in said]]
     table = [(CSV, COLUMNS, records(outcome))]
     return [sections.Section("Projection: " + ", ".join(targets), lines, tables=table, warnings=said)]
 
@@ -286,4 +287,7 @@ def project_onto(measurements: list[Measurement], runs: list, targets: list[str]
             done.projections.append(projection)
             if chosen.note:
                 done.notes[id(projection)] = chosen.note
+    done.projections, set_aside = nearest_source(done.projections, set(done.notes))
+    said = {id(p): [done.notes.get(id(p)), set_aside.get(id(p))] for p in done.projections}
+    done.notes = {i: "; ".join(filter(None, notes)) for i, notes in said.items() if any(notes)}
     return done
