@@ -100,8 +100,8 @@ def figure_text(split: SplitRow | SplitMean, figure: str) -> str:
 
 
 def _marked(split: SplitRow, figure: str) -> str:
-    """The figure's text, ` ~1` where its interval holds 1.0, as the GPU ratios' charts mark it."""
-    return figure_text(split, figure) + (" ~1" if holds_one(_figure(split, figure)[1]) else "")
+    """The figure's text, marked where its interval holds 1.0 as the GPU ratios' charts mark it."""
+    return figure_text(split, figure) + (style.HOLDS_ONE if holds_one(_figure(split, figure)[1]) else "")
 
 
 def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:

@@ -48,7 +48,7 @@ class Bar:
 
     @property
     def text(self) -> str:  # beside the bar
-        ratio = f"{number(self.value)}x" + ("  ~1" if holds_one(self.interval) else "")
+        ratio = f"{number(self.value)}x" + (style.HOLDS_ONE if holds_one(self.interval) else "")
         return ratio + (f"  ! {self.flags}" if self.flags else "")
 
 

@@ -31,6 +31,7 @@ PAGE_IN = 18.0  # a chart taller than this many inches is split into pages
 TOO_SHORT = 0.005  # a bar under this fraction of its axis cannot be seen: its value says so
 LABEL_BOX = {"facecolor": "white", "edgecolor": "none", "pad": 0.5, "alpha": 0.8}
 WHISKERS = {"elinewidth": 1, "capsize": 2, "ecolor": "dimgrey"}  # a 95% interval on a bar
+HOLDS_ONE = "  ~1"  # after a bar's ratio whose 95% interval holds 1.0
 
 _CHOSEN: dict[str, object] = {}  # this comparison's colours (use_colours)
 
