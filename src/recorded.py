@@ -131,6 +131,7 @@ MEMORY_COPY_GBS = "memory_copy_gbs"  # a ceilings figure: device memory copied, 
 MEMORY_READ_GBS = "memory_read_gbs"
 HOST_TO_DEVICE_GBS, DEVICE_TO_HOST_GBS = "host_to_device_gbs", "device_to_host_gbs"  # pinned host memory
 ALLREDUCE_BUSBW_GBS = "allreduce_busbw_gbs"  # the best over message sizes; per size: ..._gbs_<size>mb
+# a ceilings job's figures of fixed name, each a field of CeilingFigures
 CEILING_FIGURES = (MEMORY_COPY_GBS, MEMORY_READ_GBS, HOST_TO_DEVICE_GBS, DEVICE_TO_HOST_GBS, ALLREDUCE_BUSBW_GBS)
 CI_SUFFIX = "_ci95_rel"  # ceiling_<figure>_ci95_rel: the widest of the ranks' 95% CIs, relative
 SHAPE_DIMS = ("m", "n", "k")  # ceiling_matmul_<math>_<dim>: the best matmul's shape
@@ -185,7 +186,8 @@ def matmul_math(figure: str) -> str | None:
 
 def allreduce_size(figure: str) -> str | None:
     """The message size of a per-size all-reduce figure (`64mb`); None for another figure."""
-    return figure.removeprefix(ALLREDUCE_BUSBW_GBS + "_") if figure.startswith(ALLREDUCE_BUSBW_GBS + "_") else None
+    prefix = ALLREDUCE_BUSBW_GBS + "_"
+    return figure.removeprefix(prefix) if figure.startswith(prefix) else None
 
 
 # ---- params a reader needs (the config's flattened keys) ----
@@ -312,26 +314,35 @@ class CeilingFigures(Figures):
         return super().metrics() | {ceiling_metric(name): value for name, value in named.items()}
 
     @classmethod
-    def from_metrics(cls, metrics: dict) -> CeilingFigures:
-        """None and empty for a run without any (a training run)."""
-        figures = {
-            k.removeprefix(CEILING_PREFIX): v for k, v in metrics.items() if k.startswith(CEILING_PREFIX)
-        }
-        matmul, shape, sizes, ci = {}, {}, {}, {}
-        for name, value in figures.items():
-            if name.endswith(CI_SUFFIX):
-                ci[name.removesuffix(CI_SUFFIX)] = value
-            elif math_ := matmul_math(name):
-                matmul[math_] = value
-            elif found := _MATMUL_DIM.fullmatch(name):
-                shape.setdefault(found[1], {})[found[2]] = int(value)
-            elif size := allreduce_size(name):
-                sizes[size] = value
-        shapes = {m: tuple(dims[d] for d in SHAPE_DIMS) for m, dims in shape.items() if len(dims) == 3}
-        return cls.read_named(
-            metrics, matmul_tflops=matmul, matmul_shape=shapes, allreduce_by_size=sizes, ci95_rel=ci
+    def named(cls, values: dict[str, float], ci95_rel: dict[str, float], shapes: dict[str, tuple]):
+        """The figures from their names (matmul_bf16_tflops, allreduce_busbw_gbs_64mb, memory_copy_gbs, ...),
+        each one's CI and each matmul's best shape (m, n, k); the all-reduce's best, where not given, is
+        the largest of its message sizes."""
+        matmul = {math_: v for name, v in values.items() if (math_ := matmul_math(name))}
+        sizes = {size: v for name, v in values.items() if (size := allreduce_size(name))}
+        fixed = {name: values[name] for name in CEILING_FIGURES if name in values}
+        fixed.setdefault(ALLREDUCE_BUSBW_GBS, max(sizes.values(), default=None))
+        shape = {matmul_math(name): dims for name, dims in shapes.items()}
+        return cls(
+            **fixed, matmul_tflops=matmul, matmul_shape=shape, allreduce_by_size=sizes, ci95_rel=ci95_rel
         )
 
+    @classmethod
+    def from_metrics(cls, metrics: dict) -> CeilingFigures:
+        """None and empty for a run without any (a training run)."""
+        values, ci, dims = {}, {}, {}
+        for key, value in metrics.items():
+            name = key.removeprefix(CEILING_PREFIX)
+            if name == key:
+                continue
+            if name.endswith(CI_SUFFIX):
+                ci[name.removesuffix(CI_SUFFIX)] = value
+            elif found := _MATMUL_DIM.fullmatch(name):
+                dims.setdefault(matmul_figure(found[1]), {})[found[2]] = int(value)
+            else:
+                values[name] = value
+        shapes = {name: tuple(d[dim] for dim in SHAPE_DIMS) for name, d in dims.items() if len(d) == 3}
+        return cls.named(values, ci, shapes)
 
 METRICS = (
     *Window.metric_names(), PUBLISHED_RUNS, PUBLISHED_RUNS_LOG_SE, *Telemetry.metric_names(),

@@ -25,22 +25,14 @@ def combine(ranks: list[CeilingsReport]) -> JobOutcome:
     """The job's outcome, as a training job's, with the card's figures and no throughput."""
     ranks = sorted(ranks, key=lambda r: r.rank)
     names = [n for n in ranks[0].figures if all(n in r.figures for r in ranks)]
-    fixed, matmul, shapes, sizes, ci = {}, {}, {}, {}, {}
+    values, ci, shapes = {}, {}, {}
     for name in names:
         found = [r.figures[name] for r in ranks]
-        value, ci[name] = statistics.fmean(f["value"] for f in found), max(f["ci95_rel"] for f in found)
-        if math_ := recorded.matmul_math(name):
-            matmul[math_] = value
-            if "shape" in found[0]:  # rank 0's best shape
-                shapes[math_] = tuple(int(size) for size in found[0]["shape"].split("x"))
-        elif size := recorded.allreduce_size(name):
-            sizes[size] = value
-        else:
-            fixed[name] = value
-    figures = recorded.CeilingFigures(
-        **fixed, allreduce_busbw_gbs=max(sizes.values(), default=None), matmul_tflops=matmul,
-        matmul_shape=shapes, allreduce_by_size=sizes, ci95_rel=ci,
-    )  # fmt: skip
+        values[name] = statistics.fmean(f["value"] for f in found)
+        ci[name] = max(f["ci95_rel"] for f in found)
+        if "shape" in found[0]:  # rank 0's best shape
+            shapes[name] = tuple(int(size) for size in found[0]["shape"].split("x"))
+    figures = recorded.CeilingFigures.named(values, ci, shapes)
     window = (min(r.window_start for r in ranks), max(r.window_end for r in ranks))
     return JobOutcome(
         measured=recorded.Window(measured_window_s=window[1] - window[0]),
