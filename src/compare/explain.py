@@ -1,11 +1,6 @@
 """Why one GPU is faster: every measured point against its card's measured ceilings, where its step
-time went, one sentence per model pair, and the published means checked against yours.
-
-Computed at compare time from what the runs logged, so runs logged before a ceilings run existed
-are placed too. A point's ceilings run is the latest FINISHED `model=ceilings` run of the same GPU
-name, GPU count and software stack (torch, CUDA, cuDNN, NCCL, driver), smoke with smoke only; none
-found: the point says so. Share of ceiling = achieved TFLOP/s per GPU / the ceiling of the math
-that ran (its spec's peak key: fp32, tf32, fp16, bf16), beside MFU against the spec sheet.
+time went, one sentence per model pair, and the published means checked against yours. Computed at
+compare time from what the runs logged, so runs logged before a ceilings run existed are placed too.
 """
 
 from __future__ import annotations
@@ -34,78 +29,46 @@ COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "gpu_name", reco
 POWER_LIMITED = 0.5  # a point whose runs sat at the card's power limit for more of the window than this
 
 
-@dataclass(frozen=True)
-class Power:
-    """A point's runs against their card's power limit (medians over the runs' measured windows)."""
-
-    limited_share: float  # of the window NVML reported the clocks held down by the power limit
-    limit_w: str | None  # the enforced limit (per GPU: "700", or "300/350")
-    mean_w: float | None  # per GPU
-    sm_clock_mhz: float | None
-
-    @property
-    def limited(self) -> bool:
-        return self.limited_share > POWER_LIMITED
-
-    def said(self) -> str:
-        """`at its 700 W power limit for 89% of the window (695 W mean, SM clock 1,755 MHz)`."""
-        limit = f"{self.limit_w} W " if self.limit_w else ""
-        detail = [f"{self.mean_w:,.0f} W mean" if self.mean_w else "",
-                  f"SM clock {self.sm_clock_mhz:,.0f} MHz" if self.sm_clock_mhz else ""]  # fmt: skip
-        detail = ", ".join(d for d in detail if d)
-        said = f"at its {limit}power limit for {_pct(self.limited_share)} of the window"
-        return said + (f" ({detail})" if detail else "")
-
-
-def power_of(runs: list[run_result.RunResult]) -> Power | None:
-    """None where no run's telemetry logged the power-limit share."""
-    limited_share = median_of(r.telemetry.throttled_power_share for r in runs)
-    if limited_share is None:
-        return None
-    limits = sorted({r.tags[recorded.POWER_LIMIT] for r in runs if recorded.POWER_LIMIT in r.tags})
-    return Power(
-        limited_share=limited_share,
-        limit_w="/".join(limits) or None,
-        mean_w=median_of(r.telemetry.power_mean_w for r in runs),
-        sm_clock_mhz=median_of(r.telemetry.sm_clock_mean_mhz for r in runs),
-    )
-
-
-@dataclass
 class Placement:
-    measurement: Measurement
-    gpu_name: str
-    achieved_tflops: float | None  # per GPU, median of the point's runs
-    mfu: float | None
-    math: str | None  # the ceiling the math that ran is held against
-    ceilings_run: run_result.RunResult | None  # the card's (matching_ceilings)
-    shares: dict[str, float] | None  # step-time breakdown, median of the runs that have one
-    power: Power | None = None  # how it ran against the card's power limit, where telemetry says
+    """A measured point against its card's ceilings run and power limit: medians over its runs."""
 
-    @property
-    def ceiling_tflops(self) -> float | None:
-        if self.ceilings_run is None or self.math is None:
-            return None
-        return self.ceilings_run.ceilings.matmul_tflops.get(self.math)
-
-    @property
-    def share_of_ceiling(self) -> float | None:
-        ceiling = self.ceiling_tflops
-        return self.achieved_tflops / ceiling if ceiling and self.achieved_tflops else None
-
-    @property
-    def power_limited(self) -> bool:
-        return self.power is not None and self.power.limited
-
-    @property
-    def note(self) -> str:
-        m = self.measurement
-        if self.ceilings_run is None:
-            return (
+    def __init__(self, measurement: Measurement, by_id: dict, ceilings: list[run_result.RunResult]) -> None:
+        m, runs = measurement, [by_id[r.run_id] for r in measurement.runs if r.run_id in by_id]
+        self.measurement, self.gpu_name = m, runs[0].gpu_name
+        self.achieved_tflops = median_of(r.achieved_tflops_per_gpu for r in runs)  # per GPU
+        self.mfu = median_of(r.mfu for r in runs)
+        self.math = m.spec.peak_key  # the math that ran: the ceiling it is held against
+        self.ceilings_run = card = matching_ceilings(ceilings, *runs)
+        self.ceiling_tflops = card.ceilings.matmul_tflops.get(self.math) if card and self.math else None
+        ceiling, achieved = self.ceiling_tflops, self.achieved_tflops
+        self.share_of_ceiling = achieved / ceiling if ceiling and achieved else None
+        with_shares = [r.shares for r in runs if r.shares]  # step-time breakdowns
+        self.shares = {s: median_of(x[s] for x in with_shares) for s in SHARES} if with_shares else None
+        # of the window NVML reported the clocks held down by the power limit; None: no telemetry of it
+        self.power_share = median_of(r.telemetry.throttled_power_share for r in runs)
+        told = self.power_share is not None
+        self.power_limited = self.power_share > POWER_LIMITED if told else None
+        limits = sorted({r.tags[recorded.POWER_LIMIT] for r in runs if recorded.POWER_LIMIT in r.tags})
+        self.power_limit_w = ("/".join(limits) or None) if told else None  # per GPU: "700", or "300/350"
+        self.power_mean_w = median_of(r.telemetry.power_mean_w for r in runs)  # per GPU
+        self.sm_clock_mhz = median_of(r.telemetry.sm_clock_mean_mhz for r in runs)
+        self.note = ""  # what it lacks: a ceilings run, or that run's matmul figure for its math
+        if card is None:
+            self.note = (
                 f"no ceilings run of {self.gpu_name} x{m.gpu_count} with this software stack: "
                 f"python -m src.train model=ceilings gpu={m.gpu} gpu.count={m.gpu_count}"
             )
-        return "" if self.ceiling_tflops is not None else f"the ceilings run has no {self.math} matmul figure"
+        elif ceiling is None:
+            self.note = f"the ceilings run has no {self.math} matmul figure"
+
+    def power_said(self) -> str:
+        """`at its 700 W power limit for 89% of the window (695 W mean, SM clock 1,755 MHz)`."""
+        limit = f"{self.power_limit_w} W " if self.power_limit_w else ""
+        detail = [f"{self.power_mean_w:,.0f} W mean" if self.power_mean_w else "",
+                  f"SM clock {self.sm_clock_mhz:,.0f} MHz" if self.sm_clock_mhz else ""]  # fmt: skip
+        detail = ", ".join(d for d in detail if d)
+        said = f"at its {limit}power limit for {_pct(self.power_share)} of the window"
+        return said + (f" ({detail})" if detail else "")
 
 
 @dataclass
@@ -139,37 +102,28 @@ def median_of(values) -> float | None:
     return statistics.median(found) if found else None
 
 
-def place(measurement: Measurement, by_id: dict, ceilings: list[run_result.RunResult]) -> Placement:
-    runs = [by_id[r.run_id] for r in measurement.runs if r.run_id in by_id]
-    with_shares = [r.shares for r in runs if r.shares]
-    return Placement(
-        measurement=measurement,
-        gpu_name=runs[0].gpu_name,
-        achieved_tflops=median_of(r.achieved_tflops_per_gpu for r in runs),
-        mfu=median_of(r.mfu for r in runs),
-        math=measurement.spec.peak_key,  # the math that ran
-        ceilings_run=matching_ceilings(ceilings, *runs),
-        shares={s: median_of(m[s] for m in with_shares) for s in SHARES} if with_shares else None,
-        power=power_of(runs),
-    )
-
-
 def explain(runs: list, measurements: list[Measurement], rows: list[RelativeRow], summary: list[SummaryRow],
             baseline: str) -> Explanation:  # fmt: skip
     """Place every measured point; a sentence per model pair; the category claims checked."""
-    ceilings = ceilings_runs(runs)
-    by_id = {r.run_id: r for r in runs}
-    placements = [place(m, by_id, ceilings) for m in measurements if m.source == MEASURED]
+    ceilings, by_id = ceilings_runs(runs), {r.run_id: r for r in runs}
+    placements = [Placement(m, by_id, ceilings) for m in measurements if m.source == MEASURED]
     placed = {p.measurement.label: p for p in placements}
     sentences = []
     for row in rows:
-        if row.baseline is None or row.baseline.side == row.measurement.side:
+        m, base = row.measurement, row.baseline
+        if base is None or base.side == m.side:
             continue
-        a, b = placed.get(row.measurement.label), placed.get(row.baseline.label)
+        a, b = placed.get(m.label), placed.get(base.label)
+        head = f"{m.workload} {m.precision} x{m.gpu_count}, {m.side} vs {base.side} {row.relative:.2f}x: "
         if a and b:
-            sentences.append(pair_sentence(row, a, b))
-        elif (a or b) and (a or b).power_limited:  # the other side is a published figure
-            sentences.append(limited_against_published(row, a or b))
+            sentences.append(head + pair_sentence(row.relative, a, b))
+        elif (a or b) and (a or b).power_limited:  # the other side is a published figure: no telemetry
+            p, other = (a, base) if a else (b, m)
+            sentences.append(
+                f"{head}{p.measurement.side} {p.power_said()}; {other.side}'s figure is published "
+                f"({other.source}) and carries no power telemetry: a power-limited run set against a "
+                "figure whose power is not known."
+            )
     return Explanation(placements, sentences, check_claims(summary, baseline))
 
 
@@ -190,49 +144,31 @@ def _side(p: Placement) -> str:
         top = max((s for s in SHARES if s != "matmul"), key=lambda s: p.shares[s] or 0)
         text += f", with {_pct(p.shares['matmul'])} of its step in matmul/conv and "
         text += f"{_pct(p.shares[top])} {SHARE_TITLES[top]}"
-    return text + (f", {p.power.said()}" if p.power_limited else "")
+    return text + (f", {p.power_said()}" if p.power_limited else "")
 
 
-def pair_sentence(row: RelativeRow, a: Placement, b: Placement) -> str:
-    """One sentence: the ratio, each side's breakdown and share of ceiling, and where both have a
-    ceiling, the ratio split into the ceilings' ratio times the ratio of shares of them."""
-    m = row.measurement
-    head = f"{m.workload} {m.precision} x{m.gpu_count}, {m.side} vs {row.baseline.side} {row.relative:.2f}x"
-    text = f"{head}: {m.side} {_side(a)}; {row.baseline.side} {_side(b)}"
+def pair_sentence(relative: float, a: Placement, b: Placement) -> str:
+    """Each side's share of ceiling and breakdown; where both have a ceiling of the same math, the
+    ratio split into the ceilings' ratio times the ratio of shares of them; the power limits."""
+    text = f"{a.measurement.side} {_side(a)}; {b.measurement.side} {_side(b)}"
     if a.share_of_ceiling and b.share_of_ceiling and a.math == b.math:
         ceilings, used = a.ceiling_tflops / b.ceiling_tflops, a.share_of_ceiling / b.share_of_ceiling
         text += (
-            f". Of the {row.relative:.2f}x, {ceilings:.2f}x is the cards' {a.math} ceilings and "
+            f". Of the {relative:.2f}x, {ceilings:.2f}x is the cards' {a.math} ceilings and "
             f"{used:.2f}x how much of them each run used"
         )
         copy_a, copy_b = (p.ceilings_run.ceilings.memory_copy_gbs for p in (a, b))
         if copy_a and copy_b:
             text += f"; their memory copy bandwidths differ {copy_a / copy_b:.2f}x"
-    return text + _power_limits(a, b) + "."
-
-
-def limited_against_published(row: RelativeRow, p: Placement) -> str:
-    """A ratio of a run at its power limit to a published figure, which carries no telemetry."""
-    m, base = row.measurement, row.baseline
-    other = base if p.measurement.label == m.label else m
-    return (
-        f"{m.workload} {m.precision} x{m.gpu_count}, {m.side} vs {base.side} {row.relative:.2f}x: "
-        f"{p.measurement.side} {p.power.said()}; {other.side}'s figure is published ({other.source}) "
-        "and carries no power telemetry: a power-limited run set against a figure whose power is not known."
-    )
-
-
-def _power_limits(a: Placement, b: Placement) -> str:
-    """Whether the ratio is one between power-limited runs, or one side's."""
     limited = [p.measurement.side for p in (a, b) if p.power_limited]
-    unknown = [p.measurement.side for p in (a, b) if p.power is None]
+    unknown = [p.measurement.side for p in (a, b) if p.power_limited is None]
     if len(limited) == 2:
-        return ". Both ran at their power limits: a ratio between power-limited cards"
-    if not limited:
-        return ""
-    if unknown:
-        return f". {limited[0]} ran at its power limit; {unknown[0]}'s runs logged no power telemetry"
-    return f". Only {limited[0]} ran at its power limit"
+        text += ". Both ran at their power limits: a ratio between power-limited cards"
+    elif limited and unknown:
+        text += f". {limited[0]} ran at its power limit; {unknown[0]}'s runs logged no power telemetry"
+    elif limited:
+        text += f". Only {limited[0]} ran at its power limit"
+    return text + "."
 
 
 def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
@@ -250,12 +186,13 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
             ours = rows.get((category, precision, count, gpu, MEASURED))
             if src != source or ours is None:  # nothing of yours to check it against: the tables show it
                 continue
-            same = (value - 1) * (ours - 1) > 0 or abs(ours - value) < 0.02
+            if (value - 1) * (ours - 1) > 0 or abs(ours - value) < 0.02:
+                verdict = "holds in direction."
+            else:
+                verdict = "does not hold: the measured ratio is on the other side of 1."
             claims.append(
                 f"{source} {category}, {precision}, {gpus(count)}: {gpu} {value:.2f}x; measured {ours:.2f}x "
-                f"({ours / value - 1:+.0%}): "
-                + ("holds in direction." if same else
-                   "does not hold: the measured ratio is on the other side of 1.")
+                f"({ours / value - 1:+.0%}): {verdict}"
             )
         claims += _ordering_claims(rows, source, a="vision", b="language") + _count_claims(rows, source)
     return claims
@@ -298,16 +235,15 @@ def _verdict(claim: str, published_up: bool, measured_up: bool, measured: str) -
 
 def record(p: Placement) -> dict:
     m = p.measurement
-    shares = {f"{s}_share": (p.shares or {}).get(s) for s in SHARES}
     return {
         "model": m.model, "variant": m.variant, "precision": m.precision, "gpu_count": m.gpu_count,
         "gpu": m.side, "gpu_name": p.gpu_name, recorded.ACHIEVED_TFLOPS_PER_GPU: p.achieved_tflops,
         recorded.MFU: p.mfu,
         "ceiling_math": p.math, "ceiling_tflops": p.ceiling_tflops, "share_of_ceiling": p.share_of_ceiling,
-        "ceilings_run": p.ceilings_run.run_id if p.ceilings_run else None, **shares,
-        recorded.THROTTLED_POWER_SHARE: p.power.limited_share if p.power else None,
-        recorded.POWER_LIMIT: p.power.limit_w if p.power else None,
-        "power_limited": p.power.limited if p.power else None, "note": p.note,
+        "ceilings_run": p.ceilings_run.run_id if p.ceilings_run else None,
+        **{f"{s}_share": (p.shares or {}).get(s) for s in SHARES},
+        recorded.THROTTLED_POWER_SHARE: p.power_share, recorded.POWER_LIMIT: p.power_limit_w,
+        "power_limited": p.power_limited, "note": p.note,
     }  # fmt: skip
 
 
@@ -329,16 +265,17 @@ def markdown(explanation: Explanation) -> list[str]:
     if not explanation.placements:
         return lines
     header = ("point", "achieved TFLOP/s", "MFU (spec)", "share of ceiling", *SHARES, "note")
-    rows = []
-    for p in explanation.placements:
-        share = p.share_of_ceiling
-        cells = [
+    rows = [
+        [
             p.measurement.label,
-            f"{p.achieved_tflops:,.3g}" if p.achieved_tflops is not None else "",
-            _pct(p.mfu) if p.mfu is not None else "",
-            f"{_pct(share)} of {p.ceiling_tflops:,.3g} ({p.math})" if share is not None else "",
+            "" if p.achieved_tflops is None else f"{p.achieved_tflops:,.3g}",
+            "" if p.mfu is None else _pct(p.mfu),
+            ""
+            if p.share_of_ceiling is None
+            else f"{_pct(p.share_of_ceiling)} of {p.ceiling_tflops:,.3g} ({p.math})",
             *[_pct(p.shares.get(s)) if p.shares else "" for s in SHARES],
-            "; ".join(n for n in (p.power.said() if p.power_limited else "", p.note) if n),
+            "; ".join(n for n in (p.power_said() if p.power_limited else "", p.note) if n),
         ]
-        rows.append(cells)
+        for p in explanation.placements
+    ]
     return lines + ["", "### Points against their ceilings", ""] + markdown_grid(header, rows)
