@@ -1,19 +1,16 @@
 """Compare's projection section (`project=[a6000,rtx3090]`, src/projection/ holds the model): every
 measured point of a card not named is projected onto each card named; the projected points become
 points of their own source, `projected`, so they join the same tables, ratios, category means and
-charts as measured and published ones without ever pooling with them. The section adds what each
-ratio is made of, what could not be projected and why, `projection.csv`, and one MLflow run per
-projected point (kind `projection`, the runs it was made from named in its tags).
+charts as measured and published ones without ever pooling with them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import statistics
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from omegaconf import OmegaConf
 
@@ -64,7 +61,14 @@ def for_compare(cfg, records: list, runs: list, baseline: str) -> Outcome:
         [m] = [m for m in measurements if m.runs and m.runs[0].run_id == p.source.run_ids[0]]
         variant = f"batch_size={p.source.batch}" if per_card[_card_key(p)] > 1 else ""
         outcome.measurements.append(as_measurement(p, m, variant))
-    outcome.sentences = _sentences(outcome.projections, baseline, model_error)
+    # each card over the baseline where the baseline is projected too, else over the card measured
+    keyed = {_card_key(p): p for p in outcome.projections}
+    for (gpu, model, precision, count, group), p in sorted(keyed.items(), key=lambda item: item[0][:4]):
+        if gpu != baseline:
+            base = keyed.get((baseline, model, precision, count, group))
+            if base is None:  # against the card it was measured on: that card projected onto itself
+                base = project(p.source, p.source_card, p.ceilings, p.source_card, model_error)
+            outcome.sentences.append(pair_sentence(p, base, model_error))
     return outcome
 
 
@@ -73,10 +77,9 @@ def _card_key(p: Projection) -> tuple:
 
 
 def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
-    """The projection as a point of source `projected`, on the target card, with its band as the
-    95% interval (a spread with no degrees of freedom to lose: the model's error is measured). Its
-    variant names its batch only where a card has several (projection.batch=same): cards of one
-    workload run their own batches, as measured ones do."""
+    """The projection as a point of source `projected` on the target card, its band as the 95%
+    interval (normal: the model's error is measured, no degrees of freedom to lose). `variant` names
+    its batch where a card has several (projection.batch=same), as measured points of one workload do."""
     low, high = p.interval
     se = math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE)
     # the stack is the source card's; its memory cap stood for the target's memory: neither is the target's
@@ -84,31 +87,13 @@ def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
     t = p.target
     spec = Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)
     projected = {"gpu": t.name, "side": t.name, "source": PROJECTED, "config": config}
-    runs = [
-        dataclasses.replace(
-            r, **projected, result=dataclasses.replace(r.result, gpu=t.name, source=PROJECTED, spec=spec)
-        )
-        for r in m.runs
-    ]
-    return dataclasses.replace(
+    result = {"gpu": t.name, "source": PROJECTED, "spec": spec}
+    runs = [replace(r, **projected, result=replace(r.result, **result)) for r in m.runs]
+    return replace(
         m, **projected, throughput=p.throughput, throughput_min=low, throughput_max=high, per_watt=None,
         per_watt_basis=None, per_kusd=None, runs=runs, variant=variant,
         spread=Spread(se, NO_DOF_TO_LOSE, PROJECTED),
     )  # fmt: skip
-
-
-def _sentences(projections: list[Projection], baseline: str, model_error: float) -> list[str]:
-    """Each card over the baseline where the baseline is projected too, else over the card measured."""
-    found = []
-    keyed = {_card_key(p): p for p in projections}
-    for (gpu, model, precision, count, group), p in sorted(keyed.items(), key=lambda item: item[0][:4]):
-        if gpu == baseline:
-            continue
-        base = keyed.get((baseline, model, precision, count, group))
-        if base is None:  # against the card it was measured on: that card projected onto itself
-            base = project(p.source, p.source_card, p.ceilings, p.source_card, model_error)
-        found.append(pair_sentence(p, base, model_error))
-    return found
 
 
 def records(outcome: Outcome) -> list[dict]:
@@ -153,27 +138,22 @@ def section(outcome: Outcome, targets: list[str]) -> list[sections.Section]:
 def errors(cfg) -> list[str]:
     """What is wrong with compare's `project` and `projection.*`, one line each."""
     names, asked = known(), list(cfg.project)
-    found = [
-        f"project={asked}: {name!r} is not a gpu profile; one of {', '.join(names)}"
-        for name in asked
-        if name not in names
-    ]
+    unknown = [name for name in asked if name not in names]
+    found = [f"project={asked}: {name!r} is not a gpu profile; one of {', '.join(names)}" for name in unknown]
     if asked and cfg.by:
         found.append(f"project={asked} with by={cfg.by}: by= compares the values of a tag on one card; "
                      "project= compares cards: give one of them")  # fmt: skip
-    if cfg.projection.batch not in BATCHES:
-        found.append(f"projection.batch={cfg.projection.batch!r}: must be one of {', '.join(BATCHES)}")
-    if not 0 <= cfg.projection.model_error < 10:
-        found.append(
-            f"projection.model_error={cfg.projection.model_error}: must be a fraction >= 0 (0.2 = 20%)"
-        )
+    batch, model_error = cfg.projection.batch, cfg.projection.model_error
+    if batch not in BATCHES:
+        found.append(f"projection.batch={batch!r}: must be one of {', '.join(BATCHES)}")
+    if not 0 <= model_error < 10:
+        found.append(f"projection.model_error={model_error}: must be a fraction >= 0 (0.2 = 20%)")
     return found
 
 
 def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> None:
-    """One run per projected point in the report's experiment, a child of the report run: its
-    figures, each part's share and scale, and the runs it was made from (tags `projected_from`,
-    `ceilings_run`)."""
+    """One run per projected point (kind `projection`), a child of the report run: its figures, each
+    part's share and scale, and the runs it was made from (tags `projected_from`, `ceilings_run`)."""
     from mlflow.entities import Metric
 
     from src.tracking import store
@@ -235,14 +215,6 @@ def source_point(m: Measurement, runs: list[run_result.RunResult]) -> SourcePoin
     )
 
 
-def ceilings_of(runs: list[run_result.RunResult], found: list[run_result.RunResult]) -> Ceilings | None:
-    """The point's card's ceilings: the latest ceilings run of its GPU name, count and stack."""
-    latest = explain.matching_ceilings(found, *runs)
-    if latest is None:
-        return None
-    return Ceilings(latest.run_id, latest.ceilings.matmul_tflops, latest.ceilings.memory_copy_gbs)
-
-
 def source_card(gpu: str, params: dict, profile: dict | None) -> Card:
     """The card a point ran on: the spec sheet its run logged, its profile (`profile`, as read by
     the entry point) for figures it never logged (runs from before the figure existed)."""
@@ -250,9 +222,7 @@ def source_card(gpu: str, params: dict, profile: dict | None) -> Card:
     peak, logged = "gpu.peak_tflops.", {k: positive_number(v) for k, v in params.items()}
     logged_peaks = {k.removeprefix(peak): v for k, v in logged.items() if k.startswith(peak) and v}
     profile["peak_tflops"] = profile.get("peak_tflops", {}) | logged_peaks
-    for key in LOGGED_FIGURES:
-        if logged.get(f"gpu.{key}"):
-            profile[key] = logged[f"gpu.{key}"]
+    profile |= {key: logged[f"gpu.{key}"] for key in LOGGED_FIGURES if logged.get(f"gpu.{key}")}
     return Card.from_profile(profile)
 
 
@@ -278,7 +248,9 @@ def project_onto(measurements: list[Measurement], runs: list, targets: list[str]
             point = chosen.point
             try:
                 card = source_card(point.gpu, by_id[point.run_ids[0]].params, profiles.get(point.gpu))
-                ceilings = ceilings_of([by_id[i] for i in point.run_ids], found)
+                latest = explain.matching_ceilings(found, *[by_id[i] for i in point.run_ids])
+                figures = latest and latest.ceilings  # None: no ceilings run of its card and stack
+                ceilings = latest and Ceilings(latest.run_id, figures.matmul_tflops, figures.memory_copy_gbs)
                 projection = project(point, card, ceilings, target, model_error)
             except ProjectionRefused as exc:
                 if str(exc) not in done.refused:  # a point without its breakdown: once, not per target
