@@ -175,34 +175,34 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
     """The published study's category means (each source other than `measured`) against the
     measured ones: per category, vision against language, and the smallest GPU count against the
     largest, each said in words."""
-    rows = {
-        (s.category, s.precision, s.gpu_count, s.side, s.source): s.relative_mean
-        for s in summary
-        if s.side != baseline  # the baseline's own rows are 1.0 by definition: no claim
-    }
+    means: dict[str, dict[tuple, float]] = {}  # source -> (category, precision, count, gpu) -> mean
+    for s in summary:
+        if s.side != baseline:  # the baseline's own rows are 1.0 by definition: no claim
+            means.setdefault(s.source, {})[s.category, s.precision, s.gpu_count, s.side] = s.relative_mean
+    ours = means.pop(MEASURED, {})
     claims = []
-    for source in sorted({s.source for s in summary if s.source != MEASURED}):
-        for (category, precision, count, gpu, src), value in sorted(rows.items()):
-            ours = rows.get((category, precision, count, gpu, MEASURED))
-            if src != source or ours is None:  # nothing of yours to check it against: the tables show it
+    for source, theirs in sorted(means.items()):
+        for (category, precision, count, gpu), value in sorted(theirs.items()):
+            mine = ours.get((category, precision, count, gpu))
+            if mine is None:  # nothing of yours to check it against: the tables show it
                 continue
-            if (value - 1) * (ours - 1) > 0 or abs(ours - value) < 0.02:
+            if (value - 1) * (mine - 1) > 0 or abs(mine - value) < 0.02:
                 verdict = "holds in direction."
             else:
                 verdict = "does not hold: the measured ratio is on the other side of 1."
             claims.append(
-                f"{source} {category}, {precision}, {gpus(count)}: {gpu} {value:.2f}x; measured {ours:.2f}x "
-                f"({ours / value - 1:+.0%}): {verdict}"
+                f"{source} {category}, {precision}, {gpus(count)}: {gpu} {value:.2f}x; measured {mine:.2f}x "
+                f"({mine / value - 1:+.0%}): {verdict}"
             )
-        claims += _ordering_claims(rows, source, a="vision", b="language") + _count_claims(rows, source)
+        claims += _ordering_claims(source, theirs, ours) + _count_claims(source, theirs, ours)
     return claims
 
 
-def _ordering_claims(rows: dict, source: str, a: str, b: str) -> list[str]:
-    """Published: category `a`'s mean against `b`'s at one precision, count and gpu; measured: the same?"""
-    claims = []
-    for precision, count, gpu in sorted({(p, n, g) for (_, p, n, g, s) in rows if s == source}):
-        pa, pb, ma, mb = (rows.get((c, precision, count, gpu, s)) for s in (source, MEASURED) for c in (a, b))
+def _ordering_claims(source: str, theirs: dict, ours: dict) -> list[str]:
+    """Published: vision's mean against language's at one precision, count and gpu; measured: the same?"""
+    claims, a, b = [], "vision", "language"
+    for precision, count, gpu in sorted({key[1:] for key in theirs}):
+        pa, pb, ma, mb = (d.get((c, precision, count, gpu)) for d in (theirs, ours) for c in (a, b))
         if all(v is not None for v in (pa, pb, ma, mb)):
             claim = f"{source}: {gpu} gains {'more' if pb > pa else 'less'} on {b} ({pb:.2f}x) than on {a} "
             claim += f"({pa:.2f}x) at {precision}, {gpus(count)}"
@@ -210,17 +210,13 @@ def _ordering_claims(rows: dict, source: str, a: str, b: str) -> list[str]:
     return claims
 
 
-def _count_claims(rows: dict, source: str) -> list[str]:
+def _count_claims(source: str, theirs: dict, ours: dict) -> list[str]:
     """Published: the ratio at the largest GPU count against the smallest; measured: the same?"""
-    series: dict[tuple, dict[int, float]] = {}
-    for (category, precision, count, gpu, src), value in rows.items():
-        if src == source:
-            series.setdefault((category, precision, gpu), {})[count] = value
     claims = []
-    for (category, precision, gpu), by_count in sorted(series.items()):
-        low, high = min(by_count), max(by_count)
-        pl, ph = by_count[low], by_count[high]
-        ml, mh = (rows.get((category, precision, n, gpu, MEASURED)) for n in (low, high))
+    for category, precision, gpu in sorted({(c, p, g) for c, p, _, g in theirs}):
+        counts = [n for c, p, n, g in theirs if (c, p, g) == (category, precision, gpu)]
+        low, high = min(counts), max(counts)
+        pl, ph, ml, mh = (d.get((category, precision, n, gpu)) for d in (theirs, ours) for n in (low, high))
         if low != high and ml is not None and mh is not None:
             claim = f"{source}: {gpu}'s {category} {precision} ratio is {'higher' if ph > pl else 'lower'}"
             claim += f" at {high} GPUs ({ph:.2f}x) than at {low} ({pl:.2f}x)"
