@@ -12,7 +12,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from mlflow.entities import Param
 
-from src.compare.runs import CompareError, measured_config
+from src.compare.runs import CompareError
+from src.config.points import point_config as measured_config
 from src.config.schema import register_configs
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT

@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from src import recorded
-from src.compare.runs import RunRecord, aggregate, measured_config, to_record
+from src.compare.runs import RunRecord, aggregate, to_record
 from src.config import points
 from src.config.finalise import finalize
 from src.run import resume
@@ -52,8 +52,8 @@ def test_a_measured_key_declared_once_reaches_hash_point_tags_and_labels(fake_kn
     assert resume.config_hash(default) == resume.config_hash(before)
     assert resume.config_hash(set_) != resume.config_hash(default)
     # compare's point
-    assert measured_config(logged_params(default)) == measured_config(logged_params(before))
-    assert ("benchmark.fake_knob", "3") in measured_config(logged_params(set_))
+    assert points.point_config(logged_params(default)) == points.point_config(logged_params(before))
+    assert ("benchmark.fake_knob", "3") in points.point_config(logged_params(set_))
     # the run's setting tags
     assert "fake_knob" not in points.setting_tags(default)
     assert points.setting_tags(set_)["fake_knob"] == 3
@@ -66,7 +66,8 @@ def test_a_measured_key_declared_once_reaches_hash_point_tags_and_labels(fake_kn
 def test_a_procedure_key_is_in_the_hash_but_not_the_point(monkeypatch, fake_knob):
     monkeypatch.setitem(points.KEYS, "benchmark.fake_knob", points.Declared(points.PROCEDURE, default=0))
     assert resume.config_hash(fake_knob(3)) != resume.config_hash(fake_knob(0))
-    assert measured_config(logged_params(fake_knob(3))) == measured_config(logged_params(fake_knob(0)))
+    three, zero = (points.point_config(logged_params(fake_knob(n))) for n in (3, 0))
+    assert three == zero
     assert points.setting_tags(fake_knob(3)) == points.setting_tags(fake_knob(0))
 
 

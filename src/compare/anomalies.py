@@ -24,6 +24,7 @@ from src import recorded
 from src.compare.analysis import RelativeRow
 from src.compare.ratio import GPU_SHARED
 from src.compare.runs import Measurement
+from src.config import points
 from src.console import number
 
 SCALING_ABOVE_100 = "scaling_above_100"
@@ -98,7 +99,8 @@ def procedure_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
     20/500: 1 of 4', naming the runs that differ from the most common way."""
     found = []
     for m in measurements:
-        ways = Counter(r.procedure for r in m.runs)
+        procedures = {r.run_id: points.procedure_config(r.result.params) for r in m.runs}
+        ways = Counter(procedures.values())
         if len(ways) < 2:
             continue
         usual = ways.most_common(1)[0][0]
@@ -106,7 +108,7 @@ def procedure_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
         keys = sorted(k for k in set().union(*settings) if len({s.get(k) for s in settings}) > 1)
         values = {k: "/".join(sorted({str(s.get(k)) for s in settings})) for k in keys}
         what = ", ".join(f"{k.removeprefix('benchmark.')} {v}" for k, v in values.items())
-        odd = tuple(r.run_id for r in m.runs if r.procedure != usual)
+        odd = tuple(i for i, way in procedures.items() if way != usual)
         detail = f"repeats measured with different {what}: {len(odd)} of {m.n_runs}"
         found.append(Anomaly(PROCEDURE_DIFFERS, m, detail, odd))
     return found

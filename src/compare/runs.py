@@ -2,8 +2,8 @@
 
 A point is (side, gpu_count, model, precision, source, measured configuration); its throughput is
 the median of its runs, with a 95% interval (src/compare/ratio.py). The measured configuration is
-every logged param that changes what is measured and the stack the run logged as tags (the measured
-keys and TAGS of src/config/points.py), so runs that differ in either are never pooled as repeats.
+every logged param that changes what is measured and the stack the run logged as tags
+(src/config/points.point_config), so runs that differ in either are never pooled as repeats.
 Runs without a `source` tag are this project's own: source "measured".
 """
 
@@ -45,7 +45,7 @@ class Workpoint:
     precision: str
     source: str
     unit: str
-    config: tuple  # the measured configuration: sorted (key, value) pairs, see measured_config
+    config: tuple  # the measured configuration: sorted (key, value) pairs, see points.point_config
     tf32_math: bool = False  # matmuls ran (or were published) with TF32 tensor-core math
 
     @property
@@ -81,16 +81,6 @@ class RunRecord(Workpoint):
     @property
     def spec(self) -> Spec:  # the spec-sheet figures it is judged by: those it logged
         return self.result.spec
-
-    @property
-    def flawed(self) -> bool:
-        """It shared its GPU or missed its stopping rule."""
-        return bool(self.result.foreign or self.result.missed)
-
-    @property
-    def procedure(self) -> tuple:
-        """How its figure was taken (points.procedure_config): repeats may differ in it."""
-        return points.procedure_config(self.result.params)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,10 +168,6 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
             return runs, ids
 
 
-# what changes the measured figure (model sizes, the batch that ran, the settings); imported runs: ()
-measured_config = points.point_config
-
-
 # the RunRecord fields that a run read back holds under the same names
 SAME_IN_RESULT = "run_id gpu gpu_count model category precision source unit throughput tf32_math".split()
 
@@ -200,7 +186,7 @@ def to_record(result: run_result.RunResult) -> RunRecord | None:
     return RunRecord(
         **{name: getattr(result, name) for name in SAME_IN_RESULT},
         side=result.gpu,
-        config=measured_config(result.params, result.tags),
+        config=points.point_config(result.params, result.tags),
         per_watt=per_watt,
         per_watt_basis=basis,
         per_kusd=throughput / (spec.price_usd * count / 1000) if spec.price_usd else None,
@@ -265,8 +251,9 @@ def remeasured(runs: list[RunRecord]) -> tuple[list[RunRecord], tuple[RunRecord,
     """A point's runs less the flawed ones (GPU shared, stopping rule missed) whose config has a
     clean run: resume measured those again (src/run/resume.py); and the runs left out."""
     hashes = {r.run_id: r.result.tags.get(recorded.CONFIG_HASH) for r in runs}
-    clean = {hashes[r.run_id] for r in runs if hashes[r.run_id] and not r.flawed}
-    superseded = tuple(r for r in runs if r.flawed and hashes[r.run_id] in clean)
+    flawed = {r.run_id for r in runs if r.result.foreign or r.result.missed}
+    clean = {hashes[r.run_id] for r in runs if hashes[r.run_id] and r.run_id not in flawed}
+    superseded = tuple(r for r in runs if r.run_id in flawed and hashes[r.run_id] in clean)
     return [r for r in runs if r not in superseded], superseded
 
 

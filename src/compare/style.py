@@ -159,9 +159,8 @@ def keep_labels_inside(fig) -> None:
     labels = [(ax, label) for ax in fig.axes for label in ax.texts if hasattr(label, "bar_end")]
     if not labels:
         return
-    canvas = FigureCanvasAgg(fig)
-    canvas.draw()  # the constrained layout places the panels: the labels' extents are known
-    renderer = canvas.get_renderer()
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw_without_rendering()  # the constrained layout places the panels: the labels' extents are known
     for ax, label in labels:
         box = ax.get_window_extent(renderer)
         if label.get_window_extent(renderer).x1 <= box.x1:
