@@ -12,11 +12,6 @@ from src.compare.ratio import NO_DIFFERENCE, columns, describe, holds_one
 from src.compare.runs import MEASURED
 from src.console import gpus, number
 
-RELATIVE_CSV = "relative_throughput.csv"
-SUMMARY_CSV = "summary.csv"
-ANOMALIES_CSV = "anomalies.csv"
-REPORT_MD = "report.md"
-
 RELATIVE_COLUMNS = (
     "model", "variant", "category", "precision", "precision_group", "gpu_count", "gpu", "source",
     recorded.THROUGHPUT, "unit", "relative", "relative_low", "relative_high", "interval", "difference",
@@ -120,8 +115,8 @@ def write_all(sections: list, title: str, facts: list[str], out: Path) -> tuple[
         gap = [""] if section.lines and links else []
         lines += ["", f"## {section.heading}", "", *section.lines, *gap, *links]
     text = "\n".join(lines) + "\n"
-    (out / REPORT_MD).write_text(text)
-    return text, [*files, *drawn, out / REPORT_MD]
+    (out / "report.md").write_text(text)
+    return text, [*files, *drawn, out / "report.md"]
 
 
 def markdown_table(records: list[dict], columns: tuple[str, ...]) -> list[str]:

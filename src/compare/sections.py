@@ -51,9 +51,8 @@ class Section:
     warnings: list[str] = field(default_factory=list)  # said on the console as warnings
 
 
-MEANS_COLUMNS = ("category", "precision", "gpu_count", "gpu", "source", "relative_mean", "relative_mean_low",
-                 "relative_mean_high", "relative_geomean", "interval", "difference", "flags", "models",
-                 "models_left_out", "baselines")  # fmt: skip
+CSV_ONLY = {"precision_group", "relative_geomean_low", "relative_geomean_high", "n_models"}  # of summary.csv
+MEANS_COLUMNS = tuple(c for c in report.SUMMARY_COLUMNS if c not in CSV_ONLY)
 PER_MODEL_COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "source", recorded.THROUGHPUT,
                      "throughput_low", "throughput_high", "unit", "n_runs", "relative", "relative_low",
                      "relative_high", "interval", "difference", "flags", "stack_differs",
@@ -66,8 +65,8 @@ def gpu_comparison(c: Compared) -> list[Section]:
     means = report.summary_records(c.summary, c.baseline)
     shown_means = [r for r in means if r["gpu"] != c.baseline]  # 1.0 by definition: the CSVs keep them
     shown_relative = [r for r in relative if r["gpu"] != c.baseline]
-    means_csv = (report.SUMMARY_CSV, report.SUMMARY_COLUMNS, means)
-    relative_csv = (report.RELATIVE_CSV, report.RELATIVE_COLUMNS, relative)
+    means_csv = ("summary.csv", report.SUMMARY_COLUMNS, means)
+    relative_csv = ("relative_throughput.csv", report.RELATIVE_COLUMNS, relative)
     return [
         Section("Category means", report.markdown_table(shown_means, MEANS_COLUMNS), [means_csv]),
         Section("Per model", report.markdown_table(shown_relative, PER_MODEL_COLUMNS), [relative_csv]),
@@ -96,7 +95,7 @@ def hardware_and_software(c: Compared) -> list[Section]:
 def flagged(c: Compared) -> list[Section]:
     records = report.anomaly_records(c.found)
     lines = report.markdown_table(records, report.ANOMALY_COLUMNS[:-1]) if records else ["None found."]
-    csv = (report.ANOMALIES_CSV, report.ANOMALY_COLUMNS, records)
+    csv = ("anomalies.csv", report.ANOMALY_COLUMNS, records)
     return [Section(f"Anomalies ({len(records)})", lines, [csv])]
 
 
