@@ -150,6 +150,4 @@ def _ratio(row: RelativeRow | None) -> str:
 
 
 def _mean(s: SummaryRow | None) -> str:
-    if s is None:
-        return "-"
-    return f"{s.relative_mean:.2f}x" + (f" n={s.n_models}" if s.left_out else "")
+    return "-" if s is None else f"{s.relative_mean:.2f}x" + (f" n={s.n_models}" if s.left_out else "")
