@@ -358,17 +358,17 @@ def test_bad_filters_are_refused_before_any_work(store, tmp_path):
 def test_the_documented_filter_string_works_as_written_and_a_wrong_one_gets_a_working_hint(store, tmp_path):
     import re
 
-    from src.compare.__main__ import filter_quoted
+    from src.compare.__main__ import hydra_argument
     from src.compare.runs import search_finished
 
     [written] = re.findall(r'`"(filter_string=[^`]+)"`', (PROJECT_ROOT / "docs" / "compare.md").read_text())
-    cfg = compare_cfg(store, tmp_path, filter_quoted(written))  # the shell has taken its quotes off
+    cfg = compare_cfg(store, tmp_path, hydra_argument(written))  # the shell has taken its quotes off
     assert cfg.filter_string == written.removeprefix("filter_string=")
     search_finished(store, [EXPERIMENT], cfg.filter_string)  # MLflow takes it
     with pytest.raises(CompareError, match=r"MLflow rejects it: .*; clauses are joined with `and`, e.g. ") as error:
-        run(store, tmp_path, filter_quoted("filter_string=tags.gpu == a6000"))
+        run(store, tmp_path, hydra_argument("filter_string=tags.gpu == a6000"))
     hint = re.search(r'e.g. "(filter_string=.*)"$', str(error.value)).group(1)
-    search_finished(store, [EXPERIMENT], compare_cfg(store, tmp_path, filter_quoted(hint)).filter_string)
+    search_finished(store, [EXPERIMENT], compare_cfg(store, tmp_path, hydra_argument(hint)).filter_string)
 
 
 def test_compare_on_a_store_that_does_not_exist_creates_none(tmp_path):

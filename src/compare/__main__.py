@@ -20,25 +20,17 @@ register_configs("compare_schema")
 STUDIES = PROJECT_ROOT / "conf" / "study"
 
 
-def experiment_as_study(argv: list[str]) -> list[str]:
-    """`experiment=NAME` names the sweep's experiment (conf/experiment/, a group of the training
-    config); compare answers its question, the study of the same name (conf/study/)."""
-    out = []
-    for arg in argv:
-        if arg.startswith("experiment="):
-            name = arg.partition("=")[2]
-            if not (STUDIES / f"{name}.yaml").is_file():
-                known = ", ".join(sorted(p.stem for p in STUDIES.glob("*.yaml")))
-                exit_with_error(ConfigError(f"experiment={name}: compare knows the question of {known}"))
-            arg = f"study={name}"
-        out.append(arg)
-    return out
-
-
-def filter_quoted(arg: str) -> str:
-    """`filter_string=tags.compile = 'False'` (the whole argument quoted for the shell, as the docs
-    write it) with its value quoted for Hydra, whose grammar takes no spaces or quotes bare."""
+def hydra_argument(arg: str) -> str:
+    """A command-line argument as Hydra reads it. `experiment=NAME` names the sweep's experiment
+    (conf/experiment/, a group of the training config): compare answers its question, the study of the
+    same name (conf/study/). `filter_string=tags.compile = 'False'` (the whole argument quoted for the
+    shell, as the docs write it) gets its value quoted, as Hydra's grammar takes no spaces or quotes bare."""
     key, _, value = arg.partition("=")
+    if key == "experiment":
+        if not (STUDIES / f"{value}.yaml").is_file():
+            known = ", ".join(sorted(p.stem for p in STUDIES.glob("*.yaml")))
+            exit_with_error(ConfigError(f"experiment={value}: compare knows the question of {known}"))
+        return f"study={value}"
     if key != "filter_string" or not value or value[0] in "'\"":
         return arg
     return 'filter_string="' + value.replace('"', '\\"') + '"'
@@ -98,5 +90,5 @@ def _import_study_figures(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    sys.argv = [filter_quoted(arg) for arg in experiment_as_study(sys.argv)]
+    sys.argv = [hydra_argument(arg) for arg in sys.argv]
     cli.run_app(main)

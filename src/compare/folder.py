@@ -20,7 +20,7 @@ class OutFolder:
     def __init__(self, path: Path):
         self.path = Path(user_folder("out", str(path)))
         try:
-            self._record = open(self.path / WRITTEN, "a+")  # noqa: SIM115 (held until close())
+            self._record = open(self.path / WRITTEN, "a+")  # noqa: SIM115 (held until the with block ends)
         except OSError as exc:
             raise ConfigError(f"out={str(path)!r}: cannot be written ({exc.strerror})") from None
         try:
@@ -35,7 +35,7 @@ class OutFolder:
         self.earlier = [name for name in self._record.read().splitlines() if name]
         others = sorted(set(os.listdir(self.path)) - {WRITTEN, *self.earlier})
         if others:
-            self.close()
+            self._record.close()
             named = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
             raise ConfigError(
                 f"out={str(path)!r}: holds files compare did not write ({named}); must be a new or "
@@ -57,11 +57,8 @@ class OutFolder:
         self._record.write("".join(f"{path.name}\n" for path in files))
         self._record.flush()
 
-    def close(self) -> None:
-        self._record.close()
-
     def __enter__(self) -> OutFolder:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.close()
+        self._record.close()

@@ -11,25 +11,15 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from src import console, credentials, recorded, run_result
-from src.compare import analysis, anomalies, axis, capacity, projection, report, sections, study
+from src.compare import analysis, anomalies, axis, capacity, projection, report, runs, sections, study
 from src.compare.folder import OutFolder
-from src.compare.runs import (
-    FILTERED,
-    MEASURED,
-    Measurement,
-    RunRecord,
-    aggregate,
-    search_finished,
-    select,
-    to_record,
-)
 from src.compare.sections import Compared, Section
 from src.config import points
 from src.config.groups.precision import PRECISIONS
 from src.config.groups.tracking import tracking_errors
 from src.errors import ConfigError
 
-FILTERS = tuple(f"{name}s" for name in FILTERED)  # the keys runs.select filters by, each a flat list
+FILTERS = tuple(f"{name}s" for name in runs.FILTERED)  # the keys runs.select filters by, each a flat list
 ALWAYS_NOTED = [
     "Intervals (95%): a t-interval on log throughput; a point's spread comes from its repeats "
     "(fresh processes), or for a single run from its step-time CI (`within-run only`: it misses "
@@ -74,7 +64,7 @@ SHORT_NAMES = ("crossed", "tf32", "superseded")
 @dataclass
 class CompareResult:
     out: Path
-    measurements: list[Measurement]
+    measurements: list[runs.Measurement]
     rows: list[analysis.RelativeRow]
     summary: list[analysis.SummaryRow]
     anomalies: list[anomalies.Anomaly]
@@ -90,8 +80,8 @@ class Loaded:
     experiments: list[str]
     experiment_ids: list[str]
     runs: list[run_result.RunResult]  # every FINISHED run of the experiments
-    records: list[RunRecord]  # those with a throughput
-    kept: list[RunRecord]  # those the filters keep (with by=, set side by side along its axis)
+    records: list[runs.RunRecord]  # those with a throughput
+    kept: list[runs.RunRecord]  # those the filters keep (with by=, set side by side along its axis)
     smoke_left_out: int
     untagged: int  # with by=: runs without the key's tag
 
@@ -147,13 +137,13 @@ def validate_compare(cfg: DictConfig) -> None:
 def load(cfg: DictConfig) -> Loaded:
     published = cfg.tracking.published_experiment
     experiments = [cfg.tracking.experiment] + ([published] if published else [])
-    runs, experiment_ids = search_finished(cfg.tracking.uri, experiments, cfg.filter_string)
-    records = [r for r in map(to_record, runs) if r is not None]
-    kept, smoke_left_out = select(records, cfg)
+    finished, experiment_ids = runs.search_finished(cfg.tracking.uri, experiments, cfg.filter_string)
+    records = [r for r in map(runs.to_record, finished) if r is not None]
+    kept, smoke_left_out = runs.select(records, cfg)
     if smoke_left_out:  # said before anything can fail for want of runs: they may be all there is
         console.note(f"{smoke_left_out:,} benchmark=smoke run(s) left out; include_smoke=true counts them")
     kept, untagged = axis.along(kept, cfg.by) if cfg.by else (kept, 0)
-    return Loaded(experiments, experiment_ids, runs, records, kept, smoke_left_out, untagged)
+    return Loaded(experiments, experiment_ids, finished, records, kept, smoke_left_out, untagged)
 
 
 def compare(loaded: Loaded, cfg: DictConfig) -> Compared:
@@ -169,7 +159,7 @@ def compare(loaded: Loaded, cfg: DictConfig) -> Compared:
     baseline = axis.baseline(loaded.kept, cfg.by, wanted)
     kept, outside = scope(loaded.kept, cfg, baseline)
     projected = projection.for_compare(cfg, loaded.records, loaded.runs, baseline)
-    measurements = aggregate(kept) + projected.measurements
+    measurements = runs.aggregate(kept) + projected.measurements
     rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, axis.stack_keys(cfg.by))
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, rows, baseline)
@@ -185,11 +175,10 @@ def compare(loaded: Loaded, cfg: DictConfig) -> Compared:
 def sections_of(c: Compared, loaded: Loaded, cfg: DictConfig) -> list[Section]:
     # with by=, gpus= filters the runs but the compared axis is KEY's values: no gpu is asked for there
     unanswered = asked_without_figures([] if cfg.by else list(cfg.gpus), loaded.records, c)
-    unlogged = unlogged_specs(c.measurements)
     said = unanswered + _notes(c, bool(cfg.by))
     parts = sections.study(c, cfg.study) if cfg.study.name else []  # the question asked comes first
     parts += sections.gpu_comparison(c) + sections.hardware_and_software(c) + sections.flagged(c)
-    parts += sections.notes(said, [unlogged] if unlogged else []) + sections.pictures(c)
+    parts += sections.notes(said, unlogged_specs(c.measurements)) + sections.pictures(c)
     parts += sections.explanation(c, loaded.runs) + sections.speed_and_capacity(c, list(cfg.capacity_split))
     parts += projection.section(c.projected, list(cfg.project))
     parts[0].warnings += unanswered
@@ -209,7 +198,7 @@ def render(
         measured = [m for m in c.measurements if m.source != projection.PROJECTED]
         found = [a for a in c.found if a.measurement.source != projection.PROJECTED]
         anomalies.tag_runs(cfg.tracking.uri, measured, c.rows, found)
-    run_id = _log_report_run(cfg, c.baseline, files, c.found, text)
+    run_id = _log_report_run(cfg, c, files, text)
     projection.log_runs(cfg.tracking, run_id, c.projected)
     for line in (w for part in parts for w in part.warnings):
         console.warning(line)
@@ -225,7 +214,7 @@ def render(
     return CompareResult(out, c.measurements, c.rows, c.summary, c.found, files, run_id, ids)
 
 
-def scope(records: list[RunRecord], cfg: DictConfig, baseline: str) -> tuple[list[RunRecord], str]:
+def scope(records: list[runs.RunRecord], cfg: DictConfig, baseline: str) -> tuple[list[runs.RunRecord], str]:
     """The runs of the question asked, and one line for what that leaves out ('' when nothing):
     an experiment's study; else, without gpus= or all=true, the baseline, the study's pair and
     every gpu you measured."""
@@ -252,30 +241,25 @@ def scope(records: list[RunRecord], cfg: DictConfig, baseline: str) -> tuple[lis
 
 def asked_without_figures(asked: list[str], records: list, c: Compared) -> list[str]:
     """A gpu named in `gpus=` that no table or chart will show, and why (`records`: every run read)."""
-    lines = []
+    said, names = [], sorted({r.gpu for r in records})
     for gpu in dict.fromkeys(asked):
         if gpu not in {m.gpu for m in c.measurements}:
-            names = sorted({r.gpu for r in records})
-            found = f"gpus with runs: {', '.join(names) or 'none'}"
+            why = f"gpus with runs: {', '.join(names) or 'none'}"
             if len(names) > 8:  # Lambda's tables hold about twenty: the likeliest few
                 close = difflib.get_close_matches(gpu, names, n=4, cutoff=0.3)
-                found = f"{len(names)} gpus have runs; the closest names: {', '.join(close) or 'none'}"
-            lines.append(
-                f"gpus: {gpu} has no FINISHED run with a throughput that matches the filters ({found})"
-            )
+                why = f"{len(names)} gpus have runs; the closest names: {', '.join(close) or 'none'}"
+            said.append(f"gpus: {gpu} has no FINISHED run with a throughput that matches the filters ({why})")
         elif gpu not in {s.side for s in c.summary}:
-            lines.append(
+            said.append(
                 f"gpus: {gpu} has runs, but none shares a model, GPU count and precision group with "
                 f"baseline={c.baseline}: no ratio for it (relative_throughput.csv lists its runs)"
             )
-    return lines
+    return said
 
 
 def _label(row: analysis.RelativeRow) -> str:
-    m, base = row.measurement, row.baseline
-    return (
-        f"{m.side} {m.workload} {m.precision} x{m.gpu_count} [{m.source}] vs {base.precision} [{base.source}]"
-    )
+    m, b = row.measurement, row.baseline
+    return f"{m.side} {m.workload} {m.precision} x{m.gpu_count} [{m.source}] vs {b.precision} [{b.source}]"
 
 
 def _facts(cfg: DictConfig, c: Compared, loaded: Loaded) -> list[str]:
@@ -313,7 +297,7 @@ def _notes(c: Compared, by: bool) -> list[str]:
         "stack_differs": sorted({f"{_label(r)}: {r.stack_differs}" for r in rows if r.stack_differs}),
         "superseded": [r.run_id for m in measurements for r in m.superseded],
         "variants": sorted({m.workload for m in measurements if m.variant}),
-        "published": [m.source for m in measurements if m.source != MEASURED],
+        "published": [m.source for m in measurements if m.source != runs.MEASURED],
     }
     fill = {
         "baseline": c.baseline,
@@ -328,36 +312,33 @@ def _notes(c: Compared, by: bool) -> list[str]:
     ]
 
 
-def unlogged_specs(measurements: list[Measurement]) -> str | None:
-    """Which runs logged no spec-sheet figures (runs of version 1, imported GPUs without a
-    profile), or None: compare judges a run by what it logged only."""
+def unlogged_specs(measurements: list[runs.Measurement]) -> list[str]:
+    """A line for the runs that logged no spec-sheet figures (runs of version 1, imported GPUs without a
+    profile), if any: compare judges a run by what it logged only."""
     judged = set(recorded.SPEC_PARAMS) - {"memory_gb"} | {"peak_key", "peak_tflops"}
-    runs = [r for m in measurements for r in m.runs if judged & set(r.spec.unlogged)]
-    if not runs:
-        return None
-    figures = sorted({name for r in runs for name in r.spec.unlogged if name in judged})
-    gpus = sorted({r.gpu for r in runs})
-    return (
-        f"{len(runs):,} run(s) of {', '.join(gpus)} never logged {', '.join(figures)}: the figures that "
+    lacking = [r for m in measurements for r in m.runs if judged & set(r.spec.unlogged)]
+    if not lacking:
+        return []
+    figures = sorted({name for r in lacking for name in r.spec.unlogged if name in judged})
+    gpus = sorted({r.gpu for r in lacking})
+    return [
+        f"{len(lacking):,} run(s) of {', '.join(gpus)} never logged {', '.join(figures)}: the figures that "
         "need them (per-watt, per-kUSD, the spec range) are left out for those runs."
-    )
+    ]
 
 
-def _log_report_run(
-    cfg: DictConfig, baseline: str, files: list[Path], found: list[anomalies.Anomaly], text: str
-) -> str:
+def _log_report_run(cfg: DictConfig, c: Compared, files: list[Path], text: str) -> str:
     from src.tracking import job_run, store
 
     experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.report_experiment)
-    kinds = sorted({a.kind for a in found})
     tags = {
         recorded.REPORT: "true",
-        recorded.BASELINE: baseline,
-        recorded.ANOMALIES: len(found),
-        recorded.ANOMALY_KINDS: ",".join(kinds) or "none",
+        recorded.BASELINE: c.baseline,
+        recorded.ANOMALIES: len(c.found),
+        recorded.ANOMALY_KINDS: ",".join(sorted({a.kind for a in c.found})) or "none",
         "mlflow.note.content": text[:50000],  # the report as the run's description in the UI
     }
-    run = job_run.JobRun(cfg.tracking, experiment_id, f"compare vs {baseline}", tags)
+    run = job_run.JobRun(cfg.tracking, experiment_id, f"compare vs {c.baseline}", tags)
     try:
         run.log_params(job_run.flatten(OmegaConf.to_container(cfg, resolve=True)))
         for path in files:

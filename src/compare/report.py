@@ -12,11 +12,6 @@ from src.compare.ratio import NO_DIFFERENCE, columns, describe, holds_one
 from src.compare.runs import MEASURED
 from src.console import gpus, number
 
-RELATIVE_CSV = "relative_throughput.csv"
-SUMMARY_CSV = "summary.csv"
-ANOMALIES_CSV = "anomalies.csv"
-REPORT_MD = "report.md"
-
 RELATIVE_COLUMNS = (
     "model", "variant", "category", "precision", "precision_group", "gpu_count", "gpu", "source",
     recorded.THROUGHPUT, "unit", "relative", "relative_low", "relative_high", "interval", "difference",
@@ -42,10 +37,11 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
     records = []
     for row in rows:
         m, base = row.measurement, row.baseline
-        t_low, t_high = m.interval or (None, None)
         records.append(
             {field: getattr(m, field) for field in MEASUREMENT_FIELDS}
             | columns("relative", row.ratio)
+            | dict(zip(("throughput_low", "throughput_high"), m.interval or (None, None), strict=True))
+            | {f"baseline_{k}": getattr(base, k, None) for k in ("precision", "source", "throughput")}
             | {
                 "precision_group": precision_group(m.precision),
                 "gpu": m.side,
@@ -54,12 +50,7 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
                 "difference": NO_DIFFERENCE if row.no_difference else "",
                 "flags": " ".join(row.flags),
                 "stack_differs": row.stack_differs,
-                "throughput_low": t_low,
-                "throughput_high": t_high,
                 "baseline_gpu": base.side if base else None,
-                "baseline_precision": base.precision if base else None,
-                "baseline_source": base.source if base else None,
-                "baseline_throughput": base.throughput if base else None,
                 "scaling_efficiency": efficiency.get(m.point),
                 "anomalies": " ".join(kinds.get(m.point, [])),
                 "stack": " ".join(f"{k}={v}" for k, v in m.stack),
@@ -112,23 +103,20 @@ def _csv_value(value):
 
 def write_all(sections: list, title: str, facts: list[str], out: Path) -> tuple[str, list[Path]]:
     """Every section's CSVs and charts into `out`, and report.md assembled from them in order: the
-    title, the facts, then each section's heading, table, text and chart links. Returns report.md's
-    text and every file written."""
+    title, the facts, then each section's heading, text and chart links. Returns report.md's text and
+    every file written."""
     files, drawn = [], []
     lines = [f"# {title}", "", *[f"- {fact}" for fact in facts]]
     for section in sections:
         files += [write_csv(out / name, columns, rows) for name, columns, rows in section.tables]
         charts = section.draw(out) if section.draw else []
         drawn += charts
-        body = (markdown_table(*section.shown) if section.shown else []) + section.lines
         links = [f"![{path.stem}]({path.name})" for path in charts]
-        lines += ["", f"## {section.heading}", "", *body, *([""] if body and links else []), *links]
+        gap = [""] if section.lines and links else []
+        lines += ["", f"## {section.heading}", "", *section.lines, *gap, *links]
     text = "\n".join(lines) + "\n"
-    (out / REPORT_MD).write_text(text)
-    return text, [*files, *drawn, out / REPORT_MD]
-
-
-PERCENT_COLUMNS = {"scaling_efficiency"}
+    (out / "report.md").write_text(text)
+    return text, [*files, *drawn, out / "report.md"]
 
 
 def markdown_table(records: list[dict], columns: tuple[str, ...]) -> list[str]:
@@ -144,7 +132,7 @@ def markdown_grid(head: tuple, rows: list[list]) -> list[str]:
 def _md_value(column: str, value) -> str:
     if value is None or value == "":
         return ""
-    if column in PERCENT_COLUMNS:
+    if column == "scaling_efficiency":
         return f"{value:.0%}"
     if isinstance(value, float):
         return number(value)
@@ -152,15 +140,6 @@ def _md_value(column: str, value) -> str:
 
 
 STUDY_PAIR = ("a6000", "rtx3090")  # the seed study's gpus: shown by default beside your own
-
-
-def console_gpus(summary: list[SummaryRow], baseline: str, asked: list[str]) -> tuple[list[str], list[str]]:
-    """(shown, left out): the gpus asked for (`gpus=`), else the baseline, the study's pair and
-    every gpu with runs of this project's own; the other gpus of `summary` are left out of the
-    console (summary.csv and report.md keep them all)."""
-    present = sorted({s.side for s in summary})
-    wanted = set(asked) or by_default(baseline, summary)
-    return [g for g in present if g in wanted], [g for g in present if g not in wanted]
 
 
 def by_default(baseline: str, points: list) -> set[str]:
@@ -171,30 +150,33 @@ def by_default(baseline: str, points: list) -> set[str]:
 def print_summary(
     summary: list[SummaryRow], baseline: str, asked: list[str] = (), out: str = "", unlike: list[str] = ()
 ) -> None:
-    """The category means in an 80-column terminal or a piped log (summary.csv keeps every column and
-    row): a section per category, precision and GPU count; with many gpus (Lambda's tables hold about
-    twenty) only console_gpus', and a line says how to see the rest. A mean's 95% interval is marked
-    `=` where it holds 1.0, `!` where a ratio averaged set unlike software stacks; `unlike` names the
-    ratios of unlike math that no mean holds."""
+    """The category means in an 80-column terminal or a piped log, a section per category, precision and
+    GPU count, of the gpus asked for (`gpus=`), else by_default's: with many gpus (Lambda's tables hold
+    about twenty) a line says how to see the rest (summary.csv keeps every column and row). A mean's 95%
+    interval is marked `=` where it holds 1.0, `!` where a ratio averaged set unlike software stacks;
+    `unlike` names the ratios of unlike math that no mean holds."""
     from rich.markup import escape
 
     from src.console import console, note
 
-    shown, left_out = console_gpus(summary, baseline, list(asked))
+    wanted = set(asked) or by_default(baseline, summary)
+    others = sorted({s.side for s in summary} - wanted)
     # 95% CI: the mean's; n: models averaged
     table = console_table(escape("category, precision, GPUs / gpu [source]"), "mean", "geo", "95% CI", "n")
     section = None
     intervals_shown = []
-    for s in summary:
-        if s.side not in shown:
-            continue
+    left_out: dict[tuple, list[str]] = {}  # (gpu, the models left out and why) -> the means leaving them out
+    for s in (s for s in summary if s.side in wanted):
         if (s.category, s.precision, s.gpu_count) != section:
             section = (s.category, s.precision, s.gpu_count)
             heading_row(table, f"{escape(s.category)}, {escape(s.precision)}, {gpus(s.gpu_count)}")
         stacks = "!" if "stack_differs" in s.flags else ""
         intervals_shown.append("-" if s.side == baseline else interval_text(s.mean.interval) + stacks)
         means = (console_ratio(s.relative_mean), console_ratio(s.relative_geomean))
-        table.add_row("  " + escape(_name(s)), *means, intervals_shown[-1], str(s.n_models))
+        name = s.side + ("" if s.source == MEASURED else f" [{s.source}]")
+        table.add_row("  " + escape(name), *means, intervals_shown[-1], str(s.n_models))
+        if s.left_out and s.side != baseline:
+            left_out.setdefault((name, s.left_out), []).append(f"{s.category} {s.precision} x{s.gpu_count}")
     if not intervals_shown:  # an empty table's header says nothing: say why there is no mean
         note(
             f"Throughput relative to {baseline}: no category mean; no other gpu shares a model, GPU "
@@ -210,29 +192,15 @@ def print_summary(
         console.print(f"  too wide: ends over {WIDE}-fold apart (repeats that disagree; summary.csv)")
     for line in unlike:
         console.print(f"  math_differs, in no mean: {escape(line)}")
-    for line in left_out_lines([s for s in summary if s.side in shown and s.side != baseline]):
+    for (name, why), means in left_out.items():
+        line = f"{name}: left out of {', '.join(means)}: {'; '.join(why)}"
         console.print(f"  {escape(line)}", soft_wrap=True)
-    if left_out:
+    if others:
         where = f" in {out}" if out else ""
         note(
-            f"{len(left_out)} more gpu(s) left out of this table ({', '.join(left_out)}): every one is in "
+            f"{len(others)} more gpu(s) left out of this table ({', '.join(others)}): every one is in "
             f"summary.csv, report.md and the charts{where}; gpus=[...] picks the gpus to compare"
         )
-
-
-def left_out_lines(summary: list[SummaryRow]) -> list[str]:
-    """One line per gpu and set of models its means leave out, naming the means and why."""
-    where: dict[tuple, list[str]] = {}
-    for s in summary:
-        if s.left_out:
-            where.setdefault((_name(s), s.left_out), []).append(f"{s.category} {s.precision} x{s.gpu_count}")
-    return [
-        f"{name}: left out of {', '.join(means)}: {'; '.join(why)}" for (name, why), means in where.items()
-    ]
-
-
-def _name(s: SummaryRow) -> str:
-    return s.side + ("" if s.source == MEASURED else f" [{s.source}]")
 
 
 WIDE = 100  # an interval whose ends are further apart says nothing a column can show

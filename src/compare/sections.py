@@ -11,18 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from src import console, recorded
-from src.compare import (
-    anomalies,
-    capacity,
-    capacity_report,
-    charts,
-    explain,
-    explain_charts,
-    hardware_software,
-    report,
-)
+from src.compare import capacity, capacity_report, charts, explain, explain_charts, hardware_software, report
 from src.compare import study as study_answer
 from src.compare.analysis import RelativeRow, SummaryRow
+from src.compare.anomalies import Anomaly, scaling_efficiency
 from src.compare.runs import Measurement
 
 
@@ -35,7 +27,7 @@ class Compared:
     rows: list[RelativeRow]
     summary: list[SummaryRow]
     nothing_common: list[str]  # series without a model in common with their group: no mean
-    found: list[anomalies.Anomaly]
+    found: list[Anomaly]
     by: str | None = None
     outside: str = ""  # one line for the runs the question asked leaves out (src/compare/pipeline.scope)
     projected: Any = None  # project=[...]: the projection's outcome (src/compare/projection.py)
@@ -52,17 +44,15 @@ class Compared:
 @dataclass
 class Section:
     heading: str  # report.md's `## heading`
-    lines: list[str]  # its text in report.md, under the heading (under its table, if any)
-    shown: tuple[list[dict], tuple] | None = None  # the table report.md shows: rows, columns
+    lines: list[str]  # its text in report.md, under the heading
     tables: list[tuple[str, tuple, list[dict]]] = field(default_factory=list)  # CSVs: file, columns, rows
     draw: Callable[[Path], list[Path]] | None = None  # its charts, linked under its text
     show: Callable[[], None] | None = None  # what it prints on the console
     warnings: list[str] = field(default_factory=list)  # said on the console as warnings
 
 
-MEANS_COLUMNS = ("category", "precision", "gpu_count", "gpu", "source", "relative_mean", "relative_mean_low",
-                 "relative_mean_high", "relative_geomean", "interval", "difference", "flags", "models",
-                 "models_left_out", "baselines")  # fmt: skip
+CSV_ONLY = {"precision_group", "relative_geomean_low", "relative_geomean_high", "n_models"}  # of summary.csv
+MEANS_COLUMNS = tuple(c for c in report.SUMMARY_COLUMNS if c not in CSV_ONLY)
 PER_MODEL_COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "source", recorded.THROUGHPUT,
                      "throughput_low", "throughput_high", "unit", "n_runs", "relative", "relative_low",
                      "relative_high", "interval", "difference", "flags", "stack_differs",
@@ -71,16 +61,15 @@ PER_MODEL_COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "sourc
 
 def gpu_comparison(c: Compared) -> list[Section]:
     """Category means and per-model ratios against the baseline, as tables and charts."""
-    efficiency = anomalies.scaling_efficiency(c.measurements)
-    relative = report.relative_records(c.rows, efficiency, c.flagged)
+    relative = report.relative_records(c.rows, scaling_efficiency(c.measurements), c.flagged)
     means = report.summary_records(c.summary, c.baseline)
     shown_means = [r for r in means if r["gpu"] != c.baseline]  # 1.0 by definition: the CSVs keep them
     shown_relative = [r for r in relative if r["gpu"] != c.baseline]
-    means_csv = (report.SUMMARY_CSV, report.SUMMARY_COLUMNS, means)
-    relative_csv = (report.RELATIVE_CSV, report.RELATIVE_COLUMNS, relative)
+    means_csv = ("summary.csv", report.SUMMARY_COLUMNS, means)
+    relative_csv = ("relative_throughput.csv", report.RELATIVE_COLUMNS, relative)
     return [
-        Section("Category means", [], (shown_means, MEANS_COLUMNS), [means_csv]),
-        Section("Per model", [], (shown_relative, PER_MODEL_COLUMNS), [relative_csv]),
+        Section("Category means", report.markdown_table(shown_means, MEANS_COLUMNS), [means_csv]),
+        Section("Per model", report.markdown_table(shown_relative, PER_MODEL_COLUMNS), [relative_csv]),
     ]
 
 
@@ -96,16 +85,18 @@ def study(c: Compared, asked) -> list[Section]:
 def hardware_and_software(c: Compared) -> list[Section]:
     """Cross-stack ratios split into their hardware and software parts (GPU comparisons only)."""
     records = [] if c.by else hardware_software.records(c.rows, c.measurements)
+    if not records:
+        return []
+    lines = report.markdown_table(records, hardware_software.COLUMNS)
     table = (hardware_software.CSV, hardware_software.COLUMNS, records)
-    heading = "Hardware and software parts of cross-stack ratios"
-    return [Section(heading, [], (records, hardware_software.COLUMNS), [table])] if records else []
+    return [Section("Hardware and software parts of cross-stack ratios", lines, [table])]
 
 
 def flagged(c: Compared) -> list[Section]:
     records = report.anomaly_records(c.found)
-    shown = (records, report.ANOMALY_COLUMNS[:-1]) if records else None
-    csv = (report.ANOMALIES_CSV, report.ANOMALY_COLUMNS, records)
-    return [Section(f"Anomalies ({len(records)})", [] if records else ["None found."], shown, [csv])]
+    lines = report.markdown_table(records, report.ANOMALY_COLUMNS[:-1]) if records else ["None found."]
+    csv = ("anomalies.csv", report.ANOMALY_COLUMNS, records)
+    return [Section(f"Anomalies ({len(records)})", lines, [csv])]
 
 
 def notes(lines: list[str], printed: list[str]) -> list[Section]:
@@ -130,7 +121,7 @@ def explanation(c: Compared, runs: list) -> list[Section]:
     if not (why.placements or why.sentences or why.claims):  # nothing measured to place or check
         return []
     table = (explain.CSV, explain.COLUMNS, [explain.record(p) for p in why.placements])
-    return [Section(explain.HEADING, explain.markdown(why), None, [table], partial(explain_charts.draw, why))]
+    return [Section(explain.HEADING, explain.markdown(why), [table], partial(explain_charts.draw, why))]
 
 
 def speed_and_capacity(c: Compared, pair: list[str]) -> list[Section]:

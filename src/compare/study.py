@@ -1,10 +1,8 @@
-"""An experiment's question answered: its stated figures beside what the published runs it was
-written from give, and beside your own gpus' figures, with the per-model ratios beneath.
-
-conf/study/<experiment>.yaml names the pair, the models, the published source and the figures
-the publication states (category means of the gpu's ratios to the baseline). A stated figure the
-published per-model data does not give (e.g. the A6000 vs 3090 article's 8-GPU vision means, 1.13x
-and 1.14x, where Lambda's 2021 tables give 1.17x and 1.18x) is shown as the data gives it, and said.
+"""An experiment's question answered: the figures the publication states (conf/study/<experiment>.yaml:
+category means of the gpu's ratios to the baseline) beside what the published runs it was written from
+give and beside your own gpus' figures, with the per-model ratios beneath. A stated figure the published
+per-model data does not give (e.g. the A6000 vs 3090 article's 8-GPU vision means, 1.13x and 1.14x, where
+Lambda's 2021 tables give 1.17x and 1.18x) is shown as the data gives it, and said.
 """
 
 from __future__ import annotations
@@ -80,8 +78,7 @@ def per_model(rows: list[RelativeRow], study) -> dict[tuple[str, int], dict[str,
     for row in rows:
         m = row.measurement
         if m.side == subject(study) and m.source == study.published and row.relative is not None:
-            if (m.precision, m.gpu_count) in table:
-                table[(m.precision, m.gpu_count)][m.workload] = row
+            table.get((m.precision, m.gpu_count), {})[m.workload] = row  # a cell not stated: dropped
     return table
 
 
@@ -108,42 +105,42 @@ def differences(found: list[StudyFigure], rows: list[RelativeRow], study) -> lis
     return lines
 
 
-def _per_model_grid(rows: list[RelativeRow], study) -> tuple[list[str], list[list[str]]]:
-    """The published pair's ratio per model (a row each) in each stated cell (a column each)."""
+def _shown(found: list[StudyFigure], rows: list[RelativeRow], study) -> tuple:
+    """What report.md and the console both show beside the stated figures: your gpus with a figure,
+    the differences said, and the published pair's ratio per model (a row each) in each stated cell
+    (a column each)."""
     models = per_model(rows, study)
     names = dict.fromkeys(study.models)
     grid = [[name, *(_ratio(models[cell].get(name)) for cell in models)] for name in names]
-    return [f"{precision} x{count}" for precision, count in models], grid
+    columns = [f"{precision} x{count}" for precision, count in models]
+    return sorted({g for f in found for g in f.measured}), differences(found, rows, study), columns, grid
 
 
 def markdown(found: list[StudyFigure], rows: list[RelativeRow], study) -> list[str]:
     """report.md's first section: the stated figures, the published and measured ones, per model."""
-    gpus = sorted({g for f in found for g in f.measured})
+    gpus, said, columns, grid = _shown(found, rows, study)
     head = ("figure", "stated", study.published, "95% CI", *[f"{g} (measured)" for g in gpus])
     lines = markdown_grid(head, [f.cells(gpus, "no figures", " (differs)") for f in found])
-    lines += ["", *[f"- {line}" for line in differences(found, rows, study)]]
+    lines += ["", *[f"- {line}" for line in said]]
     lines += ["", f"Per model, {subject(study)} over {study.baseline} [{study.published}]:", ""]
-    columns, grid = _per_model_grid(rows, study)
     return lines + markdown_grid(("model", *columns), grid)
 
 
 def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> None:
-    """The answer in an 80-column terminal: the stated figures, what the published runs and your
-    gpus give, then the published pair's ratio per model."""
+    """The same answer in an 80-column terminal."""
     from rich.markup import escape
 
     say = console.console.print
-    gpus = sorted({g for f in found for g in f.measured})
+    gpus, said, columns, grid = _shown(found, rows, study)
     console.note(f"{study.title}: {subject(study)} over {study.baseline}, mean of the models' ratios")
     head = ("category, precision, GPUs", "stated", escape(study.published), "95% CI", *map(escape, gpus))
     say(console_table(*head, rows=[f.cells(gpus, "-", "*") for f in found]))
-    for line in differences(found, rows, study):
+    for line in said:
         say(f"  * {escape(line)}")
     if any(f.published and f.published.mean.interval for f in found):
         say("  95% CI: from the logged runs behind the published figures; = it holds 1.0")
     if gpus:
         say(f"  {', '.join(gpus)}: your runs against {study.baseline} (n: models averaged where fewer)")
-    columns, grid = _per_model_grid(rows, study)
     title = escape(f"per model, {subject(study)} over {study.baseline} [{study.published}]")
     say(console_table("model", *columns, rows=grid, title_justify="left", title=title))
 
@@ -153,6 +150,4 @@ def _ratio(row: RelativeRow | None) -> str:
 
 
 def _mean(s: SummaryRow | None) -> str:
-    if s is None:
-        return "-"
-    return f"{s.relative_mean:.2f}x" + (f" n={s.n_models}" if s.left_out else "")
+    return "-" if s is None else f"{s.relative_mean:.2f}x" + (f" n={s.n_models}" if s.left_out else "")
