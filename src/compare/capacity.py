@@ -47,18 +47,15 @@ class SplitRow:
 
 @dataclass(frozen=True)
 class SplitMean:
-    """Per (category, precision group, GPU count): the arithmetic means of the iso and max-batch
-    ratios of the models that have both, and the capacity factor of those means."""
+    """A category's split: the means of its models' iso and max-batch ratios, the factor of the means."""
 
     category: str
     precision_group: str
     gpu_count: int
-    members: tuple[SplitRow, ...] = field(repr=False)
+    card: str
+    baseline_card: str
+    models: tuple[str, ...]
     figures: dict[str, Ratio | None] = field(repr=False)
-
-    models = property(lambda s: tuple(r.model for r in s.members))
-    card = property(lambda s: s.members[0].card)
-    baseline_card = property(lambda s: s.members[0].baseline_card)
 
 
 def by_batch(measurements: list[Measurement]) -> dict[tuple, dict[str, dict[int, list[Measurement]]]]:
@@ -80,11 +77,10 @@ def pair(ours: list[Measurement], theirs: list[Measurement]) -> Ratio:
     cap) where such a pair exists, else the closest, flagged with what differs: settings first,
     then the software stack, then the more repeats."""
 
-    def unlike(pair: tuple[Measurement, Measurement]) -> tuple:
-        a, b = pair
+    def unlike(a: Measurement, b: Measurement) -> tuple:
         return (bool(setting_difference(a, b, (CAP_KEY,))), a.software != b.software, -a.n_runs - b.n_runs)
 
-    a, b = min(itertools.product(ours, theirs), key=unlike)
+    a, b = min(itertools.product(ours, theirs), key=lambda two: unlike(*two))
     stacks, settings = stack_difference(a, b, tuple(points.SOFTWARE)), setting_difference(a, b, (CAP_KEY,))
     return quotient(a, b, stack_differs=stacks, setting_differs=settings)
 
@@ -130,11 +126,12 @@ def category_means(rows: list[SplitRow]) -> list[SplitMean]:
     groups: dict[tuple, list[SplitRow]] = {}
     for r in rows:
         if r.figures["iso_ratio"] and r.figures["max_ratio"]:
-            groups.setdefault((r.category, precision_group(r.precision), r.gpu_count), []).append(r)
+            key = (r.category, precision_group(r.precision), r.gpu_count, r.card, r.baseline_card)
+            groups.setdefault(key, []).append(r)
     found = []
     for key, members in sorted(groups.items()):
         iso, largest = (_mean([r.figures[f] for r in members]) for f in ("iso_ratio", "max_ratio"))
-        found.append(SplitMean(*key, members=tuple(members), figures=_figures(iso, largest)))
+        found.append(SplitMean(*key, tuple(r.model for r in members), _figures(iso, largest)))
     return found
 
 
@@ -173,15 +170,13 @@ def stands_for(published: list[Measurement], card: str) -> str:
     return same[0] if same else gpu
 
 
-def _published(
-    published: list[Measurement], gpus: list[str], model: str, precision: str, count: int
-) -> tuple:
+def _published(points: list[Measurement], gpus: list[str], model: str, precision: str, count: int) -> tuple:
     """Beside a row: the per-GPU batch each card's profile was published at (its 1-GPU figures), and
     their published ratio at the row's GPU count."""
 
     def at(gpu: str, n: int) -> list[Measurement]:
         key = (gpu, model, precision_group(precision), n)
-        return [m for m in published if (m.gpu, m.model, precision_group(m.precision), m.gpu_count) == key]
+        return [m for m in points if (m.gpu, m.model, precision_group(m.precision), m.gpu_count) == key]
 
     def batch(gpu: str) -> int | None:
         logged = (positive_number(m.runs[0].result.tags.get(recorded.PUBLISHED_BATCH)) for m in at(gpu, 1))

@@ -114,18 +114,19 @@ def _shown(split: SplitRow | SplitMean) -> dict:
 def markdown(rows: list[SplitRow], means: list[SplitMean], missing: list[str]) -> list[str]:
     """report.md's section: the sentence, the category means, the models, the runs to add."""
     lines = [sentence(rows, means)]
-    tables = [(f"Category means ({MEANS_CSV}):", [
-        {"category": m.category, "precision": m.precision_group, "GPUs": m.gpu_count, **_shown(m),
-         "models": ", ".join(m.models)} for m in means
-    ]), (f"Per model ({CSV}; brackets: 95% intervals):", [
+    if means:
+        cells = [{"category": m.category, "precision": m.precision_group, "GPUs": m.gpu_count, **_shown(m),
+                  "models": ", ".join(m.models)} for m in means]  # fmt: skip
+        lines += ["", f"Category means ({MEANS_CSV}):", "", *report.markdown_table(cells, tuple(cells[0]))]
+    cells = [
         {"model": r.model, "precision": r.precision, "GPUs": r.gpu_count, "iso batch": r.iso_batch,
          "max batches": _pair(r.max_batch, r.baseline_max_batch), **_shown(r),
          "Lambda batches": _pair(r.published_batch, r.published_baseline_batch),
-         "Lambda ratio": figure_text(r, "published_ratio")} for r in rows
-    ])]  # fmt: skip
-    for heading, cells in tables:
-        if cells:
-            lines += ["", heading, "", *report.markdown_table(cells, tuple(cells[0]))]
+         "Lambda ratio": figure_text(r, "published_ratio")}
+        for r in rows
+    ]  # fmt: skip
+    lines += ["", f"Per model ({CSV}; brackets: 95% intervals):", ""]
+    lines += report.markdown_table(cells, tuple(cells[0]))
     return lines + ["", *[f"- {line}" for line in missing]] if missing else lines
 
 
