@@ -54,8 +54,8 @@ class SplitMean:
     gpu_count: int
     card: str
     baseline_card: str
-    models: tuple[str, ...]
     figures: dict[str, Ratio | None] = field(repr=False)
+    models: tuple[str, ...]
 
 
 def by_batch(measurements: list[Measurement]) -> dict[tuple, dict[str, dict[int, list[Measurement]]]]:
@@ -131,7 +131,7 @@ def category_means(rows: list[SplitRow]) -> list[SplitMean]:
     found = []
     for key, members in sorted(groups.items()):
         iso, largest = (_mean([r.figures[f] for r in members]) for f in ("iso_ratio", "max_ratio"))
-        found.append(SplitMean(*key, tuple(r.model for r in members), _figures(iso, largest)))
+        found.append(SplitMean(*key, _figures(iso, largest), tuple(r.model for r in members)))
     return found
 
 

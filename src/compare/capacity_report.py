@@ -4,6 +4,7 @@ iso-batch ratio is about 1 by construction, and the interval says whether it is 
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 from src.compare import report, style
@@ -23,13 +24,11 @@ NONE_TEXT["published_ratio"] = "none published"
 FLAGS = (STACK_DIFFERS, SETTING_DIFFERS)  # the two cards' points unlike in more than the card
 _INTERVAL_COLUMNS = tuple(c for f in FIGURES for c in (f, f"{f}_low", f"{f}_high"))
 _FIGURE_COLUMNS = (*_INTERVAL_COLUMNS, "interval", "difference", *FLAGS)  # a split's figures and notes
-COLUMNS = (
-    "model", "category", "precision", "gpu_count", "card", "baseline_card", "iso_batch", "max_batch",
-    "baseline_max_batch", *_FIGURE_COLUMNS, "published_batch", "published_baseline_batch", "published_ratio",
-)  # fmt: skip
-MEAN_COLUMNS = (
-    "category", "precision_group", "gpu_count", "card", "baseline_card", *_FIGURE_COLUMNS, "models",
-)  # fmt: skip
+# the CSVs' columns: a split's fields in order, its figures and notes in place of `figures`
+COLUMNS, MEAN_COLUMNS = (
+    tuple(c for f in fields(kind) for c in (_FIGURE_COLUMNS if f.name == "figures" else [f.name]))
+    for kind in (SplitRow, SplitMean)
+)
 SERIES = {  # the split chart's bars, per model
     "iso-batch (speed)": "iso_ratio",
     "max-batch (speed x capacity)": "max_ratio",
@@ -51,20 +50,18 @@ def _notes(split: SplitRow | SplitMean) -> dict:
     } | {flag: flags[flag] for flag in FLAGS}
 
 
-def records(splits: list[SplitRow] | list[SplitMean], fields: tuple[str, ...] = COLUMNS) -> list[dict]:
+def records(splits: list[SplitRow] | list[SplitMean]) -> list[dict]:
     """CSV rows: each split's own fields, each figure with its interval's ends, and its notes."""
     return [
-        {c: getattr(split, c) for c in fields if c not in _FIGURE_COLUMNS}
-        | {k: v for f, r in split.figures.items() for k, v in columns(f, r).items()}
+        {f.name: getattr(split, f.name) for f in fields(split) if f.name != "figures"}
+        | {k: v for figure, r in split.figures.items() for k, v in columns(figure, r).items()}
         | _notes(split)
         for split in splits
     ]
 
 
 def mean_records(means: list[SplitMean]) -> list[dict]:
-    return [
-        r | {"models": " ".join(m.models)} for r, m in zip(records(means, MEAN_COLUMNS), means, strict=True)
-    ]
+    return [record | {"models": " ".join(record["models"])} for record in records(means)]
 
 
 def _figure(split: SplitRow | SplitMean, figure: str) -> tuple[float | None, tuple[float, float] | None]:
