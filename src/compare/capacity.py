@@ -121,8 +121,7 @@ def split(measurements: list[Measurement], cards: list[str]) -> tuple[list[Split
 
 
 def category_means(rows: list[SplitRow]) -> list[SplitMean]:
-    """Per (category, precision group, GPU count): the means over the models that have both ratios;
-    each point counts once (a mean's weights on the points of its ratios are netted)."""
+    """Per (category, precision group, GPU count): the means over the models that have both ratios."""
     groups: dict[tuple, list[SplitRow]] = {}
     for r in rows:
         if r.figures["iso_ratio"] and r.figures["max_ratio"]:
