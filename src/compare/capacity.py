@@ -26,8 +26,6 @@ from src.logged_spec import positive_number
 
 CAP_KEY = "gpu.memory_limit_gb"
 FIGURES = ("iso_ratio", "max_ratio", "capacity_factor")
-# what each figure measures, for "no measurable difference" and the tables
-MEANING = {"iso_ratio": "speed", "max_ratio": "speed x capacity", "capacity_factor": "capacity"}
 
 
 @dataclass(frozen=True)
@@ -49,16 +47,15 @@ class SplitRow:
 
 @dataclass(frozen=True)
 class SplitMean:
-    """Per (category, precision group, GPU count): the arithmetic means of the iso and max-batch
-    ratios of the models that have both, and the capacity factor of those means."""
+    """A category's split: the means of its models' iso and max-batch ratios, the factor of the means."""
 
     category: str
     precision_group: str
     gpu_count: int
-    members: tuple[SplitRow, ...] = field(repr=False)
+    card: str
+    baseline_card: str
     figures: dict[str, Ratio | None] = field(repr=False)
-
-    models = property(lambda s: tuple(r.model for r in s.members))
+    models: tuple[str, ...]
 
 
 def by_batch(measurements: list[Measurement]) -> dict[tuple, dict[str, dict[int, list[Measurement]]]]:
@@ -80,11 +77,10 @@ def pair(ours: list[Measurement], theirs: list[Measurement]) -> Ratio:
     cap) where such a pair exists, else the closest, flagged with what differs: settings first,
     then the software stack, then the more repeats."""
 
-    def unlike(pair: tuple[Measurement, Measurement]) -> tuple:
-        a, b = pair
+    def unlike(a: Measurement, b: Measurement) -> tuple:
         return (bool(setting_difference(a, b, (CAP_KEY,))), a.software != b.software, -a.n_runs - b.n_runs)
 
-    a, b = min(itertools.product(ours, theirs), key=unlike)
+    a, b = min(itertools.product(ours, theirs), key=lambda two: unlike(*two))
     stacks, settings = stack_difference(a, b, tuple(points.SOFTWARE)), setting_difference(a, b, (CAP_KEY,))
     return quotient(a, b, stack_differs=stacks, setting_differs=settings)
 
@@ -100,7 +96,8 @@ def split(measurements: list[Measurement], cards: list[str]) -> tuple[list[Split
     """The split of card cards[0] against cards[1] for every model either ran, and the runs missing."""
     card, baseline = cards
     rows, missing = [], []
-    published = Published(measurements, card, baseline)
+    published = [m for m in measurements if m.source != MEASURED]
+    stand_ins = [stands_for(published, c) for c in cards]
     for (model, precision, count), batches in sorted(by_batch(measurements).items()):
         a, b = batches.get(card, {}), batches.get(baseline, {})
         if not a and not b:
@@ -115,41 +112,25 @@ def split(measurements: list[Measurement], cards: list[str]) -> tuple[list[Split
             missing.append(_command(lacking, model, precision, count, smaller, "the iso-batch point"))
         iso = common[-1] if common else None
         largest, baseline_largest = max(a, default=None), max(b, default=None)
-        group = precision_group(precision)
-        rows.append(
-            SplitRow(
-                model=model,
-                category=next(iter((a or b).values()))[0].category,
-                precision=precision,
-                gpu_count=count,
-                card=card,
-                baseline_card=baseline,
-                iso_batch=iso,
-                max_batch=largest,
-                baseline_max_batch=baseline_largest,
-                figures=_figures(
-                    pair(a[iso], b[iso]) if iso else None,
-                    pair(a[largest], b[baseline_largest]) if a and b else None,
-                ),
-                published_batch=published.batch(published.a, model, group),
-                published_baseline_batch=published.batch(published.b, model, group),
-                published_ratio=published.ratio(model, group, count),
-            )
-        )
+        iso_ratio = pair(a[iso], b[iso]) if iso else None
+        figures = _figures(iso_ratio, pair(a[largest], b[baseline_largest]) if a and b else None)
+        category = next(iter((a or b).values()))[0].category
+        found = (model, category, precision, count, card, baseline, iso, largest, baseline_largest, figures)
+        rows.append(SplitRow(*found, *_published(published, stand_ins, model, precision, count)))
     return rows, missing
 
 
 def category_means(rows: list[SplitRow]) -> list[SplitMean]:
-    """Per (category, precision group, GPU count): the means over the models that have both ratios;
-    each point counts once (a mean's weights on the points of its ratios are netted)."""
+    """Per (category, precision group, GPU count): the means over the models that have both ratios."""
     groups: dict[tuple, list[SplitRow]] = {}
     for r in rows:
         if r.figures["iso_ratio"] and r.figures["max_ratio"]:
-            groups.setdefault((r.category, precision_group(r.precision), r.gpu_count), []).append(r)
+            key = (r.category, precision_group(r.precision), r.gpu_count, r.card, r.baseline_card)
+            groups.setdefault(key, []).append(r)
     found = []
     for key, members in sorted(groups.items()):
         iso, largest = (_mean([r.figures[f] for r in members]) for f in ("iso_ratio", "max_ratio"))
-        found.append(SplitMean(*key, members=tuple(members), figures=_figures(iso, largest)))
+        found.append(SplitMean(*key, _figures(iso, largest), tuple(r.model for r in members)))
     return found
 
 
@@ -157,8 +138,7 @@ def _mean(ratios: list[Ratio]) -> Ratio:
     """The arithmetic mean of ratios, a point two of them share counting once (means() takes its
     ratios as independent, as category means of different models are)."""
     mean, _ = means(ratios)
-    terms = [(r, share) for r, (_, share) in zip(ratios, mean.terms, strict=True)]
-    return ratio(terms, value=mean.value, **carried_flags(ratios))
+    return ratio(mean.terms, value=mean.value, **carried_flags(ratios))
 
 
 def is_card(card) -> bool:
@@ -181,32 +161,25 @@ def _command(card: str, model: str, precision: str, count: int, batch, why: str)
     )
 
 
-class Published:
-    """The published figures beside the split: each card stands for the published profile of its
-    memory (a capped card: the profile whose `gpu.memory_gb` is its cap, h200@24 -> rtx3090; an
-    uncapped one: itself), read from the imported runs."""
+def stands_for(published: list[Measurement], card: str) -> str:
+    """The published profile a card stands for, that of its memory: a capped card's is the profile whose
+    `gpu.memory_gb` is its cap (h200@24 -> rtx3090), an uncapped card's is itself."""
+    gpu, _, cap = card.partition("@")
+    same = sorted({m.gpu for m in published if cap and m.spec.memory_gb == float(cap)})
+    return same[0] if same else gpu
 
-    def __init__(self, measurements: list[Measurement], card: str, baseline: str):
-        self.points = [m for m in measurements if m.source != MEASURED]
-        self.a, self.b = self.stands_for(card), self.stands_for(baseline)
 
-    def stands_for(self, card: str) -> str:
-        gpu, _, cap = card.partition("@")
-        if not cap:
-            return gpu
-        same = sorted({m.gpu for m in self.points if m.spec.memory_gb == float(cap)})
-        return same[0] if same else gpu
+def _published(points: list[Measurement], gpus: list[str], model: str, precision: str, count: int) -> tuple:
+    """Beside a row: the per-GPU batch each card's profile was published at (its 1-GPU figures), and
+    their published ratio at the row's GPU count."""
 
-    def batch(self, gpu: str, model: str, group: str) -> int | None:
-        """The per-GPU batch published for a profile (1-GPU figures), if any."""
-        for m in self.points:
-            if (m.gpu, m.model, m.gpu_count, precision_group(m.precision)) == (gpu, model, 1, group):
-                batch = positive_number(m.runs[0].result.tags.get(recorded.PUBLISHED_BATCH))
-                if batch:
-                    return int(batch)
-        return None
+    def at(gpu: str, n: int) -> list[Measurement]:
+        key = (gpu, model, precision_group(precision), n)
+        return [m for m in points if (m.gpu, m.model, precision_group(m.precision), m.gpu_count) == key]
 
-    def ratio(self, model: str, group: str, count: int) -> float | None:
-        key = (model, group, count)
-        found = {m.gpu: m for m in self.points if (m.model, precision_group(m.precision), m.gpu_count) == key}
-        return quotient(found[self.a], found[self.b]).value if self.a in found and self.b in found else None
+    def batch(gpu: str) -> int | None:
+        logged = (positive_number(m.runs[0].result.tags.get(recorded.PUBLISHED_BATCH)) for m in at(gpu, 1))
+        return next((int(b) for b in logged if b), None)
+
+    ours, theirs = (at(gpu, count) for gpu in gpus)
+    return batch(gpus[0]), batch(gpus[1]), quotient(ours[-1], theirs[-1]).value if ours and theirs else None

@@ -4,37 +4,31 @@ iso-batch ratio is about 1 by construction, and the interval says whether it is 
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 from src.compare import report, style
-from src.compare.capacity import FIGURES, MEANING, SplitMean, SplitRow, by_batch
-from src.compare.ratio import NO_DIFFERENCE, columns, holds_one
+from src.compare.capacity import FIGURES, SplitMean, SplitRow, by_batch
+from src.compare.ratio import NO_DIFFERENCE, SETTING_DIFFERS, STACK_DIFFERS, carried_flags, columns, holds_one
 from src.compare.runs import Measurement
 from src.console import gpus
 
 CSV, MEANS_CSV = "capacity_split.csv", "capacity_split_categories.csv"  # the speed/capacity split
-NONE_TEXT = {
-    "iso_ratio": "no common batch",
-    "max_ratio": "a card has no run",
-    "capacity_factor": "",
-    "published_ratio": "none published",
+WORDS = {  # per figure: what it measures (for "no measurable difference"), its name, its text without runs
+    "iso_ratio": ("speed", "speed (iso-batch)", "no common batch"),
+    "max_ratio": ("speed x capacity", "speed x capacity (max-batch)", "a card has no run"),
+    "capacity_factor": ("capacity", "capacity factor", ""),
 }
+MEANING, LABELS, NONE_TEXT = ({figure: words[i] for figure, words in WORDS.items()} for i in range(3))
+NONE_TEXT["published_ratio"] = "none published"
+FLAGS = (STACK_DIFFERS, SETTING_DIFFERS)  # the two cards' points unlike in more than the card
 _INTERVAL_COLUMNS = tuple(c for f in FIGURES for c in (f, f"{f}_low", f"{f}_high"))
-COLUMNS = (
-    "model", "category", "precision", "gpu_count", "card", "baseline_card", "iso_batch", "max_batch",
-    "baseline_max_batch", *_INTERVAL_COLUMNS, "interval", "difference", "stack_differs", "setting_differs",
-    "published_batch", "published_baseline_batch", "published_ratio",
-)  # fmt: skip
-MEAN_COLUMNS = (
-    "category", "precision_group", "gpu_count", "card", "baseline_card", *_INTERVAL_COLUMNS, "interval",
-    "difference", "stack_differs", "setting_differs", "models",
-)  # fmt: skip
-FLAGS = ("stack_differs", "setting_differs")  # the two cards' points unlike in more than the card
-LABELS = {  # what each figure is called where a person reads it
-    "iso_ratio": "speed (iso-batch)",
-    "max_ratio": "speed x capacity (max-batch)",
-    "capacity_factor": "capacity factor",
-}
+_FIGURE_COLUMNS = (*_INTERVAL_COLUMNS, "interval", "difference", *FLAGS)  # a split's figures and notes
+# the CSVs' columns: a split's fields in order, its figures and notes in place of `figures`
+COLUMNS, MEAN_COLUMNS = (
+    tuple(c for f in fields(kind) for c in (_FIGURE_COLUMNS if f.name == "figures" else [f.name]))
+    for kind in (SplitRow, SplitMean)
+)
 SERIES = {  # the split chart's bars, per model
     "iso-batch (speed)": "iso_ratio",
     "max-batch (speed x capacity)": "max_ratio",
@@ -42,45 +36,32 @@ SERIES = {  # the split chart's bars, per model
 }
 
 
-def _figures(split: SplitRow | SplitMean) -> dict:
-    """Each figure, its interval's ends, what they rest on, which hold 1.0, what else differs."""
-    record = {k: v for figure, r in split.figures.items() for k, v in columns(figure, r).items()}
-    return record | {"interval": _basis_text(split), "difference": _held(split)} | _flags(split)
-
-
-def _held(split: SplitRow | SplitMean) -> str:
-    held = [MEANING[f] for f, r in split.figures.items() if r and r.no_difference]
-    return f"{', '.join(held)}: {NO_DIFFERENCE}" if held else ""
-
-
-def _flags(split: SplitRow | SplitMean) -> dict:
-    """What differs between the two cards' points beside the card: their stacks, their settings."""
+def _notes(split: SplitRow | SplitMean) -> dict:
+    """What the intervals rest on (one text where all agree, else each's: `speed: repeats; capacity: ...`),
+    which figures hold 1.0, and what differs between the two cards' points beside the card."""
+    measured = {MEANING[f]: r for f, r in split.figures.items() if r}
+    bases = {meaning: r.basis() for meaning, r in measured.items()}
+    each = "; ".join(f"{meaning}: {text}" for meaning, text in bases.items())
+    held = [meaning for meaning, r in measured.items() if r.no_difference]
+    flags = carried_flags(measured.values())
     return {
-        flag: "; ".join(sorted({getattr(r, flag) for r in split.figures.values() if r and getattr(r, flag)}))
-        for flag in FLAGS
-    }
+        "interval": each if len(set(bases.values())) > 1 else "".join(set(bases.values())),
+        "difference": f"{', '.join(held)}: {NO_DIFFERENCE}" if held else "",
+    } | {flag: flags[flag] for flag in FLAGS}
 
 
-def records(rows: list[SplitRow]) -> list[dict]:
-    derived = _INTERVAL_COLUMNS + ("interval", "difference", *FLAGS)
-    return [{c: getattr(r, c) for c in COLUMNS if c not in derived} | _figures(r) for r in rows]
+def records(splits: list[SplitRow] | list[SplitMean]) -> list[dict]:
+    """CSV rows: each split's own fields, each figure with its interval's ends, and its notes."""
+    return [
+        {f.name: getattr(split, f.name) for f in fields(split) if f.name != "figures"}
+        | {k: v for figure, r in split.figures.items() for k, v in columns(figure, r).items()}
+        | _notes(split)
+        for split in splits
+    ]
 
 
 def mean_records(means: list[SplitMean]) -> list[dict]:
-    return [
-        {"category": m.category, "precision_group": m.precision_group, "gpu_count": m.gpu_count,
-         "card": m.members[0].card, "baseline_card": m.members[0].baseline_card,
-         "models": " ".join(m.models)} | _figures(m)
-        for m in means
-    ]  # fmt: skip
-
-
-def _basis_text(split: SplitRow | SplitMean) -> str:
-    """What the intervals rest on: one text where all agree, else each's (`speed: repeats; capacity: ...`)."""
-    texts = {MEANING[f]: r.basis() for f, r in split.figures.items() if r}
-    if len(set(texts.values())) <= 1:
-        return next(iter(texts.values()), "")
-    return "; ".join(f"{meaning}: {text}" for meaning, text in texts.items())
+    return [record | {"models": " ".join(record["models"])} for record in records(means)]
 
 
 def _figure(split: SplitRow | SplitMean, figure: str) -> tuple[float | None, tuple[float, float] | None]:
@@ -113,41 +94,37 @@ def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
     parts = [
         f"{m.category} {m.precision_group} x{m.gpu_count}: {figure_text(m, 'max_ratio')} at each card's "
         f"largest batch = {figure_text(m, 'iso_ratio')} speed at the same batch x "
-        f"{figure_text(m, 'capacity_factor')} capacity" + (f" ({_held(m)})" if _held(m) else "")
-        for m in means
+        f"{figure_text(m, 'capacity_factor')} capacity" + (f" ({held})" if held else "")
+        for m, held in zip(means, (_notes(m)["difference"] for m in means), strict=True)
     ]
     return f"{pair}, 95% intervals in brackets: " + "; ".join(parts) + "."
+
+
+def _shown(split: SplitRow | SplitMean) -> dict:
+    """The figures as read, the intervals' basis, and what holds 1.0 or differs beside the card."""
+    notes = _notes(split)
+    differs = [notes["difference"]] + [f"{flag}: {notes[flag]}" for flag in FLAGS if notes[flag]]
+    shown = {LABELS[f]: figure_text(split, f) for f in FIGURES}
+    return shown | {"interval": notes["interval"], "difference": "; ".join(filter(None, differs))}
 
 
 def markdown(rows: list[SplitRow], means: list[SplitMean], missing: list[str]) -> list[str]:
     """report.md's section: the sentence, the category means, the models, the runs to add."""
     lines = [sentence(rows, means)]
     if means:
-        lines += ["", f"Category means ({MEANS_CSV}):", ""]
-        lines += report.markdown_table(
-            [{"category": m.category, "precision": m.precision_group, "GPUs": m.gpu_count, **_shown(m),
-              "models": ", ".join(m.models)} for m in means],
-            ("category", "precision", "GPUs", *LABELS.values(), "interval", "difference", "models"),
-        )  # fmt: skip
+        cells = [{"category": m.category, "precision": m.precision_group, "GPUs": m.gpu_count, **_shown(m),
+                  "models": ", ".join(m.models)} for m in means]  # fmt: skip
+        lines += ["", f"Category means ({MEANS_CSV}):", "", *report.markdown_table(cells, tuple(cells[0]))]
+    cells = [
+        {"model": r.model, "precision": r.precision, "GPUs": r.gpu_count, "iso batch": r.iso_batch,
+         "max batches": _pair(r.max_batch, r.baseline_max_batch), **_shown(r),
+         "Lambda batches": _pair(r.published_batch, r.published_baseline_batch),
+         "Lambda ratio": figure_text(r, "published_ratio")}
+        for r in rows
+    ]  # fmt: skip
     lines += ["", f"Per model ({CSV}; brackets: 95% intervals):", ""]
-    lines += report.markdown_table(
-        [{"model": r.model, "precision": r.precision, "GPUs": r.gpu_count, "iso batch": r.iso_batch,
-          "max batches": _pair(r.max_batch, r.baseline_max_batch), **_shown(r),
-          "Lambda batches": _pair(r.published_batch, r.published_baseline_batch),
-          "Lambda ratio": figure_text(r, "published_ratio")} for r in rows],
-        ("model", "precision", "GPUs", "iso batch", "max batches", *LABELS.values(), "interval", "difference",
-         "Lambda batches", "Lambda ratio"),
-    )  # fmt: skip
+    lines += report.markdown_table(cells, tuple(cells[0]))
     return lines + ["", *[f"- {line}" for line in missing]] if missing else lines
-
-
-def _shown(split: SplitRow | SplitMean) -> dict:
-    """The figures as read, the intervals' basis, and what holds 1.0 or differs beside the card."""
-    flags = "; ".join(f"{flag}: {text}" for flag, text in _flags(split).items() if text)
-    shown = {LABELS[f]: figure_text(split, f) for f in FIGURES}
-    shown["interval"] = _basis_text(split)
-    shown["difference"] = "; ".join(t for t in (_held(split), flags) if t)
-    return shown
 
 
 def _pair(one, other) -> str:
@@ -183,9 +160,9 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
     note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({CSV})")
     report.print_marked(table, marks)
     for title, split, _, _ in sections:
-        for flag, text in _flags(split).items():
-            if text:
-                console.print(f"  {flag}: {escape(title)}: {escape(text)}", soft_wrap=True)
+        notes = _notes(split)
+        for flag in (f for f in FLAGS if notes[f]):
+            console.print(f"  {flag}: {escape(title)}: {escape(notes[flag])}", soft_wrap=True)
 
 
 def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
