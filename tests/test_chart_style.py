@@ -53,8 +53,8 @@ def test_values_too_short_or_too_long_to_draw_are_written():
     from matplotlib.figure import Figure
 
     ax = Figure().subplots()
-    drawn = ax.barh(range(3), [0.0002, 1.0, 150.0])
-    style.bar_values(ax, drawn, [0.0002, 1.0, 150.0], ["0.000200x", "1.00x", "150x"], end=2.0)
+    style.hbars(ax, [0.0002, 1.0, 150.0], ["0.000200x", "1.00x", "150x"], end=2.0)
+    drawn = ax.patches
     texts = [t.get_text() for t in ax.texts]
     assert "0.000200x (too short to draw)" in texts and "1.00x" in texts
     assert any(t.startswith("150x (beyond the axis)") for t in texts)
@@ -77,9 +77,7 @@ def test_a_label_that_would_leave_its_panel_is_written_inside_its_bar():
 
     fig = Figure(figsize=(6.2, 2), layout="constrained")
     ax = fig.subplots()
-    drawn = ax.barh(range(2), [0.3, 1.9])
-    ax.set_xlim(0, 2.0)
-    style.bar_values(ax, drawn, [0.3, 1.9], ["0.300x", "1.90x  ! outside_spec scaling_above_100"], end=2.0)
+    style.hbars(ax, [0.3, 1.9], ["0.300x", "1.90x  ! outside_spec scaling_above_100"], end=2.0)
     style.keep_labels_inside(fig)
     renderer = fig.canvas.get_renderer()
     box = ax.get_window_extent(renderer)

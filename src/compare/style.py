@@ -36,36 +36,30 @@ HOLDS_ONE = "  ~1"  # after a bar's ratio whose 95% interval holds 1.0
 _CHOSEN: dict[str, object] = {}  # this comparison's colours (use_colours)
 
 
-def _palette() -> list:
+def _ring(gpu: str) -> list:
+    """The palette from the colour of the gpu's name's hash on (crc32, not hash(): salted per process)."""
     from matplotlib import colormaps
 
-    palette = [colormaps[name](i) for name in ("tab20b", "tab20c") for i in range(20)]
-    return [c for i, c in enumerate(palette) if i % 4 != 3]  # the palest shade reads as no bar
-
-
-def _hashed(gpu: str, palette: list, shift: int = 0):
-    return palette[(zlib.crc32(gpu.encode()) + shift) % len(palette)]  # not hash(): salted per process
+    # the palest shade of each hue reads as no bar
+    palette = [colormaps[name](i) for name in ("tab20b", "tab20c") for i in range(20) if i % 4 != 3]
+    start = zlib.crc32(gpu.encode()) % len(palette)
+    return palette[start:] + palette[:start]
 
 
 def use_colours(gpus: Sequence[str]) -> None:
     """Fix one colour per gpu for every chart of one comparison, none shared: the profiles' own,
     and each other gpu its name's hash's, or, where a gpu before it in name order took that one,
     the next free one. The same gpus get the same colours in every comparison."""
-    palette = _palette()
     _CHOSEN.clear()
-    taken: set = set()
     for gpu in sorted(set(gpus)):
-        if gpu in PROFILE_COLOURS:
-            _CHOSEN[gpu] = PROFILE_COLOURS[gpu]
-            continue
-        ring = [_hashed(gpu, palette, shift) for shift in range(len(palette))]
-        _CHOSEN[gpu] = next((c for c in ring if c not in taken), ring[0])  # none free: its hash's own
-        taken.add(_CHOSEN[gpu])
+        ring = _ring(gpu)
+        free = next((c for c in ring if c not in _CHOSEN.values()), ring[0])  # none free: its hash's own
+        _CHOSEN[gpu] = PROFILE_COLOURS.get(gpu, free)
 
 
 def gpu_colour(gpu: str):
     """The comparison's colour of the gpu (use_colours); else the profile's, else its hash's."""
-    return _CHOSEN.get(gpu) or PROFILE_COLOURS.get(gpu) or _hashed(gpu, _palette())
+    return _CHOSEN.get(gpu) or PROFILE_COLOURS.get(gpu) or _ring(gpu)[0]
 
 
 def figure(width_in: float, height_in: float):
@@ -84,17 +78,16 @@ def title(fig, what: str, detail: str = "", page: tuple[int, int] = (1, 1)) -> N
     fig.suptitle("\n".join(lines), fontsize=TITLE_PT, x=0.02, ha="left")
 
 
-def legend(fig, handles: list) -> None:
-    """One legend for the whole figure, outside every axes: never over data or a title."""
+def save(fig, stem: Path, what: str, detail: str = "", handles=(), page=(1, 1), below: int = 0) -> Path:
+    """The chart titled, its legend outside every panel (at the upper right, or below in `below`
+    columns), its bar labels inside their panels, as stem.png or, where it has pages, stem_pN.png."""
+    title(fig, what, detail, page)
     if handles:
-        fig.legend(handles=handles, loc="outside right upper", fontsize="small")
-
-
-def save(fig, stem: Path, page: tuple[int, int] = (1, 1), dpi: int = DPI) -> Path:
-    """The chart as stem.png, or stem_pN.png where it has pages, its bar labels inside their panels."""
+        where = {"loc": "outside lower center", "ncols": below} if below else {"loc": "outside right upper"}
+        fig.legend(handles=handles, fontsize="small", **where)
     keep_labels_inside(fig)
     path = stem.parent / page_name(stem.name, *page)
-    fig.savefig(path, dpi=dpi)
+    fig.savefig(path, dpi=DPI)
     return path
 
 
@@ -135,20 +128,33 @@ def axis_end(values: Sequence[float], outliers: Sequence[bool] | None = None) ->
     return max(kept, default=1.0) * 1.18 or 1.0
 
 
-def bar_values(ax, drawn, values: Sequence[float], texts: Sequence[str], end: float) -> None:
-    """Write each bar's value beside it; one too short to see says so, one beyond the axis is cut
-    at its edge and says so (keep_labels_inside moves a label that would leave its panel)."""
-    for bar, value, text in zip(drawn, values, texts, strict=True):
-        y = bar.get_y() + bar.get_height() / 2
+def hbars(ax, values: Sequence[float | None], texts: Sequence[str], end: float, spans=None, y=None, **bars):
+    """Bars from 0 (None, a figure the runs lack: 0) on an axis ending at `end`, whiskers their 95%
+    intervals where `spans` are given, each text beside its bar, past its whisker; `bars` go to barh
+    (color, hatch...). A bar too short to see says so; one beyond the axis is cut at its edge and says
+    so (keep_labels_inside moves a label that would leave its panel)."""
+    values = [v or 0.0 for v in values]
+    xerr = whiskers(values, spans) if spans else None
+    at = range(len(values)) if y is None else y
+    drawn = ax.barh(at, values, xerr=xerr, error_kw=WHISKERS, edgecolor="white", **bars)
+    for bar, value, span, text in zip(drawn, values, spans or [None] * len(values), texts, strict=True):
         if value > end:
             bar.set_width(end)
-            text, x, offset, align = f"{text} (beyond the axis)", end, -3, "right"
-        else:
-            text = f"{text} (too short to draw)" if 0 < value < TOO_SHORT * end else text
-            x, offset, align = value, 3, "left"
-        label = ax.annotate(text, (x, y), xytext=(offset, 0), textcoords="offset points", ha=align,
-                            va="center", fontsize="small", bbox=LABEL_BOX)  # fmt: skip
-        label.bar_end = min(value, end)
+            text += " (beyond the axis)"
+        elif 0 < value < TOO_SHORT * end:
+            text += " (too short to draw)"
+        beside = (min(span[1], end) if span else bar.get_width(), bar.get_y() + bar.get_height() / 2)
+        label = ax.annotate(text, beside, xytext=(3, 0), textcoords="offset points", va="center",
+                            fontsize="small", bbox=LABEL_BOX)  # fmt: skip
+        label.bar_end = bar.get_width()
+    ax.set_xlim(0, end)  # one scale for every panel: bar lengths compare
+    ax.yaxis.set_inverted(True)  # the first bar on top
+    ax.grid(axis="x", alpha=0.3)
+
+
+def looks(points) -> dict:
+    """barh's colours and hatches of points (anything with a side and a source): gpu and source."""
+    return {"color": [gpu_colour(p.side) for p in points], "hatch": [hatch(p.source) for p in points]}
 
 
 def keep_labels_inside(fig) -> None:
