@@ -1,8 +1,7 @@
 """PNG charts of a comparison, drawn like Lambda's A6000 vs 3090 study: relative throughput per
-category and per model (a bar per gpu labelled with its ratio, its 95% interval as whiskers, `~1`
-where it holds 1.0, a line at the baseline's 1.0, fp32-group and mixed-precision panels side by
-side); throughput and efficiency per model; speed-up where a gpu ran at several GPU counts.
-Built on matplotlib's Figure directly (no pyplot): no global state, no display needed."""
+category and per model (fp32-group and mixed-precision panels side by side); throughput and efficiency
+per model; speed-up where a gpu ran at several GPU counts. Built on matplotlib's Figure directly (no
+pyplot): no global state, no display needed."""
 
 from __future__ import annotations
 
@@ -126,7 +125,7 @@ def relative_bars(
         for ax, title, group in panels:
             bars = grouped[title].get(group, [])
             texts, spans = [b.text for b in bars], [b.interval for b in bars]
-            style.hbars(ax, [b.value for b in bars], texts, end, spans, **style.looks(bars))
+            style.hbars(ax, [b.value for b in bars], texts, end, spans, points=bars)
             ax.set_yticks(range(len(bars)), [b.label for b in bars], fontsize="small")
             ax.axvline(1.0, color="black", linewidth=1, zorder=1.5)  # over the grid, under the labels
             if not bars:
@@ -178,21 +177,14 @@ def _scaling_panel(ax, series: dict[tuple, list[Measurement]]) -> None:
     ax.set_ylabel("speed-up over 1 GPU")
     if not series:
         ax.text(0.5, 0.5, "no runs at several GPU counts", transform=ax.transAxes, ha="center", color="grey")
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.set(xticks=[], yticks=[])
         return
     counts = sorted({m.gpu_count for ms in series.values() for m in ms})
-    ax.plot(counts, counts, color="grey", linestyle="--", linewidth=1)
+    ax.loglog(counts, counts, "--", color="grey", linewidth=1, base=2)  # linear scaling
     for (gpu, precision, source, _), ms in sorted(series.items()):
-        ax.plot(
-            [m.gpu_count for m in ms],
-            [m.throughput / ms[0].throughput for m in ms],
-            marker=PRECISION_MARKERS.get(precision, "o"),
-            color=style.gpu_colour(gpu),
-            linestyle="-" if source == MEASURED else ":",
-        )
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
+        marker_and_line = PRECISION_MARKERS.get(precision, "o") + ("-" if source == MEASURED else ":")
+        speedup = [m.throughput / ms[0].throughput for m in ms]
+        ax.plot([m.gpu_count for m in ms], speedup, marker_and_line, color=style.gpu_colour(gpu))
     ax.set_xticks(counts, [str(c) for c in counts])
     ax.set_yticks(counts, [str(c) for c in counts])
     ax.grid(alpha=0.3)
@@ -236,25 +228,23 @@ def _bars(kind: str, points: list[Measurement], panels: list[tuple], out: Path, 
         + (f" n={m.n_runs}" if m.n_runs > 1 else "")
         for m in points
     ]
-    ends = []  # per panel: every page of a model on one scale
+    drawn = []  # per panel: its bars' texts and its axis' end, every page of a model on one scale
     for values, _, spans in panels:
         known = [i for i, v in enumerate(values) if v is not None]
         tops = [spans[i][1] if spans and spans[i] else values[i] for i in known]
-        ends.append(style.axis_end(tops, [impossible[i] for i in known]))
+        texts = ["not logged" if v is None else number(v) + m for v, m in zip(values, marks, strict=True)]
+        drawn.append((texts, style.axis_end(tops, [impossible[i] for i in known])))
     model, handles = points[0].model, style.source_handles({m.source for m in points})
     what = f"{model}: training {kind}, every gpu, GPU count and precision"
     pages, paths = style.pages([BAR_IN] * len(points), style.PAGE_IN - 1.3), []  # 1.3: title and axis
     for page, rows in enumerate(pages, start=1):
         fig = style.figure(6.5 * len(panels) + 3.5, 1.6 + BAR_IN * len(rows))
         axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
-        for ax, (values, axis_label, spans), end in zip(axes, panels, ends, strict=True):
-            texts = ["not logged" if values[i] is None else number(values[i]) + marks[i] for i in rows]
-            looks = style.looks([points[i] for i in rows])
-            style.hbars(
-                ax, [values[i] for i in rows], texts, end, spans and [spans[i] for i in rows], **looks
-            )
+        on = slice(rows.start, rows.stop)
+        for ax, (values, axis_label, spans), (texts, end) in zip(axes, panels, drawn, strict=True):
+            style.hbars(ax, values[on], texts[on], end, spans and spans[on], points=points[on])
             ax.set_xlabel(axis_label)
-        axes[0].set_yticks(range(len(rows)), [labels[i] for i in rows], fontsize="small")
+        axes[0].set_yticks(range(len(rows)), labels[on], fontsize="small")
         axes[0].set_ylabel("gpu x GPUs, precision", fontsize="small")
         stem = out / f"{kind}_{slug(model)}"
         paths.append(style.save(fig, stem, what, DETAILS[kind], handles, (page, len(pages))))

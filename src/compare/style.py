@@ -68,25 +68,21 @@ def figure(width_in: float, height_in: float):
     return Figure(figsize=(width_in, height_in), layout="constrained")
 
 
-def title(fig, what: str, detail: str = "", page: tuple[int, int] = (1, 1)) -> None:
-    """What the chart shows on its first line; the details (model, baseline...) and page on the second."""
+def save(fig, stem: Path, what: str, detail: str = "", handles=(), page=(1, 1), below: int = 0) -> Path:
+    """The chart titled (what it shows on the first line; the details and its page on the second),
+    its legend outside every panel (at the upper right, or below in `below` columns), its bar labels
+    inside their panels, as stem.png or, where it has pages, stem_pN.png."""
     number_of = f"page {page[0]} of {page[1]}" if page[1] > 1 else ""
     second = "; ".join(part for part in (detail, number_of) if part)
     # wrapped to the figure: a one-panel chart is narrower than its explanation
     width = max(20, int(fig.get_figwidth() * 72 / (TITLE_PT * CHAR_EM) * TITLE_SHARE))
     lines = [line for part in (what, second) if part for line in textwrap.wrap(part, width)]
     fig.suptitle("\n".join(lines), fontsize=TITLE_PT, x=0.02, ha="left")
-
-
-def save(fig, stem: Path, what: str, detail: str = "", handles=(), page=(1, 1), below: int = 0) -> Path:
-    """The chart titled, its legend outside every panel (at the upper right, or below in `below`
-    columns), its bar labels inside their panels, as stem.png or, where it has pages, stem_pN.png."""
-    title(fig, what, detail, page)
     if handles:
         where = {"loc": "outside lower center", "ncols": below} if below else {"loc": "outside right upper"}
         fig.legend(handles=handles, fontsize="small", **where)
     keep_labels_inside(fig)
-    path = stem.parent / page_name(stem.name, *page)
+    path = stem.with_name(f"{stem.name}.png" if page[1] == 1 else f"{stem.name}_p{page[0]}.png")
     fig.savefig(path, dpi=DPI)
     return path
 
@@ -116,10 +112,6 @@ def pages(heights: Sequence[float], budget_in: float = PAGE_IN) -> list[range]:
     return [range(a, b) for a, b in pairwise([*starts, len(heights)])]
 
 
-def page_name(stem: str, page: int, n_pages: int) -> str:
-    return f"{stem}.png" if n_pages == 1 else f"{stem}_p{page}.png"
-
-
 def axis_end(values: Sequence[float], outliers: Sequence[bool] | None = None) -> float:
     """Where a bar axis ends: past the largest value that is not an outlier (a figure no hardware
     can produce would squash every other bar to nothing; it is drawn to the edge and written)."""
@@ -128,11 +120,13 @@ def axis_end(values: Sequence[float], outliers: Sequence[bool] | None = None) ->
     return max(kept, default=1.0) * 1.18 or 1.0
 
 
-def hbars(ax, values: Sequence[float | None], texts: Sequence[str], end: float, spans=None, y=None, **bars):
+def hbars(ax, values: list, texts: list[str], end: float, spans=None, y=None, points=(), **bars) -> None:
     """Bars from 0 (None, a figure the runs lack: 0) on an axis ending at `end`, whiskers their 95%
-    intervals where `spans` are given, each text beside its bar, past its whisker; `bars` go to barh
-    (color, hatch...). A bar too short to see says so; one beyond the axis is cut at its edge and says
-    so (keep_labels_inside moves a label that would leave its panel)."""
+    intervals `spans`, each text past its whisker; in their gpus' colours, hatched by source, where
+    `points` (with a side and a source) are given. A bar too short to see says so; one beyond the axis
+    is cut at its edge and says so (keep_labels_inside moves a label that would leave its panel)."""
+    if points:
+        bars |= {"color": [gpu_colour(p.side) for p in points], "hatch": [hatch(p.source) for p in points]}
     values = [v or 0.0 for v in values]
     xerr = whiskers(values, spans) if spans else None
     at = range(len(values)) if y is None else y
@@ -150,11 +144,6 @@ def hbars(ax, values: Sequence[float | None], texts: Sequence[str], end: float, 
     ax.set_xlim(0, end)  # one scale for every panel: bar lengths compare
     ax.yaxis.set_inverted(True)  # the first bar on top
     ax.grid(axis="x", alpha=0.3)
-
-
-def looks(points) -> dict:
-    """barh's colours and hatches of points (anything with a side and a source): gpu and source."""
-    return {"color": [gpu_colour(p.side) for p in points], "hatch": [hatch(p.source) for p in points]}
 
 
 def keep_labels_inside(fig) -> None:
