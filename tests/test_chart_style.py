@@ -35,14 +35,12 @@ def test_any_other_gpu_has_the_same_colour_in_every_process():
     assert style.gpu_colour("rtx_4090") not in style.PROFILE_COLOURS.values()
 
 
-def test_a_tall_grid_is_split_into_pages_within_the_budget():
+def test_a_tall_grid_is_split_into_pages_within_the_budget(tmp_path):
     pages = style.pages([5.6] * 10, budget_in=18)
     assert [list(p) for p in pages] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
     assert style.pages([30.0, 1.0], budget_in=18) == [range(0, 1), range(1, 2)]  # a tall row alone
-    assert (
-        style.page_name("scaling", 1, 1) == "scaling.png"
-        and style.page_name("scaling", 2, 3) == "scaling_p2.png"
-    )
+    assert style.save(style.figure(2, 2), tmp_path / "scaling", "one page").name == "scaling.png"
+    assert style.save(style.figure(2, 2), tmp_path / "scaling", "paged", page=(2, 3)).name == "scaling_p2.png"
 
 
 def test_a_flagged_outlier_does_not_squash_the_axis():
@@ -53,8 +51,8 @@ def test_values_too_short_or_too_long_to_draw_are_written():
     from matplotlib.figure import Figure
 
     ax = Figure().subplots()
-    drawn = ax.barh(range(3), [0.0002, 1.0, 150.0])
-    style.bar_values(ax, drawn, [0.0002, 1.0, 150.0], ["0.000200x", "1.00x", "150x"], end=2.0)
+    style.hbars(ax, [0.0002, 1.0, 150.0], ["0.000200x", "1.00x", "150x"], end=2.0)
+    drawn = ax.patches
     texts = [t.get_text() for t in ax.texts]
     assert "0.000200x (too short to draw)" in texts and "1.00x" in texts
     assert any(t.startswith("150x (beyond the axis)") for t in texts)
@@ -77,9 +75,7 @@ def test_a_label_that_would_leave_its_panel_is_written_inside_its_bar():
 
     fig = Figure(figsize=(6.2, 2), layout="constrained")
     ax = fig.subplots()
-    drawn = ax.barh(range(2), [0.3, 1.9])
-    ax.set_xlim(0, 2.0)
-    style.bar_values(ax, drawn, [0.3, 1.9], ["0.300x", "1.90x  ! outside_spec scaling_above_100"], end=2.0)
+    style.hbars(ax, [0.3, 1.9], ["0.300x", "1.90x  ! outside_spec scaling_above_100"], end=2.0)
     style.keep_labels_inside(fig)
     renderer = fig.canvas.get_renderer()
     box = ax.get_window_extent(renderer)
@@ -122,13 +118,14 @@ def test_the_relative_chart_shows_each_ratio_as_a_bar_in_its_gpus_colour_with_it
     assert any(t.startswith("3.40") for t in written)
 
 
-def test_a_title_longer_than_a_narrow_chart_is_wrapped_inside_it():
+def test_a_title_longer_than_a_narrow_chart_is_wrapped_inside_it(tmp_path):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     fig = style.figure(4.0, 3.0)
     fig.add_subplot().barh([0], [1.0])
     detail = "bars from 0 on one scale; whiskers: 95% interval, ~1: it holds 1.0 (no measurable difference)"
-    style.title(fig, "Training throughput relative to rtx3090, per model on 1 GPU", detail)
+    what = "Training throughput relative to rtx3090, per model on 1 GPU"
+    style.save(fig, tmp_path / "relative", what, detail)
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
     drawn = fig._suptitle.get_window_extent(canvas.get_renderer())

@@ -173,32 +173,32 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
         return []
     fig = style.figure(8, 1.5 + 0.6 * len(shown))
     ax = fig.add_subplot()
-    height = 0.8 / len(SERIES)
-    ends, flagged = [1.0], False
+    height, found = 0.8 / len(SERIES), {f: [_figure(r, f) for r in shown] for f in SERIES.values()}
+    tops = [span[1] if span else value or 0.0 for figures in found.values() for value, span in figures]
+    flagged = any((measured := r.figures.get(f)) and measured.flags for r in shown for f in SERIES.values())
+    end = max(1.0, *tops) * (2.2 if flagged else 1.6)  # room for the labels beside the bars
     for i, (name, figure) in enumerate(SERIES.items()):
-        values, spans = zip(*(_figure(r, figure) for r in shown), strict=True)
-        values = [v or 0.0 for v in values]
-        bars = ax.barh([n + i * height for n in range(len(shown))], values, height=height, label=name,
-                       xerr=style.whiskers(values, spans), error_kw=style.WHISKERS)  # fmt: skip
-        for bar, r, value, span in zip(bars, shown, values, spans, strict=True):
-            text = _marked(r, figure)
-            if figure == "max_ratio" and r.figures["capacity_factor"]:
-                text += f";  capacity {_marked(r, 'capacity_factor')}"
-            if (measured := r.figures.get(figure)) and measured.flags:
-                text += f"  ! {' '.join(measured.flags)}"  # as the GPU ratios' charts mark a flagged figure
-                flagged = True
-            ends.append(span[1] if span else value)
-            ax.text(ends[-1], bar.get_y() + height / 2, " " + text, va="center", fontsize="small")
-    ax.set_yticks([n + height for n in range(len(shown))])
-    ax.set_yticklabels([f"{r.model} {r.precision} x{r.gpu_count}" for r in shown])
-    ax.invert_yaxis()
+        values, spans = zip(*found[figure], strict=True)
+        at, texts = [n + i * height for n in range(len(shown))], [_bar_text(r, figure) for r in shown]
+        style.hbars(ax, values, texts, end, spans, at, height=height, color=f"C{i}", label=name)
+    labels = [f"{r.model} {r.precision} x{r.gpu_count}" for r in shown]
+    ax.set_yticks([n + height for n in range(len(shown))], labels)  # at each row's middle bar
     ax.axvline(1.0, color="grey", linewidth=0.8)
-    ax.set_xlim(0, max(ends) * (2.2 if flagged else 1.6))  # room for the labels beside the bars
     ax.set_xlabel(f"throughput of {shown[0].card} / {shown[0].baseline_card}")
+    what = f"Speed and capacity: {shown[0].card} vs {shown[0].baseline_card}"
     detail = "whiskers and brackets: 95% interval; ~1: it holds 1.0 (no measurable difference)"
-    style.title(fig, f"Speed and capacity: {shown[0].card} vs {shown[0].baseline_card}", detail)
-    fig.legend(loc="outside lower center", ncols=3, fontsize="small")
-    return [style.save(fig, out / "capacity_split", dpi=110)]
+    handles = ax.get_legend_handles_labels()[0]
+    return [style.save(fig, out / "capacity_split", what, detail, handles, below=3)]
+
+
+def _bar_text(r: SplitRow, figure: str) -> str:
+    """A bar's label: its figure marked as the GPU ratios' charts mark one, max-batch's with its capacity."""
+    text = _marked(r, figure)
+    if figure == "max_ratio" and r.figures["capacity_factor"]:
+        text += f";  capacity {_marked(r, 'capacity_factor')}"
+    if (measured := r.figures.get(figure)) and measured.flags:
+        text += f"  ! {' '.join(measured.flags)}"
+    return text
 
 
 def _lines(card: str, at: dict[int, list[Measurement]]) -> dict[str, dict[int, Measurement]]:
@@ -207,10 +207,8 @@ def _lines(card: str, at: dict[int, list[Measurement]]) -> dict[str, dict[int, M
     for batch, found in at.items():
         for m in found:
             stacks.setdefault(tuple(m.software.items()), {})[batch] = m
-    if len(stacks) == 1:
-        return {card: next(iter(stacks.values()))}
-    varying = {k for k in {k for s in stacks for k, _ in s} if len({dict(s).get(k) for s in stacks}) > 1}
-    return {f"{card} {' '.join(f'{k}={v}' for k, v in s if k in varying)}": b for s, b in stacks.items()}
+    varying = {k for s in stacks for k, v in s if any(dict(t).get(k) != v for t in stacks)}
+    return {" ".join([card, *(f"{k}={v}" for k, v in s if k in varying)]): b for s, b in stacks.items()}
 
 
 def curve_chart(measurements: list[Measurement], out: Path) -> list[Path]:
@@ -226,26 +224,22 @@ def curve_chart(measurements: list[Measurement], out: Path) -> list[Path]:
     fig = style.figure(8, 3.2 * len(series))
     for n, ((model, precision), cards) in enumerate(sorted(series.items())):
         ax = fig.add_subplot(len(series), 1, n + 1)
-        ticks: set[int] = set()
         for card, at in sorted(cards.items()):
             batches = sorted(at)
             values = [at[b].throughput for b in batches]
-            spans = [at[b].interval for b in batches]
-            line = ax.errorbar(
-                batches, values, yerr=style.whiskers(values, spans), marker="o", capsize=2, label=card
-            )
+            yerr = style.whiskers(values, [at[b].interval for b in batches])
+            line = ax.errorbar(batches, values, yerr=yerr, marker="o", capsize=2, label=card)
             ax.annotate(f"largest run: {batches[-1]}", (batches[-1], values[-1]),
                         xytext=(0, -14), textcoords="offset points", ha="right",
                         color=line[0].get_color(), fontsize="small")  # fmt: skip
-            ticks.update(batches)
+        ticks = sorted({b for at in cards.values() for b in at})
         ax.set_xscale("log", base=2)
-        ax.set_xticks(sorted(ticks), [str(b) for b in sorted(ticks)])
+        ax.set_xticks(ticks, [str(b) for b in ticks])
         ax.minorticks_off()
         ax.set_xlabel("per-GPU batch")
         ax.set_ylabel(next(iter(next(iter(cards.values())).values())).unit)
         ax.set_title(f"{model} {precision}, 1 GPU", loc="left", fontsize="medium")
         ax.set_ylim(bottom=0)
         ax.legend(fontsize="small", title="card (gpu@cap GB)")
-    style.title(fig, "Throughput against per-GPU batch",
-                "where does more memory stop paying? whiskers: 95% interval of each point")  # fmt: skip
-    return [style.save(fig, out / "memory_curve", dpi=110)]
+    detail = "where does more memory stop paying? whiskers: 95% interval of each point"
+    return [style.save(fig, out / "memory_curve", "Throughput against per-GPU batch", detail)]

@@ -1,12 +1,12 @@
 """PNG charts of a comparison, drawn like Lambda's A6000 vs 3090 study: relative throughput per
-category and per model (a bar per gpu labelled with its ratio, its 95% interval as whiskers, `~1`
-where it holds 1.0, a line at the baseline's 1.0, fp32-group and mixed-precision panels side by
-side); throughput and efficiency per model; speed-up where a gpu ran at several GPU counts.
-Built on matplotlib's Figure directly (no pyplot): no global state, no display needed."""
+category and per model (fp32-group and mixed-precision panels side by side); throughput and efficiency
+per model; speed-up where a gpu ran at several GPU counts. Built on matplotlib's Figure directly (no
+pyplot): no global state, no display needed."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import product
 from pathlib import Path
 
 from src.compare import anomalies, style
@@ -26,10 +26,11 @@ RELATIVE_DETAIL = (
     "! marks a flagged figure (report.md says why)"
 )
 SCALING_PANEL_IN = 2.8
-THROUGHPUT_DETAIL = (
-    "median of runs; whiskers: 95% interval (repeats; one run: within-run only; published: its runs' or none)"
-)
-EFFICIENCY_DETAIL = "per watt: measured power where telemetry logged it, else the spec sheet's TDP"
+DETAILS = {  # the second line of a per-model chart's title
+    "throughput": "median of runs; whiskers: 95% interval (repeats; one run: within-run only; published: "
+    "its runs' or none)",
+    "efficiency": "per watt: measured power where telemetry logged it, else the spec sheet's TDP",
+}
 PRECISION_MARKERS = {"fp32": "o", "tf32": "s", "amp": "o", "bf16": "s"}
 
 
@@ -95,26 +96,17 @@ def _panel_groups(present: set[str]) -> list[str]:
     return [g for g in PANEL_GROUPS if g in present] + sorted(present - set(PANEL_GROUPS))
 
 
-def _panels(axes_row, title: str, groups: list[str]):
-    """Each panel of a grid's row (a title's) with its precision group, titled."""
-    for ax, group in zip(axes_row, groups, strict=True):
-        ax.set_title(f"{title} · {PANEL_TITLES.get(group, group)}", fontsize="medium", loc="left")
-        yield ax, group
-
-
-def _impossible(kinds: list[str]) -> bool:
-    """A figure flagged as beyond what hardware allows: drawn to the axis' edge, never setting it."""
-    return bool(set(kinds) & IMPOSSIBLE)
-
-
-def _hbars(ax, values: list[float], points: list, texts: list[str], end: float, **options) -> None:
-    """A bar from 0 per point (anything with a side and a source) in its gpu's colour, hatched by
-    its source, its text beside it, on an axis ending at `end`."""
-    colours, hatches = [style.gpu_colour(p.side) for p in points], [style.hatch(p.source) for p in points]
-    drawn = ax.barh(range(len(values)), values, color=colours, hatch=hatches, edgecolor="white", **options)
-    style.bar_values(ax, drawn, values, texts, end)
-    ax.set_xlim(0, end)  # one scale for every panel: bar lengths compare
-    ax.grid(axis="x", alpha=0.3)
+def _pages(titles: list[str], groups: list[str], heights: list[float], width: float):
+    """Per page at most PAGE_IN of rows tall: its figure, (page, pages) and its panels, a row per title
+    and a column per precision group, each titled: (panel, title, group)."""
+    pages = style.pages(heights)
+    for page, rows in enumerate(pages, start=1):
+        fig = style.figure(width, sum(heights[i] for i in rows) + 1.0)
+        grid = fig.subplots(len(rows), len(groups), squeeze=False, height_ratios=[heights[i] for i in rows])
+        panels = [(ax, titles[i], g) for ax, (i, g) in zip(grid.flat, product(rows, groups), strict=True)]
+        for ax, title, group in panels:
+            ax.set_title(f"{title} · {PANEL_TITLES.get(group, group)}", fontsize="medium", loc="left")
+        yield fig, (page, len(pages)), panels
 
 
 def relative_bars(
@@ -126,33 +118,24 @@ def relative_bars(
     heights = [BAR_IN * max(len(grouped[t].get(g, [])) for g in groups) + PANEL_PAD_IN for t in titles]
     every = [b for panels in grouped.values() for bars in panels.values() for b in bars]
     ends = [max(b.interval[1] if b.interval else b.value, 1.0) for b in every]
-    end = style.axis_end(ends, [_impossible(b.flags.split()) for b in every])
-    pages, paths = style.pages(heights), []
-    for page, rows in enumerate(pages, start=1):
-        fig = style.figure(6.2 * len(groups) + 1.6, sum(heights[i] for i in rows) + 1.0)
-        axes = fig.subplots(len(rows), len(groups), squeeze=False, height_ratios=[heights[i] for i in rows])
-        for axes_row, i in zip(axes, rows, strict=True):
-            for ax, group in _panels(axes_row, titles[i], groups):
-                _relative_panel(ax, grouped[titles[i]].get(group, []), end)
-            axes_row[0].set_ylabel("gpu, precision", fontsize="small")
-        for ax in axes[-1]:
-            ax.set_xlabel(f"training throughput relative to {baseline} (= 1.0)")
-        what_in_full = f"Training throughput relative to {baseline}, {what}"
-        style.title(fig, what_in_full, RELATIVE_DETAIL, (page, len(pages)))
-        style.legend(fig, style.source_handles({b.source for b in every}))
-        paths.append(style.save(fig, stem, (page, len(pages))))
+    end = style.axis_end(ends, [not IMPOSSIBLE.isdisjoint(b.flags.split()) for b in every])
+    what = f"Training throughput relative to {baseline}, {what}"
+    handles, paths = style.source_handles({b.source for b in every}), []
+    for fig, page, panels in _pages(titles, groups, heights, 6.2 * len(groups) + 1.6):
+        for ax, title, group in panels:
+            bars = grouped[title].get(group, [])
+            texts, spans = [b.text for b in bars], [b.interval for b in bars]
+            style.hbars(ax, [b.value for b in bars], texts, end, spans, points=bars)
+            ax.set_yticks(range(len(bars)), [b.label for b in bars], fontsize="small")
+            ax.axvline(1.0, color="black", linewidth=1, zorder=1.5)  # over the grid, under the labels
+            if not bars:
+                ax.text(0.5, 0.5, "no runs", transform=ax.transAxes, ha="center", va="center", color="grey")
+            if ax.get_subplotspec().is_first_col():
+                ax.set_ylabel("gpu, precision", fontsize="small")
+            if ax.get_subplotspec().is_last_row():
+                ax.set_xlabel(f"training throughput relative to {baseline} (= 1.0)")
+        paths.append(style.save(fig, stem, what, RELATIVE_DETAIL, handles, page))
     return paths
-
-
-def _relative_panel(ax, bars: list[Bar], end: float) -> None:
-    values = [b.value for b in bars]
-    whiskers = style.whiskers(values, [b.interval for b in bars])
-    _hbars(ax, values, bars, [b.text for b in bars], end, xerr=whiskers, error_kw=style.WHISKERS)
-    ax.set_yticks(range(len(bars)), [b.label for b in bars], fontsize="small")
-    ax.invert_yaxis()
-    ax.axvline(1.0, color="black", linewidth=1, zorder=1.5)  # over the grid, under the labels
-    if not bars:
-        ax.text(0.5, 0.5, "no runs", transform=ax.transAxes, ha="center", va="center", color="grey")
 
 
 def scaling_chart(measurements: list[Measurement], stem: Path) -> list[Path]:
@@ -180,17 +163,12 @@ def scaling_chart(measurements: list[Measurement], stem: Path) -> list[Path]:
         if any((source == MEASURED) == is_measured for _, _, source in drawn):
             handles.append(Line2D([], [], color="black", linestyle=linestyle, label=label))
     handles.append(Line2D([], [], color="grey", linestyle="--", label="linear"))
-    pages, paths = style.pages([SCALING_PANEL_IN] * len(workloads)), []
-    for page, rows in enumerate(pages, start=1):
-        fig = style.figure(4.6 * len(groups) + 2.4, SCALING_PANEL_IN * len(rows) + 1.0)
-        axes = fig.subplots(len(rows), len(groups), squeeze=False)
-        for axes_row, i in zip(axes, rows, strict=True):
-            for ax, group in _panels(axes_row, workloads[i], groups):
-                _scaling_panel(ax, {k[2:]: ms for k, ms in lines.items() if k[:2] == (workloads[i], group)})
-        what = "Scaling: training throughput over the same gpu's 1-GPU figure"
-        style.title(fig, what, "per model", (page, len(pages)))
-        style.legend(fig, handles)
-        paths.append(style.save(fig, stem, (page, len(pages))))
+    what, paths = "Scaling: training throughput over the same gpu's 1-GPU figure", []
+    heights = [SCALING_PANEL_IN] * len(workloads)
+    for fig, page, panels in _pages(workloads, groups, heights, 4.6 * len(groups) + 2.4):
+        for ax, workload, group in panels:
+            _scaling_panel(ax, {k[2:]: ms for k, ms in lines.items() if k[:2] == (workload, group)})
+        paths.append(style.save(fig, stem, what, "per model", handles, page))
     return paths
 
 
@@ -199,21 +177,14 @@ def _scaling_panel(ax, series: dict[tuple, list[Measurement]]) -> None:
     ax.set_ylabel("speed-up over 1 GPU")
     if not series:
         ax.text(0.5, 0.5, "no runs at several GPU counts", transform=ax.transAxes, ha="center", color="grey")
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.set(xticks=[], yticks=[])
         return
     counts = sorted({m.gpu_count for ms in series.values() for m in ms})
-    ax.plot(counts, counts, color="grey", linestyle="--", linewidth=1)
+    ax.loglog(counts, counts, "--", color="grey", linewidth=1, base=2)  # linear scaling
     for (gpu, precision, source, _), ms in sorted(series.items()):
-        ax.plot(
-            [m.gpu_count for m in ms],
-            [m.throughput / ms[0].throughput for m in ms],
-            marker=PRECISION_MARKERS.get(precision, "o"),
-            color=style.gpu_colour(gpu),
-            linestyle="-" if source == MEASURED else ":",
-        )
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
+        marker_and_line = PRECISION_MARKERS.get(precision, "o") + ("-" if source == MEASURED else ":")
+        speedup = [m.throughput / ms[0].throughput for m in ms]
+        ax.plot([m.gpu_count for m in ms], speedup, marker_and_line, color=style.gpu_colour(gpu))
     ax.set_xticks(counts, [str(c) for c in counts])
     ax.set_yticks(counts, [str(c) for c in counts])
     ax.grid(alpha=0.3)
@@ -230,12 +201,9 @@ def per_model_charts(
             (m for m in measurements if m.model == model),
             key=lambda m: (precision_group(m.precision), m.precision, m.gpu_count, m.variant, m.side),
         )
-        unit, values = points[0].unit, [m.throughput for m in points]
-        spread = style.whiskers(values, [m.interval for m in points])
-        panels = [(values, f"training throughput ({unit})", spread)]
-        what = f"{model}: training throughput, every gpu, GPU count and precision"
-        stem = out / f"throughput_{slug(model)}"
-        throughput += _bars(points, panels, what, THROUGHPUT_DETAIL, stem, flagged)
+        unit, spans = points[0].unit, [m.interval for m in points]
+        panels = [([m.throughput for m in points], f"training throughput ({unit})", spans)]
+        throughput += _bars("throughput", points, panels, out, flagged)
         panels = []
         if watt := [m for m in points if m.per_watt is not None]:
             bases = "/".join(sorted({m.per_watt_basis for m in watt}))
@@ -243,20 +211,16 @@ def per_model_charts(
         if any(m.per_kusd is not None for m in points):
             panels.append(([m.per_kusd for m in points], f"{unit} per 1,000 USD of GPUs", None))
         if panels:
-            what = f"{model}: training efficiency, every gpu, GPU count and precision"
-            stem = out / f"efficiency_{slug(model)}"
-            efficiency += _bars(points, panels, what, EFFICIENCY_DETAIL, stem, flagged)
+            efficiency += _bars("efficiency", points, panels, out, flagged)
     return throughput + efficiency
 
 
-def _bars(
-    points: list[Measurement], panels: list[tuple], what: str, detail: str, stem: Path, flagged: dict
-) -> list[Path]:
-    """A bar per point in a panel per (values, axis label, whiskers), on pages; a value of None is a
-    figure the runs lack, written as such; one flagged as impossible is marked and sets no axis."""
+def _bars(kind: str, points: list[Measurement], panels: list[tuple], out: Path, flagged: dict) -> list[Path]:
+    """A bar per point in a panel per (values, axis label, 95% intervals or None), on pages; a value of
+    None is a figure the runs lack, written as such; one flagged as impossible is marked and sets no axis."""
     kinds = [flagged.get(m.point, []) for m in points]
-    impossible = [_impossible(k) for k in kinds]
-    marks = [f"  ! {' '.join(k)}" if out else "" for k, out in zip(kinds, impossible, strict=True)]
+    impossible = [not IMPOSSIBLE.isdisjoint(k) for k in kinds]
+    marks = [f"  ! {' '.join(k)}" if bad else "" for k, bad in zip(kinds, impossible, strict=True)]
     labels = [
         f"{m.side} x{m.gpu_count} {m.precision}"
         + (f" [{m.variant}]" if m.variant else "")
@@ -264,24 +228,24 @@ def _bars(
         + (f" n={m.n_runs}" if m.n_runs > 1 else "")
         for m in points
     ]
-    ends = []  # per panel: every page of a model on one scale
-    for values, _, whiskers in panels:
+    drawn = []  # per panel: its bars' texts and its axis' end, every page of a model on one scale
+    for values, _, spans in panels:
         known = [i for i, v in enumerate(values) if v is not None]
-        tops = [values[i] + (whiskers[1][i] if whiskers else 0) for i in known]
-        ends.append(style.axis_end(tops, [impossible[i] for i in known]))
+        tops = [spans[i][1] if spans and spans[i] else values[i] for i in known]
+        texts = ["not logged" if v is None else number(v) + m for v, m in zip(values, marks, strict=True)]
+        drawn.append((texts, style.axis_end(tops, [impossible[i] for i in known])))
+    model, handles = points[0].model, style.source_handles({m.source for m in points})
+    what = f"{model}: training {kind}, every gpu, GPU count and precision"
     pages, paths = style.pages([BAR_IN] * len(points), style.PAGE_IN - 1.3), []  # 1.3: title and axis
     for page, rows in enumerate(pages, start=1):
         fig = style.figure(6.5 * len(panels) + 3.5, 1.6 + BAR_IN * len(rows))
         axes = fig.subplots(1, len(panels), squeeze=False, sharey=True)[0]
-        for ax, (values, axis_label, whiskers), end in zip(axes, panels, ends, strict=True):
-            xerr = [[w[i] for i in rows] for w in whiskers] if whiskers else None
-            texts = ["not logged" if values[i] is None else number(values[i]) + marks[i] for i in rows]
-            _hbars(ax, [values[i] or 0.0 for i in rows], [points[i] for i in rows], texts, end, xerr=xerr)
+        on = slice(rows.start, rows.stop)
+        for ax, (values, axis_label, spans), (texts, end) in zip(axes, panels, drawn, strict=True):
+            style.hbars(ax, values[on], texts[on], end, spans and spans[on], points=points[on])
             ax.set_xlabel(axis_label)
-        axes[0].set_yticks(range(len(rows)), [labels[i] for i in rows], fontsize="small")
-        axes[0].invert_yaxis()  # once: the panels share this axis
+        axes[0].set_yticks(range(len(rows)), labels[on], fontsize="small")
         axes[0].set_ylabel("gpu x GPUs, precision", fontsize="small")
-        style.title(fig, what, detail, (page, len(pages)))
-        style.legend(fig, style.source_handles({m.source for m in points}))
-        paths.append(style.save(fig, stem, (page, len(pages))))
+        stem = out / f"{kind}_{slug(model)}"
+        paths.append(style.save(fig, stem, what, DETAILS[kind], handles, (page, len(pages))))
     return paths

@@ -63,17 +63,14 @@ def breakdown_chart(placements: list[Placement], out: Path) -> list[Path]:
         ax.grid(axis="y", alpha=0.3)
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
-    handles, labels = axes[0].get_legend_handles_labels()
-    columns = 3 if ncols < 3 else len(SHARES)
-    fig.legend(handles, labels, loc="outside lower center", ncols=columns, fontsize="small")
-    fig.suptitle("Where the step time goes (profiled after the measured window)", fontsize="medium")
-    return [style.save(fig, out / "step_breakdown")]
+    what = "Where the step time goes (profiled after the measured window)"
+    handles, columns = axes[0].get_legend_handles_labels()[0], 3 if ncols < 3 else len(SHARES)
+    return [style.save(fig, out / "step_breakdown", what, "", handles, below=columns)]
 
 
 def ceilings_chart(placements: list[Placement], out: Path) -> list[Path]:
     """A bar per point of its achieved TFLOP/s per GPU, with its card's measured ceiling (black) and
     spec-sheet peak (grey) for the math that ran, on a log axis (strict fp32 and bf16 differ 15x)."""
-    from matplotlib.lines import Line2D
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
     points = sorted(
@@ -89,31 +86,27 @@ def ceilings_chart(placements: list[Placement], out: Path) -> list[Path]:
     row_in = max(0.3, 0.16 * max(label.count("\n") + 1 for label in labels))
     fig = style.figure(9, 1.4 + row_in * len(points))
     ax = fig.subplots()
-    y = range(len(points))
-    ax.barh(
-        y, [p.achieved_tflops for p in points], color=[style.gpu_colour(p.measurement.side) for p in points]
-    )
-    peaks = [p.measurement.spec.peak_tflops for p in points]  # the spec sheet the run logged
-    for i, (p, peak) in enumerate(zip(points, peaks, strict=True)):
-        for mark, colour in ((peak, "grey"), (p.ceiling_tflops, "black")):
-            if mark:
-                ax.plot([mark], [i], marker="|", markersize=14, color=colour, markeredgewidth=2)
+    y, achieved = range(len(points)), [p.achieved_tflops for p in points]
+    ax.barh(y, achieved, color=[style.gpu_colour(p.measurement.side) for p in points])
+    marks = {  # the spec sheet the run logged; the measured ceiling drawn over it
+        "spec-sheet peak": ([p.measurement.spec.peak_tflops for p in points], "grey"),
+        "measured ceiling (model=ceilings)": ([p.ceiling_tflops for p in points], "black"),
+    }
+    for label, (values, colour) in marks.items():
+        at = [v or math.nan for v in values]  # nan: no mark
+        ax.plot(at, y, "|", markersize=14, markeredgewidth=2, color=colour, label=label)
+    for i, p in enumerate(points):
         used = f" ({p.share_of_ceiling:.0%} of ceiling)" if p.share_of_ceiling else " (no ceiling)"
-        ax.text(p.achieved_tflops, i, f" {p.achieved_tflops:,.3g}" + used, va="center", fontsize="x-small")
+        ax.text(achieved[i], i, f" {achieved[i]:,.3g}" + used, va="center", fontsize="x-small")
     ax.set_yticks(y, labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xscale("log")
-    drawn = [(p.achieved_tflops, p.ceiling_tflops, peak) for p, peak in zip(points, peaks, strict=True)]
-    ends = [v for values in drawn for v in values if v]
+    ends = [v for values, _ in marks.values() for v in values + achieved if v]
     ax.set_xlim(min(ends) / 2, max(ends) * 3)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("TFLOP/s per GPU (log scale)")
     ax.grid(axis="x", alpha=0.3, which="both")
-    marks = [
-        Line2D([], [], color=colour, marker="|", linestyle="", markersize=12, label=label)
-        for colour, label in (("black", "measured ceiling (model=ceilings)"), ("grey", "spec-sheet peak"))
-    ]
-    fig.legend(handles=marks, loc="outside lower center", ncols=2, fontsize="x-small")
-    style.title(fig, "Achieved TFLOP/s against each card's ceilings, for the math that ran")
-    return [style.save(fig, out / "ceilings")]
+    what = "Achieved TFLOP/s against each card's ceilings, for the math that ran"
+    handles = ax.get_legend_handles_labels()[0][::-1]  # the measured ceiling first
+    return [style.save(fig, out / "ceilings", what, "", handles, below=2)]

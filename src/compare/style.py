@@ -36,36 +36,30 @@ HOLDS_ONE = "  ~1"  # after a bar's ratio whose 95% interval holds 1.0
 _CHOSEN: dict[str, object] = {}  # this comparison's colours (use_colours)
 
 
-def _palette() -> list:
+def _ring(gpu: str) -> list:
+    """The palette from the colour of the gpu's name's hash on (crc32, not hash(): salted per process)."""
     from matplotlib import colormaps
 
-    palette = [colormaps[name](i) for name in ("tab20b", "tab20c") for i in range(20)]
-    return [c for i, c in enumerate(palette) if i % 4 != 3]  # the palest shade reads as no bar
-
-
-def _hashed(gpu: str, palette: list, shift: int = 0):
-    return palette[(zlib.crc32(gpu.encode()) + shift) % len(palette)]  # not hash(): salted per process
+    # the palest shade of each hue reads as no bar
+    palette = [colormaps[name](i) for name in ("tab20b", "tab20c") for i in range(20) if i % 4 != 3]
+    start = zlib.crc32(gpu.encode()) % len(palette)
+    return palette[start:] + palette[:start]
 
 
 def use_colours(gpus: Sequence[str]) -> None:
     """Fix one colour per gpu for every chart of one comparison, none shared: the profiles' own,
     and each other gpu its name's hash's, or, where a gpu before it in name order took that one,
     the next free one. The same gpus get the same colours in every comparison."""
-    palette = _palette()
     _CHOSEN.clear()
-    taken: set = set()
     for gpu in sorted(set(gpus)):
-        if gpu in PROFILE_COLOURS:
-            _CHOSEN[gpu] = PROFILE_COLOURS[gpu]
-            continue
-        ring = [_hashed(gpu, palette, shift) for shift in range(len(palette))]
-        _CHOSEN[gpu] = next((c for c in ring if c not in taken), ring[0])  # none free: its hash's own
-        taken.add(_CHOSEN[gpu])
+        ring = _ring(gpu)
+        free = next((c for c in ring if c not in _CHOSEN.values()), ring[0])  # none free: its hash's own
+        _CHOSEN[gpu] = PROFILE_COLOURS.get(gpu, free)
 
 
 def gpu_colour(gpu: str):
     """The comparison's colour of the gpu (use_colours); else the profile's, else its hash's."""
-    return _CHOSEN.get(gpu) or PROFILE_COLOURS.get(gpu) or _hashed(gpu, _palette())
+    return _CHOSEN.get(gpu) or PROFILE_COLOURS.get(gpu) or _ring(gpu)[0]
 
 
 def figure(width_in: float, height_in: float):
@@ -74,27 +68,22 @@ def figure(width_in: float, height_in: float):
     return Figure(figsize=(width_in, height_in), layout="constrained")
 
 
-def title(fig, what: str, detail: str = "", page: tuple[int, int] = (1, 1)) -> None:
-    """What the chart shows on its first line; the details (model, baseline...) and page on the second."""
+def save(fig, stem: Path, what: str, detail: str = "", handles=(), page=(1, 1), below: int = 0) -> Path:
+    """The chart titled (what it shows on the first line; the details and its page on the second),
+    its legend outside every panel (at the upper right, or below in `below` columns), its bar labels
+    inside their panels, as stem.png or, where it has pages, stem_pN.png."""
     number_of = f"page {page[0]} of {page[1]}" if page[1] > 1 else ""
     second = "; ".join(part for part in (detail, number_of) if part)
     # wrapped to the figure: a one-panel chart is narrower than its explanation
     width = max(20, int(fig.get_figwidth() * 72 / (TITLE_PT * CHAR_EM) * TITLE_SHARE))
     lines = [line for part in (what, second) if part for line in textwrap.wrap(part, width)]
     fig.suptitle("\n".join(lines), fontsize=TITLE_PT, x=0.02, ha="left")
-
-
-def legend(fig, handles: list) -> None:
-    """One legend for the whole figure, outside every axes: never over data or a title."""
     if handles:
-        fig.legend(handles=handles, loc="outside right upper", fontsize="small")
-
-
-def save(fig, stem: Path, page: tuple[int, int] = (1, 1), dpi: int = DPI) -> Path:
-    """The chart as stem.png, or stem_pN.png where it has pages, its bar labels inside their panels."""
+        where = {"loc": "outside lower center", "ncols": below} if below else {"loc": "outside right upper"}
+        fig.legend(handles=handles, fontsize="small", **where)
     keep_labels_inside(fig)
-    path = stem.parent / page_name(stem.name, *page)
-    fig.savefig(path, dpi=dpi)
+    path = stem.with_name(f"{stem.name}.png" if page[1] == 1 else f"{stem.name}_p{page[0]}.png")
+    fig.savefig(path, dpi=DPI)
     return path
 
 
@@ -123,10 +112,6 @@ def pages(heights: Sequence[float], budget_in: float = PAGE_IN) -> list[range]:
     return [range(a, b) for a, b in pairwise([*starts, len(heights)])]
 
 
-def page_name(stem: str, page: int, n_pages: int) -> str:
-    return f"{stem}.png" if n_pages == 1 else f"{stem}_p{page}.png"
-
-
 def axis_end(values: Sequence[float], outliers: Sequence[bool] | None = None) -> float:
     """Where a bar axis ends: past the largest value that is not an outlier (a figure no hardware
     can produce would squash every other bar to nothing; it is drawn to the edge and written)."""
@@ -135,20 +120,30 @@ def axis_end(values: Sequence[float], outliers: Sequence[bool] | None = None) ->
     return max(kept, default=1.0) * 1.18 or 1.0
 
 
-def bar_values(ax, drawn, values: Sequence[float], texts: Sequence[str], end: float) -> None:
-    """Write each bar's value beside it; one too short to see says so, one beyond the axis is cut
-    at its edge and says so (keep_labels_inside moves a label that would leave its panel)."""
-    for bar, value, text in zip(drawn, values, texts, strict=True):
-        y = bar.get_y() + bar.get_height() / 2
+def hbars(ax, values: list, texts: list[str], end: float, spans=None, y=None, points=(), **bars) -> None:
+    """Bars from 0 (None, a figure the runs lack: 0) on an axis ending at `end`, whiskers their 95%
+    intervals `spans`, each text past its whisker; in their gpus' colours, hatched by source, where
+    `points` (with a side and a source) are given. A bar too short to see says so; one beyond the axis
+    is cut at its edge and says so (keep_labels_inside moves a label that would leave its panel)."""
+    if points:
+        bars |= {"color": [gpu_colour(p.side) for p in points], "hatch": [hatch(p.source) for p in points]}
+    values = [v or 0.0 for v in values]
+    xerr = whiskers(values, spans) if spans else None
+    at = range(len(values)) if y is None else y
+    drawn = ax.barh(at, values, xerr=xerr, error_kw=WHISKERS, edgecolor="white", **bars)
+    for bar, value, span, text in zip(drawn, values, spans or [None] * len(values), texts, strict=True):
         if value > end:
             bar.set_width(end)
-            text, x, offset, align = f"{text} (beyond the axis)", end, -3, "right"
-        else:
-            text = f"{text} (too short to draw)" if 0 < value < TOO_SHORT * end else text
-            x, offset, align = value, 3, "left"
-        label = ax.annotate(text, (x, y), xytext=(offset, 0), textcoords="offset points", ha=align,
-                            va="center", fontsize="small", bbox=LABEL_BOX)  # fmt: skip
-        label.bar_end = min(value, end)
+            text += " (beyond the axis)"
+        elif 0 < value < TOO_SHORT * end:
+            text += " (too short to draw)"
+        beside = (min(span[1], end) if span else bar.get_width(), bar.get_y() + bar.get_height() / 2)
+        label = ax.annotate(text, beside, xytext=(3, 0), textcoords="offset points", va="center",
+                            fontsize="small", bbox=LABEL_BOX)  # fmt: skip
+        label.bar_end = bar.get_width()
+    ax.set_xlim(0, end)  # one scale for every panel: bar lengths compare
+    ax.yaxis.set_inverted(True)  # the first bar on top
+    ax.grid(axis="x", alpha=0.3)
 
 
 def keep_labels_inside(fig) -> None:
