@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
+from src import recorded
 from src.compare import anomalies, style
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
 from src.compare.ratio import holds_one
@@ -27,7 +28,7 @@ RELATIVE_DETAIL = (
 )
 SCALING_PANEL_IN = 2.8
 DETAILS = {  # the second line of a per-model chart's title
-    "throughput": "median of runs; whiskers: 95% interval (repeats; one run: within-run only; published: "
+    recorded.THROUGHPUT: "median of runs; whiskers: 95% interval (repeats; one run: within-run only; published: "
     "its runs' or none)",
     "efficiency": "per watt: measured power where telemetry logged it, else the spec sheet's TDP",
 }
@@ -203,7 +204,7 @@ def per_model_charts(
         )
         unit, spans = points[0].unit, [m.interval for m in points]
         panels = [([m.throughput for m in points], f"training throughput ({unit})", spans)]
-        throughput += _bars("throughput", points, panels, out, flagged)
+        throughput += _bars(recorded.THROUGHPUT, points, panels, out, flagged)
         panels = []
         if watt := [m for m in points if m.per_watt is not None]:
             bases = "/".join(sorted({m.per_watt_basis for m in watt}))

@@ -41,7 +41,7 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
             {field: getattr(m, field) for field in MEASUREMENT_FIELDS}
             | columns("relative", row.ratio)
             | dict(zip(("throughput_low", "throughput_high"), m.interval or (None, None), strict=True))
-            | {f"baseline_{k}": getattr(base, k, None) for k in ("precision", "source", "throughput")}
+            | {f"baseline_{k}": getattr(base, k, None) for k in ("precision", "source", recorded.THROUGHPUT)}
             | {
                 "precision_group": precision_group(m.precision),
                 "gpu": m.side,
