@@ -70,12 +70,12 @@ def draw_all(
         for s in summary
     ]  # fmt: skip
     what = "per category: the mean over the models the gpu and the baseline both have"
-    paths = relative_bars(_grouped(by_category), baseline, what, out / "relative_by_category")
+    paths = relative_bars(by_category, baseline, what, out / "relative_by_category")
     compared = [r for r in rows if r.relative is not None]
     for count in sorted({r.measurement.gpu_count for r in compared}):
         per_model = [_model_bar(r, flagged) for r in compared if r.measurement.gpu_count == count]
         what = f"per model on {gpus(count)}"
-        paths += relative_bars(_grouped(per_model), baseline, what, out / f"relative_by_model_x{count}")
+        paths += relative_bars(per_model, baseline, what, out / f"relative_by_model_x{count}")
     return paths + scaling_chart(measurements, out / "scaling") + per_model_charts(measurements, out, flagged)
 
 
@@ -83,14 +83,6 @@ def _model_bar(row: RelativeRow, flagged: dict[tuple, list[str]]) -> tuple[str, 
     m = row.measurement
     flags = " ".join(dict.fromkeys(flagged.get(m.point, []) + row.flags))
     return m.workload, Bar(m.side, m.precision, m.source, row.relative, flags, row.interval)
-
-
-def _grouped(items: list[tuple[str, Bar]]) -> dict[str, dict[str, list[Bar]]]:
-    """{row title: {precision group: bars}}, rows and bars in a stable order."""
-    grouped: dict[str, dict[str, list[Bar]]] = {}
-    for title, bar in sorted(items, key=lambda tb: (tb[0], tb[1].side, tb[1].precision, tb[1].source)):
-        grouped.setdefault(title, {}).setdefault(precision_group(bar.precision), []).append(bar)
-    return grouped
 
 
 def _panel_groups(present: set[str]) -> list[str]:
@@ -110,14 +102,16 @@ def _pages(titles: list[str], groups: list[str], heights: list[float], width: fl
         yield fig, (page, len(pages)), panels
 
 
-def relative_bars(
-    grouped: dict[str, dict[str, list[Bar]]], baseline: str, what: str, stem: Path
-) -> list[Path]:
-    """A row of panels per title, a column per precision group, bars from 0 labelled; paged when tall."""
+def relative_bars(items: list[tuple[str, Bar]], baseline: str, what: str, stem: Path) -> list[Path]:
+    """(title, bar) drawn as a row of panels per title, a column per precision group, bars from 0
+    labelled, rows and bars in a stable order; paged when tall."""
+    grouped: dict[str, dict[str, list[Bar]]] = {}
+    for title, bar in sorted(items, key=lambda tb: (tb[0], tb[1].side, tb[1].precision, tb[1].source)):
+        grouped.setdefault(title, {}).setdefault(precision_group(bar.precision), []).append(bar)
     groups = _panel_groups({group for panels in grouped.values() for group in panels})
     titles = list(grouped)
     heights = [BAR_IN * max(len(grouped[t].get(g, [])) for g in groups) + PANEL_PAD_IN for t in titles]
-    every = [b for panels in grouped.values() for bars in panels.values() for b in bars]
+    every = [bar for _, bar in items]
     ends = [max(b.interval[1] if b.interval else b.value, 1.0) for b in every]
     end = style.axis_end(ends, [not IMPOSSIBLE.isdisjoint(b.flags.split()) for b in every])
     what = f"Training throughput relative to {baseline}, {what}"
