@@ -27,6 +27,7 @@ RELATIVE_DETAIL = (
     "! marks a flagged figure (report.md says why)"
 )
 SCALING_PANEL_IN = 2.8
+NO_SCALING = "no runs at several GPU counts"  # an empty scaling panel's text
 DETAILS = {  # the second line of a per-model chart's title
     recorded.THROUGHPUT: "median of runs; whiskers: 95% interval (repeats; one run: within-run only; published: "
     "its runs' or none)",
@@ -162,27 +163,23 @@ def scaling_chart(measurements: list[Measurement], stem: Path) -> list[Path]:
     heights = [SCALING_PANEL_IN] * len(workloads)
     for fig, page, panels in _pages(workloads, groups, heights, 4.6 * len(groups) + 2.4):
         for ax, workload, group in panels:
-            _scaling_panel(ax, {k[2:]: ms for k, ms in lines.items() if k[:2] == (workload, group)})
+            series = {k[2:]: ms for k, ms in lines.items() if k[:2] == (workload, group)}
+            ax.set(xlabel="GPUs", ylabel="speed-up over 1 GPU")
+            if not series:
+                ax.text(0.5, 0.5, NO_SCALING, transform=ax.transAxes, ha="center", color="grey")
+                ax.set(xticks=[], yticks=[])
+                continue
+            counts = sorted({m.gpu_count for ms in series.values() for m in ms})
+            ax.loglog(counts, counts, "--", color="grey", linewidth=1, base=2)  # linear scaling
+            for (gpu, precision, source, _), ms in sorted(series.items()):
+                marker_and_line = PRECISION_MARKERS.get(precision, "o") + ("-" if source == MEASURED else ":")
+                speedup = [m.throughput / ms[0].throughput for m in ms]
+                ax.plot([m.gpu_count for m in ms], speedup, marker_and_line, color=style.gpu_colour(gpu))
+            ax.set_xticks(counts, [str(c) for c in counts])
+            ax.set_yticks(counts, [str(c) for c in counts])
+            ax.grid(alpha=0.3)
         paths.append(style.save(fig, stem, what, "per model", handles, page))
     return paths
-
-
-def _scaling_panel(ax, series: dict[tuple, list[Measurement]]) -> None:
-    ax.set_xlabel("GPUs")
-    ax.set_ylabel("speed-up over 1 GPU")
-    if not series:
-        ax.text(0.5, 0.5, "no runs at several GPU counts", transform=ax.transAxes, ha="center", color="grey")
-        ax.set(xticks=[], yticks=[])
-        return
-    counts = sorted({m.gpu_count for ms in series.values() for m in ms})
-    ax.loglog(counts, counts, "--", color="grey", linewidth=1, base=2)  # linear scaling
-    for (gpu, precision, source, _), ms in sorted(series.items()):
-        marker_and_line = PRECISION_MARKERS.get(precision, "o") + ("-" if source == MEASURED else ":")
-        speedup = [m.throughput / ms[0].throughput for m in ms]
-        ax.plot([m.gpu_count for m in ms], speedup, marker_and_line, color=style.gpu_colour(gpu))
-    ax.set_xticks(counts, [str(c) for c in counts])
-    ax.set_yticks(counts, [str(c) for c in counts])
-    ax.grid(alpha=0.3)
 
 
 def per_model_charts(
