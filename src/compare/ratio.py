@@ -80,23 +80,19 @@ def combine(spreads: list[Spread], weights: list[float]) -> Spread:
 def _netted(terms) -> list[tuple[object, float]]:
     """(figure, weight) with one figure's weights added first, so that a figure on both sides of a
     quotient cancels instead of counting twice; those netted to 0 are left out."""
-    weights: dict[object, float] = {}
-    found: dict[object, object] = {}
+    netted: dict[object, tuple[object, float]] = {}  # key: (figure, its weights' sum)
     for figure, weight in terms:
-        weights[figure.key] = weights.get(figure.key, 0.0) + weight
-        found[figure.key] = figure
-    return [(found[key], weight) for key, weight in weights.items() if weight != 0.0]
+        netted[figure.key] = (figure, netted.get(figure.key, (None, 0.0))[1] + weight)
+    return [(figure, weight) for figure, weight in netted.values() if weight != 0.0]
 
 
-def _flat(terms, scale: float = 1.0) -> list:
+def _flat(terms, scale: float = 1.0):
     """`terms` with every ratio among them replaced by its own terms, weighted by its weight."""
-    flat = []
     for figure, weight in terms:
         if isinstance(figure, Ratio):
-            flat += _flat(figure.terms, scale * weight)
+            yield from _flat(figure.terms, scale * weight)
         else:
-            flat.append((figure, scale * weight))
-    return flat
+            yield figure, scale * weight
 
 
 def holds_one(interval: tuple[float, float] | None) -> bool:
@@ -193,10 +189,7 @@ def means(ratios: list[Ratio]) -> tuple[Ratio, Ratio]:
     """(arithmetic mean, geometric mean) of independent ratios, each with its 95% interval: the
     uncertainty of the mean of these ratios as measured, not the spread between them. The weights
     of the arithmetic mean are its sensitivity to each: d log(mean) = sum r_i / sum(r) d log r_i."""
-    k = len(ratios)
+    k, total = len(ratios), sum(r.value for r in ratios)
     flags = carried_flags(ratios)
-    values = [r.value for r in ratios]
-    total = sum(values)
-    weights = [v / total for v in values]
-    mean = ratio(zip(ratios, weights, strict=True), value=sum(values) / k, independent=True, **flags)
+    mean = ratio([(r, r.value / total) for r in ratios], value=total / k, independent=True, **flags)
     return mean, ratio([(r, 1 / k) for r in ratios], independent=True, **flags)

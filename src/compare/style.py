@@ -97,8 +97,7 @@ def source_handles(sources) -> list:
     from matplotlib.patches import Patch
 
     kinds = {("projected" if s == PROJECTED else "published", hatch(s)) for s in sources if s != MEASURED}
-    return [Patch(facecolor="lightgrey", hatch=h, edgecolor="white", label=f"{kind} figure")
-            for kind, h in sorted(kinds)]
+    return [Patch(fc="lightgrey", hatch=h, ec="white", label=f"{k} figure") for k, h in sorted(kinds)]
 
 
 def pages(heights: Sequence[float], budget_in: float = PAGE_IN) -> list[range]:
@@ -112,10 +111,9 @@ def pages(heights: Sequence[float], budget_in: float = PAGE_IN) -> list[range]:
     return [range(a, b) for a, b in pairwise([*starts, len(heights)])]
 
 
-def axis_end(values: Sequence[float], outliers: Sequence[bool] | None = None) -> float:
+def axis_end(values: Sequence[float], outliers: Sequence[bool]) -> float:
     """Where a bar axis ends: past the largest value that is not an outlier (a figure no hardware
     can produce would squash every other bar to nothing; it is drawn to the edge and written)."""
-    outliers = outliers or [False] * len(values)
     kept = [v for v, out in zip(values, outliers, strict=True) if not out] or list(values)
     return max(kept, default=1.0) * 1.18 or 1.0
 
@@ -171,7 +169,5 @@ def keep_labels_inside(fig) -> None:
 
 def whiskers(values: Sequence[float], spans: Sequence[tuple[float, float] | None]) -> list[list[float]]:
     """matplotlib's xerr or yerr: each value's distances to its interval's ends (0 without one)."""
-    return [
-        [v - s[0] if s else 0.0 for v, s in zip(values, spans, strict=True)],
-        [s[1] - v if s else 0.0 for v, s in zip(values, spans, strict=True)],
-    ]
+    below = [v - s[0] if s else 0.0 for v, s in zip(values, spans, strict=True)]
+    return [below, [s[1] - v if s else 0.0 for v, s in zip(values, spans, strict=True)]]
