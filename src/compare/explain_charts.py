@@ -33,10 +33,9 @@ def breakdown_chart(placements: list[Placement], out: Path) -> list[Path]:
     """A panel per (model, precision, GPU count): one stacked bar per gpu of its step-time shares,
     its share of ceiling written above it."""
     panels: dict[tuple, list[Placement]] = {}
-    for p in sorted(placements, key=lambda p: p.measurement.side):
-        if p.shares:
-            m = p.measurement
-            panels.setdefault((m.workload, m.precision, m.gpu_count), []).append(p)
+    for p in sorted((p for p in placements if p.shares), key=lambda p: p.measurement.side):
+        m = p.measurement
+        panels.setdefault((m.workload, m.precision, m.gpu_count), []).append(p)
     if not panels:
         return []
     ncols = min(4, len(panels))
@@ -87,7 +86,7 @@ def ceilings_chart(placements: list[Placement], out: Path) -> list[Path]:
     fig = style.figure(9, 1.4 + row_in * len(points))
     ax = fig.subplots()
     y, achieved = range(len(points)), [p.achieved_tflops for p in points]
-    ax.barh(y, achieved, color=[style.gpu_colour(p.measurement.side) for p in points])
+    bars = ax.barh(y, achieved, color=[style.gpu_colour(p.measurement.side) for p in points])
     marks = {  # the spec sheet the run logged; the measured ceiling drawn over it
         "spec-sheet peak": ([p.measurement.spec.peak_tflops for p in points], "grey"),
         "measured ceiling (model=ceilings)": ([p.ceiling_tflops for p in points], "black"),
@@ -95,9 +94,8 @@ def ceilings_chart(placements: list[Placement], out: Path) -> list[Path]:
     for label, (values, colour) in marks.items():
         at = [v or math.nan for v in values]  # nan: no mark
         ax.plot(at, y, "|", markersize=14, markeredgewidth=2, color=colour, label=label)
-    for i, p in enumerate(points):
-        used = f" ({p.share_of_ceiling:.0%} of ceiling)" if p.share_of_ceiling else " (no ceiling)"
-        ax.text(achieved[i], i, f" {achieved[i]:,.3g}" + used, va="center", fontsize="x-small")
+    shares = [f"{p.share_of_ceiling:.0%} of ceiling" if p.share_of_ceiling else "no ceiling" for p in points]
+    ax.bar_label(bars, [f" {a:,.3g} ({s})" for a, s in zip(achieved, shares, strict=True)], size="x-small")
     ax.set_yticks(y, labels, fontsize="small")
     ax.invert_yaxis()
     ax.set_xscale("log")
