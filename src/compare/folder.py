@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from src.console import note
@@ -16,7 +17,7 @@ from src.paths import user_folder
 WRITTEN = ".compare-files"  # the names the last compare wrote here; locked while a compare runs
 
 
-class OutFolder:
+class OutFolder(AbstractContextManager["OutFolder"]):  # entered, itself; left, its record closed
     def __init__(self, path: Path):
         self.path = Path(user_folder("out", str(path)))
         try:
@@ -56,9 +57,6 @@ class OutFolder:
         self._record.truncate()
         self._record.write("".join(f"{path.name}\n" for path in files))
         self._record.flush()
-
-    def __enter__(self) -> OutFolder:
-        return self
 
     def __exit__(self, *exc) -> None:
         self._record.close()
