@@ -17,7 +17,7 @@ from src.paths import user_folder
 WRITTEN = ".compare-files"  # the names the last compare wrote here; locked while a compare runs
 
 
-class OutFolder(AbstractContextManager["OutFolder"]):  # entered, itself; left, its record closed
+class OutFolder(AbstractContextManager["OutFolder"]):
     def __init__(self, path: Path):
         self.path = Path(user_folder("out", str(path)))
         try:
