@@ -92,12 +92,12 @@ def test_the_relative_chart_shows_each_ratio_as_a_bar_in_its_gpus_colour_with_it
     from src.compare.charts import Bar, relative_bars
 
     style.use_colours(["a6000", "h100", "rtx3090"])
-    bars = [
+    given = [  # in no order: the chart sorts them
         Bar("h100", "amp", "lambda", 3.4),
         Bar("a6000", "tf32", "measured", 1.25, interval=(1.2, 1.3)),
         Bar("a6000", "amp", "measured", 1.02, interval=(0.98, 1.06)),
     ]
-    items = [("vision, 1 GPU", bar) for bar in bars]
+    items = [("vision, 1 GPU", bar) for bar in given]
     (png,) = relative_bars(items, "rtx3090", "per category", tmp_path / "relative_by_category")
     (fig,) = drawn
     assert png.name == "relative_by_category.png" and png.read_bytes().startswith(b"\x89PNG")
