@@ -314,10 +314,10 @@ def unlogged_specs(measurements: list[runs.Measurement]) -> list[str]:
     """A line for the runs that logged no spec-sheet figures (runs of version 1, imported GPUs without a
     profile), if any: compare judges a run by what it logged only."""
     judged = set(recorded.SPEC_PARAMS) - {"memory_gb"} | {"peak_key", "peak_tflops"}
-    lacking = [r for m in measurements for r in m.runs if judged & set(r.spec.unlogged)]
+    lacking = [r for m in measurements for r in m.runs if judged & set(r.result.spec.unlogged)]
     if not lacking:
         return []
-    figures = sorted({name for r in lacking for name in r.spec.unlogged if name in judged})
+    figures = sorted({name for r in lacking for name in r.result.spec.unlogged if name in judged})
     gpus = sorted({r.gpu for r in lacking})
     return [
         f"{len(lacking):,} run(s) of {', '.join(gpus)} never logged {', '.join(figures)}: the figures that "
