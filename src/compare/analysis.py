@@ -146,16 +146,14 @@ def _left_out(members: list[RelativeRow], rows: list[RelativeRow]) -> tuple[str,
     why: the baseline has no run of it, the gpu has none, or the ratio sets unlike math."""
     reasons = {r.measurement.workload: "no baseline run" for r in members if r.baseline is None}
     reasons |= {r.measurement.workload: MATH_DIFFERS for r in members if r.math_differs}
-    used = {(r.baseline.side, r.baseline.source, r.baseline.precision) for r in members if r.baseline}
-    first = members[0].measurement
-    ours = {r.measurement.model for r in members}
+    first, ours = members[0].measurement, {r.measurement.model for r in members}
+    used = {
+        (b.side, b.source, b.precision, first.category, first.gpu_count) for r in members if (b := r.baseline)
+    }
     reasons |= {
-        r.measurement.workload: f"no {first.side} run"
-        for r in rows
-        if (r.measurement.side, r.measurement.source, r.measurement.precision) in used
-        and r.measurement.category == first.category
-        and r.measurement.gpu_count == first.gpu_count
-        and r.measurement.model not in ours
+        m.workload: f"no {first.side} run"
+        for m in (r.measurement for r in rows)
+        if (m.side, m.source, m.precision, m.category, m.gpu_count) in used and m.model not in ours
     }
     return tuple(f"{workload} ({why})" for workload, why in sorted(reasons.items()))
 

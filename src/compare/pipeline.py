@@ -63,13 +63,12 @@ SHORT_NAMES = ("crossed", "tf32", "superseded")
 
 @dataclass
 class Read:
-    """The runs a comparison read and the ones its filters kept."""
+    """The runs a comparison read, and how many its filters left out."""
 
     experiments: list[str]
     experiment_ids: list[str]  # measured first, then published
     runs: list[run_result.RunResult]  # every FINISHED run of the experiments
     records: list[runs.RunRecord]  # those with a throughput
-    kept: list[runs.RunRecord]  # those the filters keep (with by=, set side by side along its axis)
     smoke_left_out: int
     untagged: int  # with by=: runs without the key's tag
 
@@ -89,7 +88,7 @@ def run_compare(cfg: DictConfig, out: Path) -> Comparison:
     MLflow report run, the console."""
     validate_compare(cfg)
     with OutFolder(out) as folder:  # its own until the report run has logged its files
-        c = compare(load(cfg), cfg)
+        c = compare(cfg)
         parts = sections_of(c, cfg)
         c.out = folder.path
         folder.clear()
@@ -154,7 +153,9 @@ def validate_compare(cfg: DictConfig) -> None:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
 
-def load(cfg: DictConfig) -> Read:
+def compare(cfg: DictConfig) -> Comparison:
+    """The runs read and those the filters keep, their points (the median of each point's runs) and
+    the ratios to the baseline's, the category means, and the figures that cannot be right."""
     published = cfg.tracking.published_experiment
     experiments = [cfg.tracking.experiment] + ([published] if published else [])
     finished, experiment_ids = runs.search_finished(cfg.tracking.uri, experiments, cfg.filter_string)
@@ -163,22 +164,17 @@ def load(cfg: DictConfig) -> Read:
     if smoke_left_out:  # said before anything can fail for want of runs: they may be all there is
         console.note(f"{smoke_left_out:,} benchmark=smoke run(s) left out; include_smoke=true counts them")
     kept, untagged = axis.along(kept, cfg.by) if cfg.by else (kept, 0)
-    return Read(experiments, experiment_ids, finished, records, kept, smoke_left_out, untagged)
-
-
-def compare(read: Read, cfg: DictConfig) -> Comparison:
-    """Points (the median of each point's runs) and their ratios to the baseline's, the category
-    means, and the figures that cannot be right."""
-    sources = sorted({r.source for r in read.kept})
+    read = Read(experiments, experiment_ids, finished, records, smoke_left_out, untagged)
+    sources = sorted({r.source for r in kept})
     if cfg.baseline_source and cfg.baseline_source not in sources:
         raise ConfigError(
             f"baseline_source={cfg.baseline_source}: unknown source; the runs the filters keep "
             f"have {', '.join(sources) or 'none'}"
         )
     wanted = cfg.baseline or (cfg.study.baseline if cfg.study.name else None)
-    baseline = axis.baseline(read.kept, cfg.by, wanted)
-    kept, outside = scope(read.kept, cfg, baseline)
-    projected = projection.for_compare(cfg, read.records, read.runs, baseline)
+    baseline = axis.baseline(kept, cfg.by, wanted)
+    kept, outside = scope(kept, cfg, baseline)
+    projected = projection.for_compare(cfg, records, finished, baseline)
     measurements = runs.aggregate(kept) + projected.measurements
     rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, axis.stack_keys(cfg.by))
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
@@ -281,15 +277,10 @@ def _facts(cfg: DictConfig, c: Comparison) -> list[str]:
 def _notes(c: Compared) -> list[str]:
     """What the figures rest on: the notes always said, then one for each kind of row that needs one."""
     rows, measurements = c.rows, c.measurements
+    sources = {(r.measurement.source, r.baseline.source) for r in rows if r.baseline}  # each ratio's
     named = {
         "nothing_common": c.nothing_common,
-        "crossed": sorted(
-            {
-                f"{r.measurement.source} vs {r.baseline.source}"
-                for r in rows
-                if r.baseline and r.baseline.source != r.measurement.source
-            }
-        ),
+        "crossed": sorted(f"{mine} vs {theirs}" for mine, theirs in sources if mine != theirs),
         "tf32": sorted({m.source for m in measurements if m.precision == "fp32" and m.tf32_math}),
         "math_differs": sorted({_label(r) for r in rows if r.math_differs}),
         "stack_differs": sorted({f"{_label(r)}: {r.stack_differs}" for r in rows if r.stack_differs}),
