@@ -50,17 +50,11 @@ class Workpoint:
 
     point = property(lambda w: (w.side, w.gpu_count, w.model, w.precision, w.source, w.config))
 
-    @property
-    def stack(self) -> tuple:
-        """The software and card it ran on: (short name, value) pairs, e.g. ("torch", "2.14.1")."""
-        return tuple((STACK_KEYS[k], v) for k, v in self.config if k in STACK_KEYS)
-
+    # the software and card it ran on: (short name, value) pairs, e.g. ("torch", "2.14.1")
+    stack = property(lambda w: tuple((STACK_KEYS[k], v) for k, v in w.config if k in STACK_KEYS))
     software = property(lambda w: {k: v for k, v in w.stack if k in points.SOFTWARE})
-
-    @property
-    def math(self) -> str:
-        """The math that ran: tf32 where fp32 matmuls ran (or were published) as TF32."""
-        return "tf32" if self.precision in ("fp32", "tf32") and self.tf32_math else self.precision
+    # the math that ran: tf32 where fp32 matmuls ran (or were published) as TF32
+    math = property(lambda w: "tf32" if w.precision in ("fp32", "tf32") and w.tf32_math else w.precision)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,14 +93,9 @@ class Measurement(Workpoint):
         """The spec-sheet figures its runs logged, which it is judged by (they ran on one profile)."""
         return self.runs[0].result.spec
 
-    @property
-    def workload(self) -> str:
-        """The model as compared: its name and, where runs of it differ, what differs."""
-        return f"{self.model} [{self.variant}]" if self.variant else self.model
-
-    @property
-    def label(self) -> str:
-        return f"{self.side} x{self.gpu_count} {self.workload} {self.precision} [{self.source}]"
+    # the model as compared: its name and, where runs of it differ, what differs
+    workload = property(lambda m: f"{m.model} [{m.variant}]" if m.variant else m.model)
+    label = property(lambda m: f"{m.side} x{m.gpu_count} {m.workload} {m.precision} [{m.source}]")
 
 
 def search_finished(uri: str, experiments: list[str], filter_string: str = "") -> tuple[list, list[str]]:
@@ -155,9 +144,8 @@ SAME_IN_RESULT = "run_id gpu gpu_count model category precision source unit thro
 def to_record(result: run_result.RunResult) -> RunRecord | None:
     """A training run's figures, or None for runs that are not one (ceilings runs, sweep parents,
     reports, runs without a throughput)."""
-    if result.kind != recorded.TRAINING or not result.throughput or result.throughput <= 0:
-        return None
-    if any(not v for v in (result.gpu, result.model, result.precision)) or result.gpu_count is None:
+    named = all((result.gpu, result.model, result.precision)) and result.gpu_count is not None
+    if result.kind != recorded.TRAINING or not (result.throughput or 0) > 0 or not named:
         return None
     count, throughput, spec = result.gpu_count, result.throughput, result.spec
     per_watt, basis = result.per_watt, "measured"
