@@ -230,7 +230,7 @@ def test_report_is_one_mlflow_run_tagged_report(store, result):
 def test_anomalies_flagged_in_report_and_as_run_tags(store, result):
     from mlflow.tracking import MlflowClient
 
-    kinds = {(a.kind, a.measurement.gpu_count) for a in result.anomalies}
+    kinds = {(a.kind, a.measurement.gpu_count) for a in result.found}
     assert kinds == {("scaling_above_100", 2), ("slower_than_1gpu", 4)}
     anomalies = read_csv(result.out / "anomalies.csv")
     assert {(a["kind"], a["gpu_count"]) for a in anomalies} == {
@@ -272,7 +272,7 @@ def test_a_filter_that_leaves_out_what_a_check_needs_keeps_its_tag(empty_store, 
                                    ("a6000", 2, 1000.0)):  # fmt: skip
         make_run(client, experiment_id, gpu, count, "resnet50", "vision", "fp32", throughput, {})
     first = run(uri, tmp_path / "all")
-    [flagged] = [a for a in first.anomalies if a.kind == "scaling_above_100"]
+    [flagged] = [a for a in first.found if a.kind == "scaling_above_100"]
     [run_id] = flagged.run_ids
     run(uri, tmp_path / "two", "gpu_counts=[2]")
     assert client.get_run(run_id).data.tags["anomaly"].startswith("scaling_above_100: scaling efficiency 111%")
@@ -563,7 +563,7 @@ def test_the_console_says_smoke_runs_were_left_out(variants_store, tmp_path, cap
 
 def test_a_figure_that_missed_its_stopping_rule_is_flagged(variants_store, tmp_path):
     result = run(variants_store, tmp_path, "baseline=cpu", "models=[resnet50]")
-    (flagged,) = [a for a in result.anomalies if a.kind == "ci_not_met"]
+    (flagged,) = [a for a in result.found if a.kind == "ci_not_met"]
     assert flagged.measurement.gpu == "a6000"
     assert "max_steps before target_ci: CI +/-27.0% > 1.0%" in flagged.detail
     rel = read_csv(result.out / "relative_throughput.csv")

@@ -52,12 +52,12 @@ def main(cfg: DictConfig) -> None:
     except (ConfigError, TrackingUnavailable, CompareError) as exc:
         exit_with_error(exc)
     console.print(
-        f"{len(result.anomalies)} anomal{'y' if len(result.anomalies) == 1 else 'ies'} flagged; "
+        f"{len(result.found)} anomal{'y' if len(result.found) == 1 else 'ies'} flagged; "
         f"report in {result.out} and in MLflow run {result.report_run_id} (experiment "
         f"{cfg.tracking.report_experiment})",
         soft_wrap=True,
     )
-    for experiment_id in result.experiment_ids:  # where the compared runs are
+    for experiment_id in result.read.experiment_ids:  # where the compared runs are
         link_line(ui.how_to_open(cfg.tracking.uri, experiment_id))
 
 

@@ -24,24 +24,16 @@ def precision_group(precision: str) -> str:
     return PRECISION_GROUPS.get(precision, precision)
 
 
-def _of_ratio(name: str, default):
-    """A row's figure that is its ratio's, `default` where the row has no ratio."""
-    return property(lambda row: getattr(row.ratio, name) if row.ratio else default)
+@dataclass(frozen=True, kw_only=True)
+class RelativeRow(Ratio):
+    """A measurement over the baseline's: the ratio itself, its value None where there is no baseline
+    (then every flag is unset and there is no interval)."""
 
-
-@dataclass
-class RelativeRow:
     measurement: Measurement
-    baseline: Measurement | None  # the baseline gpu's measurement this one is divided by
-    ratio: Ratio | None  # measurement / baseline
+    baseline: Measurement | None = None  # the baseline gpu's measurement this one is divided by
 
-    relative = _of_ratio("value", None)
-    spread = _of_ratio("spread", None)
-    interval = _of_ratio("interval", None)
-    math_differs = _of_ratio("math_differs", False)
-    stack_differs = _of_ratio("stack_differs", "")
-    flags = _of_ratio("flags", [])
-    no_difference = _of_ratio("no_difference", False)
+    relative = property(lambda row: row.value)
+    ratio = property(lambda row: row if row.baseline else None)  # None: no baseline, no ratio
 
 
 @dataclass
@@ -116,13 +108,13 @@ def relative_table(
     for m in measurements:
         base = find_baseline(m, baselines, baseline_source, stack_keys)
         if base is None:
-            rows.append(RelativeRow(m, None, None))
+            rows.append(RelativeRow(None, None, measurement=m))
             continue
         measured = {m.source, base.source} == {MEASURED}
         unlike_stacks = stack_difference(m, base, stack_keys) if measured else ""
         unlike_math = {m.math, base.math} == {"fp32", "tf32"}
         r = quotient(m, base, math_differs=unlike_math, stack_differs=unlike_stacks)
-        rows.append(RelativeRow(m, base, r))
+        rows.append(RelativeRow(**vars(r), measurement=m, baseline=base))
     return rows
 
 
@@ -154,16 +146,14 @@ def _left_out(members: list[RelativeRow], rows: list[RelativeRow]) -> tuple[str,
     why: the baseline has no run of it, the gpu has none, or the ratio sets unlike math."""
     reasons = {r.measurement.workload: "no baseline run" for r in members if r.baseline is None}
     reasons |= {r.measurement.workload: MATH_DIFFERS for r in members if r.math_differs}
-    used = {(r.baseline.side, r.baseline.source, r.baseline.precision) for r in members if r.baseline}
-    first = members[0].measurement
-    ours = {r.measurement.model for r in members}
+    first, ours = members[0].measurement, {r.measurement.model for r in members}
+    used = {
+        (b.side, b.source, b.precision, first.category, first.gpu_count) for r in members if (b := r.baseline)
+    }
     reasons |= {
-        r.measurement.workload: f"no {first.side} run"
-        for r in rows
-        if (r.measurement.side, r.measurement.source, r.measurement.precision) in used
-        and r.measurement.category == first.category
-        and r.measurement.gpu_count == first.gpu_count
-        and r.measurement.model not in ours
+        m.workload: f"no {first.side} run"
+        for m in (r.measurement for r in rows)
+        if (m.side, m.source, m.precision, m.category, m.gpu_count) in used and m.model not in ours
     }
     return tuple(f"{workload} ({why})" for workload, why in sorted(reasons.items()))
 

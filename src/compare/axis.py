@@ -22,15 +22,12 @@ def along(records: list[RunRecord], by: str) -> tuple[list[RunRecord], int]:
     """Records set side by side along `by=KEY`, and how many lack KEY (left out: published rows
     log no stack)."""
     tag = points.STACK.get(by, by)
-    kept, missing = [], 0
-    for record in records:
-        value = record.result.tags.get(tag)
-        if not value:
-            missing += 1
-            continue
+    kept = []
+    for record in (r for r in records if r.result.tags.get(tag)):
         config = tuple((k, v) for k, v in record.config if k != f"tag:{tag}") + (("gpu", record.gpu),)
-        kept.append(dataclasses.replace(record, side=f"{by}={value}", config=tuple(sorted(config))))
-    return kept, missing
+        side = f"{by}={record.result.tags[tag]}"
+        kept.append(dataclasses.replace(record, side=side, config=tuple(sorted(config))))
+    return kept, len(records) - len(kept)
 
 
 def stack_keys(by: str | None) -> tuple[str, ...]:

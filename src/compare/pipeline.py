@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -62,37 +62,56 @@ SHORT_NAMES = ("crossed", "tf32", "superseded")
 
 
 @dataclass
-class CompareResult:
-    out: Path
-    measurements: list[runs.Measurement]
-    rows: list[analysis.RelativeRow]
-    summary: list[analysis.SummaryRow]
-    anomalies: list[anomalies.Anomaly]
-    files: list[Path]
-    report_run_id: str
-    experiment_ids: list[str]  # the experiments read: measured first, then published
-
-
-@dataclass
-class Loaded:
-    """The runs a comparison read and the ones its filters kept."""
+class Read:
+    """The runs a comparison read, and how many its filters left out."""
 
     experiments: list[str]
-    experiment_ids: list[str]
+    experiment_ids: list[str]  # measured first, then published
     runs: list[run_result.RunResult]  # every FINISHED run of the experiments
     records: list[runs.RunRecord]  # those with a throughput
-    kept: list[runs.RunRecord]  # those the filters keep (with by=, set side by side along its axis)
     smoke_left_out: int
     untagged: int  # with by=: runs without the key's tag
 
 
-def run_compare(cfg: DictConfig, out: Path) -> CompareResult:
+@dataclass(kw_only=True)
+class Comparison(Compared):
+    """One comparison: the runs it read, what it computed from them (Compared), what it wrote."""
+
+    read: Read
+    out: Path | None = None  # where its files went, once written
+    files: list[Path] = field(default_factory=list)
+    report_run_id: str = ""
+
+
+def run_compare(cfg: DictConfig, out: Path) -> Comparison:
+    """Check the config, compare, then render what it says: files, report.md, the anomaly tags, the
+    MLflow report run, the console."""
     validate_compare(cfg)
     with OutFolder(out) as folder:  # its own until the report run has logged its files
-        loaded = load(cfg)
-        compared = compare(loaded, cfg)
-        parts = sections_of(compared, loaded, cfg)
-        return render(parts, compared, loaded, cfg, folder)
+        c = compare(cfg)
+        parts = sections_of(c, cfg)
+        c.out = folder.path
+        folder.clear()
+        title = f"Training throughput relative to {c.baseline}"
+        text, c.files = report.write_all(parts, title, _facts(cfg, c), c.out)
+        folder.record(c.files)
+        if cfg.tag_runs:  # a projected point tags no run: the runs behind it measured something else
+            measured = [m for m in c.measurements if m.source != projection.PROJECTED]
+            found = [a for a in c.found if a.measurement.source != projection.PROJECTED]
+            anomalies.tag_runs(cfg.tracking.uri, measured, c.rows, found)
+        c.report_run_id = _log_report_run(cfg, c, text)
+        projection.log_runs(cfg.tracking, c.report_run_id, c.projected)
+        for line in (w for part in parts for w in part.warnings):
+            console.warning(line)
+        if not cfg.study.name:  # a study's section prints its own answer
+            unlike = [_label(r) for r in c.rows if r.math_differs]
+            report.print_summary(c.summary, c.baseline, [] if cfg.by else list(cfg.gpus), str(c.out), unlike)
+        for part in parts:
+            if part.show:
+                part.show()
+        if c.outside:
+            console.note(c.outside)
+        return c
 
 
 def validate_compare(cfg: DictConfig) -> None:
@@ -134,7 +153,9 @@ def validate_compare(cfg: DictConfig) -> None:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
 
-def load(cfg: DictConfig) -> Loaded:
+def compare(cfg: DictConfig) -> Comparison:
+    """The runs read and those the filters keep, their points (the median of each point's runs) and
+    the ratios to the baseline's, the category means, and the figures that cannot be right."""
     published = cfg.tracking.published_experiment
     experiments = [cfg.tracking.experiment] + ([published] if published else [])
     finished, experiment_ids = runs.search_finished(cfg.tracking.uri, experiments, cfg.filter_string)
@@ -143,22 +164,17 @@ def load(cfg: DictConfig) -> Loaded:
     if smoke_left_out:  # said before anything can fail for want of runs: they may be all there is
         console.note(f"{smoke_left_out:,} benchmark=smoke run(s) left out; include_smoke=true counts them")
     kept, untagged = axis.along(kept, cfg.by) if cfg.by else (kept, 0)
-    return Loaded(experiments, experiment_ids, finished, records, kept, smoke_left_out, untagged)
-
-
-def compare(loaded: Loaded, cfg: DictConfig) -> Compared:
-    """Points (the median of each point's runs) and their ratios to the baseline's, the category
-    means, and the figures that cannot be right."""
-    sources = sorted({r.source for r in loaded.kept})
+    read = Read(experiments, experiment_ids, finished, records, smoke_left_out, untagged)
+    sources = sorted({r.source for r in kept})
     if cfg.baseline_source and cfg.baseline_source not in sources:
         raise ConfigError(
             f"baseline_source={cfg.baseline_source}: unknown source; the runs the filters keep "
             f"have {', '.join(sources) or 'none'}"
         )
     wanted = cfg.baseline or (cfg.study.baseline if cfg.study.name else None)
-    baseline = axis.baseline(loaded.kept, cfg.by, wanted)
-    kept, outside = scope(loaded.kept, cfg, baseline)
-    projected = projection.for_compare(cfg, loaded.records, loaded.runs, baseline)
+    baseline = axis.baseline(kept, cfg.by, wanted)
+    kept, outside = scope(kept, cfg, baseline)
+    projected = projection.for_compare(cfg, records, finished, baseline)
     measurements = runs.aggregate(kept) + projected.measurements
     rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, axis.stack_keys(cfg.by))
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
@@ -169,49 +185,22 @@ def compare(loaded: Loaded, cfg: DictConfig) -> Compared:
     found += anomalies.procedure_anomalies(measurements)
     found += anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
     found += anomalies.spec_anomalies(rows, cfg.anomalies.spec_tolerance)
-    return Compared(measurements, baseline, rows, summary, nothing_common, found, cfg.by, outside, projected)
+    return Comparison(
+        measurements, baseline, rows, summary, nothing_common, found, cfg.by, outside, projected, read=read
+    )
 
 
-def sections_of(c: Compared, loaded: Loaded, cfg: DictConfig) -> list[Section]:
+def sections_of(c: Comparison, cfg: DictConfig) -> list[Section]:
     # with by=, gpus= filters the runs but the compared axis is KEY's values: no gpu is asked for there
-    unanswered = asked_without_figures([] if cfg.by else list(cfg.gpus), loaded.records, c)
-    said = unanswered + _notes(c, bool(cfg.by))
+    unanswered = asked_without_figures([] if cfg.by else list(cfg.gpus), c)
+    said = unanswered + _notes(c)
     parts = sections.study(c, cfg.study) if cfg.study.name else []  # the question asked comes first
     parts += sections.gpu_comparison(c) + sections.hardware_and_software(c) + sections.flagged(c)
     parts += sections.notes(said, unlogged_specs(c.measurements)) + sections.pictures(c)
-    parts += sections.explanation(c, loaded.runs) + sections.speed_and_capacity(c, list(cfg.capacity_split))
+    parts += sections.explanation(c, c.read.runs) + sections.speed_and_capacity(c, list(cfg.capacity_split))
     parts += projection.section(c.projected, list(cfg.project))
     parts[0].warnings += unanswered
     return parts
-
-
-def render(
-    parts: list[Section], c: Compared, loaded: Loaded, cfg: DictConfig, folder: OutFolder
-) -> CompareResult:
-    """Files, report.md, the anomaly tags, the MLflow report run, the console."""
-    out = folder.path
-    folder.clear()
-    title = f"Training throughput relative to {c.baseline}"
-    text, files = report.write_all(parts, title, _facts(cfg, c, loaded), out)
-    folder.record(files)
-    if cfg.tag_runs:  # a projected point tags no run: the runs behind it measured something else
-        measured = [m for m in c.measurements if m.source != projection.PROJECTED]
-        found = [a for a in c.found if a.measurement.source != projection.PROJECTED]
-        anomalies.tag_runs(cfg.tracking.uri, measured, c.rows, found)
-    run_id = _log_report_run(cfg, c, files, text)
-    projection.log_runs(cfg.tracking, run_id, c.projected)
-    for line in (w for part in parts for w in part.warnings):
-        console.warning(line)
-    if not cfg.study.name:  # a study's section prints its own answer
-        unlike = [_label(r) for r in c.rows if r.math_differs]
-        report.print_summary(c.summary, c.baseline, [] if cfg.by else list(cfg.gpus), str(out), unlike)
-    for part in parts:
-        if part.show:
-            part.show()
-    if c.outside:
-        console.note(c.outside)
-    ids = loaded.experiment_ids
-    return CompareResult(out, c.measurements, c.rows, c.summary, c.found, files, run_id, ids)
 
 
 def scope(records: list[runs.RunRecord], cfg: DictConfig, baseline: str) -> tuple[list[runs.RunRecord], str]:
@@ -239,9 +228,9 @@ def scope(records: list[runs.RunRecord], cfg: DictConfig, baseline: str) -> tupl
     )
 
 
-def asked_without_figures(asked: list[str], records: list, c: Compared) -> list[str]:
-    """A gpu named in `gpus=` that no table or chart will show, and why (`records`: every run read)."""
-    said, names = [], sorted({r.gpu for r in records})
+def asked_without_figures(asked: list[str], c: Comparison) -> list[str]:
+    """A gpu named in `gpus=` that no table or chart will show, and why."""
+    said, names = [], sorted({r.gpu for r in c.read.records})
     for gpu in dict.fromkeys(asked):
         if gpu not in {m.gpu for m in c.measurements}:
             why = f"gpus with runs: {', '.join(names) or 'none'}"
@@ -262,22 +251,22 @@ def _label(row: analysis.RelativeRow) -> str:
     return f"{m.side} {m.workload} {m.precision} x{m.gpu_count} [{m.source}] vs {b.precision} [{b.source}]"
 
 
-def _facts(cfg: DictConfig, c: Compared, loaded: Loaded) -> list[str]:
+def _facts(cfg: DictConfig, c: Comparison) -> list[str]:
     """report.md's lines under its title: the baseline, the runs read and kept, the filters, when."""
     filters = {k: list(cfg[k]) for k in FILTERS if cfg[k]}
     if cfg.filter_string:
         filters["filter_string"] = cfg.filter_string
-    n = loaded.smoke_left_out
+    n = c.read.smoke_left_out
     smoke = f"; {n:,} benchmark=smoke run(s) left out (include_smoke=true counts them)" if n else ""
-    untagged = f", {loaded.untagged:,} run(s) without the tag left out" if loaded.untagged else ""
+    untagged = f", {c.read.untagged:,} run(s) without the tag left out" if c.read.untagged else ""
     by = f"; by `{cfg.by}`: one value against another on the same gpu and point{untagged}" if cfg.by else ""
     source = f" from source `{cfg.baseline_source}`" if cfg.baseline_source else " (same source first)"
-    experiments = ", ".join(f"`{e}`" for e in loaded.experiments)
+    experiments = ", ".join(f"`{e}`" for e in c.read.experiments)
     used, n_points = sum(m.n_runs for m in c.measurements), len(c.measurements)
     return [
         f"Baseline: `{c.baseline}`{source}{by}",
-        f"Runs: experiments {experiments} at `{credentials.bare(cfg.tracking.uri)}`; {len(loaded.runs):,} "
-        f"FINISHED, {len(loaded.records):,} with a throughput, {used:,} kept by the filters, as {n_points:,} "
+        f"Runs: experiments {experiments} at `{credentials.bare(cfg.tracking.uri)}`; {len(c.read.runs):,} "
+        f"FINISHED, {len(c.read.records):,} with a throughput, {used:,} kept by the filters, as {n_points:,} "
         f"points (median of repeats of one measured configuration; n_runs says how many){smoke}",
         f"Filters: {filters or 'none'}",
         f"Written {datetime.datetime.now().isoformat(timespec='seconds')}",
@@ -285,13 +274,13 @@ def _facts(cfg: DictConfig, c: Compared, loaded: Loaded) -> list[str]:
     ]
 
 
-def _notes(c: Compared, by: bool) -> list[str]:
+def _notes(c: Compared) -> list[str]:
     """What the figures rest on: the notes always said, then one for each kind of row that needs one."""
     rows, measurements = c.rows, c.measurements
+    sources = {(r.measurement.source, r.baseline.source) for r in rows if r.baseline}  # each ratio's
     named = {
         "nothing_common": c.nothing_common,
-        "crossed": sorted({f"{r.measurement.source} vs {r.baseline.source}"
-                           for r in rows if r.baseline and r.baseline.source != r.measurement.source}),
+        "crossed": sorted(f"{mine} vs {theirs}" for mine, theirs in sources if mine != theirs),
         "tf32": sorted({m.source for m in measurements if m.precision == "fp32" and m.tf32_math}),
         "math_differs": sorted({_label(r) for r in rows if r.math_differs}),
         "stack_differs": sorted({f"{_label(r)}: {r.stack_differs}" for r in rows if r.stack_differs}),
@@ -301,8 +290,8 @@ def _notes(c: Compared, by: bool) -> list[str]:
     }
     fill = {
         "baseline": c.baseline,
-        "stack": "stack (other than the key compared)" if by else "software stack",
-        "split": "" if by else " The hardware and software parts are split below where the runs exist.",
+        "stack": "stack (other than the key compared)" if c.by else "software stack",
+        "split": "" if c.by else " The hardware and software parts are split below where the runs exist.",
         "superseded": len(named["superseded"]),
     }
     return ALWAYS_NOTED + [
@@ -316,10 +305,10 @@ def unlogged_specs(measurements: list[runs.Measurement]) -> list[str]:
     """A line for the runs that logged no spec-sheet figures (runs of version 1, imported GPUs without a
     profile), if any: compare judges a run by what it logged only."""
     judged = set(recorded.SPEC_PARAMS) - {"memory_gb"} | {"peak_key", "peak_tflops"}
-    lacking = [r for m in measurements for r in m.runs if judged & set(r.spec.unlogged)]
+    lacking = [r for m in measurements for r in m.runs if judged & set(r.result.spec.unlogged)]
     if not lacking:
         return []
-    figures = sorted({name for r in lacking for name in r.spec.unlogged if name in judged})
+    figures = sorted({name for r in lacking for name in r.result.spec.unlogged if name in judged})
     gpus = sorted({r.gpu for r in lacking})
     return [
         f"{len(lacking):,} run(s) of {', '.join(gpus)} never logged {', '.join(figures)}: the figures that "
@@ -327,7 +316,7 @@ def unlogged_specs(measurements: list[runs.Measurement]) -> list[str]:
     ]
 
 
-def _log_report_run(cfg: DictConfig, c: Compared, files: list[Path], text: str) -> str:
+def _log_report_run(cfg: DictConfig, c: Comparison, text: str) -> str:
     from src.tracking import job_run, store
 
     experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.report_experiment)
@@ -341,7 +330,7 @@ def _log_report_run(cfg: DictConfig, c: Compared, files: list[Path], text: str) 
     run = job_run.JobRun(cfg.tracking, experiment_id, f"compare vs {c.baseline}", tags)
     try:
         run.log_params(job_run.flatten(OmegaConf.to_container(cfg, resolve=True)))
-        for path in files:
+        for path in c.files:
             run.log_file(path)
     except BaseException:
         run.end("FAILED")

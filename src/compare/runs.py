@@ -48,23 +48,13 @@ class Workpoint:
     config: tuple  # the measured configuration: sorted (key, value) pairs, see points.point_config
     tf32_math: bool = False  # matmuls ran (or were published) with TF32 tensor-core math
 
-    @property
-    def point(self) -> tuple:
-        return (self.side, self.gpu_count, self.model, self.precision, self.source, self.config)
+    point = property(lambda w: (w.side, w.gpu_count, w.model, w.precision, w.source, w.config))
 
-    @property
-    def stack(self) -> tuple:
-        """The software and card it ran on: (short name, value) pairs, e.g. ("torch", "2.14.1")."""
-        return tuple((STACK_KEYS[k], v) for k, v in self.config if k in STACK_KEYS)
-
-    @property
-    def software(self) -> dict:
-        return {k: v for k, v in self.stack if k in points.SOFTWARE}
-
-    @property
-    def math(self) -> str:
-        """The math that ran: tf32 where fp32 matmuls ran (or were published) as TF32."""
-        return "tf32" if self.precision in ("fp32", "tf32") and self.tf32_math else self.precision
+    # the software and card it ran on: (short name, value) pairs, e.g. ("torch", "2.14.1")
+    stack = property(lambda w: tuple((STACK_KEYS[k], v) for k, v in w.config if k in STACK_KEYS))
+    software = property(lambda w: {k: v for k, v in w.stack if k in points.SOFTWARE})
+    # the math that ran: tf32 where fp32 matmuls ran (or were published) as TF32
+    math = property(lambda w: "tf32" if w.precision in ("fp32", "tf32") and w.tf32_math else w.precision)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,10 +67,6 @@ class RunRecord(Workpoint):
     per_watt_basis: str | None  # "measured" power, or the spec sheet's "tdp"
     per_kusd: float | None  # items/s per 1,000 USD of GPUs
     result: run_result.RunResult = field(compare=False, repr=False)
-
-    @property
-    def spec(self) -> Spec:  # the spec-sheet figures it is judged by: those it logged
-        return self.result.spec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,35 +83,19 @@ class Measurement(Workpoint):
     # flawed runs a later clean run of the same point and config measured again: left out, kept in the store
     superseded: tuple[RunRecord, ...] = field(default=(), repr=False)
 
-    @property
-    def interval(self) -> tuple[float, float] | None:
-        return self.spread.interval(self.throughput) if self.spread else None
-
-    @property
-    def key(self) -> tuple:  # a figure of src/compare/ratio.py
-        return self.point
-
-    @property
-    def value(self) -> float:
-        return self.throughput
-
-    @property
-    def n_runs(self) -> int:
-        return len(self.runs)
+    interval = property(lambda m: m.spread.interval(m.throughput) if m.spread else None)
+    key = property(lambda m: m.point)  # its key and value as a figure of src/compare/ratio.py
+    value = property(lambda m: m.throughput)
+    n_runs = property(lambda m: len(m.runs))
 
     @property
     def spec(self) -> Spec:
-        """The spec-sheet figures of its first run (repeats of a point ran on one profile)."""
-        return self.runs[0].spec
+        """The spec-sheet figures its runs logged, which it is judged by (they ran on one profile)."""
+        return self.runs[0].result.spec
 
-    @property
-    def workload(self) -> str:
-        """The model as compared: its name and, where runs of it differ, what differs."""
-        return f"{self.model} [{self.variant}]" if self.variant else self.model
-
-    @property
-    def label(self) -> str:
-        return f"{self.side} x{self.gpu_count} {self.workload} {self.precision} [{self.source}]"
+    # the model as compared: its name and, where runs of it differ, what differs
+    workload = property(lambda m: f"{m.model} [{m.variant}]" if m.variant else m.model)
+    label = property(lambda m: f"{m.side} x{m.gpu_count} {m.workload} {m.precision} [{m.source}]")
 
 
 def search_finished(uri: str, experiments: list[str], filter_string: str = "") -> tuple[list, list[str]]:
@@ -153,19 +123,18 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
     ids = [e.experiment_id for e in found]
     query = "attributes.status = 'FINISHED'" + (f" and {filter_string}" if filter_string else "")
     runs, token = [], None
-    while True:
-        try:
+    try:
+        while token != "":  # MLflow's last page has no token
             page = mlflow_client.search_runs(ids, filter_string=query, max_results=1000, page_token=token)
-        except MlflowException as exc:
-            raise CompareError(
-                f"filter_string={filter_string!r}: MLflow rejects it: {exc.message.rstrip('.')}; clauses are "
-                "joined with `and`, e.g. \"filter_string=tags.compile = 'False' and "
-                'metrics.throughput > 100"'
-            ) from None
-        runs.extend(map(run_result.read, page))
-        token = page.token
-        if not token:
-            return runs, ids
+            runs += map(run_result.read, page)
+            token = page.token or ""
+    except MlflowException as exc:
+        raise CompareError(
+            f"filter_string={filter_string!r}: MLflow rejects it: {exc.message.rstrip('.')}; clauses are "
+            "joined with `and`, e.g. \"filter_string=tags.compile = 'False' and "
+            'metrics.throughput > 100"'
+        ) from None
+    return runs, ids
 
 
 # the RunRecord fields that a run read back holds under the same names
@@ -175,9 +144,8 @@ SAME_IN_RESULT = "run_id gpu gpu_count model category precision source unit thro
 def to_record(result: run_result.RunResult) -> RunRecord | None:
     """A training run's figures, or None for runs that are not one (ceilings runs, sweep parents,
     reports, runs without a throughput)."""
-    if result.kind != recorded.TRAINING or not result.throughput or result.throughput <= 0:
-        return None
-    if any(not v for v in (result.gpu, result.model, result.precision)) or result.gpu_count is None:
+    named = all((result.gpu, result.model, result.precision)) and result.gpu_count is not None
+    if result.kind != recorded.TRAINING or not (result.throughput or 0) > 0 or not named:
         return None
     count, throughput, spec = result.gpu_count, result.throughput, result.spec
     per_watt, basis = result.per_watt, "measured"
@@ -201,16 +169,9 @@ def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
     """The records the config's filters keep (gpus= the records of those gpus, models=, precisions=,
     gpu_counts=, sources= likewise; an empty one keeps everything), and how many smoke runs among
     them were left out (kept only with include_smoke)."""
-    keep, smoke = [], 0
-    for record in records:
-        checks = [(getattr(cfg, f"{name}s"), getattr(record, name)) for name in FILTERED]
-        if not all(not allowed or value in allowed for allowed, value in checks):
-            continue
-        if record.result.smoke and not cfg.include_smoke:
-            smoke += 1
-        else:
-            keep.append(record)
-    return keep, smoke
+    wanted = [r for r in records if all(not cfg[f"{n}s"] or getattr(r, n) in cfg[f"{n}s"] for n in FILTERED)]
+    kept = [r for r in wanted if cfg.include_smoke or not r.result.smoke]
+    return kept, len(wanted) - len(kept)
 
 
 def aggregate(records: list[RunRecord]) -> list[Measurement]:
