@@ -136,11 +136,10 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
     mean, a line per figure with its 95% interval (`=` where it holds 1.0)."""
     from rich.markup import escape
 
-    from src.console import console, note
+    from src.console import note
 
-    table = report.console_table("model, precision, GPUs / figure", "ratio", "95% CI", "batches")
-    marks = []
-    sections = [
+    sections, whole = {}, []
+    for title, split, count, batches in [
         (f"{r.model}, {r.precision}, {gpus(r.gpu_count)}", r, "",
          {"iso_ratio": "-" if r.iso_batch is None else str(r.iso_batch),
           "max_ratio": _pair(r.max_batch, r.baseline_max_batch)})
@@ -149,20 +148,19 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
         (f"mean: {m.category}, {m.precision_group}, {gpus(m.gpu_count)}", m,
          f"{len(m.models)} model{'s' if len(m.models) > 1 else ''}", {})
         for m in means
-    ]  # fmt: skip
-    for title, split, count, batches in sections:
-        report.heading_row(table, escape(title), "", "", count)
+    ]:  # fmt: skip
+        lines = sections.setdefault((escape(title), "", "", count), [])
         for figure in FIGURES:
             r = split.figures[figure]
-            marks.append(report.interval_text(r.interval) if r else "")
-            ratio = report.console_ratio(r.value) if r else "-"
-            table.add_row(f"  {LABELS[figure]}", ratio, marks[-1], batches.get(figure, ""))
-    note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({CSV})")
-    report.print_marked(table, marks)
-    for title, split, _, _ in sections:
+            ratio, interval = (
+                (report.console_ratio(r.value), report.interval_text(r.interval)) if r else ("-", "")
+            )
+            lines.append([f"  {LABELS[figure]}", ratio, interval, batches.get(figure, "")])
         notes = _notes(split)
-        for flag in (f for f in FLAGS if notes[f]):
-            console.print(f"  {flag}: {escape(title)}: {escape(notes[flag])}", soft_wrap=True)
+        whole += [f"{flag}: {escape(title)}: {escape(notes[flag])}" for flag in FLAGS if notes[flag]]
+    note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({CSV})")
+    head = ("model, precision, GPUs / figure", "ratio", "95% CI", "batches")
+    report.print_table(head, sections, whole=whole, marked=2)
 
 
 def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
