@@ -51,17 +51,15 @@ def _notes(split: SplitRow | SplitMean) -> dict:
 
 
 def records(splits: list[SplitRow] | list[SplitMean]) -> list[dict]:
-    """CSV rows: each split's own fields, each figure with its interval's ends, and its notes."""
+    """CSV rows: each split's own fields (a mean's models joined), each figure with its interval's ends,
+    and its notes."""
     return [
         {f.name: getattr(split, f.name) for f in fields(split) if f.name != "figures"}
+        | ({"models": " ".join(split.models)} if isinstance(split, SplitMean) else {})
         | {k: v for figure, r in split.figures.items() for k, v in columns(figure, r).items()}
         | _notes(split)
         for split in splits
     ]
-
-
-def mean_records(means: list[SplitMean]) -> list[dict]:
-    return [record | {"models": " ".join(record["models"])} for record in records(means)]
 
 
 def _figure(split: SplitRow | SplitMean, figure: str) -> tuple[float | None, tuple[float, float] | None]:
@@ -78,11 +76,6 @@ def figure_text(split: SplitRow | SplitMean, figure: str) -> str:
     if value is None:
         return NONE_TEXT[figure]
     return f"{value:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
-
-
-def _marked(split: SplitRow, figure: str) -> str:
-    """The figure's text, marked where its interval holds 1.0 as the GPU ratios' charts mark it."""
-    return figure_text(split, figure) + (style.HOLDS_ONE if holds_one(_figure(split, figure)[1]) else "")
 
 
 def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
@@ -191,9 +184,13 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
 
 def _bar_text(r: SplitRow, figure: str) -> str:
     """A bar's label: its figure marked as the GPU ratios' charts mark one, max-batch's with its capacity."""
-    text = _marked(r, figure)
+
+    def marked(figure: str) -> str:
+        return figure_text(r, figure) + (style.HOLDS_ONE if holds_one(_figure(r, figure)[1]) else "")
+
+    text = marked(figure)
     if figure == "max_ratio" and r.figures["capacity_factor"]:
-        text += f";  capacity {_marked(r, 'capacity_factor')}"
+        text += f";  capacity {marked('capacity_factor')}"
     if (measured := r.figures.get(figure)) and measured.flags:
         text += f"  ! {' '.join(measured.flags)}"
     return text

@@ -111,7 +111,10 @@ def _shown(found: list[StudyFigure], rows: list[RelativeRow], study) -> tuple:
     (a column each)."""
     models = per_model(rows, study)
     names = dict.fromkeys(study.models)
-    grid = [[name, *(_ratio(models[cell].get(name)) for cell in models)] for name in names]
+    grid = [
+        [name, *(f"{r.relative:.2f}x" if (r := models[cell].get(name)) else "-" for cell in models)]
+        for name in names
+    ]
     columns = [f"{precision} x{count}" for precision, count in models]
     return sorted({g for f in found for g in f.measured}), differences(found, rows, study), columns, grid
 
@@ -143,10 +146,6 @@ def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> Non
     print_table(head, {(): [f.cells(gpus, "-", "*") for f in found]}, notes)
     title = escape(f"per model, {subject(study)} over {study.baseline} [{study.published}]")
     print_table(("model", *columns), {(): grid}, title_justify="left", title=title)
-
-
-def _ratio(row: RelativeRow | None) -> str:
-    return f"{row.relative:.2f}x" if row else "-"
 
 
 def _mean(s: SummaryRow | None) -> str:
