@@ -102,9 +102,8 @@ def split(measurements: list[Measurement], cards: list[str]) -> tuple[list[Split
         a, b = batches.get(card, {}), batches.get(baseline, {})
         if not a and not b:
             continue
-        for name, have in ((card, a), (baseline, b)):
-            if not have:
-                missing.append(_command(name, model, precision, count, "auto", "its largest batch"))
+        lacking = [name for name, have in ((card, a), (baseline, b)) if not have]
+        missing += [_command(name, model, precision, count, "auto", "its largest batch") for name in lacking]
         common = sorted(set(a) & set(b))
         if a and b and not common:
             smaller = min(max(a), max(b))

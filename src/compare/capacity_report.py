@@ -51,17 +51,15 @@ def _notes(split: SplitRow | SplitMean) -> dict:
 
 
 def records(splits: list[SplitRow] | list[SplitMean]) -> list[dict]:
-    """CSV rows: each split's own fields, each figure with its interval's ends, and its notes."""
+    """CSV rows: each split's own fields (a mean's models joined), each figure with its interval's ends,
+    and its notes."""
     return [
         {f.name: getattr(split, f.name) for f in fields(split) if f.name != "figures"}
+        | ({"models": " ".join(split.models)} if isinstance(split, SplitMean) else {})
         | {k: v for figure, r in split.figures.items() for k, v in columns(figure, r).items()}
         | _notes(split)
         for split in splits
     ]
-
-
-def mean_records(means: list[SplitMean]) -> list[dict]:
-    return [record | {"models": " ".join(record["models"])} for record in records(means)]
 
 
 def _figure(split: SplitRow | SplitMean, figure: str) -> tuple[float | None, tuple[float, float] | None]:
@@ -78,11 +76,6 @@ def figure_text(split: SplitRow | SplitMean, figure: str) -> str:
     if value is None:
         return NONE_TEXT[figure]
     return f"{value:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
-
-
-def _marked(split: SplitRow, figure: str) -> str:
-    """The figure's text, marked where its interval holds 1.0 as the GPU ratios' charts mark it."""
-    return figure_text(split, figure) + (style.HOLDS_ONE if holds_one(_figure(split, figure)[1]) else "")
 
 
 def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
@@ -136,11 +129,10 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
     mean, a line per figure with its 95% interval (`=` where it holds 1.0)."""
     from rich.markup import escape
 
-    from src.console import console, note
+    from src.console import note
 
-    table = report.console_table("model, precision, GPUs / figure", "ratio", "95% CI", "batches")
-    marks = []
-    sections = [
+    sections, whole = {}, []
+    for title, split, count, batches in [
         (f"{r.model}, {r.precision}, {gpus(r.gpu_count)}", r, "",
          {"iso_ratio": "-" if r.iso_batch is None else str(r.iso_batch),
           "max_ratio": _pair(r.max_batch, r.baseline_max_batch)})
@@ -149,20 +141,19 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
         (f"mean: {m.category}, {m.precision_group}, {gpus(m.gpu_count)}", m,
          f"{len(m.models)} model{'s' if len(m.models) > 1 else ''}", {})
         for m in means
-    ]  # fmt: skip
-    for title, split, count, batches in sections:
-        report.heading_row(table, escape(title), "", "", count)
+    ]:  # fmt: skip
+        lines = sections.setdefault((escape(title), "", "", count), [])
         for figure in FIGURES:
             r = split.figures[figure]
-            marks.append(report.interval_text(r.interval) if r else "")
-            ratio = report.console_ratio(r.value) if r else "-"
-            table.add_row(f"  {LABELS[figure]}", ratio, marks[-1], batches.get(figure, ""))
-    note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({CSV})")
-    report.print_marked(table, marks)
-    for title, split, _, _ in sections:
+            ratio, interval = (
+                (report.console_ratio(r.value), report.interval_text(r.interval)) if r else ("-", "")
+            )
+            lines.append([f"  {LABELS[figure]}", ratio, interval, batches.get(figure, "")])
         notes = _notes(split)
-        for flag in (f for f in FLAGS if notes[f]):
-            console.print(f"  {flag}: {escape(title)}: {escape(notes[flag])}", soft_wrap=True)
+        whole += [f"{flag}: {escape(title)}: {escape(notes[flag])}" for flag in FLAGS if notes[flag]]
+    note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({CSV})")
+    head = ("model, precision, GPUs / figure", "ratio", "95% CI", "batches")
+    report.print_table(head, sections, whole=whole, marked=2)
 
 
 def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
@@ -193,9 +184,13 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
 
 def _bar_text(r: SplitRow, figure: str) -> str:
     """A bar's label: its figure marked as the GPU ratios' charts mark one, max-batch's with its capacity."""
-    text = _marked(r, figure)
+
+    def marked(figure: str) -> str:
+        return figure_text(r, figure) + (style.HOLDS_ONE if holds_one(_figure(r, figure)[1]) else "")
+
+    text = marked(figure)
     if figure == "max_ratio" and r.figures["capacity_factor"]:
-        text += f";  capacity {_marked(r, 'capacity_factor')}"
+        text += f";  capacity {marked('capacity_factor')}"
     if (measured := r.figures.get(figure)) and measured.flags:
         text += f"  ! {' '.join(measured.flags)}"
     return text

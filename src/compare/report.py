@@ -27,8 +27,19 @@ SUMMARY_COLUMNS = (
 )  # fmt: skip
 ANOMALY_COLUMNS = ("kind", "model", "precision", "gpu_count", "gpu", "source", "detail", "run_ids")
 MEASUREMENT_FIELDS = (  # relative_throughput.csv's columns that are a point's own attributes
-    "model", "variant", "category", "precision", "gpu_count", "source", "unit", "n_runs", "throughput_min",
-    "throughput_max", "per_watt", "per_watt_basis", "per_kusd",
+    "model",
+    "variant",
+    "category",
+    "precision",
+    "gpu_count",
+    "source",
+    "unit",
+    "n_runs",
+    "throughput_min",
+    "throughput_max",
+    "per_watt",
+    "per_watt_basis",
+    "per_kusd",
 )
 SUMMARY_FIELDS = ("category", "precision", "gpu_count", "source", "n_models", "baselines")  # a mean's own
 
@@ -161,40 +172,39 @@ def print_summary(
 
     wanted = set(asked) or by_default(baseline, summary)
     others = sorted({s.side for s in summary} - wanted)
-    # 95% CI: the mean's; n: models averaged
-    table = console_table(escape("category, precision, GPUs / gpu [source]"), "mean", "geo", "95% CI", "n")
-    section = None
-    intervals_shown = []
+    sections: dict[tuple, list[list[str]]] = {}  # (category, precision, GPUs) -> a row per gpu
     left_out: dict[tuple, list[str]] = {}  # (gpu, the models left out and why) -> the means leaving them out
     for s in (s for s in summary if s.side in wanted):
-        if (s.category, s.precision, s.gpu_count) != section:
-            section = (s.category, s.precision, s.gpu_count)
-            heading_row(table, f"{escape(s.category)}, {escape(s.precision)}, {gpus(s.gpu_count)}")
         stacks = "!" if "stack_differs" in s.flags else ""
-        intervals_shown.append("-" if s.side == baseline else interval_text(s.mean.interval) + stacks)
+        interval = "-" if s.side == baseline else interval_text(s.mean.interval) + stacks
         means = (console_ratio(s.relative_mean), console_ratio(s.relative_geomean))
         name = s.side + ("" if s.source == MEASURED else f" [{s.source}]")
-        table.add_row("  " + escape(name), *means, intervals_shown[-1], str(s.n_models))
+        heading = f"{escape(s.category)}, {escape(s.precision)}, {gpus(s.gpu_count)}"
+        sections.setdefault((heading,), []).append(["  " + escape(name), *means, interval, str(s.n_models)])
         if s.left_out and s.side != baseline:
             left_out.setdefault((name, s.left_out), []).append(f"{s.category} {s.precision} x{s.gpu_count}")
-    if not intervals_shown:  # an empty table's header says nothing: say why there is no mean
+    if not sections:  # an empty table's header says nothing: say why there is no mean
         note(
             f"Throughput relative to {baseline}: no category mean; no other gpu shares a model, GPU "
             f"count, precision and settings with {baseline}'s runs"
         )
         console.print()
         return
+    intervals = [row[3] for rows in sections.values() for row in rows]
+    notes = []
+    if any("!" in text[-2:] for text in intervals):
+        notes.append("! stack_differs: some ratios set unlike software stacks (see report.md)")
+    if any(text.startswith("too wide") for text in intervals):
+        notes.append(f"too wide: ends over {WIDE}-fold apart (repeats that disagree; summary.csv)")
+    notes += [f"math_differs, in no mean: {escape(line)}" for line in unlike]
+    whole = [
+        escape(f"{name}: left out of {', '.join(means)}: {'; '.join(why)}")
+        for (name, why), means in left_out.items()
+    ]
     note(f"Throughput relative to {baseline}, mean over the models each gpu and {baseline} both have")
-    print_marked(table, intervals_shown)
-    if any("!" in text[-2:] for text in intervals_shown):
-        console.print("  ! stack_differs: some ratios set unlike software stacks (see report.md)")
-    if any(text.startswith("too wide") for text in intervals_shown):
-        console.print(f"  too wide: ends over {WIDE}-fold apart (repeats that disagree; summary.csv)")
-    for line in unlike:
-        console.print(f"  math_differs, in no mean: {escape(line)}")
-    for (name, why), means in left_out.items():
-        line = f"{name}: left out of {', '.join(means)}: {'; '.join(why)}"
-        console.print(f"  {escape(line)}", soft_wrap=True)
+    # 95% CI: the mean's; n: models averaged
+    head = (escape("category, precision, GPUs / gpu [source]"), "mean", "geo", "95% CI", "n")
+    print_table(head, sections, notes, whole, marked=3)
     if others:
         where = f" in {out}" if out else ""
         note(
@@ -216,32 +226,34 @@ def interval_text(interval: tuple[float, float] | None) -> str:
     return text + ("=" if holds_one(interval) else "")
 
 
-def console_table(first: str, *figures: str, rows: list[list[str]] = (), **options):
-    """A table for an 80-column terminal: `first` (names, never wrapped), then right-aligned figures."""
+def print_table(
+    head: tuple[str, ...], sections: dict, notes=(), whole=(), marked: int | None = None, **options
+) -> None:
+    """A table for an 80-column terminal or a piped log: `head`'s first column names (never wrapped),
+    the rest right-aligned figures. `sections`: a heading's cells (markup; none for no heading row)
+    -> its rows. Under it: what `=` means where column `marked` holds interval_text's mark, then
+    `notes` and `whole` (lines never wrapped) a line each."""
     from rich import box
     from rich.table import Table
 
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), **options)
-    table.add_column(first, no_wrap=True)
-    for header in figures:
-        table.add_column(header, justify="right", no_wrap=True)
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
-def heading_row(table, title: str, *cells: str) -> None:
-    """A section's bold first row (`title` is markup), the columns after `cells` left blank."""
-    table.add_row(f"[bold]{title}[/]", *cells, *[""] * (len(table.columns) - 1 - len(cells)))
-
-
-def print_marked(table, intervals: list[str]) -> None:
-    """The table, and what `=` means under it where an interval holds 1.0 (interval_text's mark)."""
     from src.console import console
 
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), **options)
+    for n, header in enumerate(head):
+        table.add_column(header, justify="right" if n else "left", no_wrap=True)
+    for heading, rows in sections.items():
+        if heading:
+            title, *cells = heading
+            table.add_row(f"[bold]{title}[/]", *cells, *[""] * (len(head) - 1 - len(cells)))
+        for row in rows:
+            table.add_row(*row)
     console.print(table)
-    if any("=" in text[-2:] for text in intervals):
+    if marked is not None and any("=" in row[marked][-2:] for rows in sections.values() for row in rows):
         console.print("  = the interval holds 1.0: no measurable difference")
+    for line in notes:
+        console.print(f"  {line}")
+    for line in whole:
+        console.print(f"  {line}", soft_wrap=True)
 
 
 def console_ratio(value: float) -> str:

@@ -133,8 +133,10 @@ def speed_and_capacity(c: Compared, pair: list[str]) -> list[Section]:
         missing.insert(0, f"capacity_split: neither {pair[0]} nor {pair[1]} has a run with a batch size")
         return [Section("Speed and capacity", [f"- {line}" for line in missing], warnings=missing)]
     means = capacity.category_means(rows)
-    tables = [(capacity_report.CSV, capacity_report.COLUMNS, capacity_report.records(rows)),
-              (capacity_report.MEANS_CSV, capacity_report.MEAN_COLUMNS, capacity_report.mean_records(means))]
+    tables = [
+        (capacity_report.CSV, capacity_report.COLUMNS, capacity_report.records(rows)),
+        (capacity_report.MEANS_CSV, capacity_report.MEAN_COLUMNS, capacity_report.records(means)),
+    ]
     heading = f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card}"
     lines = capacity_report.markdown(rows, means, missing)
     draw, show = partial(capacity_report.split_chart, rows), partial(capacity_report.print_table, rows, means)

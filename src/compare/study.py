@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from src import console
 from src.compare.analysis import RelativeRow, SummaryRow, precision_group
-from src.compare.report import console_table, interval_text, markdown_grid
+from src.compare.report import interval_text, markdown_grid, print_table
 from src.compare.runs import MEASURED, RunRecord
 
 AGREES = 0.01  # a stated figure of two decimals agrees with a value less than one hundredth from it
@@ -111,7 +111,10 @@ def _shown(found: list[StudyFigure], rows: list[RelativeRow], study) -> tuple:
     (a column each)."""
     models = per_model(rows, study)
     names = dict.fromkeys(study.models)
-    grid = [[name, *(_ratio(models[cell].get(name)) for cell in models)] for name in names]
+    grid = [
+        [name, *(f"{r.relative:.2f}x" if (r := models[cell].get(name)) else "-" for cell in models)]
+        for name in names
+    ]
     columns = [f"{precision} x{count}" for precision, count in models]
     return sorted({g for f in found for g in f.measured}), differences(found, rows, study), columns, grid
 
@@ -130,23 +133,19 @@ def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> Non
     """The same answer in an 80-column terminal."""
     from rich.markup import escape
 
-    say = console.console.print
     gpus, said, columns, grid = _shown(found, rows, study)
     console.note(f"{study.title}: {subject(study)} over {study.baseline}, mean of the models' ratios")
     head = ("category, precision, GPUs", "stated", escape(study.published), "95% CI", *map(escape, gpus))
-    say(console_table(*head, rows=[f.cells(gpus, "-", "*") for f in found]))
-    for line in said:
-        say(f"  * {escape(line)}")
+    notes = [f"* {escape(line)}" for line in said]
     if any(f.published and f.published.mean.interval for f in found):
-        say("  95% CI: from the logged runs behind the published figures; = it holds 1.0")
+        notes.append("95% CI: from the logged runs behind the published figures; = it holds 1.0")
     if gpus:
-        say(f"  {', '.join(gpus)}: your runs against {study.baseline} (n: models averaged where fewer)")
+        notes.append(
+            f"{', '.join(gpus)}: your runs against {study.baseline} (n: models averaged where fewer)"
+        )
+    print_table(head, {(): [f.cells(gpus, "-", "*") for f in found]}, notes)
     title = escape(f"per model, {subject(study)} over {study.baseline} [{study.published}]")
-    say(console_table("model", *columns, rows=grid, title_justify="left", title=title))
-
-
-def _ratio(row: RelativeRow | None) -> str:
-    return f"{row.relative:.2f}x" if row else "-"
+    print_table(("model", *columns), {(): grid}, title_justify="left", title=title)
 
 
 def _mean(s: SummaryRow | None) -> str:
