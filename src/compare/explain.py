@@ -194,39 +194,31 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
                 f"{source} {category}, {precision}, {gpus(count)}: {gpu} {value:.2f}x; measured {mine:.2f}x "
                 f"({mine / value - 1:+.0%}): {verdict}"
             )
-        claims += _ordering_claims(source, theirs, ours) + _count_claims(source, theirs, ours)
+        for a, b in _directions(theirs):  # published: b's mean above or below a's; measured: the same?
+            pa, pb, ma, mb = theirs.get(a), theirs.get(b), ours.get(a), ours.get(b)
+            if a == b or None in (pa, pb, ma, mb):
+                continue
+            category, precision, count, gpu, up = *b, pb > pa
+            if a[0] != category:  # vision against language
+                said = f"{gpu} gains {'more' if up else 'less'} on {category} ({pb:.2f}x) than on {a[0]} "
+                said += f"({pa:.2f}x) at {precision}, {gpus(count)}; measured {category} {mb:.2f}x, "
+                said += f"{a[0]} {ma:.2f}x"
+            else:  # the largest GPU count against the smallest
+                said = f"{gpu}'s {category} {precision} ratio is {'higher' if up else 'lower'} "
+                said += f"at {count} GPUs ({pb:.2f}x) than at {a[2]} ({pa:.2f}x); "
+                said += f"measured {mb:.2f}x and {ma:.2f}x"
+            claims.append(f"{source}: {said}: {'holds' if up == (mb > ma) else 'does not hold'}.")
     return claims
 
 
-def _ordering_claims(source: str, theirs: dict, ours: dict) -> list[str]:
-    """Published: vision's mean against language's at one precision, count and gpu; measured: the same?"""
-    claims, a, b = [], "vision", "language"
-    for precision, count, gpu in sorted({key[1:] for key in theirs}):
-        pa, pb, ma, mb = (d.get((c, precision, count, gpu)) for d in (theirs, ours) for c in (a, b))
-        if all(v is not None for v in (pa, pb, ma, mb)):
-            claim = f"{source}: {gpu} gains {'more' if pb > pa else 'less'} on {b} ({pb:.2f}x) than on {a} "
-            claim += f"({pa:.2f}x) at {precision}, {gpus(count)}"
-            claims.append(_verdict(claim, pb > pa, mb > ma, f"{b} {mb:.2f}x, {a} {ma:.2f}x"))
-    return claims
-
-
-def _count_claims(source: str, theirs: dict, ours: dict) -> list[str]:
-    """Published: the ratio at the largest GPU count against the smallest; measured: the same?"""
-    claims = []
+def _directions(theirs: dict) -> list[tuple[tuple, tuple]]:
+    """The pairs of published means a claim sets side by side: vision then language at one precision,
+    count and gpu; then the smallest GPU count then the largest of one category, precision and gpu."""
+    pairs = [(("vision", *key), ("language", *key)) for key in sorted({key[1:] for key in theirs})]
     for category, precision, gpu in sorted({(c, p, g) for c, p, _, g in theirs}):
         counts = [n for c, p, n, g in theirs if (c, p, g) == (category, precision, gpu)]
-        low, high = min(counts), max(counts)
-        pl, ph, ml, mh = (d.get((category, precision, n, gpu)) for d in (theirs, ours) for n in (low, high))
-        if low != high and ml is not None and mh is not None:
-            claim = f"{source}: {gpu}'s {category} {precision} ratio is {'higher' if ph > pl else 'lower'}"
-            claim += f" at {high} GPUs ({ph:.2f}x) than at {low} ({pl:.2f}x)"
-            claims.append(_verdict(claim, ph > pl, mh > ml, f"{mh:.2f}x and {ml:.2f}x"))
-    return claims
-
-
-def _verdict(claim: str, published_up: bool, measured_up: bool, measured: str) -> str:
-    """A published claim checked against the measured runs: the same direction or not."""
-    return f"{claim}; measured {measured}: {'holds' if published_up == measured_up else 'does not hold'}."
+        pairs.append(((category, precision, min(counts), gpu), (category, precision, max(counts), gpu)))
+    return pairs
 
 
 def record(p: Placement) -> dict:
