@@ -61,9 +61,8 @@ def scaling_anomalies(measurements: list[Measurement], tolerance: float) -> list
     efficiency = scaling_efficiency(measurements)
     found = []
     for m in measurements:
-        if m.point not in efficiency:
+        if (ratio := efficiency.get(m.point)) is None:
             continue
-        ratio = efficiency[m.point]
         one = m.throughput / (m.gpu_count * ratio)
         figures = f"1 GPU {number(one)} -> {m.gpu_count} GPUs {number(m.throughput)} {m.unit}"
         if m.throughput < one:
