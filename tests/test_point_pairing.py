@@ -77,7 +77,7 @@ def test_a_flag_belongs_to_the_run_that_earned_it(real_run, store):
     clean = [repeat(real_run, store, n) for n in range(3)]
     shared = repeat(real_run, store, 3, {recorded.GPU_FOREIGN_PROCESSES: busy})
     [m] = measurements(store)
-    [found] = anomalies.shared_gpu_anomalies([m])
+    [found] = anomalies.flawed_runs([m], anomalies.GPU_SHARED)
     assert found.detail == f"1 of 4 run(s) shared a GPU: {busy}"
     [row] = report.anomaly_records([found])
     assert row["run_ids"] == shared
@@ -94,7 +94,7 @@ def test_a_flawed_run_its_point_measured_again_clean_is_left_out_of_the_figure(r
     other = repeat(real_run, store, 1, {recorded.GPU_FOREIGN_PROCESSES: busy})  # no clean run of its config
     [m] = measurements(store)
     assert {r.run_id for r in m.runs} == {again, other} and [r.run_id for r in m.superseded] == [flawed]
-    [shared] = anomalies.shared_gpu_anomalies([m])
+    [shared] = anomalies.flawed_runs([m], anomalies.GPU_SHARED)
     assert shared.run_ids == (other,)
 
 

@@ -163,4 +163,4 @@ def test_a_run_that_shared_its_gpu_is_measured_again_by_the_repeats_and_kept(tmp
     # compare of the three: one clean point, the shared run left out (and named) as measured again
     [point] = aggregate([to_record(run_result.read(r)) for r in runs])
     assert point.n_runs == 3 and [r.run_id for r in point.superseded] == [shared.info.run_id]
-    assert not anomalies.shared_gpu_anomalies([point]) and not anomalies.stopping_anomalies([point])
+    assert not any(anomalies.flawed_runs([point], kind) for kind in anomalies.RUN_FLAWS)

@@ -61,9 +61,8 @@ def scaling_anomalies(measurements: list[Measurement], tolerance: float) -> list
     efficiency = scaling_efficiency(measurements)
     found = []
     for m in measurements:
-        if m.point not in efficiency:
+        if (ratio := efficiency.get(m.point)) is None:
             continue
-        ratio = efficiency[m.point]
         one = m.throughput / (m.gpu_count * ratio)
         figures = f"1 GPU {number(one)} -> {m.gpu_count} GPUs {number(m.throughput)} {m.unit}"
         if m.throughput < one:
@@ -73,25 +72,29 @@ def scaling_anomalies(measurements: list[Measurement], tolerance: float) -> list
     return found
 
 
-def _flawed_runs(measurements: list[Measurement], kind: str, flaw, said: str) -> list[Anomaly]:
-    """Points with runs whose `flaw` (what a run read back says of it) is set: those runs earn it."""
+# what a run read back says of it that flags its point: the kind it earns, the words before what it says
+RUN_FLAWS = {CI_NOT_MET: ("missed", "stopped early; "), GPU_SHARED: ("foreign", "shared a GPU: ")}
+
+
+def find(measurements: list[Measurement], rows: list[RelativeRow], tolerances) -> list[Anomaly]:
+    """Every check's anomalies, in the order the anomalies table lists them; `tolerances`: compare's
+    `anomalies` settings."""
+    found = [a for kind in RUN_FLAWS for a in flawed_runs(measurements, kind)]
+    found += procedure_anomalies(measurements) + scaling_anomalies(measurements, tolerances.scaling_tolerance)
+    return found + spec_anomalies(rows, tolerances.spec_tolerance)
+
+
+def flawed_runs(measurements: list[Measurement], kind: str) -> list[Anomaly]:
+    """Points with a run that stopped before its interval met target_ci (CI_NOT_MET), or during
+    which another program held one of its GPUs (GPU_SHARED): those runs earn it."""
+    flaw, said = RUN_FLAWS[kind]
     found = []
     for m in measurements:
-        flawed = [r for r in m.runs if flaw(r.result)]
+        flawed = [r for r in m.runs if getattr(r.result, flaw)]
         if flawed:
-            detail = f"{len(flawed)} of {m.n_runs} run(s) {said}{flaw(flawed[0].result)}"
+            detail = f"{len(flawed)} of {m.n_runs} run(s) {said}{getattr(flawed[0].result, flaw)}"
             found.append(Anomaly(kind, m, detail, tuple(r.run_id for r in flawed)))
     return found
-
-
-def stopping_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
-    """Points with a run that stopped before its confidence interval met target_ci."""
-    return _flawed_runs(measurements, CI_NOT_MET, lambda run: run.missed, "stopped early; ")
-
-
-def shared_gpu_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
-    """Points with a run during which another program held one of its GPUs."""
-    return _flawed_runs(measurements, GPU_SHARED, lambda run: run.foreign, "shared a GPU: ")
 
 
 def procedure_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
@@ -115,56 +118,36 @@ def procedure_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
 
 
 def spec_checkable(rows: list[RelativeRow]):
-    """Each row the spec check can judge, with both sides' limits: a baseline on another side, and
-    peak TFLOP/s and bandwidth logged on both (a profile without them: nothing to check against)."""
+    """The rows the spec check can judge: a baseline on another side, and peak TFLOP/s and bandwidth
+    logged on both (a profile without them: nothing to check against)."""
     for row in rows:
         m, base = row.measurement, row.baseline
-        if base is not None and m.side != base.side and (ours := _limits(m)) and (theirs := _limits(base)):
-            yield row, ours, theirs
+        specs = [
+            x.spec for x in (m, base) if x is not None and x.spec.peak_tflops and x.spec.memory_bandwidth_gbs
+        ]
+        if len(specs) == 2 and m.side != base.side:
+            yield row
 
 
 def spec_anomalies(rows: list[RelativeRow], tolerance: float) -> list[Anomaly]:
     found = []
-    for row, ours, theirs in spec_checkable(rows):
-        m, base = row.measurement, row.baseline
-        compute, bandwidth = ours[1] / theirs[1], ours[2] / theirs[2]
+    for row in spec_checkable(rows):
+        ours, theirs = row.measurement.spec, row.baseline.spec
+        compute = ours.peak_tflops / theirs.peak_tflops
+        bandwidth = ours.memory_bandwidth_gbs / theirs.memory_bandwidth_gbs
         low, high = min(compute, bandwidth), max(compute, bandwidth)
         if row.relative > high * (1 + tolerance) or row.relative < low / (1 + tolerance):
             detail = (
-                f"{row.relative:.2f}x {base.side} outside the spec range {low:.2f}-{high:.2f}x "
-                f"(peak {ours[0]} {ours[1]:g}/{theirs[1]:g} TFLOP/s, "
-                f"bandwidth {ours[2]:g}/{theirs[2]:g} GB/s)"
+                f"{row.relative:.2f}x {row.baseline.side} outside the spec range {low:.2f}-{high:.2f}x "
+                f"(peak {ours.peak_key} {ours.peak_tflops:g}/{theirs.peak_tflops:g} TFLOP/s, "
+                f"bandwidth {ours.memory_bandwidth_gbs:g}/{theirs.memory_bandwidth_gbs:g} GB/s)"
             )
-            found.append(Anomaly(OUTSIDE_SPEC, m, detail))
+            found.append(Anomaly(OUTSIDE_SPEC, row.measurement, detail))
     return found
-
-
-def _limits(m: Measurement) -> tuple[str, float, float] | None:
-    """(peak key, peak TFLOP/s, GB/s) as its runs logged them, or None where they lack them."""
-    spec = m.spec
-    if spec.peak_tflops and spec.memory_bandwidth_gbs:
-        return spec.peak_key, spec.peak_tflops, spec.memory_bandwidth_gbs
-    return None
 
 
 KINDS = (SCALING_ABOVE_100, SLOWER_THAN_1GPU, OUTSIDE_SPEC, CI_NOT_MET, GPU_SHARED, PROCEDURE_DIFFERS)
 _ENTRY = re.compile(rf"; (?=(?:{'|'.join(KINDS)}): )")  # the tag's entries, `kind: detail; kind: detail`
-
-
-def checked_kinds(measurements: list[Measurement], rows: list[RelativeRow]) -> dict[tuple, set[str]]:
-    """Point -> the kinds whose check ran on it with everything it needs: a filter that leaves out
-    a multi-GPU point's 1-GPU run, or a baseline without spec figures, leaves that check unmade."""
-    scaled = scaling_efficiency(measurements)
-    specced = {row.measurement.point for row, _, _ in spec_checkable(rows)}
-    checked = {}
-    for m in measurements:
-        kinds = {CI_NOT_MET, GPU_SHARED, PROCEDURE_DIFFERS}  # a point's own runs are all they need
-        if m.gpu_count == 1 or m.point in scaled:
-            kinds |= {SCALING_ABOVE_100, SLOWER_THAN_1GPU}
-        if m.point in specced:
-            kinds.add(OUTSIDE_SPEC)
-        checked[m.point] = kinds
-    return checked
 
 
 def tag_runs(
@@ -179,13 +162,19 @@ def tag_runs(
     for anomaly in anomalies:
         for run_id in anomaly.run_ids:
             flagged.setdefault(run_id, []).append(f"{anomaly.kind}: {anomaly.detail}")
-    checked = checked_kinds(measurements, rows)
+    scaled = scaling_efficiency(measurements)
+    specced = {row.measurement.point for row in spec_checkable(rows)}
     mlflow_client = store.client(uri)
     tagged = 0
     for m in measurements:
+        # the checks this comparison could not make: a filter left out a multi-GPU point's 1-GPU run,
+        # or the baseline has no spec figures (a point's own runs are all the other checks need)
+        unmade = set() if m.point in specced else {OUTSIDE_SPEC}
+        if m.gpu_count > 1 and m.point not in scaled:
+            unmade |= {SCALING_ABOVE_100, SLOWER_THAN_1GPU}
         for run in m.runs:
             old = run.result.anomaly
-            kept = [e for e in _ENTRY.split(old or "") if e.split(":")[0] in set(KINDS) - checked[m.point]]
+            kept = [e for e in _ENTRY.split(old or "") if e.split(":")[0] in unmade]
             text = "; ".join(kept + flagged.get(run.run_id, []))[:5000]
             tagged += bool(text)
             if text and text != old:

@@ -50,8 +50,14 @@ class Placement:
         self.power_limited = self.power_share > POWER_LIMITED if told else None
         limits = sorted({r.tags[recorded.POWER_LIMIT] for r in runs if recorded.POWER_LIMIT in r.tags})
         self.power_limit_w = ("/".join(limits) or None) if told else None  # per GPU: "700", or "300/350"
-        self.power_mean_w = median_of(r.telemetry.power_mean_w for r in runs)  # per GPU
-        self.sm_clock_mhz = median_of(r.telemetry.sm_clock_mean_mhz for r in runs)
+        mean_w = median_of(r.telemetry.power_mean_w for r in runs)  # per GPU
+        clock_mhz = median_of(r.telemetry.sm_clock_mean_mhz for r in runs)
+        detail = [mean_w and f"{mean_w:,.0f} W mean", clock_mhz and f"SM clock {clock_mhz:,.0f} MHz"]
+        detail = ", ".join(d for d in detail if d)
+        # `at its 700 W power limit for 89% of the window (695 W mean, SM clock 1,755 MHz)`
+        limit = f"{self.power_limit_w} W " if self.power_limit_w else ""
+        self.power_said = f"at its {limit}power limit for {_pct(self.power_share)} of the window"
+        self.power_said += f" ({detail})" if detail else ""
         self.note = ""  # what it lacks: a ceilings run, or that run's matmul figure for its math
         if card is None:
             self.note = (
@@ -60,15 +66,6 @@ class Placement:
             )
         elif ceiling is None:
             self.note = f"the ceilings run has no {self.math} matmul figure"
-
-    def power_said(self) -> str:
-        """`at its 700 W power limit for 89% of the window (695 W mean, SM clock 1,755 MHz)`."""
-        limit = f"{self.power_limit_w} W " if self.power_limit_w else ""
-        detail = [f"{self.power_mean_w:,.0f} W mean" if self.power_mean_w else "",
-                  f"SM clock {self.sm_clock_mhz:,.0f} MHz" if self.sm_clock_mhz else ""]  # fmt: skip
-        detail = ", ".join(d for d in detail if d)
-        said = f"at its {limit}power limit for {_pct(self.power_share)} of the window"
-        return said + (f" ({detail})" if detail else "")
 
 
 @dataclass
@@ -120,15 +117,15 @@ def explain(runs: list, measurements: list[Measurement], rows: list[RelativeRow]
         elif (a or b) and (a or b).power_limited:  # the other side is a published figure: no telemetry
             p, other = (a, base) if a else (b, m)
             sentences.append(
-                f"{head}{p.measurement.side} {p.power_said()}; {other.side}'s figure is published "
+                f"{head}{p.measurement.side} {p.power_said}; {other.side}'s figure is published "
                 f"({other.source}) and carries no power telemetry: a power-limited run set against a "
                 "figure whose power is not known."
             )
     return Explanation(placements, sentences, check_claims(summary, baseline))
 
 
-def _pct(value: float | None) -> str:
-    return "?" if value is None else f"{value:.0%}"
+def _pct(value: float | None, missing: str = "?") -> str:
+    return missing if value is None else f"{value:.0%}"
 
 
 def _side(p: Placement) -> str:
@@ -144,7 +141,7 @@ def _side(p: Placement) -> str:
         top = max((s for s in SHARES if s != "matmul"), key=lambda s: p.shares[s] or 0)
         text += f", with {_pct(p.shares['matmul'])} of its step in matmul/conv and "
         text += f"{_pct(p.shares[top])} {SHARE_TITLES[top]}"
-    return text + (f", {p.power_said()}" if p.power_limited else "")
+    return text + (f", {p.power_said}" if p.power_limited else "")
 
 
 def pair_sentence(relative: float, a: Placement, b: Placement) -> str:
@@ -194,39 +191,31 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
                 f"{source} {category}, {precision}, {gpus(count)}: {gpu} {value:.2f}x; measured {mine:.2f}x "
                 f"({mine / value - 1:+.0%}): {verdict}"
             )
-        claims += _ordering_claims(source, theirs, ours) + _count_claims(source, theirs, ours)
+        for a, b in _directions(theirs):  # published: b's mean above or below a's; measured: the same?
+            pa, pb, ma, mb = theirs.get(a), theirs.get(b), ours.get(a), ours.get(b)
+            if a == b or None in (pa, pb, ma, mb):
+                continue
+            category, precision, count, gpu, up = *b, pb > pa
+            if a[0] != category:  # vision against language
+                said = f"{gpu} gains {'more' if up else 'less'} on {category} ({pb:.2f}x) than on {a[0]} "
+                said += f"({pa:.2f}x) at {precision}, {gpus(count)}; measured {category} {mb:.2f}x, "
+                said += f"{a[0]} {ma:.2f}x"
+            else:  # the largest GPU count against the smallest
+                said = f"{gpu}'s {category} {precision} ratio is {'higher' if up else 'lower'} "
+                said += f"at {count} GPUs ({pb:.2f}x) than at {a[2]} ({pa:.2f}x); "
+                said += f"measured {mb:.2f}x and {ma:.2f}x"
+            claims.append(f"{source}: {said}: {'holds' if up == (mb > ma) else 'does not hold'}.")
     return claims
 
 
-def _ordering_claims(source: str, theirs: dict, ours: dict) -> list[str]:
-    """Published: vision's mean against language's at one precision, count and gpu; measured: the same?"""
-    claims, a, b = [], "vision", "language"
-    for precision, count, gpu in sorted({key[1:] for key in theirs}):
-        pa, pb, ma, mb = (d.get((c, precision, count, gpu)) for d in (theirs, ours) for c in (a, b))
-        if all(v is not None for v in (pa, pb, ma, mb)):
-            claim = f"{source}: {gpu} gains {'more' if pb > pa else 'less'} on {b} ({pb:.2f}x) than on {a} "
-            claim += f"({pa:.2f}x) at {precision}, {gpus(count)}"
-            claims.append(_verdict(claim, pb > pa, mb > ma, f"{b} {mb:.2f}x, {a} {ma:.2f}x"))
-    return claims
-
-
-def _count_claims(source: str, theirs: dict, ours: dict) -> list[str]:
-    """Published: the ratio at the largest GPU count against the smallest; measured: the same?"""
-    claims = []
+def _directions(theirs: dict) -> list[tuple[tuple, tuple]]:
+    """The pairs of published means a claim sets side by side: vision then language at one precision,
+    count and gpu; then the smallest GPU count then the largest of one category, precision and gpu."""
+    pairs = [(("vision", *key), ("language", *key)) for key in sorted({key[1:] for key in theirs})]
     for category, precision, gpu in sorted({(c, p, g) for c, p, _, g in theirs}):
         counts = [n for c, p, n, g in theirs if (c, p, g) == (category, precision, gpu)]
-        low, high = min(counts), max(counts)
-        pl, ph, ml, mh = (d.get((category, precision, n, gpu)) for d in (theirs, ours) for n in (low, high))
-        if low != high and ml is not None and mh is not None:
-            claim = f"{source}: {gpu}'s {category} {precision} ratio is {'higher' if ph > pl else 'lower'}"
-            claim += f" at {high} GPUs ({ph:.2f}x) than at {low} ({pl:.2f}x)"
-            claims.append(_verdict(claim, ph > pl, mh > ml, f"{mh:.2f}x and {ml:.2f}x"))
-    return claims
-
-
-def _verdict(claim: str, published_up: bool, measured_up: bool, measured: str) -> str:
-    """A published claim checked against the measured runs: the same direction or not."""
-    return f"{claim}; measured {measured}: {'holds' if published_up == measured_up else 'does not hold'}."
+        pairs.append(((category, precision, min(counts), gpu), (category, precision, max(counts), gpu)))
+    return pairs
 
 
 def record(p: Placement) -> dict:
@@ -261,17 +250,11 @@ def markdown(explanation: Explanation) -> list[str]:
     if not explanation.placements:
         return lines
     header = ("point", "achieved TFLOP/s", "MFU (spec)", "share of ceiling", *SHARES, "note")
-    rows = [
-        [
-            p.measurement.label,
-            "" if p.achieved_tflops is None else f"{p.achieved_tflops:,.3g}",
-            "" if p.mfu is None else _pct(p.mfu),
-            ""
-            if p.share_of_ceiling is None
-            else f"{_pct(p.share_of_ceiling)} of {p.ceiling_tflops:,.3g} ({p.math})",
-            *[_pct(p.shares.get(s)) if p.shares else "" for s in SHARES],
-            "; ".join(n for n in (p.power_said() if p.power_limited else "", p.note) if n),
-        ]
-        for p in explanation.placements
-    ]
+    rows = []
+    for p in explanation.placements:
+        achieved = "" if p.achieved_tflops is None else f"{p.achieved_tflops:,.3g}"
+        used = p.share_of_ceiling and f"{_pct(p.share_of_ceiling)} of {p.ceiling_tflops:,.3g} ({p.math})"
+        shares = [_pct(p.shares.get(s)) if p.shares else "" for s in SHARES]
+        said = "; ".join(n for n in (p.power_said if p.power_limited else "", p.note) if n)
+        rows.append([p.measurement.label, achieved, _pct(p.mfu, ""), used or "", *shares, said])
     return lines + ["", "### Points against their ceilings", ""] + markdown_grid(header, rows)

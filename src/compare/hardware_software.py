@@ -47,21 +47,10 @@ def records(rows: list[RelativeRow], measurements: list[Measurement]) -> list[di
                 f"run {m.gpu} {m.workload} {m.precision} x{m.gpu_count} on {_stack(base)}, "
                 f"or {base.gpu} on {_stack(m)}"
             )
-        records.append(
-            {
-                "model": m.workload,
-                "precision": m.precision,
-                "gpu_count": m.gpu_count,
-                "gpu": m.gpu,
-                "baseline_gpu": base.gpu,
-                "relative": row.relative,
-                "stack_differs": row.stack_differs,
-                **columns("hardware", hardware),
-                **columns("software", software),
-                "via": via,
-                "missing": missing,
-            }
-        )
+        # COLUMNS begins with what names the ratio, then the parts
+        named = (m.workload, m.precision, m.gpu_count, m.gpu, base.gpu, row.relative, row.stack_differs)
+        parts = columns("hardware", hardware) | columns("software", software)
+        records.append(dict(zip(COLUMNS, named, strict=False)) | parts | {"via": via, "missing": missing})
     return records
 
 

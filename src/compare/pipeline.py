@@ -180,11 +180,7 @@ def compare(cfg: DictConfig) -> Comparison:
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, rows, baseline)
     summary, nothing_common = analysis.summarize(rows)
-    found = anomalies.stopping_anomalies(measurements)
-    found += anomalies.shared_gpu_anomalies(measurements)
-    found += anomalies.procedure_anomalies(measurements)
-    found += anomalies.scaling_anomalies(measurements, cfg.anomalies.scaling_tolerance)
-    found += anomalies.spec_anomalies(rows, cfg.anomalies.spec_tolerance)
+    found = anomalies.find(measurements, rows, cfg.anomalies)
     return Comparison(
         measurements, baseline, rows, summary, nothing_common, found, cfg.by, outside, projected, read=read
     )
