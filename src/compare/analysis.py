@@ -26,8 +26,7 @@ def precision_group(precision: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class RelativeRow(Ratio):
-    """A measurement over the baseline's: the ratio itself, its value None where there is no baseline
-    (then every flag is unset and there is no interval)."""
+    """A measurement over the baseline's: the ratio itself, its value None where there is no baseline."""
 
     measurement: Measurement
     baseline: Measurement | None = None  # the baseline gpu's measurement this one is divided by
@@ -79,10 +78,9 @@ def same_workload(one: Measurement, other: Measurement) -> bool:
     default), but for the per-GPU batch (gpu profiles size it by memory, as Lambda did) and the
     stack (a ratio across stacks is flagged). A published figure logs no sizes: it stands for its
     model as published."""
-    group = precision_group(one.precision)
-    if (one.model, one.gpu_count, group) != (other.model, other.gpu_count, precision_group(other.precision)):
+    if len({(m.model, m.gpu_count, precision_group(m.precision)) for m in (one, other)}) > 1:
         return False
-    return one.source != MEASURED or other.source != MEASURED or not setting_difference(one, other)
+    return {one.source, other.source} != {MEASURED} or not setting_difference(one, other)
 
 
 def setting_difference(one: Measurement, other: Measurement, also: tuple[str, ...] = ()) -> str:
@@ -106,14 +104,11 @@ def relative_table(
     baselines = [m for m in measurements if m.side == baseline]
     rows = []
     for m in measurements:
-        base = find_baseline(m, baselines, baseline_source, stack_keys)
-        if base is None:
+        if (base := find_baseline(m, baselines, baseline_source, stack_keys)) is None:
             rows.append(RelativeRow(None, None, measurement=m))
             continue
-        measured = {m.source, base.source} == {MEASURED}
-        unlike_stacks = stack_difference(m, base, stack_keys) if measured else ""
-        unlike_math = {m.math, base.math} == {"fp32", "tf32"}
-        r = quotient(m, base, math_differs=unlike_math, stack_differs=unlike_stacks)
+        stacks = stack_difference(m, base, stack_keys) if {m.source, base.source} == {MEASURED} else ""
+        r = quotient(m, base, math_differs={m.math, base.math} == {"fp32", "tf32"}, stack_differs=stacks)
         rows.append(RelativeRow(**vars(r), measurement=m, baseline=base))
     return rows
 
@@ -135,8 +130,7 @@ def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
             baselines = ", ".join(sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members}))
             summary.append(SummaryRow(*key, *means([r.ratio for r in members]), models, left_out, baselines))
         elif any(r.baseline is None for r in members_all):
-            category, precision, count, side, source = key
-            nothing_common.append(f"{category} {precision} x{count} {side} [{source}]")
+            nothing_common.append("{} {} x{} {} [{}]".format(*key))  # category precision count side source
     return summary, sorted(nothing_common)
 
 

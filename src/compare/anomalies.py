@@ -41,20 +41,18 @@ class Anomaly:
     detail: str
     runs: tuple[str, ...] = ()  # the ids of the runs that earned it; () for the whole figure
 
-    @property
-    def run_ids(self) -> tuple[str, ...]:
-        return self.runs or tuple(r.run_id for r in self.measurement.runs)
+    run_ids = property(lambda a: a.runs or tuple(r.run_id for r in a.measurement.runs))
 
 
 def scaling_efficiency(measurements: list[Measurement]) -> dict[tuple, float]:
     """Point -> throughput over gpu_count x the 1-GPU throughput of the same workload and source."""
     singles = {m.point: m.throughput for m in measurements if m.gpu_count == 1}
-    efficiency = {}
-    for m in measurements:
-        one = singles.get((m.side, 1, m.model, m.precision, m.source, m.config))
-        if one is not None and m.gpu_count > 1:
-            efficiency[m.point] = m.throughput / (m.gpu_count * one)
-    return efficiency
+    return {
+        m.point: m.throughput / (m.gpu_count * one)
+        for m in measurements
+        if (one := singles.get((m.side, 1, m.model, m.precision, m.source, m.config))) is not None
+        and m.gpu_count > 1
+    }
 
 
 def scaling_anomalies(measurements: list[Measurement], tolerance: float) -> list[Anomaly]:
@@ -122,10 +120,10 @@ def spec_checkable(rows: list[RelativeRow]):
     logged on both (a profile without them: nothing to check against)."""
     for row in rows:
         m, base = row.measurement, row.baseline
-        specs = [
-            x.spec for x in (m, base) if x is not None and x.spec.peak_tflops and x.spec.memory_bandwidth_gbs
-        ]
-        if len(specs) == 2 and m.side != base.side:
+        logged = base is not None and all(
+            x.spec.peak_tflops and x.spec.memory_bandwidth_gbs for x in (m, base)
+        )
+        if logged and m.side != base.side:
             yield row
 
 

@@ -50,8 +50,7 @@ class Spread:
 
 def point_spread(throughputs: list[float], published: bool, lone=None) -> Spread | None:
     """The spread of a point's log throughput from its runs' `throughputs`, or from `lone`, its one
-    run (run_result.RunResult): the logged runs behind a published figure, or its step-time CI (None
-    where it logged none)."""
+    run (run_result.RunResult); None where that run logged no step-time CI."""
     if published:
         runs = lone.published_runs if lone else None  # (n, standard error of their mean log)
         if runs and runs[0] > 1:
@@ -121,30 +120,16 @@ class Ratio:
     math_differs: bool = False  # strict fp32 against TF32 math
     projected: bool = False  # a side is projected, not measured
 
-    @property
-    def key(self) -> tuple:
-        return ("ratio", tuple((f.key, w) for f, w in self.terms))
-
-    @property
-    def interval(self) -> tuple[float, float] | None:
-        return self.spread.interval(self.value) if self.spread else None
-
-    @property
-    def no_difference(self) -> bool:
-        return holds_one(self.interval)
+    key = property(lambda r: ("ratio", tuple((f.key, w) for f, w in r.terms)))
+    interval = property(lambda r: r.spread.interval(r.value) if r.spread else None)
+    no_difference = property(lambda r: holds_one(r.interval))
+    # a run behind either side shared its GPU with another program
+    gpu_shared = property(lambda r: any(run.result.foreign for p in r.points() for run in p.runs))
+    flags = property(lambda r: [name for name in FLAGS if getattr(r, name)])
 
     def points(self) -> list:
         """The measured points behind it, either side (a point over itself is 1 whatever its runs)."""
         return [figure for figure, _ in _netted(_flat(self.terms)) if hasattr(figure, "runs")]
-
-    @property
-    def gpu_shared(self) -> bool:
-        """A run behind either side shared its GPU with another program."""
-        return any(r.result.foreign for p in self.points() for r in p.runs)
-
-    @property
-    def flags(self) -> list[str]:
-        return [name for name in FLAGS if getattr(self, name)]
 
     def basis(self) -> str:
         return describe(self.spread)

@@ -9,13 +9,13 @@ Runs without a `source` tag are this project's own: source "measured".
 
 from __future__ import annotations
 
+import operator
 import statistics
 from dataclasses import dataclass, field, fields
 
 from src import recorded, run_result
 from src.compare.ratio import Spread, point_spread
 from src.config import points
-from src.logged_spec import Spec
 from src.recorded import MEASURED
 
 # what a store with nothing to compare is told: the command that brings comparable runs
@@ -88,10 +88,8 @@ class Measurement(Workpoint):
     value = property(lambda m: m.throughput)
     n_runs = property(lambda m: len(m.runs))
 
-    @property
-    def spec(self) -> Spec:
-        """The spec-sheet figures its runs logged, which it is judged by (they ran on one profile)."""
-        return self.runs[0].result.spec
+    # the spec-sheet figures its runs logged, which it is judged by (they ran on one profile)
+    spec = property(lambda m: m.runs[0].result.spec)
 
     # the model as compared: its name and, where runs of it differ, what differs
     workload = property(lambda m: f"{m.model} [{m.variant}]" if m.variant else m.model)
@@ -99,8 +97,7 @@ class Measurement(Workpoint):
 
 
 def search_finished(uri: str, experiments: list[str], filter_string: str = "") -> tuple[list, list[str]]:
-    """Every FINISHED run of the named experiments that exist (all pages) as read back, and their
-    ids; the extra filter is MLflow's syntax."""
+    """Every FINISHED run (all pages) of the named experiments that exist, read back; and their ids."""
     from mlflow.exceptions import MlflowException
 
     from src.credentials import bare
@@ -113,19 +110,18 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
             f"tracking.uri={uri!r}: no store there ({database} does not exist); run a benchmark, or "
             f"name the store your runs went to; {STUDY_HINT}"
         )
-    mlflow_client = store.client(uri)
-    found = [e for e in map(mlflow_client.get_experiment_by_name, dict.fromkeys(experiments)) if e]
-    if not found:
+    client = store.client(uri)
+    ids = [e.experiment_id for e in map(client.get_experiment_by_name, dict.fromkeys(experiments)) if e]
+    if not ids:
         raise CompareError(
             f"tracking.experiment={experiments[0]!r}: no such experiment at {bare(uri)} (nor "
             f"{', '.join(map(repr, experiments[1:])) or 'another'}); run a benchmark first; {STUDY_HINT}"
         )
-    ids = [e.experiment_id for e in found]
     query = "attributes.status = 'FINISHED'" + (f" and {filter_string}" if filter_string else "")
     runs, token = [], None
     try:
         while token != "":  # MLflow's last page has no token
-            page = mlflow_client.search_runs(ids, filter_string=query, max_results=1000, page_token=token)
+            page = client.search_runs(ids, filter_string=query, max_results=1000, page_token=token)
             runs += map(run_result.read, page)
             token = page.token or ""
     except MlflowException as exc:
@@ -142,8 +138,7 @@ SAME_IN_RESULT = "run_id gpu gpu_count model category precision source unit thro
 
 
 def to_record(result: run_result.RunResult) -> RunRecord | None:
-    """A training run's figures, or None for runs that are not one (ceilings runs, sweep parents,
-    reports, runs without a throughput)."""
+    """A training run's figures; None for ceilings runs, sweep parents, reports, runs without a throughput."""
     named = all((result.gpu, result.model, result.precision)) and result.gpu_count is not None
     if result.kind != recorded.TRAINING or not (result.throughput or 0) > 0 or not named:
         return None
@@ -166,12 +161,14 @@ FILTERED = ("gpu", "model", "precision", "gpu_count", "source")  # the fields co
 
 
 def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
-    """The records the config's filters keep (gpus= the records of those gpus, models=, precisions=,
-    gpu_counts=, sources= likewise; an empty one keeps everything), and how many smoke runs among
-    them were left out (kept only with include_smoke)."""
+    """The records the config's filters keep (gpus=, models=, precisions=, gpu_counts=, sources=; an empty
+    one keeps all), and how many smoke runs among them were left out (kept only with include_smoke)."""
     wanted = [r for r in records if all(not cfg[f"{n}s"] or getattr(r, n) in cfg[f"{n}s"] for n in FILTERED)]
     kept = [r for r in wanted if cfg.include_smoke or not r.result.smoke]
     return kept, len(wanted) - len(kept)
+
+
+MEDIANS = ("throughput", "per_watt", "per_kusd")  # each the median over the runs that have one
 
 
 def aggregate(records: list[RunRecord]) -> list[Measurement]:
@@ -181,27 +178,24 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
         groups.setdefault(record.point, []).append(record)
     differing = differing_keys(list(groups))
     measurements = []
-    for point in sorted(groups, key=_sort_key):
+    # by model, config, precision, gpu count, side, source
+    for point in sorted(groups, key=operator.itemgetter(2, 5, 3, 1, 0, 4)):
         runs, superseded = remeasured(groups[point])
         first = runs[0]
-        throughputs = [r.throughput for r in runs]
-        watts = [r.per_watt for r in runs if r.per_watt is not None]
-        prices = [r.per_kusd for r in runs if r.per_kusd is not None]
+        figures = {name: [v for r in runs if (v := getattr(r, name)) is not None] for name in MEDIANS}
         bases = sorted({r.per_watt_basis for r in runs if r.per_watt_basis})
         shown = differing.get(first.model, ())
         lone = first.result if len(runs) == 1 else None
         measurements.append(
             Measurement(
                 **{f.name: getattr(first, f.name) for f in fields(Workpoint)},  # what its runs are of
-                throughput=statistics.median(throughputs),
-                throughput_min=min(throughputs),
-                throughput_max=max(throughputs),
-                per_watt=statistics.median(watts) if watts else None,
+                **{name: statistics.median(values) if values else None for name, values in figures.items()},
+                throughput_min=min(figures["throughput"]),
+                throughput_max=max(figures["throughput"]),
                 per_watt_basis="+".join(bases) or None,
-                per_kusd=statistics.median(prices) if prices else None,
                 runs=runs,
                 variant=", ".join(f"{points.label(k)}={v}" for k, v in first.config if k in shown),
-                spread=point_spread(throughputs, first.source != MEASURED, lone),
+                spread=point_spread(figures["throughput"], first.source != MEASURED, lone),
                 superseded=superseded,
             )
         )
@@ -230,11 +224,6 @@ def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:
         keys = set().union(*configs)
         differing.setdefault(model, set()).update(k for k in keys if len({c.get(k) for c in configs}) > 1)
     return {model: tuple(sorted(keys)) for model, keys in differing.items()}
-
-
-def _sort_key(point: tuple) -> tuple:
-    side, count, model, precision, source, config = point
-    return (model, config, precision, count, side, source)
 
 
 def stack_difference(one: Workpoint, other: Workpoint, keys) -> str:
