@@ -75,8 +75,7 @@ RUN_FLAWS = {CI_NOT_MET: ("missed", "stopped early; "), GPU_SHARED: ("foreign", 
 
 
 def find(measurements: list[Measurement], rows: list[RelativeRow], tolerances) -> list[Anomaly]:
-    """Every check's anomalies, in the order the anomalies table lists them; `tolerances`: compare's
-    `anomalies` settings."""
+    """Every check's anomalies, in the anomalies table's order; `tolerances`: the `anomalies` settings."""
     found = [a for kind in RUN_FLAWS for a in flawed_runs(measurements, kind)]
     found += procedure_anomalies(measurements) + scaling_anomalies(measurements, tolerances.scaling_tolerance)
     return found + spec_anomalies(rows, tolerances.spec_tolerance)

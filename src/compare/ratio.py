@@ -24,8 +24,7 @@ from src import recorded
 from src.stats import t95
 
 REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED = "repeats", "within-run", "published runs", "published"
-# a projection's band: its point's interval and the model's error (src/projection/)
-PROJECTED = recorded.PROJECTED
+PROJECTED = recorded.PROJECTED  # src/projection's band: its point's interval and the model's error
 BASES = (REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED, PROJECTED)
 MATH_DIFFERS, STACK_DIFFERS, GPU_SHARED = "math_differs", "stack_differs", "gpu_shared"
 SETTING_DIFFERS = "setting_differs"
