@@ -130,7 +130,8 @@ def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
             baselines = ", ".join(sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members}))
             summary.append(SummaryRow(*key, *means([r.ratio for r in members]), models, left_out, baselines))
         elif any(r.baseline is None for r in members_all):
-            nothing_common.append("{} {} x{} {} [{}]".format(*key))  # category precision count side source
+            category, precision, count, side, source = key
+            nothing_common.append(f"{category} {precision} x{count} {side} [{source}]")
     return summary, sorted(nothing_common)
 
 
