@@ -131,8 +131,7 @@ def validate_compare(cfg: DictConfig) -> None:
 
 def compare(cfg: DictConfig) -> Comparison:
     """The runs read and kept, their points (each the median of its runs), ratios, means and anomalies."""
-    published = cfg.tracking.published_experiment
-    experiments = [cfg.tracking.experiment] + ([published] if published else [])
+    experiments = [e for e in (cfg.tracking.experiment, cfg.tracking.published_experiment) if e]
     finished, experiment_ids = runs.search_finished(cfg.tracking.uri, experiments, cfg.filter_string)
     records = [r for r in map(runs.to_record, finished) if r is not None]
     kept, smoke_left_out = runs.select(records, cfg)
@@ -163,10 +162,9 @@ def compare(cfg: DictConfig) -> Comparison:
 def sections_of(c: Comparison, cfg: DictConfig) -> list[Section]:
     # with by=, gpus= filters the runs but the compared axis is KEY's values: no gpu is asked for there
     unanswered = asked_without_figures([] if cfg.by else list(cfg.gpus), c)
-    said = unanswered + _notes(c)
     parts = sections.study(c, cfg.study) if cfg.study.name else []  # the question asked comes first
     parts += sections.gpu_comparison(c) + sections.hardware_and_software(c) + sections.flagged(c)
-    parts += sections.notes(said, unlogged_specs(c.measurements)) + sections.pictures(c)
+    parts += sections.notes(unanswered + _notes(c), unlogged_specs(c.measurements)) + sections.pictures(c)
     parts += sections.explanation(c) + sections.speed_and_capacity(c, list(cfg.capacity_split))
     parts += projection.section(c.projected, list(cfg.project))
     parts[0].warnings += unanswered

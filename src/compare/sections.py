@@ -89,8 +89,7 @@ def gpu_comparison(c: Comparison) -> list[Section]:
 
 
 def study(c: Comparison, asked) -> list[Section]:
-    """An experiment's question (conf/study/): its stated figures beside the published and your
-    own, the per-model ratios beneath (src/compare/study.py)."""
+    """An experiment's question (conf/study/): its stated figures beside the published and your own."""
     found = study_answer.figures(c.summary, asked)
     lines = study_answer.markdown(found, c.rows, asked)
     show = partial(study_answer.print_study, found, c.rows, asked)
