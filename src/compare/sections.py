@@ -151,6 +151,5 @@ def speed_and_capacity(c: Comparison, pair: list[str]) -> list[Section]:
         (capacity_report.MEANS_CSV, capacity_report.MEAN_COLUMNS, capacity_report.records(means)),
     ]
     heading = f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card}"
-    lines = capacity_report.markdown(rows, means, missing)
     draw, show = partial(capacity_report.split_chart, rows), partial(capacity_report.print_table, rows, means)
-    return [Section(heading, lines, tables=tables, draw=draw, show=show, warnings=missing)]
+    return [Section(heading, capacity_report.markdown(rows, means, missing), tables, draw, show, missing)]
