@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -21,10 +23,9 @@ STUDIES = PROJECT_ROOT / "conf" / "study"
 
 
 def hydra_argument(arg: str) -> str:
-    """A command-line argument as Hydra reads it. `experiment=NAME` names the sweep's experiment
-    (conf/experiment/, a group of the training config): compare answers its question, the study of the
-    same name (conf/study/). `filter_string=tags.compile = 'False'` (the whole argument quoted for the
-    shell, as the docs write it) gets its value quoted, as Hydra's grammar takes no spaces or quotes bare."""
+    """A command-line argument as Hydra reads it: `experiment=NAME` (a training config group) asks the
+    study of that name (conf/study/); `filter_string=tags.compile = 'False'`, as the docs write it, gets
+    its value quoted, as Hydra's grammar takes no spaces or quotes bare."""
     key, _, value = arg.partition("=")
     if key == "experiment":
         if not (STUDIES / f"{value}.yaml").is_file():
@@ -62,12 +63,8 @@ def main(cfg: DictConfig) -> None:
 
 
 def _import_study_figures(cfg: DictConfig) -> None:
-    """The study's published figures, imported when the store lacks them: its gpus, models and GPU
-    counts only (seconds; the whole generation is `python -m src.import_results source=NAME`). The
-    import command runs as its own process; the store's address reaches it in its environment."""
-    import os
-    import subprocess
-
+    """The study's published figures, imported when the store lacks them, in a process of its own: its
+    gpus, models and GPU counts only (seconds; the whole generation is `python -m src.import_results`)."""
     from src.console import note
 
     study = cfg.study

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import datetime
 import difflib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import console, credentials, recorded, run_result
+from src import console, credentials, recorded
 from src.compare import analysis, anomalies, axis, capacity, projection, report, runs, sections, study
 from src.compare.folder import OutFolder
-from src.compare.sections import Compared, Section
+from src.compare.sections import Comparison, Read, Section
 from src.config import points
 from src.config.groups.precision import PRECISIONS
 from src.config.groups.tracking import tracking_errors
@@ -61,31 +60,8 @@ NAMED_NOTES = {
 SHORT_NAMES = ("crossed", "tf32", "superseded")
 
 
-@dataclass
-class Read:
-    """The runs a comparison read, and how many its filters left out."""
-
-    experiments: list[str]
-    experiment_ids: list[str]  # measured first, then published
-    runs: list[run_result.RunResult]  # every FINISHED run of the experiments
-    records: list[runs.RunRecord]  # those with a throughput
-    smoke_left_out: int
-    untagged: int  # with by=: runs without the key's tag
-
-
-@dataclass(kw_only=True)
-class Comparison(Compared):
-    """One comparison: the runs it read, what it computed from them (Compared), what it wrote."""
-
-    read: Read
-    out: Path | None = None  # where its files went, once written
-    files: list[Path] = field(default_factory=list)
-    report_run_id: str = ""
-
-
 def run_compare(cfg: DictConfig, out: Path) -> Comparison:
-    """Check the config, compare, then render what it says: files, report.md, the anomaly tags, the
-    MLflow report run, the console."""
+    """Check the config, compare, then render what it says."""
     validate_compare(cfg)
     with OutFolder(out) as folder:  # its own until the report run has logged its files
         c = compare(cfg)
@@ -154,10 +130,8 @@ def validate_compare(cfg: DictConfig) -> None:
 
 
 def compare(cfg: DictConfig) -> Comparison:
-    """The runs read and those the filters keep, their points (the median of each point's runs) and
-    the ratios to the baseline's, the category means, and the figures that cannot be right."""
-    published = cfg.tracking.published_experiment
-    experiments = [cfg.tracking.experiment] + ([published] if published else [])
+    """The runs read and kept, their points (each the median of its runs), ratios, means and anomalies."""
+    experiments = [e for e in (cfg.tracking.experiment, cfg.tracking.published_experiment) if e]
     finished, experiment_ids = runs.search_finished(cfg.tracking.uri, experiments, cfg.filter_string)
     records = [r for r in map(runs.to_record, finished) if r is not None]
     kept, smoke_left_out = runs.select(records, cfg)
@@ -171,8 +145,7 @@ def compare(cfg: DictConfig) -> Comparison:
             f"baseline_source={cfg.baseline_source}: unknown source; the runs the filters keep "
             f"have {', '.join(sources) or 'none'}"
         )
-    wanted = cfg.baseline or (cfg.study.baseline if cfg.study.name else None)
-    baseline = axis.baseline(kept, cfg.by, wanted)
+    baseline = axis.baseline(kept, cfg.by, cfg.baseline or (cfg.study.baseline if cfg.study.name else None))
     kept, outside = scope(kept, cfg, baseline)
     projected = projection.for_compare(cfg, records, finished, baseline)
     measurements = runs.aggregate(kept) + projected.measurements
@@ -182,27 +155,25 @@ def compare(cfg: DictConfig) -> Comparison:
     summary, nothing_common = analysis.summarize(rows)
     found = anomalies.find(measurements, rows, cfg.anomalies)
     return Comparison(
-        measurements, baseline, rows, summary, nothing_common, found, cfg.by, outside, projected, read=read
+        read, measurements, baseline, rows, summary, nothing_common, found, cfg.by, outside, projected
     )
 
 
 def sections_of(c: Comparison, cfg: DictConfig) -> list[Section]:
     # with by=, gpus= filters the runs but the compared axis is KEY's values: no gpu is asked for there
     unanswered = asked_without_figures([] if cfg.by else list(cfg.gpus), c)
-    said = unanswered + _notes(c)
     parts = sections.study(c, cfg.study) if cfg.study.name else []  # the question asked comes first
     parts += sections.gpu_comparison(c) + sections.hardware_and_software(c) + sections.flagged(c)
-    parts += sections.notes(said, unlogged_specs(c.measurements)) + sections.pictures(c)
-    parts += sections.explanation(c, c.read.runs) + sections.speed_and_capacity(c, list(cfg.capacity_split))
+    parts += sections.notes(unanswered + _notes(c), unlogged_specs(c.measurements)) + sections.pictures(c)
+    parts += sections.explanation(c) + sections.speed_and_capacity(c, list(cfg.capacity_split))
     parts += projection.section(c.projected, list(cfg.project))
     parts[0].warnings += unanswered
     return parts
 
 
 def scope(records: list[runs.RunRecord], cfg: DictConfig, baseline: str) -> tuple[list[runs.RunRecord], str]:
-    """The runs of the question asked, and one line for what that leaves out ('' when nothing):
-    an experiment's study; else, without gpus= or all=true, the baseline, the study's pair and
-    every gpu you measured."""
+    """The runs of the question asked (an experiment's study; else, without gpus= or all=true, the baseline,
+    the study's pair and every gpu you measured), and one line for what that leaves out ('' when nothing)."""
     if cfg.study.name:
         inside = [r for r in records if study.in_scope(r, cfg.study)]
         shows = f"`python -m src.compare baseline={baseline} all=true` shows them"
@@ -270,7 +241,7 @@ def _facts(cfg: DictConfig, c: Comparison) -> list[str]:
     ]
 
 
-def _notes(c: Compared) -> list[str]:
+def _notes(c: Comparison) -> list[str]:
     """What the figures rest on: the notes always said, then one for each kind of row that needs one."""
     rows, measurements = c.rows, c.measurements
     sources = {(r.measurement.source, r.baseline.source) for r in rows if r.baseline}  # each ratio's
@@ -302,14 +273,10 @@ def unlogged_specs(measurements: list[runs.Measurement]) -> list[str]:
     profile), if any: compare judges a run by what it logged only."""
     judged = set(recorded.SPEC_PARAMS) - {"memory_gb"} | {"peak_key", "peak_tflops"}
     lacking = [r for m in measurements for r in m.runs if judged & set(r.result.spec.unlogged)]
-    if not lacking:
-        return []
-    figures = sorted({name for r in lacking for name in r.result.spec.unlogged if name in judged})
-    gpus = sorted({r.gpu for r in lacking})
-    return [
-        f"{len(lacking):,} run(s) of {', '.join(gpus)} never logged {', '.join(figures)}: the figures that "
-        "need them (per-watt, per-kUSD, the spec range) are left out for those runs."
-    ]
+    figures = ", ".join(sorted({name for r in lacking for name in r.result.spec.unlogged if name in judged}))
+    gpus = ", ".join(sorted({r.gpu for r in lacking}))
+    said = f"{len(lacking):,} run(s) of {gpus} never logged {figures}: the figures that need them"
+    return [f"{said} (per-watt, per-kUSD, the spec range) are left out for those runs."] if lacking else []
 
 
 def _log_report_run(cfg: DictConfig, c: Comparison, text: str) -> str:

@@ -15,30 +15,45 @@ from src.compare import capacity, capacity_report, charts, explain, explain_char
 from src.compare import study as study_answer
 from src.compare.analysis import RelativeRow, SummaryRow
 from src.compare.anomalies import Anomaly, scaling_efficiency
-from src.compare.runs import Measurement
+from src.compare.runs import Measurement, RunRecord
+from src.run_result import RunResult
 
 
 @dataclass
-class Compared:
-    """The points of one comparison and what was computed from them (load -> points -> ratios)."""
+class Read:
+    """The runs a comparison read, and how many its filters left out."""
 
+    experiments: list[str]
+    experiment_ids: list[str]  # measured first, then published
+    runs: list[RunResult]  # every FINISHED run of the experiments
+    records: list[RunRecord]  # those with a throughput
+    smoke_left_out: int
+    untagged: int  # with by=: runs without the key's tag
+
+
+@dataclass
+class Comparison:
+    """One comparison: the runs it read, what it computed from them (points -> ratios), what it wrote."""
+
+    read: Read
     measurements: list[Measurement]
     baseline: str
     rows: list[RelativeRow]
     summary: list[SummaryRow]
     nothing_common: list[str]  # series without a model in common with their group: no mean
     found: list[Anomaly]
-    by: str | None = None
-    outside: str = ""  # one line for the runs the question asked leaves out (src/compare/pipeline.scope)
-    projected: Any = None  # project=[...]: the projection's outcome (src/compare/projection.py)
+    by: str | None
+    outside: str  # one line for the runs the question asked leaves out (src/compare/pipeline.scope)
+    projected: Any  # project=[...]: the projection's outcome (src/compare/projection.py)
+    out: Path | None = None  # where its files went, once written
+    files: list[Path] = field(default_factory=list)
+    report_run_id: str = ""
 
     @property
     def flagged(self) -> dict[tuple, list[str]]:
         """Point -> the kinds of anomaly flagged on it."""
-        kinds: dict[tuple, list[str]] = {}
-        for anomaly in self.found:
-            kinds.setdefault(anomaly.measurement.point, []).append(anomaly.kind)
-        return kinds
+        points = [a.measurement.point for a in self.found]
+        return {p: [a.kind for a in self.found if a.measurement.point == p] for p in points}
 
 
 @dataclass
@@ -59,7 +74,7 @@ PER_MODEL_COLUMNS = ("model", "variant", "precision", "gpu_count", "gpu", "sourc
                      "baseline_precision", "baseline_source", "scaling_efficiency", "anomalies")  # fmt: skip
 
 
-def gpu_comparison(c: Compared) -> list[Section]:
+def gpu_comparison(c: Comparison) -> list[Section]:
     """Category means and per-model ratios against the baseline, as tables and charts."""
     relative = report.relative_records(c.rows, scaling_efficiency(c.measurements), c.flagged)
     means = report.summary_records(c.summary, c.baseline)
@@ -73,16 +88,15 @@ def gpu_comparison(c: Compared) -> list[Section]:
     ]
 
 
-def study(c: Compared, asked) -> list[Section]:
-    """An experiment's question (conf/study/): its stated figures beside the published and your
-    own, the per-model ratios beneath (src/compare/study.py)."""
+def study(c: Comparison, asked) -> list[Section]:
+    """An experiment's question (conf/study/): its stated figures beside the published and your own."""
     found = study_answer.figures(c.summary, asked)
     lines = study_answer.markdown(found, c.rows, asked)
     show = partial(study_answer.print_study, found, c.rows, asked)
     return [Section(f"{asked.title}: {study_answer.subject(asked)} over {asked.baseline}", lines, show=show)]
 
 
-def hardware_and_software(c: Compared) -> list[Section]:
+def hardware_and_software(c: Comparison) -> list[Section]:
     """Cross-stack ratios split into their hardware and software parts (GPU comparisons only)."""
     records = [] if c.by else hardware_software.records(c.rows, c.measurements)
     if not records:
@@ -92,7 +106,7 @@ def hardware_and_software(c: Compared) -> list[Section]:
     return [Section("Hardware and software parts of cross-stack ratios", lines, [table])]
 
 
-def flagged(c: Compared) -> list[Section]:
+def flagged(c: Comparison) -> list[Section]:
     records = report.anomaly_records(c.found)
     lines = report.markdown_table(records, report.ANOMALY_COLUMNS[:-1]) if records else ["None found."]
     csv = ("anomalies.csv", report.ANOMALY_COLUMNS, records)
@@ -106,7 +120,7 @@ def notes(lines: list[str], printed: list[str]) -> list[Section]:
     return [Section("Notes", [f"- {note}" for note in said], show=show)] if said else []
 
 
-def pictures(c: Compared) -> list[Section]:
+def pictures(c: Comparison) -> list[Section]:
     def draw(out: Path) -> list[Path]:
         drawn = charts.draw_all(c.rows, c.summary, c.measurements, c.baseline, out, c.flagged)
         return drawn + capacity_report.curve_chart(c.measurements, out)
@@ -114,17 +128,16 @@ def pictures(c: Compared) -> list[Section]:
     return [Section("Charts", [], draw=draw)]
 
 
-def explanation(c: Compared, runs: list) -> list[Section]:
-    """Why: each point against its card's ceilings, the step-time breakdown, the published means
-    against yours; none where no measured point is placed and no published mean is checked."""
-    why = explain.explain(runs, c.measurements, c.rows, c.summary, c.baseline)
+def explanation(c: Comparison) -> list[Section]:
+    """Why: each point against its card's ceilings, its step-time breakdown, published means against yours."""
+    why = explain.explain(c.read.runs, c.measurements, c.rows, c.summary, c.baseline)
     if not (why.placements or why.sentences or why.claims):  # nothing measured to place or check
         return []
     table = (explain.CSV, explain.COLUMNS, [explain.record(p) for p in why.placements])
     return [Section(explain.HEADING, explain.markdown(why), [table], partial(explain_charts.draw, why))]
 
 
-def speed_and_capacity(c: Compared, pair: list[str]) -> list[Section]:
+def speed_and_capacity(c: Comparison, pair: list[str]) -> list[Section]:
     """capacity_split=[A,B]: the split's rows and means, or the runs it lacks with their commands."""
     if not pair:
         return []
@@ -138,6 +151,5 @@ def speed_and_capacity(c: Compared, pair: list[str]) -> list[Section]:
         (capacity_report.MEANS_CSV, capacity_report.MEAN_COLUMNS, capacity_report.records(means)),
     ]
     heading = f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card}"
-    lines = capacity_report.markdown(rows, means, missing)
     draw, show = partial(capacity_report.split_chart, rows), partial(capacity_report.print_table, rows, means)
-    return [Section(heading, lines, tables=tables, draw=draw, show=show, warnings=missing)]
+    return [Section(heading, capacity_report.markdown(rows, means, missing), tables, draw, show, missing)]
