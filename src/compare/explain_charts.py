@@ -31,8 +31,7 @@ def breakdown_chart(placements: list[Placement], out: Path) -> list[Path]:
     """A panel per (model, precision, GPU count): per gpu, its stacked step-time shares and share of ceiling."""
     panels: dict[tuple, list[Placement]] = {}
     for p in sorted((p for p in placements if p.shares), key=lambda p: p.measurement.side):
-        m = p.measurement
-        panels.setdefault((m.workload, m.precision, m.gpu_count), []).append(p)
+        panels.setdefault(attrgetter("workload", "precision", "gpu_count")(p.measurement), []).append(p)
     if not panels:
         return []
     ncols = min(4, len(panels))
