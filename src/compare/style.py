@@ -134,7 +134,7 @@ def hbars(ax, values: list, texts: list[str], end: float, spans=None, y=None, po
         beside = (min(span[1], end) if span else bar.get_width(), bar.get_y() + bar.get_height() / 2)
         label = ax.annotate(text, beside, xytext=(3, 0), textcoords="offset points", va="center",
                             fontsize="small", bbox=LABEL_BOX)  # fmt: skip
-        label.bar_end = bar.get_width()
+        label.bar_end = bar.get_width()  # keep_labels_inside moves a label that would leave its panel
     ax.set_xlim(0, end)  # one scale for every panel: bar lengths compare
     ax.yaxis.set_inverted(True)  # the first bar on top
     ax.grid(axis="x", alpha=0.3)
