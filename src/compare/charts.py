@@ -1,7 +1,5 @@
-"""PNG charts of a comparison, drawn like Lambda's A6000 vs 3090 study: relative throughput per
-category and per model (fp32-group and mixed-precision panels side by side); throughput and efficiency
-per model; speed-up where a gpu ran at several GPU counts. Built on matplotlib's Figure directly (no
-pyplot): no global state, no display needed."""
+"""A comparison's PNG charts, laid out like Lambda's A6000 vs 3090 study, on matplotlib's Figure directly
+(no pyplot): no global state, no display needed."""
 
 from __future__ import annotations
 
@@ -72,18 +70,15 @@ def draw_all(
     ]  # fmt: skip
     what = "per category: the mean over the models the gpu and the baseline both have"
     paths = relative_bars(by_category, baseline, what, out / "relative_by_category")
-    compared = [r for r in rows if r.relative is not None]
-    for count in sorted({r.measurement.gpu_count for r in compared}):
-        per_model = [_model_bar(r, flagged) for r in compared if r.measurement.gpu_count == count]
+    per_model: dict[int, list[tuple[str, Bar]]] = {}  # per GPU count
+    for r, m in ((r, r.measurement) for r in rows if r.relative is not None):
+        flags = " ".join(dict.fromkeys(flagged.get(m.point, []) + r.flags))
+        bar = Bar(m.side, m.precision, m.source, r.relative, flags, r.interval)
+        per_model.setdefault(m.gpu_count, []).append((m.workload, bar))
+    for count, bars in sorted(per_model.items()):
         what = f"per model on {gpus(count)}"
-        paths += relative_bars(per_model, baseline, what, out / f"relative_by_model_x{count}")
+        paths += relative_bars(bars, baseline, what, out / f"relative_by_model_x{count}")
     return paths + scaling_chart(measurements, out / "scaling") + per_model_charts(measurements, out, flagged)
-
-
-def _model_bar(row: RelativeRow, flagged: dict[tuple, list[str]]) -> tuple[str, Bar]:
-    m = row.measurement
-    flags = " ".join(dict.fromkeys(flagged.get(m.point, []) + row.flags))
-    return m.workload, Bar(m.side, m.precision, m.source, row.relative, flags, row.interval)
 
 
 def _panel_groups(present: set[str]) -> list[str]:
@@ -91,8 +86,7 @@ def _panel_groups(present: set[str]) -> list[str]:
 
 
 def _pages(titles: list[str], groups: list[str], heights: list[float], width: float):
-    """Per page at most PAGE_IN of rows tall: its figure, (page, pages) and its panels, a row per title
-    and a column per precision group, each titled: (panel, title, group)."""
+    """Per page: its figure, (page, pages) and its titled panels (panel, title, group), a row per title."""
     pages = style.pages(heights)
     for page, rows in enumerate(pages, start=1):
         fig = style.figure(width, sum(heights[i] for i in rows) + 1.0)
@@ -104,20 +98,18 @@ def _pages(titles: list[str], groups: list[str], heights: list[float], width: fl
 
 
 def relative_bars(items: list[tuple[str, Bar]], baseline: str, what: str, stem: Path) -> list[Path]:
-    """(title, bar) drawn as a row of panels per title, a column per precision group, bars from 0
-    labelled, rows and bars in a stable order; paged when tall."""
+    """(title, bar) drawn as a row of panels per title, a column per precision group, in a stable order."""
     grouped: dict[str, dict[str, list[Bar]]] = {}
     for title, bar in sorted(items, key=lambda tb: (tb[0], tb[1].side, tb[1].precision, tb[1].source)):
         grouped.setdefault(title, {}).setdefault(precision_group(bar.precision), []).append(bar)
     groups = _panel_groups({group for panels in grouped.values() for group in panels})
-    titles = list(grouped)
-    heights = [BAR_IN * max(len(grouped[t].get(g, [])) for g in groups) + PANEL_PAD_IN for t in titles]
+    heights = [BAR_IN * max(len(grouped[t].get(g, [])) for g in groups) + PANEL_PAD_IN for t in grouped]
     every = [bar for _, bar in items]
     ends = [max(b.interval[1] if b.interval else b.value, 1.0) for b in every]
     end = style.axis_end(ends, [not IMPOSSIBLE.isdisjoint(b.flags.split()) for b in every])
     what = f"Training throughput relative to {baseline}, {what}"
     handles, paths = style.source_handles({b.source for b in every}), []
-    for fig, page, panels in _pages(titles, groups, heights, 6.2 * len(groups) + 1.6):
+    for fig, page, panels in _pages(list(grouped), groups, heights, 6.2 * len(groups) + 1.6):
         for ax, title, group in panels:
             bars = grouped[title].get(group, [])
             texts, spans = [b.text for b in bars], [b.interval for b in bars]
@@ -182,9 +174,7 @@ def scaling_chart(measurements: list[Measurement], stem: Path) -> list[Path]:
     return paths
 
 
-def per_model_charts(
-    measurements: list[Measurement], out: Path, flagged: dict[tuple, list[str]]
-) -> list[Path]:
+def per_model_charts(measurements: list[Measurement], out: Path, flagged: dict[tuple, list]) -> list[Path]:
     """Per model: the median throughput of each point, whiskers its 95% interval; then, where the
     runs have them, items/s per watt and per 1,000 USD of GPUs."""
     throughput, efficiency = [], []
@@ -196,13 +186,12 @@ def per_model_charts(
         unit, spans = points[0].unit, [m.interval for m in points]
         panels = [([m.throughput for m in points], f"training throughput ({unit})", spans)]
         throughput += _bars(recorded.THROUGHPUT, points, panels, out, flagged)
-        panels = []
-        if watt := [m for m in points if m.per_watt is not None]:
-            bases = "/".join(sorted({m.per_watt_basis for m in watt}))
-            panels.append(([m.per_watt for m in points], f"{unit} per watt ({bases} power)", None))
-        if any(m.per_kusd is not None for m in points):
-            panels.append(([m.per_kusd for m in points], f"{unit} per 1,000 USD of GPUs", None))
-        if panels:
+        bases = "/".join(sorted({m.per_watt_basis for m in points if m.per_watt is not None}))
+        panels = [
+            ([m.per_watt for m in points], f"{unit} per watt ({bases} power)", None),
+            ([m.per_kusd for m in points], f"{unit} per 1,000 USD of GPUs", None),
+        ]
+        if panels := [panel for panel in panels if any(v is not None for v in panel[0])]:
             efficiency += _bars("efficiency", points, panels, out, flagged)
     return throughput + efficiency
 
@@ -211,8 +200,7 @@ def _bars(kind: str, points: list[Measurement], panels: list[tuple], out: Path, 
     """A bar per point in a panel per (values, axis label, 95% intervals or None), on pages; a value of
     None is a figure the runs lack, written as such; one flagged as impossible is marked and sets no axis."""
     kinds = [flagged.get(m.point, []) for m in points]
-    impossible = [not IMPOSSIBLE.isdisjoint(k) for k in kinds]
-    marks = [f"  ! {' '.join(k)}" if bad else "" for k, bad in zip(kinds, impossible, strict=True)]
+    marks = [f"  ! {' '.join(k)}" if not IMPOSSIBLE.isdisjoint(k) else "" for k in kinds]  # impossible ones
     labels = [
         f"{m.side} x{m.gpu_count} {m.precision}"
         + (f" [{m.variant}]" if m.variant else "")
@@ -225,7 +213,7 @@ def _bars(kind: str, points: list[Measurement], panels: list[tuple], out: Path, 
         known = [i for i, v in enumerate(values) if v is not None]
         tops = [spans[i][1] if spans and spans[i] else values[i] for i in known]
         texts = ["not logged" if v is None else number(v) + m for v, m in zip(values, marks, strict=True)]
-        drawn.append((texts, style.axis_end(tops, [impossible[i] for i in known])))
+        drawn.append((texts, style.axis_end(tops, [bool(marks[i]) for i in known])))
     model, handles = points[0].model, style.source_handles({m.source for m in points})
     what = f"{model}: training {kind}, every gpu, GPU count and precision"
     pages, paths = style.pages([BAR_IN] * len(points), style.PAGE_IN - 1.3), []  # 1.3: title and axis

@@ -1,6 +1,4 @@
-"""The explanation's charts: where each point's step time went (stacked bars, one per gpu, one panel
-per model, precision and GPU count) and every point's achieved TFLOP/s against its card's measured
-ceiling and spec-sheet peak, in style.py's gpu colours."""
+"""The explanation's charts: where each point's step time went, and its TFLOP/s against its card's ceilings."""
 
 from __future__ import annotations
 
@@ -30,12 +28,10 @@ def draw(explanation: Explanation, out: Path) -> list[Path]:
 
 
 def breakdown_chart(placements: list[Placement], out: Path) -> list[Path]:
-    """A panel per (model, precision, GPU count): one stacked bar per gpu of its step-time shares,
-    its share of ceiling written above it."""
+    """A panel per (model, precision, GPU count): per gpu, its stacked step-time shares and share of ceiling."""
     panels: dict[tuple, list[Placement]] = {}
     for p in sorted((p for p in placements if p.shares), key=lambda p: p.measurement.side):
-        m = p.measurement
-        panels.setdefault((m.workload, m.precision, m.gpu_count), []).append(p)
+        panels.setdefault(attrgetter("workload", "precision", "gpu_count")(p.measurement), []).append(p)
     if not panels:
         return []
     ncols = min(4, len(panels))

@@ -1,5 +1,4 @@
-"""How every chart of a comparison looks, in one place so that a gpu looks the same in every picture:
-colours, titles, legends, pages, bar values that stay readable, saving."""
+"""How every chart of a comparison looks, in one place so that a gpu looks the same in every picture."""
 
 from __future__ import annotations
 
@@ -47,9 +46,8 @@ def _ring(gpu: str) -> list:
 
 
 def use_colours(gpus: Sequence[str]) -> None:
-    """Fix one colour per gpu for every chart of one comparison, none shared: the profiles' own,
-    and each other gpu its name's hash's, or, where a gpu before it in name order took that one,
-    the next free one. The same gpus get the same colours in every comparison."""
+    """One colour per gpu, none shared: the profile's, else its hash's or, taken by a gpu before it in
+    name order, the next free one. The same gpus get the same colours in every comparison."""
     _CHOSEN.clear()
     for gpu in sorted(set(gpus)):
         ring = _ring(gpu)
@@ -69,9 +67,8 @@ def figure(width_in: float, height_in: float):
 
 
 def save(fig, stem: Path, what: str, detail: str = "", handles=(), page=(1, 1), below: int = 0) -> Path:
-    """The chart titled (what it shows on the first line; the details and its page on the second),
-    its legend outside every panel (at the upper right, or below in `below` columns), its bar labels
-    inside their panels, as stem.png or, where it has pages, stem_pN.png."""
+    """The chart titled (what, then the detail and page), its legend outside the panels (upper right,
+    or below in `below` columns), as stem.png or, where it has pages, stem_pN.png."""
     number_of = f"page {page[0]} of {page[1]}" if page[1] > 1 else ""
     second = "; ".join(part for part in (detail, number_of) if part)
     # wrapped to the figure: a one-panel chart is narrower than its explanation
@@ -119,10 +116,9 @@ def axis_end(values: Sequence[float], outliers: Sequence[bool]) -> float:
 
 
 def hbars(ax, values: list, texts: list[str], end: float, spans=None, y=None, points=(), **bars) -> None:
-    """Bars from 0 (None, a figure the runs lack: 0) on an axis ending at `end`, whiskers their 95%
-    intervals `spans`, each text past its whisker; in their gpus' colours, hatched by source, where
-    `points` (with a side and a source) are given. A bar too short to see says so; one beyond the axis
-    is cut at its edge and says so (keep_labels_inside moves a label that would leave its panel)."""
+    """Bars from 0 (None: 0) to an axis ending at `end`, whiskers the 95% intervals `spans`, each text past
+    its whisker, coloured and hatched by `points`' side and source where given; a bar too short to see
+    or cut at the axis' end says so."""
     if points:
         bars |= {"color": [gpu_colour(p.side) for p in points], "hatch": [hatch(p.source) for p in points]}
     values = [v or 0.0 for v in values]
@@ -138,7 +134,7 @@ def hbars(ax, values: list, texts: list[str], end: float, spans=None, y=None, po
         beside = (min(span[1], end) if span else bar.get_width(), bar.get_y() + bar.get_height() / 2)
         label = ax.annotate(text, beside, xytext=(3, 0), textcoords="offset points", va="center",
                             fontsize="small", bbox=LABEL_BOX)  # fmt: skip
-        label.bar_end = bar.get_width()
+        label.bar_end = bar.get_width()  # keep_labels_inside moves a label that would leave its panel
     ax.set_xlim(0, end)  # one scale for every panel: bar lengths compare
     ax.yaxis.set_inverted(True)  # the first bar on top
     ax.grid(axis="x", alpha=0.3)
