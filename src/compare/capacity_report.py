@@ -22,9 +22,8 @@ WORDS = {  # per figure: what it measures (for "no measurable difference"), its 
 MEANING, LABELS, NONE_TEXT = ({figure: words[i] for figure, words in WORDS.items()} for i in range(3))
 NONE_TEXT["published_ratio"] = "none published"
 FLAGS = (STACK_DIFFERS, SETTING_DIFFERS)  # the two cards' points unlike in more than the card
-_INTERVAL_COLUMNS = tuple(c for f in FIGURES for c in (f, f"{f}_low", f"{f}_high"))
-_FIGURE_COLUMNS = (*_INTERVAL_COLUMNS, "interval", "difference", *FLAGS)  # a split's figures and notes
-# the CSVs' columns: a split's fields in order, its figures and notes in place of `figures`
+# the CSVs' columns: a split's fields in order, its figures (with their intervals' ends) and notes for `figures`
+_FIGURE_COLUMNS = (*(c for f in FIGURES for c in columns(f, None)), "interval", "difference", *FLAGS)
 COLUMNS, MEAN_COLUMNS = (
     tuple(c for f in fields(kind) for c in (_FIGURE_COLUMNS if f.name == "figures" else [f.name]))
     for kind in (SplitRow, SplitMean)
@@ -51,8 +50,7 @@ def _notes(split: SplitRow | SplitMean) -> dict:
 
 
 def records(splits: list[SplitRow] | list[SplitMean]) -> list[dict]:
-    """CSV rows: each split's own fields (a mean's models joined), each figure with its interval's ends,
-    and its notes."""
+    """CSV rows: a split's own fields (a mean's models joined), its figures with their intervals' ends, notes."""
     return [
         {f.name: getattr(split, f.name) for f in fields(split) if f.name != "figures"}
         | ({"models": " ".join(split.models)} if isinstance(split, SplitMean) else {})
@@ -70,12 +68,14 @@ def _figure(split: SplitRow | SplitMean, figure: str) -> tuple[float | None, tup
     return (r.value, r.interval) if r else (None, None)
 
 
-def figure_text(split: SplitRow | SplitMean, figure: str) -> str:
-    """`1.10x [1.08-1.13]`: the figure and its 95% interval, or the figure alone when it has none."""
+def figure_text(split: SplitRow | SplitMean, figure: str, mark: str = "") -> str:
+    """`1.10x [1.08-1.13]`: the figure and its 95% interval (the figure alone when it has none), `mark`
+    after it where the interval holds 1.0."""
     value, interval = _figure(split, figure)
     if value is None:
         return NONE_TEXT[figure]
-    return f"{value:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+    text = f"{value:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+    return text + (mark if holds_one(interval) else "")
 
 
 def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
@@ -110,8 +110,8 @@ def markdown(rows: list[SplitRow], means: list[SplitMean], missing: list[str]) -
         lines += ["", f"Category means ({MEANS_CSV}):", "", *report.markdown_table(cells, tuple(cells[0]))]
     cells = [
         {"model": r.model, "precision": r.precision, "GPUs": r.gpu_count, "iso batch": r.iso_batch,
-         "max batches": _pair(r.max_batch, r.baseline_max_batch), **_shown(r),
-         "Lambda batches": _pair(r.published_batch, r.published_baseline_batch),
+         "max batches": _batches(r.max_batch, r.baseline_max_batch), **_shown(r),
+         "Lambda batches": _batches(r.published_batch, r.published_baseline_batch),
          "Lambda ratio": figure_text(r, "published_ratio")}
         for r in rows
     ]  # fmt: skip
@@ -120,8 +120,8 @@ def markdown(rows: list[SplitRow], means: list[SplitMean], missing: list[str]) -
     return lines + ["", *[f"- {line}" for line in missing]] if missing else lines
 
 
-def _pair(one, other) -> str:
-    return f"{'-' if one is None else one} / {'-' if other is None else other}"
+def _batches(*batches: int | None) -> str:
+    return " / ".join("-" if b is None else str(b) for b in batches)
 
 
 def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
@@ -134,8 +134,7 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
     sections, whole = {}, []
     for title, split, count, batches in [
         (f"{r.model}, {r.precision}, {gpus(r.gpu_count)}", r, "",
-         {"iso_ratio": "-" if r.iso_batch is None else str(r.iso_batch),
-          "max_ratio": _pair(r.max_batch, r.baseline_max_batch)})
+         {"iso_ratio": _batches(r.iso_batch), "max_ratio": _batches(r.max_batch, r.baseline_max_batch)})
         for r in rows
     ] + [
         (f"mean: {m.category}, {m.precision_group}, {gpus(m.gpu_count)}", m,
@@ -143,12 +142,9 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
         for m in means
     ]:  # fmt: skip
         lines = sections.setdefault((escape(title), "", "", count), [])
-        for figure in FIGURES:
-            r = split.figures[figure]
-            ratio, interval = (
-                (report.console_ratio(r.value), report.interval_text(r.interval)) if r else ("-", "")
-            )
-            lines.append([f"  {LABELS[figure]}", ratio, interval, batches.get(figure, "")])
+        for figure, r in split.figures.items():
+            shown = (report.console_ratio(r.value), report.interval_text(r.interval)) if r else ("-", "")
+            lines.append([f"  {LABELS[figure]}", *shown, batches.get(figure, "")])
         notes = _notes(split)
         whole += [f"{flag}: {escape(title)}: {escape(notes[flag])}" for flag in FLAGS if notes[flag]]
     note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({CSV})")
@@ -184,13 +180,9 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
 
 def _bar_text(r: SplitRow, figure: str) -> str:
     """A bar's label: its figure marked as the GPU ratios' charts mark one, max-batch's with its capacity."""
-
-    def marked(figure: str) -> str:
-        return figure_text(r, figure) + (style.HOLDS_ONE if holds_one(_figure(r, figure)[1]) else "")
-
-    text = marked(figure)
+    text = figure_text(r, figure, style.HOLDS_ONE)
     if figure == "max_ratio" and r.figures["capacity_factor"]:
-        text += f";  capacity {marked('capacity_factor')}"
+        text += f";  capacity {figure_text(r, 'capacity_factor', style.HOLDS_ONE)}"
     if (measured := r.figures.get(figure)) and measured.flags:
         text += f"  ! {' '.join(measured.flags)}"
     return text
