@@ -61,8 +61,7 @@ def by_batch(measurements: list[Measurement]) -> dict[tuple, dict[str, dict[int,
     """(model, precision, gpu_count) -> card -> batch -> this project's points, one per stack and setting."""
     table: dict = {}
     for m in measurements:
-        config = dict(m.config)
-        cap, batch = config.get(CAP_KEY), config.get(points.RAN_BATCH)
+        cap, batch = (dict(m.config).get(key) for key in (CAP_KEY, points.RAN_BATCH))
         if m.source == MEASURED and batch not in (None, "None", "auto"):
             card = f"{m.gpu}@{float(cap):g}" if cap not in (None, "None") else m.gpu
             cards = table.setdefault((m.model, m.precision, m.gpu_count), {})

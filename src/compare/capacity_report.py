@@ -42,11 +42,10 @@ def _notes(split: SplitRow | SplitMean) -> dict:
     bases = {meaning: r.basis() for meaning, r in measured.items()}
     each = "; ".join(f"{meaning}: {text}" for meaning, text in bases.items())
     held = [meaning for meaning, r in measured.items() if r.no_difference]
-    flags = carried_flags(measured.values())
     return {
         "interval": each if len(set(bases.values())) > 1 else "".join(set(bases.values())),
         "difference": f"{', '.join(held)}: {NO_DIFFERENCE}" if held else "",
-    } | {flag: flags[flag] for flag in FLAGS}
+    } | {flag: text for flag, text in carried_flags(measured.values()).items() if flag in FLAGS}
 
 
 def records(splits: list[SplitRow] | list[SplitMean]) -> list[dict]:
@@ -69,8 +68,7 @@ def _figure(split: SplitRow | SplitMean, figure: str) -> tuple[float | None, tup
 
 
 def figure_text(split: SplitRow | SplitMean, figure: str, mark: str = "") -> str:
-    """`1.10x [1.08-1.13]`: the figure and its 95% interval (the figure alone when it has none), `mark`
-    after it where the interval holds 1.0."""
+    """`1.10x [1.08-1.13]`: the figure and its 95% interval where it has one, then `mark` if that holds 1.0."""
     value, interval = _figure(split, figure)
     if value is None:
         return NONE_TEXT[figure]
@@ -125,8 +123,7 @@ def _batches(*batches: int | None) -> str:
 
 
 def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
-    """The split in an 80-column terminal or a piped log: a section per model and per category
-    mean, a line per figure with its 95% interval (`=` where it holds 1.0)."""
+    """The split in an 80-column terminal or a piped log: a section per model and per category mean."""
     from rich.markup import escape
 
     from src.console import note
@@ -153,8 +150,7 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
 
 
 def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
-    """Per model and precision: the iso-batch, max-batch and published ratios side by side, the
-    measured two with their 95% intervals as whiskers and in their labels."""
+    """Per model: its iso-batch, max-batch and published ratios side by side, whiskers their 95% intervals."""
     shown = [r for r in rows if r.figures["iso_ratio"] or r.figures["max_ratio"]]
     if not shown:
         return []
