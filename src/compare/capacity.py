@@ -8,7 +8,7 @@ For cards A and B and one model, precision and GPU count:
 - capacity factor: max-batch ratio / iso-batch ratio, what A's extra memory is worth on its own.
 The factor's two ratios usually share a point (the smaller card's largest batch is the iso batch):
 it is netted, so that it cancels instead of widening the interval twice. Beside the split: the
-published figures of the profiles whose memory each card has (a capped card stands for another).
+published figures of the profiles whose memory each card has: their ratio and per-GPU batches.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ WORDS = {  # per figure: what it measures (for "no measurable difference"), its 
 MEANING, LABELS, NONE_TEXT = ({figure: words[i] for figure, words in WORDS.items()} for i in range(3))
 NONE_TEXT["published_ratio"] = "none published"
 FLAGS = (STACK_DIFFERS, SETTING_DIFFERS)  # the two cards' points unlike in more than the card
-# the CSVs' columns: a split's fields in order, its figures (with their intervals' ends) and notes for `figures`
+# the CSVs' columns: a split's fields in order, in place of `figures` its figures (interval's ends too), notes
 _FIGURE_COLUMNS = (*(c for f in FIGURES for c in columns(f, None)), "interval", "difference", *FLAGS)
 COLUMNS, MEAN_COLUMNS = (
     tuple(c for f in fields(kind) for c in (_FIGURE_COLUMNS if f.name == "figures" else [f.name]))
@@ -219,10 +219,9 @@ def curve_chart(measurements: list[Measurement], out: Path) -> list[Path]:
         ax.set_xscale("log", base=2)
         ax.set_xticks(ticks, [str(b) for b in ticks])
         ax.minorticks_off()
-        ax.set_xlabel("per-GPU batch")
-        ax.set_ylabel(next(iter(next(iter(cards.values())).values())).unit)
+        unit = next(iter(next(iter(cards.values())).values())).unit
+        ax.set(xlabel="per-GPU batch", ylabel=unit, ylim=(0, None))
         ax.set_title(f"{model} {precision}, 1 GPU", loc="left", fontsize="medium")
-        ax.set_ylim(bottom=0)
         ax.legend(fontsize="small", title="card (gpu@cap GB)")
     detail = "where does more memory stop paying? whiskers: 95% interval of each point"
     return [style.save(fig, out / "memory_curve", "Throughput against per-GPU batch", detail)]
