@@ -61,10 +61,9 @@ def records(splits: list[SplitRow] | list[SplitMean]) -> list[dict]:
 
 def _figure(split: SplitRow | SplitMean, figure: str) -> tuple[float | None, tuple[float, float] | None]:
     """A figure's value and 95% interval; (None, None) where the runs lack it."""
-    if figure == "published_ratio":
-        return split.published_ratio, None
-    r = split.figures[figure]
-    return (r.value, r.interval) if r else (None, None)
+    r = split.figures.get(figure)
+    published = split.published_ratio if figure == "published_ratio" else None  # a number, no interval
+    return (r.value, r.interval) if r else (published, None)
 
 
 def figure_text(split: SplitRow | SplitMean, figure: str, mark: str = "") -> str:
@@ -86,7 +85,7 @@ def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
         f"{m.category} {m.precision_group} x{m.gpu_count}: {figure_text(m, 'max_ratio')} at each card's "
         f"largest batch = {figure_text(m, 'iso_ratio')} speed at the same batch x "
         f"{figure_text(m, 'capacity_factor')} capacity" + (f" ({held})" if held else "")
-        for m, held in zip(means, (_notes(m)["difference"] for m in means), strict=True)
+        for m, held in ((m, _notes(m)["difference"]) for m in means)
     ]
     return f"{pair}, 95% intervals in brackets: " + "; ".join(parts) + "."
 
@@ -129,19 +128,17 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
     from src.console import note
 
     sections, whole = {}, []
-    for title, split, count, batches in [
-        (f"{r.model}, {r.precision}, {gpus(r.gpu_count)}", r, "",
-         {"iso_ratio": _batches(r.iso_batch), "max_ratio": _batches(r.max_batch, r.baseline_max_batch)})
-        for r in rows
-    ] + [
-        (f"mean: {m.category}, {m.precision_group}, {gpus(m.gpu_count)}", m,
-         f"{len(m.models)} model{'s' if len(m.models) > 1 else ''}", {})
-        for m in means
-    ]:  # fmt: skip
+    for split in [*rows, *means]:
+        if isinstance(split, SplitRow):
+            title, count = f"{split.model}, {split.precision}, {gpus(split.gpu_count)}", ""
+            batches = [_batches(split.iso_batch), _batches(split.max_batch, split.baseline_max_batch), ""]
+        else:
+            title = f"mean: {split.category}, {split.precision_group}, {gpus(split.gpu_count)}"
+            count, batches = f"{len(split.models)} model{'s' if len(split.models) > 1 else ''}", [""] * 3
         lines = sections.setdefault((escape(title), "", "", count), [])
-        for figure, r in split.figures.items():
+        for (figure, r), batch in zip(split.figures.items(), batches, strict=True):
             shown = (report.console_ratio(r.value), report.interval_text(r.interval)) if r else ("-", "")
-            lines.append([f"  {LABELS[figure]}", *shown, batches.get(figure, "")])
+            lines.append([f"  {LABELS[figure]}", *shown, batch])
         notes = _notes(split)
         whole += [f"{flag}: {escape(title)}: {escape(notes[flag])}" for flag in FLAGS if notes[flag]]
     note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({CSV})")
