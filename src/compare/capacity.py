@@ -7,9 +7,8 @@ For cards A and B and one model, precision and GPU count:
   that fits): speed and capacity together, what a published memory-sized ratio is;
 - capacity factor: max-batch ratio / iso-batch ratio, what A's extra memory is worth on its own.
 The factor's two ratios usually share a point (the smaller card's largest batch is the iso batch):
-it is netted, so that it cancels instead of widening the interval twice. Missing runs are named
-with the command that measures them. Beside the split: the published figures of the profiles whose
-memory each card has, their ratio and the per-GPU batches they were published at.
+it is netted, so that it cancels instead of widening the interval twice. Beside the split: the
+published figures of the profiles whose memory each card has: their ratio and per-GPU batches.
 """
 
 from __future__ import annotations
@@ -59,12 +58,10 @@ class SplitMean:
 
 
 def by_batch(measurements: list[Measurement]) -> dict[tuple, dict[str, dict[int, list[Measurement]]]]:
-    """(model, precision, gpu_count) -> card -> batch -> its points (this project's runs): one per
-    stack and setting it was measured with."""
-    table: dict[tuple, dict[str, dict[int, list[Measurement]]]] = {}
+    """(model, precision, gpu_count) -> card -> batch -> this project's points, one per stack and setting."""
+    table: dict = {}
     for m in measurements:
-        config = dict(m.config)
-        cap, batch = config.get(CAP_KEY), config.get(points.RAN_BATCH)
+        cap, batch = (dict(m.config).get(key) for key in (CAP_KEY, points.RAN_BATCH))
         if m.source == MEASURED and batch not in (None, "None", "auto"):
             card = f"{m.gpu}@{float(cap):g}" if cap not in (None, "None") else m.gpu
             cards = table.setdefault((m.model, m.precision, m.gpu_count), {})
@@ -86,9 +83,7 @@ def pair(ours: list[Measurement], theirs: list[Measurement]) -> Ratio:
 
 
 def _figures(iso: Ratio | None, largest: Ratio | None) -> dict[str, Ratio | None]:
-    factor = None
-    if iso and largest:
-        factor = ratio([(largest, 1.0), (iso, -1.0)], **carried_flags([iso, largest]))
+    factor = iso and largest and quotient(largest, iso, **carried_flags([iso, largest]))
     return {"iso_ratio": iso, "max_ratio": largest, "capacity_factor": factor}
 
 
@@ -104,12 +99,11 @@ def split(measurements: list[Measurement], cards: list[str]) -> tuple[list[Split
             continue
         lacking = [name for name, have in ((card, a), (baseline, b)) if not have]
         missing += [_command(name, model, precision, count, "auto", "its largest batch") for name in lacking]
-        common = sorted(set(a) & set(b))
-        if a and b and not common:
+        iso = max(set(a) & set(b), default=None)
+        if a and b and iso is None:
             smaller = min(max(a), max(b))
             lacking = card if smaller not in a else baseline
             missing.append(_command(lacking, model, precision, count, smaller, "the iso-batch point"))
-        iso = common[-1] if common else None
         largest, baseline_largest = max(a, default=None), max(b, default=None)
         iso_ratio = pair(a[iso], b[iso]) if iso else None
         figures = _figures(iso_ratio, pair(a[largest], b[baseline_largest]) if a and b else None)
@@ -151,12 +145,10 @@ def is_card(card) -> bool:
 
 def _command(card: str, model: str, precision: str, count: int, batch, why: str) -> str:
     gpu, _, cap = card.partition("@")
-    cap_part = f" gpu.memory_limit_gb={cap}" if cap else ""
-    count_part = f" gpu.count={count}" if count > 1 else ""
+    more = (f" gpu.count={count}" if count > 1 else "") + (f" {CAP_KEY}={cap}" if cap else "")
     return (
         f"capacity_split: {card} has no {model} {precision} x{count} run at batch {batch} ({why}); run: "
-        f"python -m src.train gpu={gpu}{count_part}{cap_part} model={model} precision={precision} "
-        f"model.batch_size={batch}"
+        f"python -m src.train gpu={gpu}{more} model={model} precision={precision} model.batch_size={batch}"
     )
 
 

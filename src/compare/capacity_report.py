@@ -22,9 +22,8 @@ WORDS = {  # per figure: what it measures (for "no measurable difference"), its 
 MEANING, LABELS, NONE_TEXT = ({figure: words[i] for figure, words in WORDS.items()} for i in range(3))
 NONE_TEXT["published_ratio"] = "none published"
 FLAGS = (STACK_DIFFERS, SETTING_DIFFERS)  # the two cards' points unlike in more than the card
-_INTERVAL_COLUMNS = tuple(c for f in FIGURES for c in (f, f"{f}_low", f"{f}_high"))
-_FIGURE_COLUMNS = (*_INTERVAL_COLUMNS, "interval", "difference", *FLAGS)  # a split's figures and notes
-# the CSVs' columns: a split's fields in order, its figures and notes in place of `figures`
+# the CSVs' columns: a split's fields in order, in place of `figures` its figures (interval's ends too), notes
+_FIGURE_COLUMNS = (*(c for f in FIGURES for c in columns(f, None)), "interval", "difference", *FLAGS)
 COLUMNS, MEAN_COLUMNS = (
     tuple(c for f in fields(kind) for c in (_FIGURE_COLUMNS if f.name == "figures" else [f.name]))
     for kind in (SplitRow, SplitMean)
@@ -43,16 +42,14 @@ def _notes(split: SplitRow | SplitMean) -> dict:
     bases = {meaning: r.basis() for meaning, r in measured.items()}
     each = "; ".join(f"{meaning}: {text}" for meaning, text in bases.items())
     held = [meaning for meaning, r in measured.items() if r.no_difference]
-    flags = carried_flags(measured.values())
     return {
         "interval": each if len(set(bases.values())) > 1 else "".join(set(bases.values())),
         "difference": f"{', '.join(held)}: {NO_DIFFERENCE}" if held else "",
-    } | {flag: flags[flag] for flag in FLAGS}
+    } | {flag: text for flag, text in carried_flags(measured.values()).items() if flag in FLAGS}
 
 
 def records(splits: list[SplitRow] | list[SplitMean]) -> list[dict]:
-    """CSV rows: each split's own fields (a mean's models joined), each figure with its interval's ends,
-    and its notes."""
+    """CSV rows: a split's own fields (a mean's models joined), its figures with their intervals' ends, notes."""
     return [
         {f.name: getattr(split, f.name) for f in fields(split) if f.name != "figures"}
         | ({"models": " ".join(split.models)} if isinstance(split, SplitMean) else {})
@@ -64,18 +61,18 @@ def records(splits: list[SplitRow] | list[SplitMean]) -> list[dict]:
 
 def _figure(split: SplitRow | SplitMean, figure: str) -> tuple[float | None, tuple[float, float] | None]:
     """A figure's value and 95% interval; (None, None) where the runs lack it."""
-    if figure == "published_ratio":
-        return split.published_ratio, None
-    r = split.figures[figure]
-    return (r.value, r.interval) if r else (None, None)
+    r = split.figures.get(figure)
+    published = split.published_ratio if figure == "published_ratio" else None  # a number, no interval
+    return (r.value, r.interval) if r else (published, None)
 
 
-def figure_text(split: SplitRow | SplitMean, figure: str) -> str:
-    """`1.10x [1.08-1.13]`: the figure and its 95% interval, or the figure alone when it has none."""
+def figure_text(split: SplitRow | SplitMean, figure: str, mark: str = "") -> str:
+    """`1.10x [1.08-1.13]`: the figure and its 95% interval where it has one, then `mark` if that holds 1.0."""
     value, interval = _figure(split, figure)
     if value is None:
         return NONE_TEXT[figure]
-    return f"{value:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+    text = f"{value:.2f}x" + (f" [{interval[0]:.2f}-{interval[1]:.2f}]" if interval else "")
+    return text + (mark if holds_one(interval) else "")
 
 
 def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
@@ -88,7 +85,7 @@ def sentence(rows: list[SplitRow], means: list[SplitMean]) -> str:
         f"{m.category} {m.precision_group} x{m.gpu_count}: {figure_text(m, 'max_ratio')} at each card's "
         f"largest batch = {figure_text(m, 'iso_ratio')} speed at the same batch x "
         f"{figure_text(m, 'capacity_factor')} capacity" + (f" ({held})" if held else "")
-        for m, held in zip(means, (_notes(m)["difference"] for m in means), strict=True)
+        for m, held in ((m, _notes(m)["difference"]) for m in means)
     ]
     return f"{pair}, 95% intervals in brackets: " + "; ".join(parts) + "."
 
@@ -110,8 +107,8 @@ def markdown(rows: list[SplitRow], means: list[SplitMean], missing: list[str]) -
         lines += ["", f"Category means ({MEANS_CSV}):", "", *report.markdown_table(cells, tuple(cells[0]))]
     cells = [
         {"model": r.model, "precision": r.precision, "GPUs": r.gpu_count, "iso batch": r.iso_batch,
-         "max batches": _pair(r.max_batch, r.baseline_max_batch), **_shown(r),
-         "Lambda batches": _pair(r.published_batch, r.published_baseline_batch),
+         "max batches": _batches(r.max_batch, r.baseline_max_batch), **_shown(r),
+         "Lambda batches": _batches(r.published_batch, r.published_baseline_batch),
          "Lambda ratio": figure_text(r, "published_ratio")}
         for r in rows
     ]  # fmt: skip
@@ -120,35 +117,28 @@ def markdown(rows: list[SplitRow], means: list[SplitMean], missing: list[str]) -
     return lines + ["", *[f"- {line}" for line in missing]] if missing else lines
 
 
-def _pair(one, other) -> str:
-    return f"{'-' if one is None else one} / {'-' if other is None else other}"
+def _batches(*batches: int | None) -> str:
+    return " / ".join("-" if b is None else str(b) for b in batches)
 
 
 def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
-    """The split in an 80-column terminal or a piped log: a section per model and per category
-    mean, a line per figure with its 95% interval (`=` where it holds 1.0)."""
+    """The split in an 80-column terminal or a piped log: a section per model and per category mean."""
     from rich.markup import escape
 
     from src.console import note
 
     sections, whole = {}, []
-    for title, split, count, batches in [
-        (f"{r.model}, {r.precision}, {gpus(r.gpu_count)}", r, "",
-         {"iso_ratio": "-" if r.iso_batch is None else str(r.iso_batch),
-          "max_ratio": _pair(r.max_batch, r.baseline_max_batch)})
-        for r in rows
-    ] + [
-        (f"mean: {m.category}, {m.precision_group}, {gpus(m.gpu_count)}", m,
-         f"{len(m.models)} model{'s' if len(m.models) > 1 else ''}", {})
-        for m in means
-    ]:  # fmt: skip
+    for split in [*rows, *means]:
+        if isinstance(split, SplitRow):
+            title, count = f"{split.model}, {split.precision}, {gpus(split.gpu_count)}", ""
+            batches = [_batches(split.iso_batch), _batches(split.max_batch, split.baseline_max_batch), ""]
+        else:
+            title = f"mean: {split.category}, {split.precision_group}, {gpus(split.gpu_count)}"
+            count, batches = f"{len(split.models)} model{'s' if len(split.models) > 1 else ''}", [""] * 3
         lines = sections.setdefault((escape(title), "", "", count), [])
-        for figure in FIGURES:
-            r = split.figures[figure]
-            ratio, interval = (
-                (report.console_ratio(r.value), report.interval_text(r.interval)) if r else ("-", "")
-            )
-            lines.append([f"  {LABELS[figure]}", ratio, interval, batches.get(figure, "")])
+        for (figure, r), batch in zip(split.figures.items(), batches, strict=True):
+            shown = (report.console_ratio(r.value), report.interval_text(r.interval)) if r else ("-", "")
+            lines.append([f"  {LABELS[figure]}", *shown, batch])
         notes = _notes(split)
         whole += [f"{flag}: {escape(title)}: {escape(notes[flag])}" for flag in FLAGS if notes[flag]]
     note(f"Speed and capacity: {rows[0].card} against {rows[0].baseline_card} ({CSV})")
@@ -157,8 +147,7 @@ def print_table(rows: list[SplitRow], means: list[SplitMean]) -> None:
 
 
 def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
-    """Per model and precision: the iso-batch, max-batch and published ratios side by side, the
-    measured two with their 95% intervals as whiskers and in their labels."""
+    """Per model: its iso-batch, max-batch and published ratios side by side, whiskers their 95% intervals."""
     shown = [r for r in rows if r.figures["iso_ratio"] or r.figures["max_ratio"]]
     if not shown:
         return []
@@ -184,13 +173,9 @@ def split_chart(rows: list[SplitRow], out: Path) -> list[Path]:
 
 def _bar_text(r: SplitRow, figure: str) -> str:
     """A bar's label: its figure marked as the GPU ratios' charts mark one, max-batch's with its capacity."""
-
-    def marked(figure: str) -> str:
-        return figure_text(r, figure) + (style.HOLDS_ONE if holds_one(_figure(r, figure)[1]) else "")
-
-    text = marked(figure)
+    text = figure_text(r, figure, style.HOLDS_ONE)
     if figure == "max_ratio" and r.figures["capacity_factor"]:
-        text += f";  capacity {marked('capacity_factor')}"
+        text += f";  capacity {figure_text(r, 'capacity_factor', style.HOLDS_ONE)}"
     if (measured := r.figures.get(figure)) and measured.flags:
         text += f"  ! {' '.join(measured.flags)}"
     return text
@@ -231,10 +216,9 @@ def curve_chart(measurements: list[Measurement], out: Path) -> list[Path]:
         ax.set_xscale("log", base=2)
         ax.set_xticks(ticks, [str(b) for b in ticks])
         ax.minorticks_off()
-        ax.set_xlabel("per-GPU batch")
-        ax.set_ylabel(next(iter(next(iter(cards.values())).values())).unit)
+        unit = next(iter(next(iter(cards.values())).values())).unit
+        ax.set(xlabel="per-GPU batch", ylabel=unit, ylim=(0, None))
         ax.set_title(f"{model} {precision}, 1 GPU", loc="left", fontsize="medium")
-        ax.set_ylim(bottom=0)
         ax.legend(fontsize="small", title="card (gpu@cap GB)")
     detail = "where does more memory stop paying? whiskers: 95% interval of each point"
     return [style.save(fig, out / "memory_curve", "Throughput against per-GPU batch", detail)]

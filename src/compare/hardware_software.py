@@ -12,19 +12,15 @@ from src.compare.ratio import columns, quotient
 from src.compare.runs import Measurement
 
 CSV = "hardware_software.csv"
-COLUMNS = (
-    "model", "precision", "gpu_count", "gpu", "baseline_gpu", "relative", "stack_differs", "hardware",
-    "hardware_low", "hardware_high", "software", "software_low", "software_high", "via", "missing",
-)  # fmt: skip
+NAMED = ("model", "precision", "gpu_count", "gpu", "baseline_gpu", "relative", "stack_differs")  # the ratio
+COLUMNS = (*NAMED, *columns("hardware", None), *columns("software", None), "via", "missing")
 
 
 def _find(measurements: list[Measurement], like: Measurement, software: dict) -> Measurement | None:
     """`like`'s point on another software stack."""
     alike = (like.gpu, like.source, like.math, software)
-    for m in measurements:
-        if (m.gpu, m.source, m.math, m.software) == alike and same_workload(m, like):
-            return m
-    return None
+    found = (m for m in measurements if (m.gpu, m.source, m.math, m.software) == alike)
+    return next((m for m in found if same_workload(m, like)), None)
 
 
 def records(rows: list[RelativeRow], measurements: list[Measurement]) -> list[dict]:
@@ -47,10 +43,9 @@ def records(rows: list[RelativeRow], measurements: list[Measurement]) -> list[di
                 f"run {m.gpu} {m.workload} {m.precision} x{m.gpu_count} on {_stack(base)}, "
                 f"or {base.gpu} on {_stack(m)}"
             )
-        # COLUMNS begins with what names the ratio, then the parts
         named = (m.workload, m.precision, m.gpu_count, m.gpu, base.gpu, row.relative, row.stack_differs)
         parts = columns("hardware", hardware) | columns("software", software)
-        records.append(dict(zip(COLUMNS, named, strict=False)) | parts | {"via": via, "missing": missing})
+        records.append(dict(zip(NAMED, named, strict=True)) | parts | {"via": via, "missing": missing})
     return records
 
 
