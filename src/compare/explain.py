@@ -8,12 +8,13 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from src import recorded, run_result
+from src import recorded
 from src.compare.analysis import RelativeRow, SummaryRow
 from src.compare.report import markdown_grid
 from src.compare.runs import MEASURED, Measurement
 from src.config import points
 from src.console import gpus
+from src.run_result import RunResult
 
 # the stack a ceilings run must share with a point: the software of points.py's stack that runs the
 # card's kernels (a model's own libraries, torchvision and transformers, are not in a ceilings run)
@@ -32,16 +33,15 @@ POWER_LIMITED = 0.5  # a point whose runs sat at the card's power limit for more
 class Placement:
     """A measured point against its card's ceilings run and power limit: medians over its runs."""
 
-    def __init__(self, measurement: Measurement, by_id: dict, ceilings: list[run_result.RunResult]) -> None:
+    def __init__(self, measurement: Measurement, by_id: dict, ceilings: list[RunResult]) -> None:
         m, runs = measurement, [by_id[r.run_id] for r in measurement.runs if r.run_id in by_id]
         self.measurement, self.gpu_name = m, runs[0].gpu_name
         self.achieved_tflops = median_of(r.achieved_tflops_per_gpu for r in runs)  # per GPU
         self.mfu = median_of(r.mfu for r in runs)
         self.math = m.spec.peak_key  # the math that ran: the ceiling it is held against
         self.ceilings_run = card = matching_ceilings(ceilings, *runs)
-        self.ceiling_tflops = card.ceilings.matmul_tflops.get(self.math) if card and self.math else None
-        ceiling, achieved = self.ceiling_tflops, self.achieved_tflops
-        self.share_of_ceiling = achieved / ceiling if ceiling and achieved else None
+        self.ceiling_tflops = ceiling = (card.ceilings.matmul_tflops if card else {}).get(self.math)
+        self.share_of_ceiling = self.achieved_tflops / ceiling if ceiling and self.achieved_tflops else None
         with_shares = [r.shares for r in runs if r.shares]  # step-time breakdowns
         self.shares = {s: median_of(x[s] for x in with_shares) for s in SHARES} if with_shares else None
         # of the window NVML reported the clocks held down by the power limit; None: no telemetry of it
@@ -75,26 +75,22 @@ class Explanation:
     claims: list[str]  # the published category means checked against the measured ones
 
 
-def _card(run: run_result.RunResult) -> tuple:
+def _card(run: RunResult) -> tuple:
     """What a ceilings run must share with a point: GPU name and count, the stack, smoke or not."""
     return run.gpu_name, run.gpu_count, tuple(run.tags.get(t, "") for t in STACK_TAGS), run.smoke
 
 
-def ceilings_runs(runs: list[run_result.RunResult]) -> list[run_result.RunResult]:
-    """The ceilings runs among `runs`."""
+def ceilings_runs(runs: list[RunResult]) -> list[RunResult]:
     return [r for r in runs if r.kind == recorded.CEILINGS and r.gpu_count is not None]
 
 
-def matching_ceilings(
-    ceilings: list[run_result.RunResult], *runs: run_result.RunResult
-) -> run_result.RunResult | None:
+def matching_ceilings(ceilings: list[RunResult], *runs: RunResult) -> RunResult | None:
     """The latest ceilings run of the GPU name, count and stack of any of `runs` (smoke with smoke only)."""
     same = [c for r in runs for c in ceilings if _card(c) == _card(r)]
     return max(same, key=lambda c: c.started_ms, default=None)
 
 
 def median_of(values) -> float | None:
-    """The median of the values that are not None; None where none is."""
     found = [v for v in values if v is not None]
     return statistics.median(found) if found else None
 
@@ -179,10 +175,8 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
     ours = means.pop(MEASURED, {})
     claims = []
     for source, theirs in sorted(means.items()):
-        for (category, precision, count, gpu), value in sorted(theirs.items()):
-            mine = ours.get((category, precision, count, gpu))
-            if mine is None:  # nothing of yours to check it against: the tables show it
-                continue
+        for key in sorted(theirs.keys() & ours.keys()):  # the others, nothing of yours: the tables show them
+            (category, precision, count, gpu), value, mine = key, theirs[key], ours[key]
             if (value - 1) * (mine - 1) > 0 or abs(mine - value) < 0.02:
                 verdict = "holds in direction."
             else:
@@ -219,22 +213,15 @@ def _directions(theirs: dict) -> list[tuple[tuple, tuple]]:
 
 
 def record(p: Placement) -> dict:
-    m = p.measurement
-    return {
-        "model": m.model, "variant": m.variant, "precision": m.precision, "gpu_count": m.gpu_count,
-        "gpu": m.side, "gpu_name": p.gpu_name, recorded.ACHIEVED_TFLOPS_PER_GPU: p.achieved_tflops,
-        recorded.MFU: p.mfu,
-        "ceiling_math": p.math, "ceiling_tflops": p.ceiling_tflops, "share_of_ceiling": p.share_of_ceiling,
-        "ceilings_run": p.ceilings_run.run_id if p.ceilings_run else None,
-        **{f"{s}_share": (p.shares or {}).get(s) for s in SHARES},
-        recorded.THROTTLED_POWER_SHARE: p.power_share, recorded.POWER_LIMIT: p.power_limit_w,
-        "power_limited": p.power_limited, "note": p.note,
-    }  # fmt: skip
+    m, card = p.measurement, p.ceilings_run
+    values = (m.model, m.variant, m.precision, m.gpu_count, m.side, p.gpu_name, p.achieved_tflops, p.mfu, p.math,
+              p.ceiling_tflops, p.share_of_ceiling, card and card.run_id, *((p.shares or {}).get(s) for s in SHARES),
+              p.power_share, p.power_limit_w, p.power_limited, p.note)  # fmt: skip
+    return dict(zip(COLUMNS, values, strict=True))  # in COLUMNS' order
 
 
 def markdown(explanation: Explanation) -> list[str]:
-    """The report's section: the sentences, the claims, a table of placements (each only where it
-    has something to say)."""
+    """The report's section: the sentences, the claims, the placements (each where it has any)."""
     lines = [
         "Each measured point against its card's own ceilings (the latest `model=ceilings` run of the same "
         "GPU name, count and software stack) and where its step time went (a few steps profiled after "
