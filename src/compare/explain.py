@@ -6,6 +6,7 @@ compare time from what the runs logged, so runs logged before a ceilings run exi
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from src import recorded
@@ -33,13 +34,13 @@ POWER_LIMITED = 0.5  # a point whose runs sat at the card's power limit for more
 class Placement:
     """A measured point against its card's ceilings run and power limit: medians over its runs."""
 
-    def __init__(self, measurement: Measurement, by_id: dict, ceilings: list[RunResult]) -> None:
+    def __init__(self, measurement: Measurement, by_id: dict[str, RunResult]) -> None:
         m, runs = measurement, [by_id[r.run_id] for r in measurement.runs if r.run_id in by_id]
         self.measurement, self.gpu_name = m, runs[0].gpu_name
         self.achieved_tflops = median_of(r.achieved_tflops_per_gpu for r in runs)  # per GPU
         self.mfu = median_of(r.mfu for r in runs)
         self.math = m.spec.peak_key  # the math that ran: the ceiling it is held against
-        self.ceilings_run = card = matching_ceilings(ceilings, *runs)
+        self.ceilings_run = card = matching_ceilings(by_id.values(), *runs)
         self.ceiling_tflops = ceiling = (card.ceilings.matmul_tflops if card else {}).get(self.math)
         self.share_of_ceiling = self.achieved_tflops / ceiling if ceiling and self.achieved_tflops else None
         with_shares = [r.shares for r in runs if r.shares]  # step-time breakdowns
@@ -80,13 +81,10 @@ def _card(run: RunResult) -> tuple:
     return run.gpu_name, run.gpu_count, tuple(run.tags.get(t, "") for t in STACK_TAGS), run.smoke
 
 
-def ceilings_runs(runs: list[RunResult]) -> list[RunResult]:
-    return [r for r in runs if r.kind == recorded.CEILINGS and r.gpu_count is not None]
-
-
-def matching_ceilings(ceilings: list[RunResult], *runs: RunResult) -> RunResult | None:
-    """The latest ceilings run of the GPU name, count and stack of any of `runs` (smoke with smoke only)."""
-    same = [c for r in runs for c in ceilings if _card(c) == _card(r)]
+def matching_ceilings(runs: Iterable[RunResult], *of: RunResult) -> RunResult | None:
+    """The latest ceilings run in `runs` of the card and stack of any of `of` (smoke with smoke only)."""
+    cards = {_card(r) for r in of}
+    same = [c for c in runs if c.kind == recorded.CEILINGS and c.gpu_count is not None and _card(c) in cards]
     return max(same, key=lambda c: c.started_ms, default=None)
 
 
@@ -98,8 +96,8 @@ def median_of(values) -> float | None:
 def explain(runs: list, measurements: list[Measurement], rows: list[RelativeRow], summary: list[SummaryRow],
             baseline: str) -> Explanation:  # fmt: skip
     """Place every measured point; a sentence per model pair; the category claims checked."""
-    ceilings, by_id = ceilings_runs(runs), {r.run_id: r for r in runs}
-    placements = [Placement(m, by_id, ceilings) for m in measurements if m.source == MEASURED]
+    by_id = {r.run_id: r for r in runs}
+    placements = [Placement(m, by_id) for m in measurements if m.source == MEASURED]
     placed = {p.measurement.label: p for p in placements}
     sentences = []
     for row in rows:
@@ -146,10 +144,8 @@ def pair_sentence(relative: float, a: Placement, b: Placement) -> str:
     text = f"{a.measurement.side} {_side(a)}; {b.measurement.side} {_side(b)}"
     if a.share_of_ceiling and b.share_of_ceiling and a.math == b.math:
         ceilings, used = a.ceiling_tflops / b.ceiling_tflops, a.share_of_ceiling / b.share_of_ceiling
-        text += (
-            f". Of the {relative:.2f}x, {ceilings:.2f}x is the cards' {a.math} ceilings and "
-            f"{used:.2f}x how much of them each run used"
-        )
+        text += f". Of the {relative:.2f}x, {ceilings:.2f}x is the cards' {a.math} ceilings and "
+        text += f"{used:.2f}x how much of them each run used"
         copy_a, copy_b = (p.ceilings_run.ceilings.memory_copy_gbs for p in (a, b))
         if copy_a and copy_b:
             text += f"; their memory copy bandwidths differ {copy_a / copy_b:.2f}x"
@@ -185,7 +181,13 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
                 f"{source} {category}, {precision}, {gpus(count)}: {gpu} {value:.2f}x; measured {mine:.2f}x "
                 f"({mine / value - 1:+.0%}): {verdict}"
             )
-        for a, b in _directions(theirs):  # published: b's mean above or below a's; measured: the same?
+        # published: b's mean above or below a's; measured: the same? Vision then language at one
+        # precision, count and gpu; the smallest GPU count then the largest of one category, precision, gpu
+        pairs = [(("vision", *key), ("language", *key)) for key in sorted({key[1:] for key in theirs})]
+        for category, precision, gpu in sorted({(c, p, g) for c, p, _, g in theirs}):
+            counts = [n for c, p, n, g in theirs if (c, p, g) == (category, precision, gpu)]
+            pairs.append(((category, precision, min(counts), gpu), (category, precision, max(counts), gpu)))
+        for a, b in pairs:
             pa, pb, ma, mb = theirs.get(a), theirs.get(b), ours.get(a), ours.get(b)
             if a == b or None in (pa, pb, ma, mb):
                 continue
@@ -202,21 +204,12 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
     return claims
 
 
-def _directions(theirs: dict) -> list[tuple[tuple, tuple]]:
-    """The pairs of published means a claim sets side by side: vision then language at one precision,
-    count and gpu; then the smallest GPU count then the largest of one category, precision and gpu."""
-    pairs = [(("vision", *key), ("language", *key)) for key in sorted({key[1:] for key in theirs})]
-    for category, precision, gpu in sorted({(c, p, g) for c, p, _, g in theirs}):
-        counts = [n for c, p, n, g in theirs if (c, p, g) == (category, precision, gpu)]
-        pairs.append(((category, precision, min(counts), gpu), (category, precision, max(counts), gpu)))
-    return pairs
-
-
 def record(p: Placement) -> dict:
     m, card = p.measurement, p.ceilings_run
-    values = (m.model, m.variant, m.precision, m.gpu_count, m.side, p.gpu_name, p.achieved_tflops, p.mfu, p.math,
-              p.ceiling_tflops, p.share_of_ceiling, card and card.run_id, *((p.shares or {}).get(s) for s in SHARES),
-              p.power_share, p.power_limit_w, p.power_limited, p.note)  # fmt: skip
+    values = (m.model, m.variant, m.precision, m.gpu_count, m.side, p.gpu_name, p.achieved_tflops, p.mfu,
+              p.math, p.ceiling_tflops, p.share_of_ceiling, card and card.run_id,
+              *((p.shares or {}).get(s) for s in SHARES), p.power_share, p.power_limit_w, p.power_limited,
+              p.note)  # fmt: skip
     return dict(zip(COLUMNS, values, strict=True))  # in COLUMNS' order
 
 

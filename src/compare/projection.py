@@ -7,7 +7,6 @@ charts as measured and published ones without ever pooling with them.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -51,8 +50,7 @@ def for_compare(cfg, records: list, runs: list, baseline: str) -> Outcome:
     `gpus=` and `sources=` select what is shown beside the projection."""
     if not cfg.project:
         return Outcome()
-    kept, _ = select(records, OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]}))
-    measurements = aggregate(kept)
+    measurements = aggregate(select(records, OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]}))[0])
     targets, model_error = list(cfg.project), cfg.projection.model_error
     cards = profiles([*targets, *(m.gpu for m in measurements)])
     outcome = project_onto(measurements, runs, targets, cards, cfg.projection.batch, model_error)
@@ -99,21 +97,17 @@ def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
 def records(outcome: Outcome) -> list[dict]:
     found = []
     for p in outcome.projections:
-        s = p.source
+        s, (low, high) = p.source, p.interval
         parts = "; ".join(f"{f.part} {f.share:.1%} x{f.scale:.3g} ({f.basis})" for f in p.factors if f.share)
-        found.append({
-            "model": s.model, "precision": s.precision, "gpu_count": s.gpu_count, "gpu": p.target.name,
-            "from_gpu": s.gpu, "batch": s.batch, "math": p.math, recorded.THROUGHPUT: p.throughput,
-            "throughput_low": p.interval[0], "throughput_high": p.interval[1], "step_ratio": p.step_ratio,
-            "parts": parts, "note": outcome.notes.get(id(p), ""),
-            "from_runs": " ".join(s.run_ids), "ceilings_run": p.ceilings.run_id,
-        })  # fmt: skip
+        values = (s.model, s.precision, s.gpu_count, p.target.name, s.gpu, s.batch, p.math, p.throughput, low,
+                  high, p.step_ratio, parts, outcome.notes.get(id(p), ""), " ".join(s.run_ids),
+                  p.ceilings.run_id)  # fmt: skip
+        found.append(dict(zip(COLUMNS, values, strict=True)))  # in COLUMNS' order
     return found
 
 
 def section(outcome: Outcome, targets: list[str]) -> list[sections.Section]:
-    """The report's section: what each ratio is made of, what was not projected (or not at the
-    card's own batch) and why; projection.csv; the same lines as console warnings."""
+    """The report's section, projection.csv, and what was not projected as console warnings."""
     if not targets:
         return []
     lines = [
@@ -185,9 +179,7 @@ def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> None:
 def source_point(m: Measurement, runs: list[run_result.RunResult]) -> SourcePoint:
     """A measured point (`runs`: its runs as read back) as the projection reads it."""
     with_shares = [r.shares for r in runs if r.shares]
-    shares = None
-    if with_shares:
-        shares = {s: statistics.median(x.get(s) or 0.0 for x in with_shares) for s in recorded.SHARES}
+    shares = {s: explain.median_of(x.get(s) or 0.0 for x in with_shares) for s in recorded.SHARES}
     batch = int(float(dict(m.config).get(recorded.BATCH_SIZE) or runs[0].batch_size or 0))
     cap = positive_number(runs[0].params.get(CAP_KEY))
     cap_said, cap_set = (f", {cap:g} GB cap", f" {CAP_KEY}={cap:g}") if cap else ("", "")
@@ -202,9 +194,9 @@ def source_point(m: Measurement, runs: list[run_result.RunResult]) -> SourcePoin
         batch=batch,
         throughput=m.throughput,
         interval=m.interval,
-        shares=shares,
+        shares=shares if with_shares else None,
         flops_per_item=explain.median_of(r.window.flops_per_item for r in runs),
-        memory_gb=cap or (max(peaks) if peaks else None),
+        memory_gb=cap or max(peaks, default=None),
         run_ids=tuple(r.run_id for r in runs),
         remeasure=(
             f"python -m src.train gpu={m.gpu} model={m.model} precision={m.precision} "
@@ -230,9 +222,7 @@ def project_onto(measurements: list[Measurement], runs: list, targets: list[str]
                  batch: str, model_error: float) -> Outcome:  # fmt: skip
     """The measured points of every gpu that is not itself a target, onto each target. `profiles`:
     the targets' spec sheets and the measured cards' (for figures their runs never logged)."""
-    by_id = {r.run_id: r for r in runs}
-    found = explain.ceilings_runs(runs)
-    done = Outcome()
+    by_id, done = {r.run_id: r for r in runs}, Outcome()
     points = [
         source_point(m, [by_id[r.run_id] for r in m.runs if r.run_id in by_id])
         for m in measurements
@@ -248,7 +238,7 @@ def project_onto(measurements: list[Measurement], runs: list, targets: list[str]
             point = chosen.point
             try:
                 card = source_card(point.gpu, by_id[point.run_ids[0]].params, profiles.get(point.gpu))
-                latest = explain.matching_ceilings(found, *[by_id[i] for i in point.run_ids])
+                latest = explain.matching_ceilings(runs, *[by_id[i] for i in point.run_ids])
                 figures = latest and latest.ceilings  # None: no ceilings run of its card and stack
                 ceilings = latest and Ceilings(latest.run_id, figures.matmul_tflops, figures.memory_copy_gbs)
                 projection = project(point, card, ceilings, target, model_error)
