@@ -51,20 +51,17 @@ class Placement:
         self.power_limited = self.power_share > POWER_LIMITED if told else None
         limits = sorted({r.tags[recorded.POWER_LIMIT] for r in runs if recorded.POWER_LIMIT in r.tags})
         self.power_limit_w = ("/".join(limits) or None) if told else None  # per GPU: "700", or "300/350"
+        # `at its 700 W power limit for 89% of the window (695 W mean, SM clock 1,755 MHz)`
         mean_w = median_of(r.telemetry.power_mean_w for r in runs)  # per GPU
         clock_mhz = median_of(r.telemetry.sm_clock_mean_mhz for r in runs)
         detail = [mean_w and f"{mean_w:,.0f} W mean", clock_mhz and f"SM clock {clock_mhz:,.0f} MHz"]
-        detail = ", ".join(d for d in detail if d)
-        # `at its 700 W power limit for 89% of the window (695 W mean, SM clock 1,755 MHz)`
         limit = f"{self.power_limit_w} W " if self.power_limit_w else ""
         self.power_said = f"at its {limit}power limit for {_pct(self.power_share)} of the window"
-        self.power_said += f" ({detail})" if detail else ""
+        self.power_said += f" ({', '.join(d for d in detail if d)})" if any(detail) else ""
         self.note = ""  # what it lacks: a ceilings run, or that run's matmul figure for its math
         if card is None:
-            self.note = (
-                f"no ceilings run of {self.gpu_name} x{m.gpu_count} with this software stack: "
-                f"python -m src.train model=ceilings gpu={m.gpu} gpu.count={m.gpu_count}"
-            )
+            self.note = f"no ceilings run of {self.gpu_name} x{m.gpu_count} with this software stack: "
+            self.note += f"python -m src.train model=ceilings gpu={m.gpu} gpu.count={m.gpu_count}"
         elif ceiling is None:
             self.note = f"the ceilings run has no {self.math} matmul figure"
 
@@ -173,14 +170,12 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
     for source, theirs in sorted(means.items()):
         for key in sorted(theirs.keys() & ours.keys()):  # the others, nothing of yours: the tables show them
             (category, precision, count, gpu), value, mine = key, theirs[key], ours[key]
+            said = f"{source} {category}, {precision}, {gpus(count)}: {gpu} {value:.2f}x; "
+            said += f"measured {mine:.2f}x ({mine / value - 1:+.0%}): "
             if (value - 1) * (mine - 1) > 0 or abs(mine - value) < 0.02:
-                verdict = "holds in direction."
+                claims.append(said + "holds in direction.")
             else:
-                verdict = "does not hold: the measured ratio is on the other side of 1."
-            claims.append(
-                f"{source} {category}, {precision}, {gpus(count)}: {gpu} {value:.2f}x; measured {mine:.2f}x "
-                f"({mine / value - 1:+.0%}): {verdict}"
-            )
+                claims.append(said + "does not hold: the measured ratio is on the other side of 1.")
         # published: b's mean above or below a's; measured: the same? Vision then language at one
         # precision, count and gpu; the smallest GPU count then the largest of one category, precision, gpu
         pairs = [(("vision", *key), ("language", *key)) for key in sorted({key[1:] for key in theirs})]

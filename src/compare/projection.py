@@ -78,19 +78,17 @@ def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
     """The projection as a point of source `projected` on the target card, its band as the 95%
     interval (normal: the model's error is measured, no degrees of freedom to lose). `variant` names
     its batch where a card has several (projection.batch=same), as measured points of one workload do."""
-    low, high = p.interval
-    se = math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE)
+    (low, high), t = p.interval, p.target
     # the stack is the source card's; its memory cap stood for the target's memory: neither is the target's
     config = tuple((k, v) for k, v in m.config if not k.startswith("tag:") and k != CAP_KEY)
-    t = p.target
     spec = Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)
     projected = {"gpu": t.name, "side": t.name, "source": PROJECTED, "config": config}
     result = {"gpu": t.name, "source": PROJECTED, "spec": spec}
     runs = [replace(r, **projected, result=replace(r.result, **result)) for r in m.runs]
+    spread = Spread(math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE), NO_DOF_TO_LOSE, PROJECTED)
     return replace(
         m, **projected, throughput=p.throughput, throughput_min=low, throughput_max=high, per_watt=None,
-        per_watt_basis=None, per_kusd=None, runs=runs, variant=variant,
-        spread=Spread(se, NO_DOF_TO_LOSE, PROJECTED),
+        per_watt_basis=None, per_kusd=None, runs=runs, variant=variant, spread=spread,
     )  # fmt: skip
 
 
@@ -157,14 +155,13 @@ def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> None:
     experiment_id = store.ensure_experiment(tracking.uri, tracking.report_experiment)
     mlflow_client = store.client(tracking.uri)
     for p in outcome.projections:
-        s, r = p.source, recorded
+        s, r, (low, high) = p.source, recorded, p.interval
         tags = {"mlflow.parentRunId": parent_run_id, r.KIND: r.PROJECTION_KIND, r.SOURCE: PROJECTED,
                 r.GPU: p.target.name, r.GPU_COUNT: str(s.gpu_count), r.MODEL: s.model,
                 r.PRECISION: s.precision, r.PROJECTED_FROM_GPU: s.gpu, r.PROJECTED_FROM: " ".join(s.run_ids),
                 r.CEILINGS_RUN: p.ceilings.run_id}  # fmt: skip
         name = f"{p.target.name} x{s.gpu_count} {s.model} {s.precision} [{PROJECTED}]"
         run_id = mlflow_client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
-        low, high = p.interval
         metrics = {r.THROUGHPUT: p.throughput, "throughput_low": low, "throughput_high": high,
                    r.BATCH_SIZE: s.batch, "step_ratio": p.step_ratio}  # fmt: skip
         for f in p.factors:
@@ -184,6 +181,7 @@ def source_point(m: Measurement, runs: list[run_result.RunResult]) -> SourcePoin
     cap = positive_number(runs[0].params.get(CAP_KEY))
     cap_said, cap_set = (f", {cap:g} GB cap", f" {CAP_KEY}={cap:g}") if cap else ("", "")
     peaks = [r.window.peak_memory_gb for r in runs if r.window.peak_memory_gb is not None]
+    train = f"python -m src.train gpu={m.gpu} model={m.model} precision={m.precision} gpu.count={m.gpu_count}"
     return SourcePoint(
         label=f"{m.gpu} x{m.gpu_count} {m.workload} {m.precision} [batch {batch}{cap_said}]",
         gpu=m.gpu,
@@ -198,18 +196,14 @@ def source_point(m: Measurement, runs: list[run_result.RunResult]) -> SourcePoin
         flops_per_item=explain.median_of(r.window.flops_per_item for r in runs),
         memory_gb=cap or max(peaks, default=None),
         run_ids=tuple(r.run_id for r in runs),
-        remeasure=(
-            f"python -m src.train gpu={m.gpu} model={m.model} precision={m.precision} "
-            f"gpu.count={m.gpu_count} model.batch_size={batch}{cap_set}"
-        ),
+        remeasure=f"{train} model.batch_size={batch}{cap_set}",
         group=tuple((k, v) for k, v in m.config if k not in NOT_THE_WORKLOAD),
         power_bound=explain.median_of(r.telemetry.throttled_power_share for r in runs),
     )
 
 
 def source_card(gpu: str, params: dict, profile: dict | None) -> Card:
-    """The card a point ran on: the spec sheet its run logged, its profile (`profile`, as read by
-    the entry point) for figures it never logged (runs from before the figure existed)."""
+    """The card a point ran on: the spec sheet its run logged, its profile for figures it never logged."""
     profile = dict(profile or {"name": gpu})
     peak, logged = "gpu.peak_tflops.", {k: positive_number(v) for k, v in params.items()}
     logged_peaks = {k.removeprefix(peak): v for k, v in logged.items() if k.startswith(peak) and v}
