@@ -103,15 +103,13 @@ def explain(runs: list, measurements: list[Measurement], rows: list[RelativeRow]
             continue
         a, b = placed.get(m.label), placed.get(base.label)
         head = f"{m.workload} {m.precision} x{m.gpu_count}, {m.side} vs {base.side} {row.relative:.2f}x: "
+        p, other = (a, base) if a else (b, m)
         if a and b:
             sentences.append(head + pair_sentence(row.relative, a, b))
-        elif (a or b) and (a or b).power_limited:  # the other side is a published figure: no telemetry
-            p, other = (a, base) if a else (b, m)
-            sentences.append(
-                f"{head}{p.measurement.side} {p.power_said}; {other.side}'s figure is published "
-                f"({other.source}) and carries no power telemetry: a power-limited run set against a "
-                "figure whose power is not known."
-            )
+        elif p and p.power_limited:  # the other side is a published figure: no telemetry
+            said = f"{head}{p.measurement.side} {p.power_said}; {other.side}'s figure is published "
+            said += f"({other.source}) and carries no power telemetry: a power-limited run set against a "
+            sentences.append(said + "figure whose power is not known.")
     return Explanation(placements, sentences, check_claims(summary, baseline))
 
 

@@ -92,16 +92,12 @@ def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
     )  # fmt: skip
 
 
-def records(outcome: Outcome) -> list[dict]:
-    found = []
-    for p in outcome.projections:
-        s, (low, high) = p.source, p.interval
-        parts = "; ".join(f"{f.part} {f.share:.1%} x{f.scale:.3g} ({f.basis})" for f in p.factors if f.share)
-        values = (s.model, s.precision, s.gpu_count, p.target.name, s.gpu, s.batch, p.math, p.throughput, low,
-                  high, p.step_ratio, parts, outcome.notes.get(id(p), ""), " ".join(s.run_ids),
-                  p.ceilings.run_id)  # fmt: skip
-        found.append(dict(zip(COLUMNS, values, strict=True)))  # in COLUMNS' order
-    return found
+def record(p: Projection, note: str) -> dict:
+    s, (low, high) = p.source, p.interval
+    parts = "; ".join(f"{f.part} {f.share:.1%} x{f.scale:.3g} ({f.basis})" for f in p.factors if f.share)
+    values = (s.model, s.precision, s.gpu_count, p.target.name, s.gpu, s.batch, p.math, p.throughput, low,
+              high, p.step_ratio, parts, note, " ".join(s.run_ids), p.ceilings.run_id)  # fmt: skip
+    return dict(zip(COLUMNS, values, strict=True))  # in COLUMNS' order
 
 
 def section(outcome: Outcome, targets: list[str]) -> list[sections.Section]:
@@ -123,7 +119,7 @@ def section(outcome: Outcome, targets: list[str]) -> list[sections.Section]:
     if said:
         heading = "Not projected, not at the card's own batch, or projected from one card of several:"
         lines += ["", heading, "", *[f"- {line}" for line in said]]
-    table = [(CSV, COLUMNS, records(outcome))]
+    table = [(CSV, COLUMNS, [record(p, outcome.notes.get(id(p), "")) for p in outcome.projections])]
     return [sections.Section("Projection: " + ", ".join(targets), lines, tables=table, warnings=said)]
 
 
