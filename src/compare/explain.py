@@ -6,14 +6,16 @@ compare time from what the runs logged, so runs logged before a ceilings run exi
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from src import recorded, run_result
+from src import recorded
 from src.compare.analysis import RelativeRow, SummaryRow
 from src.compare.report import markdown_grid
 from src.compare.runs import MEASURED, Measurement
 from src.config import points
 from src.console import gpus
+from src.run_result import RunResult
 
 # the stack a ceilings run must share with a point: the software of points.py's stack that runs the
 # card's kernels (a model's own libraries, torchvision and transformers, are not in a ceilings run)
@@ -32,16 +34,15 @@ POWER_LIMITED = 0.5  # a point whose runs sat at the card's power limit for more
 class Placement:
     """A measured point against its card's ceilings run and power limit: medians over its runs."""
 
-    def __init__(self, measurement: Measurement, by_id: dict, ceilings: list[run_result.RunResult]) -> None:
+    def __init__(self, measurement: Measurement, by_id: dict[str, RunResult]) -> None:
         m, runs = measurement, [by_id[r.run_id] for r in measurement.runs if r.run_id in by_id]
         self.measurement, self.gpu_name = m, runs[0].gpu_name
         self.achieved_tflops = median_of(r.achieved_tflops_per_gpu for r in runs)  # per GPU
         self.mfu = median_of(r.mfu for r in runs)
         self.math = m.spec.peak_key  # the math that ran: the ceiling it is held against
-        self.ceilings_run = card = matching_ceilings(ceilings, *runs)
-        self.ceiling_tflops = card.ceilings.matmul_tflops.get(self.math) if card and self.math else None
-        ceiling, achieved = self.ceiling_tflops, self.achieved_tflops
-        self.share_of_ceiling = achieved / ceiling if ceiling and achieved else None
+        self.ceilings_run = card = matching_ceilings(by_id.values(), *runs)
+        self.ceiling_tflops = ceiling = (card.ceilings.matmul_tflops if card else {}).get(self.math)
+        self.share_of_ceiling = self.achieved_tflops / ceiling if ceiling and self.achieved_tflops else None
         with_shares = [r.shares for r in runs if r.shares]  # step-time breakdowns
         self.shares = {s: median_of(x[s] for x in with_shares) for s in SHARES} if with_shares else None
         # of the window NVML reported the clocks held down by the power limit; None: no telemetry of it
@@ -50,20 +51,17 @@ class Placement:
         self.power_limited = self.power_share > POWER_LIMITED if told else None
         limits = sorted({r.tags[recorded.POWER_LIMIT] for r in runs if recorded.POWER_LIMIT in r.tags})
         self.power_limit_w = ("/".join(limits) or None) if told else None  # per GPU: "700", or "300/350"
+        # `at its 700 W power limit for 89% of the window (695 W mean, SM clock 1,755 MHz)`
         mean_w = median_of(r.telemetry.power_mean_w for r in runs)  # per GPU
         clock_mhz = median_of(r.telemetry.sm_clock_mean_mhz for r in runs)
         detail = [mean_w and f"{mean_w:,.0f} W mean", clock_mhz and f"SM clock {clock_mhz:,.0f} MHz"]
-        detail = ", ".join(d for d in detail if d)
-        # `at its 700 W power limit for 89% of the window (695 W mean, SM clock 1,755 MHz)`
         limit = f"{self.power_limit_w} W " if self.power_limit_w else ""
         self.power_said = f"at its {limit}power limit for {_pct(self.power_share)} of the window"
-        self.power_said += f" ({detail})" if detail else ""
+        self.power_said += f" ({', '.join(d for d in detail if d)})" if any(detail) else ""
         self.note = ""  # what it lacks: a ceilings run, or that run's matmul figure for its math
         if card is None:
-            self.note = (
-                f"no ceilings run of {self.gpu_name} x{m.gpu_count} with this software stack: "
-                f"python -m src.train model=ceilings gpu={m.gpu} gpu.count={m.gpu_count}"
-            )
+            self.note = f"no ceilings run of {self.gpu_name} x{m.gpu_count} with this software stack: "
+            self.note += f"python -m src.train model=ceilings gpu={m.gpu} gpu.count={m.gpu_count}"
         elif ceiling is None:
             self.note = f"the ceilings run has no {self.math} matmul figure"
 
@@ -75,26 +73,19 @@ class Explanation:
     claims: list[str]  # the published category means checked against the measured ones
 
 
-def _card(run: run_result.RunResult) -> tuple:
+def _card(run: RunResult) -> tuple:
     """What a ceilings run must share with a point: GPU name and count, the stack, smoke or not."""
     return run.gpu_name, run.gpu_count, tuple(run.tags.get(t, "") for t in STACK_TAGS), run.smoke
 
 
-def ceilings_runs(runs: list[run_result.RunResult]) -> list[run_result.RunResult]:
-    """The ceilings runs among `runs`."""
-    return [r for r in runs if r.kind == recorded.CEILINGS and r.gpu_count is not None]
-
-
-def matching_ceilings(
-    ceilings: list[run_result.RunResult], *runs: run_result.RunResult
-) -> run_result.RunResult | None:
-    """The latest ceilings run of the GPU name, count and stack of any of `runs` (smoke with smoke only)."""
-    same = [c for r in runs for c in ceilings if _card(c) == _card(r)]
+def matching_ceilings(runs: Iterable[RunResult], *of: RunResult) -> RunResult | None:
+    """The latest ceilings run in `runs` of the card and stack of any of `of` (smoke with smoke only)."""
+    cards = {_card(r) for r in of}
+    same = [c for c in runs if c.kind == recorded.CEILINGS and c.gpu_count is not None and _card(c) in cards]
     return max(same, key=lambda c: c.started_ms, default=None)
 
 
 def median_of(values) -> float | None:
-    """The median of the values that are not None; None where none is."""
     found = [v for v in values if v is not None]
     return statistics.median(found) if found else None
 
@@ -102,8 +93,8 @@ def median_of(values) -> float | None:
 def explain(runs: list, measurements: list[Measurement], rows: list[RelativeRow], summary: list[SummaryRow],
             baseline: str) -> Explanation:  # fmt: skip
     """Place every measured point; a sentence per model pair; the category claims checked."""
-    ceilings, by_id = ceilings_runs(runs), {r.run_id: r for r in runs}
-    placements = [Placement(m, by_id, ceilings) for m in measurements if m.source == MEASURED]
+    by_id = {r.run_id: r for r in runs}
+    placements = [Placement(m, by_id) for m in measurements if m.source == MEASURED]
     placed = {p.measurement.label: p for p in placements}
     sentences = []
     for row in rows:
@@ -112,15 +103,13 @@ def explain(runs: list, measurements: list[Measurement], rows: list[RelativeRow]
             continue
         a, b = placed.get(m.label), placed.get(base.label)
         head = f"{m.workload} {m.precision} x{m.gpu_count}, {m.side} vs {base.side} {row.relative:.2f}x: "
+        p, other = (a, base) if a else (b, m)
         if a and b:
             sentences.append(head + pair_sentence(row.relative, a, b))
-        elif (a or b) and (a or b).power_limited:  # the other side is a published figure: no telemetry
-            p, other = (a, base) if a else (b, m)
-            sentences.append(
-                f"{head}{p.measurement.side} {p.power_said}; {other.side}'s figure is published "
-                f"({other.source}) and carries no power telemetry: a power-limited run set against a "
-                "figure whose power is not known."
-            )
+        elif p and p.power_limited:  # the other side is a published figure: no telemetry
+            said = f"{head}{p.measurement.side} {p.power_said}; {other.side}'s figure is published "
+            said += f"({other.source}) and carries no power telemetry: a power-limited run set against a "
+            sentences.append(said + "figure whose power is not known.")
     return Explanation(placements, sentences, check_claims(summary, baseline))
 
 
@@ -150,10 +139,8 @@ def pair_sentence(relative: float, a: Placement, b: Placement) -> str:
     text = f"{a.measurement.side} {_side(a)}; {b.measurement.side} {_side(b)}"
     if a.share_of_ceiling and b.share_of_ceiling and a.math == b.math:
         ceilings, used = a.ceiling_tflops / b.ceiling_tflops, a.share_of_ceiling / b.share_of_ceiling
-        text += (
-            f". Of the {relative:.2f}x, {ceilings:.2f}x is the cards' {a.math} ceilings and "
-            f"{used:.2f}x how much of them each run used"
-        )
+        text += f". Of the {relative:.2f}x, {ceilings:.2f}x is the cards' {a.math} ceilings and "
+        text += f"{used:.2f}x how much of them each run used"
         copy_a, copy_b = (p.ceilings_run.ceilings.memory_copy_gbs for p in (a, b))
         if copy_a and copy_b:
             text += f"; their memory copy bandwidths differ {copy_a / copy_b:.2f}x"
@@ -179,19 +166,21 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
     ours = means.pop(MEASURED, {})
     claims = []
     for source, theirs in sorted(means.items()):
-        for (category, precision, count, gpu), value in sorted(theirs.items()):
-            mine = ours.get((category, precision, count, gpu))
-            if mine is None:  # nothing of yours to check it against: the tables show it
-                continue
+        for key in sorted(theirs.keys() & ours.keys()):  # the others, nothing of yours: the tables show them
+            (category, precision, count, gpu), value, mine = key, theirs[key], ours[key]
+            said = f"{source} {category}, {precision}, {gpus(count)}: {gpu} {value:.2f}x; "
+            said += f"measured {mine:.2f}x ({mine / value - 1:+.0%}): "
             if (value - 1) * (mine - 1) > 0 or abs(mine - value) < 0.02:
-                verdict = "holds in direction."
+                claims.append(said + "holds in direction.")
             else:
-                verdict = "does not hold: the measured ratio is on the other side of 1."
-            claims.append(
-                f"{source} {category}, {precision}, {gpus(count)}: {gpu} {value:.2f}x; measured {mine:.2f}x "
-                f"({mine / value - 1:+.0%}): {verdict}"
-            )
-        for a, b in _directions(theirs):  # published: b's mean above or below a's; measured: the same?
+                claims.append(said + "does not hold: the measured ratio is on the other side of 1.")
+        # published: b's mean above or below a's; measured: the same? Vision then language at one
+        # precision, count and gpu; the smallest GPU count then the largest of one category, precision, gpu
+        pairs = [(("vision", *key), ("language", *key)) for key in sorted({key[1:] for key in theirs})]
+        for category, precision, gpu in sorted({(c, p, g) for c, p, _, g in theirs}):
+            counts = [n for c, p, n, g in theirs if (c, p, g) == (category, precision, gpu)]
+            pairs.append(((category, precision, min(counts), gpu), (category, precision, max(counts), gpu)))
+        for a, b in pairs:
             pa, pb, ma, mb = theirs.get(a), theirs.get(b), ours.get(a), ours.get(b)
             if a == b or None in (pa, pb, ma, mb):
                 continue
@@ -208,33 +197,17 @@ def check_claims(summary: list[SummaryRow], baseline: str) -> list[str]:
     return claims
 
 
-def _directions(theirs: dict) -> list[tuple[tuple, tuple]]:
-    """The pairs of published means a claim sets side by side: vision then language at one precision,
-    count and gpu; then the smallest GPU count then the largest of one category, precision and gpu."""
-    pairs = [(("vision", *key), ("language", *key)) for key in sorted({key[1:] for key in theirs})]
-    for category, precision, gpu in sorted({(c, p, g) for c, p, _, g in theirs}):
-        counts = [n for c, p, n, g in theirs if (c, p, g) == (category, precision, gpu)]
-        pairs.append(((category, precision, min(counts), gpu), (category, precision, max(counts), gpu)))
-    return pairs
-
-
 def record(p: Placement) -> dict:
-    m = p.measurement
-    return {
-        "model": m.model, "variant": m.variant, "precision": m.precision, "gpu_count": m.gpu_count,
-        "gpu": m.side, "gpu_name": p.gpu_name, recorded.ACHIEVED_TFLOPS_PER_GPU: p.achieved_tflops,
-        recorded.MFU: p.mfu,
-        "ceiling_math": p.math, "ceiling_tflops": p.ceiling_tflops, "share_of_ceiling": p.share_of_ceiling,
-        "ceilings_run": p.ceilings_run.run_id if p.ceilings_run else None,
-        **{f"{s}_share": (p.shares or {}).get(s) for s in SHARES},
-        recorded.THROTTLED_POWER_SHARE: p.power_share, recorded.POWER_LIMIT: p.power_limit_w,
-        "power_limited": p.power_limited, "note": p.note,
-    }  # fmt: skip
+    m, card = p.measurement, p.ceilings_run
+    values = (m.model, m.variant, m.precision, m.gpu_count, m.side, p.gpu_name, p.achieved_tflops, p.mfu,
+              p.math, p.ceiling_tflops, p.share_of_ceiling, card and card.run_id,
+              *((p.shares or {}).get(s) for s in SHARES), p.power_share, p.power_limit_w, p.power_limited,
+              p.note)  # fmt: skip
+    return dict(zip(COLUMNS, values, strict=True))  # in COLUMNS' order
 
 
 def markdown(explanation: Explanation) -> list[str]:
-    """The report's section: the sentences, the claims, a table of placements (each only where it
-    has something to say)."""
+    """The report's section: the sentences, the claims, the placements (each where it has any)."""
     lines = [
         "Each measured point against its card's own ceilings (the latest `model=ceilings` run of the same "
         "GPU name, count and software stack) and where its step time went (a few steps profiled after "

@@ -7,7 +7,6 @@ charts as measured and published ones without ever pooling with them.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -51,8 +50,7 @@ def for_compare(cfg, records: list, runs: list, baseline: str) -> Outcome:
     `gpus=` and `sources=` select what is shown beside the projection."""
     if not cfg.project:
         return Outcome()
-    kept, _ = select(records, OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]}))
-    measurements = aggregate(kept)
+    measurements = aggregate(select(records, OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]}))[0])
     targets, model_error = list(cfg.project), cfg.projection.model_error
     cards = profiles([*targets, *(m.gpu for m in measurements)])
     outcome = project_onto(measurements, runs, targets, cards, cfg.projection.batch, model_error)
@@ -80,40 +78,30 @@ def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
     """The projection as a point of source `projected` on the target card, its band as the 95%
     interval (normal: the model's error is measured, no degrees of freedom to lose). `variant` names
     its batch where a card has several (projection.batch=same), as measured points of one workload do."""
-    low, high = p.interval
-    se = math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE)
+    (low, high), t = p.interval, p.target
     # the stack is the source card's; its memory cap stood for the target's memory: neither is the target's
     config = tuple((k, v) for k, v in m.config if not k.startswith("tag:") and k != CAP_KEY)
-    t = p.target
     spec = Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)
     projected = {"gpu": t.name, "side": t.name, "source": PROJECTED, "config": config}
     result = {"gpu": t.name, "source": PROJECTED, "spec": spec}
     runs = [replace(r, **projected, result=replace(r.result, **result)) for r in m.runs]
+    spread = Spread(math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE), NO_DOF_TO_LOSE, PROJECTED)
     return replace(
         m, **projected, throughput=p.throughput, throughput_min=low, throughput_max=high, per_watt=None,
-        per_watt_basis=None, per_kusd=None, runs=runs, variant=variant,
-        spread=Spread(se, NO_DOF_TO_LOSE, PROJECTED),
+        per_watt_basis=None, per_kusd=None, runs=runs, variant=variant, spread=spread,
     )  # fmt: skip
 
 
-def records(outcome: Outcome) -> list[dict]:
-    found = []
-    for p in outcome.projections:
-        s = p.source
-        parts = "; ".join(f"{f.part} {f.share:.1%} x{f.scale:.3g} ({f.basis})" for f in p.factors if f.share)
-        found.append({
-            "model": s.model, "precision": s.precision, "gpu_count": s.gpu_count, "gpu": p.target.name,
-            "from_gpu": s.gpu, "batch": s.batch, "math": p.math, recorded.THROUGHPUT: p.throughput,
-            "throughput_low": p.interval[0], "throughput_high": p.interval[1], "step_ratio": p.step_ratio,
-            "parts": parts, "note": outcome.notes.get(id(p), ""),
-            "from_runs": " ".join(s.run_ids), "ceilings_run": p.ceilings.run_id,
-        })  # fmt: skip
-    return found
+def record(p: Projection, note: str) -> dict:
+    s, (low, high) = p.source, p.interval
+    parts = "; ".join(f"{f.part} {f.share:.1%} x{f.scale:.3g} ({f.basis})" for f in p.factors if f.share)
+    values = (s.model, s.precision, s.gpu_count, p.target.name, s.gpu, s.batch, p.math, p.throughput, low,
+              high, p.step_ratio, parts, note, " ".join(s.run_ids), p.ceilings.run_id)  # fmt: skip
+    return dict(zip(COLUMNS, values, strict=True))  # in COLUMNS' order
 
 
 def section(outcome: Outcome, targets: list[str]) -> list[sections.Section]:
-    """The report's section: what each ratio is made of, what was not projected (or not at the
-    card's own batch) and why; projection.csv; the same lines as console warnings."""
+    """The report's section, projection.csv, and what was not projected as console warnings."""
     if not targets:
         return []
     lines = [
@@ -131,7 +119,7 @@ def section(outcome: Outcome, targets: list[str]) -> list[sections.Section]:
     if said:
         heading = "Not projected, not at the card's own batch, or projected from one card of several:"
         lines += ["", heading, "", *[f"- {line}" for line in said]]
-    table = [(CSV, COLUMNS, records(outcome))]
+    table = [(CSV, COLUMNS, [record(p, outcome.notes.get(id(p), "")) for p in outcome.projections])]
     return [sections.Section("Projection: " + ", ".join(targets), lines, tables=table, warnings=said)]
 
 
@@ -163,14 +151,13 @@ def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> None:
     experiment_id = store.ensure_experiment(tracking.uri, tracking.report_experiment)
     mlflow_client = store.client(tracking.uri)
     for p in outcome.projections:
-        s, r = p.source, recorded
+        s, r, (low, high) = p.source, recorded, p.interval
         tags = {"mlflow.parentRunId": parent_run_id, r.KIND: r.PROJECTION_KIND, r.SOURCE: PROJECTED,
                 r.GPU: p.target.name, r.GPU_COUNT: str(s.gpu_count), r.MODEL: s.model,
                 r.PRECISION: s.precision, r.PROJECTED_FROM_GPU: s.gpu, r.PROJECTED_FROM: " ".join(s.run_ids),
                 r.CEILINGS_RUN: p.ceilings.run_id}  # fmt: skip
         name = f"{p.target.name} x{s.gpu_count} {s.model} {s.precision} [{PROJECTED}]"
         run_id = mlflow_client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
-        low, high = p.interval
         metrics = {r.THROUGHPUT: p.throughput, "throughput_low": low, "throughput_high": high,
                    r.BATCH_SIZE: s.batch, "step_ratio": p.step_ratio}  # fmt: skip
         for f in p.factors:
@@ -185,13 +172,12 @@ def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> None:
 def source_point(m: Measurement, runs: list[run_result.RunResult]) -> SourcePoint:
     """A measured point (`runs`: its runs as read back) as the projection reads it."""
     with_shares = [r.shares for r in runs if r.shares]
-    shares = None
-    if with_shares:
-        shares = {s: statistics.median(x.get(s) or 0.0 for x in with_shares) for s in recorded.SHARES}
+    shares = {s: explain.median_of(x.get(s) or 0.0 for x in with_shares) for s in recorded.SHARES}
     batch = int(float(dict(m.config).get(recorded.BATCH_SIZE) or runs[0].batch_size or 0))
     cap = positive_number(runs[0].params.get(CAP_KEY))
     cap_said, cap_set = (f", {cap:g} GB cap", f" {CAP_KEY}={cap:g}") if cap else ("", "")
     peaks = [r.window.peak_memory_gb for r in runs if r.window.peak_memory_gb is not None]
+    train = f"python -m src.train gpu={m.gpu} model={m.model} precision={m.precision} gpu.count={m.gpu_count}"
     return SourcePoint(
         label=f"{m.gpu} x{m.gpu_count} {m.workload} {m.precision} [batch {batch}{cap_said}]",
         gpu=m.gpu,
@@ -202,22 +188,18 @@ def source_point(m: Measurement, runs: list[run_result.RunResult]) -> SourcePoin
         batch=batch,
         throughput=m.throughput,
         interval=m.interval,
-        shares=shares,
+        shares=shares if with_shares else None,
         flops_per_item=explain.median_of(r.window.flops_per_item for r in runs),
-        memory_gb=cap or (max(peaks) if peaks else None),
+        memory_gb=cap or max(peaks, default=None),
         run_ids=tuple(r.run_id for r in runs),
-        remeasure=(
-            f"python -m src.train gpu={m.gpu} model={m.model} precision={m.precision} "
-            f"gpu.count={m.gpu_count} model.batch_size={batch}{cap_set}"
-        ),
+        remeasure=f"{train} model.batch_size={batch}{cap_set}",
         group=tuple((k, v) for k, v in m.config if k not in NOT_THE_WORKLOAD),
         power_bound=explain.median_of(r.telemetry.throttled_power_share for r in runs),
     )
 
 
 def source_card(gpu: str, params: dict, profile: dict | None) -> Card:
-    """The card a point ran on: the spec sheet its run logged, its profile (`profile`, as read by
-    the entry point) for figures it never logged (runs from before the figure existed)."""
+    """The card a point ran on: the spec sheet its run logged, its profile for figures it never logged."""
     profile = dict(profile or {"name": gpu})
     peak, logged = "gpu.peak_tflops.", {k: positive_number(v) for k, v in params.items()}
     logged_peaks = {k.removeprefix(peak): v for k, v in logged.items() if k.startswith(peak) and v}
@@ -230,9 +212,7 @@ def project_onto(measurements: list[Measurement], runs: list, targets: list[str]
                  batch: str, model_error: float) -> Outcome:  # fmt: skip
     """The measured points of every gpu that is not itself a target, onto each target. `profiles`:
     the targets' spec sheets and the measured cards' (for figures their runs never logged)."""
-    by_id = {r.run_id: r for r in runs}
-    found = explain.ceilings_runs(runs)
-    done = Outcome()
+    by_id, done = {r.run_id: r for r in runs}, Outcome()
     points = [
         source_point(m, [by_id[r.run_id] for r in m.runs if r.run_id in by_id])
         for m in measurements
@@ -248,7 +228,7 @@ def project_onto(measurements: list[Measurement], runs: list, targets: list[str]
             point = chosen.point
             try:
                 card = source_card(point.gpu, by_id[point.run_ids[0]].params, profiles.get(point.gpu))
-                latest = explain.matching_ceilings(found, *[by_id[i] for i in point.run_ids])
+                latest = explain.matching_ceilings(runs, *[by_id[i] for i in point.run_ids])
                 figures = latest and latest.ceilings  # None: no ceilings run of its card and stack
                 ceilings = latest and Ceilings(latest.run_id, figures.matmul_tflops, figures.memory_copy_gbs)
                 projection = project(point, card, ceilings, target, model_error)
