@@ -9,7 +9,6 @@ Runs without a `source` tag are this project's own: source "measured".
 
 from __future__ import annotations
 
-import operator
 import statistics
 from dataclasses import dataclass, field, fields
 
@@ -168,9 +167,6 @@ def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
     return kept, len(wanted) - len(kept)
 
 
-MEDIANS = ("throughput", "per_watt", "per_kusd")  # each the median over the runs that have one
-
-
 def aggregate(records: list[RunRecord]) -> list[Measurement]:
     """One measurement per point: the median of its runs, and how many runs that took."""
     groups: dict[tuple, list[RunRecord]] = {}
@@ -178,24 +174,27 @@ def aggregate(records: list[RunRecord]) -> list[Measurement]:
         groups.setdefault(record.point, []).append(record)
     differing = differing_keys(list(groups))
     measurements = []
-    # by model, config, precision, gpu count, side, source
-    for point in sorted(groups, key=operator.itemgetter(2, 5, 3, 1, 0, 4)):
+    for point in sorted(groups, key=_sort_key):
         runs, superseded = remeasured(groups[point])
         first = runs[0]
-        figures = {name: [v for r in runs if (v := getattr(r, name)) is not None] for name in MEDIANS}
+        throughputs = [r.throughput for r in runs]
+        watts = [r.per_watt for r in runs if r.per_watt is not None]
+        prices = [r.per_kusd for r in runs if r.per_kusd is not None]
         bases = sorted({r.per_watt_basis for r in runs if r.per_watt_basis})
         shown = differing.get(first.model, ())
         lone = first.result if len(runs) == 1 else None
         measurements.append(
             Measurement(
                 **{f.name: getattr(first, f.name) for f in fields(Workpoint)},  # what its runs are of
-                **{name: statistics.median(values) if values else None for name, values in figures.items()},
-                throughput_min=min(figures["throughput"]),
-                throughput_max=max(figures["throughput"]),
+                throughput=statistics.median(throughputs),
+                throughput_min=min(throughputs),
+                throughput_max=max(throughputs),
+                per_watt=statistics.median(watts) if watts else None,
                 per_watt_basis="+".join(bases) or None,
+                per_kusd=statistics.median(prices) if prices else None,
                 runs=runs,
                 variant=", ".join(f"{points.label(k)}={v}" for k, v in first.config if k in shown),
-                spread=point_spread(figures["throughput"], first.source != MEASURED, lone),
+                spread=point_spread(throughputs, first.source != MEASURED, lone),
                 superseded=superseded,
             )
         )
@@ -224,6 +223,11 @@ def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:
         keys = set().union(*configs)
         differing.setdefault(model, set()).update(k for k in keys if len({c.get(k) for c in configs}) > 1)
     return {model: tuple(sorted(keys)) for model, keys in differing.items()}
+
+
+def _sort_key(point: tuple) -> tuple:
+    side, count, model, precision, source, config = point
+    return (model, config, precision, count, side, source)
 
 
 def stack_difference(one: Workpoint, other: Workpoint, keys) -> str:
