@@ -26,20 +26,10 @@ SUMMARY_COLUMNS = (
     "models_left_out", "baselines",
 )  # fmt: skip
 ANOMALY_COLUMNS = ("kind", "model", "precision", "gpu_count", "gpu", "source", "detail", "run_ids")
-MEASUREMENT_FIELDS = (  # relative_throughput.csv's columns that are a point's own attributes
-    "model",
-    "variant",
-    "category",
-    "precision",
-    "gpu_count",
-    "source",
-    "unit",
-    "n_runs",
-    "throughput_min",
-    "throughput_max",
-    "per_watt",
-    "per_watt_basis",
-    "per_kusd",
+# relative_throughput.csv's columns that are a point's own attributes
+MEASUREMENT_FIELDS = tuple(
+    "model variant category precision gpu_count source unit n_runs throughput_min throughput_max per_watt "
+    "per_watt_basis per_kusd".split()
 )
 SUMMARY_FIELDS = ("category", "precision", "gpu_count", "source", "n_models", "baselines")  # a mean's own
 
