@@ -7,6 +7,7 @@ import csv
 
 import pytest
 
+from src.recorded import SCHEMA_VERSION
 from tests.conftest import run_cli, store_copy
 
 STACK = {"torch_version": "2.11.0", "cuda_version": "13.0", "cudnn_version": "91000",
@@ -109,6 +110,7 @@ def test_each_projected_point_is_an_mlflow_run_of_its_own_kind_under_the_report(
         assert run.data.tags["projected_from"] == ids["h200"]
         assert run.data.tags["mlflow.parentRunId"] == report.info.run_id
         assert run.data.tags["source"] == "projected" and run.data.metrics["throughput"] > 0
+        assert run.data.tags["schema_version"] == str(SCHEMA_VERSION)  # read back as every other run
 
 
 def test_a_card_without_a_profile_is_refused_before_anything_is_read(tmp_path, tracking_uri):

@@ -7,7 +7,6 @@ charts as measured and published ones without ever pooling with them.
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -142,30 +141,25 @@ def errors(cfg) -> list[str]:
 def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> None:
     """One run per projected point (kind `projection`), a child of the report run: its figures, each
     part's share and scale, and the runs it was made from (tags `projected_from`, `ceilings_run`)."""
-    from mlflow.entities import Metric
-
-    from src.tracking import store
+    from src.tracking import job_run, store
 
     if not outcome.projections:
         return
     experiment_id = store.ensure_experiment(tracking.uri, tracking.report_experiment)
-    mlflow_client = store.client(tracking.uri)
     for p in outcome.projections:
         s, r, (low, high) = p.source, recorded, p.interval
-        tags = {"mlflow.parentRunId": parent_run_id, r.KIND: r.PROJECTION_KIND, r.SOURCE: PROJECTED,
-                r.GPU: p.target.name, r.GPU_COUNT: str(s.gpu_count), r.MODEL: s.model,
-                r.PRECISION: s.precision, r.PROJECTED_FROM_GPU: s.gpu, r.PROJECTED_FROM: " ".join(s.run_ids),
-                r.CEILINGS_RUN: p.ceilings.run_id}  # fmt: skip
+        tags = {r.KIND: r.PROJECTION_KIND, r.SOURCE: PROJECTED, r.GPU: p.target.name, r.GPU_COUNT: s.gpu_count,
+                r.MODEL: s.model, r.PRECISION: s.precision, r.PROJECTED_FROM_GPU: s.gpu,
+                r.PROJECTED_FROM: " ".join(s.run_ids), r.CEILINGS_RUN: p.ceilings.run_id}  # fmt: skip
         name = f"{p.target.name} x{s.gpu_count} {s.model} {s.precision} [{PROJECTED}]"
-        run_id = mlflow_client.create_run(experiment_id, run_name=name, tags=tags).info.run_id
+        run = job_run.JobRun(tracking, experiment_id, name, tags, parent_run_id=parent_run_id)
         metrics = {r.THROUGHPUT: p.throughput, "throughput_low": low, "throughput_high": high,
                    r.BATCH_SIZE: s.batch, "step_ratio": p.step_ratio}  # fmt: skip
         for f in p.factors:
             key = f.part.replace(", ", "_").replace(" ", "_")
             metrics |= {f"share_{key}": f.share, f"scale_{key}": f.scale}
-        now = int(time.time() * 1000)
-        mlflow_client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()])
-        mlflow_client.set_terminated(run_id, "FINISHED")
+        run.log_metrics(metrics)
+        run.end("FINISHED")
 
 
 # ---- the inputs: each measured point, its card's ceilings and spec sheet, as its runs logged them ----
