@@ -81,30 +81,28 @@ def per_model(rows: list[RelativeRow], study) -> dict[tuple[str, int], dict[str,
 
 def differences(found: list[StudyFigure], rows: list[RelativeRow], study) -> list[str]:
     """One sentence per stated figure the published per-model data does not give."""
-    models = per_model(rows, study)
+    models, source = per_model(rows, study), study.published
     lines = []
     for f in found:
         if f.published is None:
             lines.append(
-                f"{f.where}: no {study.published} figures of both gpus; the stated {f.stated:.2f}x "
-                "is not checked"
+                f"{f.where}: no {source} figures of both gpus; the stated {f.stated:.2f}x is not checked"
             )
         elif not f.agrees:
             parts = ", ".join(
                 f"{model} {row.relative:.2f}x"
-                for model, row in models.get((f.precision, f.gpu_count), {}).items()
+                for model, row in models[f.precision, f.gpu_count].items()
                 if row.measurement.category == f.category
             )
             lines.append(
-                f"{f.where}: the publication states {f.stated:.2f}x; its {study.published} per-model "
-                f"figures give {f.published.relative_mean:.2f}x ({parts}). Shown as the data gives it."
+                f"{f.where}: the publication states {f.stated:.2f}x; its {source} per-model figures give "
+                f"{f.published.relative_mean:.2f}x ({parts}). Shown as the data gives it."
             )
     return lines
 
 
 def _shown(found: list[StudyFigure], rows: list[RelativeRow], study) -> tuple:
-    """Your gpus with a figure, the differences said, and the published pair's ratio per model (a row
-    each) in each stated cell (a column each)."""
+    """Your gpus with a figure, the differences said, the published pair's ratios: a row per model."""
     models = per_model(rows, study)
     grid = [
         [name, *(f"{r.relative:.2f}x" if (r := models[cell].get(name)) else "-" for cell in models)]
