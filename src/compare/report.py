@@ -211,9 +211,8 @@ def print_table(
     for n, header in enumerate(head):
         table.add_column(header, justify="right" if n else "left", no_wrap=True)
     for heading, rows in sections.items():
-        if heading:
-            title, *cells = heading
-            table.add_row(f"[bold]{title}[/]", *cells, *[""] * (len(head) - 1 - len(cells)))
+        if heading:  # cells it lacks are left blank
+            table.add_row(f"[bold]{heading[0]}[/]", *heading[1:])
         for row in rows:
             table.add_row(*row)
     console.print(table)
