@@ -33,7 +33,7 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
     for row in rows:
         m, base = row.measurement, row.baseline
         records.append(
-            {column: getattr(m, column, None) for column in RELATIVE_COLUMNS}  # its own; the rest set below
+            {column: getattr(m, column, None) for column in RELATIVE_COLUMNS}  # its own; the rest below
             | columns("relative", row.ratio)
             | dict(zip(("throughput_low", "throughput_high"), m.interval or (None, None), strict=True))
             | {f"baseline_{k}": getattr(base, k, None) for k in ("precision", "source", recorded.THROUGHPUT)}
@@ -56,7 +56,7 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
 
 def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]:
     return [
-        {column: getattr(s, column, None) for column in SUMMARY_COLUMNS}  # its own; the rest set below
+        {column: getattr(s, column, None) for column in SUMMARY_COLUMNS}  # its own; the rest below
         | columns("relative_mean", s.mean)
         | columns("relative_geomean", s.geomean)
         | {
