@@ -26,12 +26,6 @@ SUMMARY_COLUMNS = (
     "models_left_out", "baselines",
 )  # fmt: skip
 ANOMALY_COLUMNS = ("kind", "model", "precision", "gpu_count", "gpu", "source", "detail", "run_ids")
-# relative_throughput.csv's columns that are a point's own attributes
-MEASUREMENT_FIELDS = tuple(
-    "model variant category precision gpu_count source unit n_runs throughput_min throughput_max per_watt "
-    "per_watt_basis per_kusd".split()
-)
-SUMMARY_FIELDS = ("category", "precision", "gpu_count", "source", "n_models", "baselines")  # a mean's own
 
 
 def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tuple, list[str]]) -> list[dict]:
@@ -39,14 +33,13 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
     for row in rows:
         m, base = row.measurement, row.baseline
         records.append(
-            {field: getattr(m, field) for field in MEASUREMENT_FIELDS}
+            {column: getattr(m, column, None) for column in RELATIVE_COLUMNS}  # its own; the rest below
             | columns("relative", row.ratio)
             | dict(zip(("throughput_low", "throughput_high"), m.interval or (None, None), strict=True))
             | {f"baseline_{k}": getattr(base, k, None) for k in ("precision", "source", recorded.THROUGHPUT)}
             | {
                 "precision_group": precision_group(m.precision),
                 "gpu": m.side,
-                recorded.THROUGHPUT: m.throughput,
                 "interval": describe(m.spread if base is None or base is m else row.spread),
                 "difference": NO_DIFFERENCE if row.no_difference else "",
                 "flags": " ".join(row.flags),
@@ -63,7 +56,7 @@ def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tupl
 
 def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]:
     return [
-        {field: getattr(s, field) for field in SUMMARY_FIELDS}
+        {column: getattr(s, column, None) for column in SUMMARY_COLUMNS}  # its own; the rest below
         | columns("relative_mean", s.mean)
         | columns("relative_geomean", s.geomean)
         | {
@@ -88,28 +81,22 @@ def anomaly_records(anomalies: list[Anomaly]) -> list[dict]:
     ]
 
 
-def write_csv(path: Path, columns: tuple[str, ...], records: list[dict]) -> Path:
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows({k: _csv_value(v) for k, v in record.items()} for record in records)
-    return path
-
-
 def _csv_value(value):
-    if value is None:
-        return ""
-    return f"{value:.6g}" if isinstance(value, float) else value
+    return "" if value is None else f"{value:.6g}" if isinstance(value, float) else value
 
 
 def write_all(sections: list, title: str, facts: list[str], out: Path) -> tuple[str, list[Path]]:
-    """Every section's CSVs and charts into `out`, and report.md assembled from them in order: the
-    title, the facts, then each section's heading, text and chart links. Returns report.md's text and
-    every file written."""
+    """Every section's CSVs and charts into `out`, and report.md of them in order; returns report.md's
+    text and every file written."""
     files, drawn = [], []
     lines = [f"# {title}", "", *[f"- {fact}" for fact in facts]]
     for section in sections:
-        files += [write_csv(out / name, columns, rows) for name, columns, rows in section.tables]
+        for name, fields, records in section.tables:
+            with open(out / name, "w", newline="") as handle:
+                writer = csv.DictWriter(handle, fieldnames=fields)
+                writer.writeheader()
+                writer.writerows({k: _csv_value(v) for k, v in record.items()} for record in records)
+            files.append(out / name)
         charts = section.draw(out) if section.draw else []
         drawn += charts
         links = [f"![{path.stem}]({path.name})" for path in charts]
@@ -135,27 +122,20 @@ def _md_value(column: str, value) -> str:
         return ""
     if column == "scaling_efficiency":
         return f"{value:.0%}"
-    if isinstance(value, float):
-        return number(value)
-    return str(value).replace("|", "/")
-
-
-STUDY_PAIR = ("a6000", "rtx3090")  # the seed study's gpus: shown by default beside your own
+    return number(value) if isinstance(value, float) else str(value).replace("|", "/")
 
 
 def by_default(baseline: str, points: list) -> set[str]:
-    """The gpus a compare shows unless told: the baseline, the study's pair, each one you measured."""
-    return {baseline, *STUDY_PAIR} | {p.side for p in points if p.source == MEASURED}
+    """The gpus a compare shows unless told: the baseline, the seed study's pair, each one you measured."""
+    return {baseline, "a6000", "rtx3090"} | {p.side for p in points if p.source == MEASURED}
 
 
 def print_summary(
     summary: list[SummaryRow], baseline: str, asked: list[str] = (), out: str = "", unlike: list[str] = ()
 ) -> None:
-    """The category means in an 80-column terminal or a piped log, a section per category, precision and
-    GPU count, of the gpus asked for (`gpus=`), else by_default's: with many gpus (Lambda's tables hold
-    about twenty) a line says how to see the rest (summary.csv keeps every column and row). A mean's 95%
-    interval is marked `=` where it holds 1.0, `!` where a ratio averaged set unlike software stacks;
-    `unlike` names the ratios of unlike math that no mean holds."""
+    """The category means in an 80-column terminal, of the gpus asked for (`gpus=`), else by_default's:
+    Lambda's tables hold about twenty, so a line names the rest (summary.csv keeps every one). `unlike`
+    names the ratios of unlike math that no mean holds."""
     from rich.markup import escape
 
     from src.console import console, note
@@ -165,7 +145,7 @@ def print_summary(
     sections: dict[tuple, list[list[str]]] = {}  # (category, precision, GPUs) -> a row per gpu
     left_out: dict[tuple, list[str]] = {}  # (gpu, the models left out and why) -> the means leaving them out
     for s in (s for s in summary if s.side in wanted):
-        stacks = "!" if "stack_differs" in s.flags else ""
+        stacks = "!" if "stack_differs" in s.flags else ""  # a ratio averaged set unlike software stacks
         interval = "-" if s.side == baseline else interval_text(s.mean.interval) + stacks
         means = (console_ratio(s.relative_mean), console_ratio(s.relative_geomean))
         name = s.side + ("" if s.source == MEASURED else f" [{s.source}]")
@@ -219,10 +199,9 @@ def interval_text(interval: tuple[float, float] | None) -> str:
 def print_table(
     head: tuple[str, ...], sections: dict, notes=(), whole=(), marked: int | None = None, **options
 ) -> None:
-    """A table for an 80-column terminal or a piped log: `head`'s first column names (never wrapped),
-    the rest right-aligned figures. `sections`: a heading's cells (markup; none for no heading row)
-    -> its rows. Under it: what `=` means where column `marked` holds interval_text's mark, then
-    `notes` and `whole` (lines never wrapped) a line each."""
+    """A table for an 80-column terminal or a piped log: names (never wrapped), then right-aligned figures.
+    `sections`: a heading's cells (markup; none: no heading row) -> its rows. Under it: what `=` means
+    where column `marked` holds interval_text's mark, then `notes` and `whole` (never wrapped) lines."""
     from rich import box
     from rich.table import Table
 
@@ -232,9 +211,8 @@ def print_table(
     for n, header in enumerate(head):
         table.add_column(header, justify="right" if n else "left", no_wrap=True)
     for heading, rows in sections.items():
-        if heading:
-            title, *cells = heading
-            table.add_row(f"[bold]{title}[/]", *cells, *[""] * (len(head) - 1 - len(cells)))
+        if heading:  # cells it lacks are left blank
+            table.add_row(f"[bold]{heading[0]}[/]", *heading[1:])
         for row in rows:
             table.add_row(*row)
     console.print(table)

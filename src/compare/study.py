@@ -2,8 +2,7 @@
 category means of the gpu's ratios to the baseline) beside what the published runs it was written from
 give and beside your own gpus' figures, with the per-model ratios beneath. A stated figure the published
 per-model data does not give (e.g. the A6000 vs 3090 article's 8-GPU vision means, 1.13x and 1.14x, where
-Lambda's 2021 tables give 1.17x and 1.18x) is shown as the data gives it, and said.
-"""
+Lambda's 2021 tables give 1.17x and 1.18x) is shown as the data gives it, and said."""
 
 from __future__ import annotations
 
@@ -26,20 +25,20 @@ class StudyFigure:
     published: SummaryRow | None  # the same mean from the published source's runs
     measured: dict[str, SummaryRow]  # your gpus' means against the baseline, by gpu
 
-    @property
-    def agrees(self) -> bool | None:
-        return None if self.published is None else abs(self.published.relative_mean - self.stated) < AGREES
-
-    @property
-    def where(self) -> str:
-        return f"{self.category}, {self.precision}, {console.gpus(self.gpu_count)}"
+    agrees = property(  # None: no published figure to check it against
+        lambda f: None if f.published is None else abs(f.published.relative_mean - f.stated) < AGREES
+    )
+    where = property(lambda f: f"{f.category}, {f.precision}, {console.gpus(f.gpu_count)}")
 
     def cells(self, gpus: list[str], none: str, differs: str) -> list[str]:
         """Its row: `none` where the published runs give no figure, `differs` marks one that differs."""
-        published = f"{self.published.relative_mean:.2f}x" if self.published else none
-        published += "" if self.agrees in (True, None) else differs
-        measured = [_mean(self.measured.get(g)) for g in gpus]
-        interval = interval_text(self.published.mean.interval if self.published else None)  # `=`: holds 1.0
+        p = self.published
+        published = f"{p.relative_mean:.2f}x{'' if self.agrees else differs}" if p else none
+        measured = [
+            "-" if s is None else f"{s.relative_mean:.2f}x" + (f" n={s.n_models}" if s.left_out else "")
+            for s in map(self.measured.get, gpus)
+        ]
+        interval = interval_text(p.mean.interval if p else None)  # `=`: it holds 1.0
         return [self.where, f"{self.stated:.2f}x", published, interval, *measured]
 
 
@@ -58,16 +57,14 @@ def in_scope(record: RunRecord, study) -> bool:
 def figures(summary: list[SummaryRow], study) -> list[StudyFigure]:
     """Each stated figure with the published and measured means of the same cell."""
     found = []
-    for claim in study.claims:
-        where = (claim.category, claim.gpu_count, precision_group(claim.precision))
+    for c in study.claims:
+        where = (c.category, c.gpu_count, precision_group(c.precision))
         cell = [s for s in summary if (s.category, s.gpu_count, precision_group(s.precision)) == where]
         published = next((s for s in cell if s.side == subject(study) and s.source == study.published), None)
-        measured = {}
-        for s in sorted(cell, key=lambda s: s.precision != claim.precision):  # the same precision first
-            if s.source == MEASURED and s.side != study.baseline:
-                measured.setdefault(s.side, s)
-        stated = (claim.category, claim.precision, claim.gpu_count, claim.ratio)
-        found.append(StudyFigure(*stated, published, measured))
+        mine = [s for s in cell if s.source == MEASURED and s.side != study.baseline]
+        # the stated precision sorted last: a gpu's mean at it wins over one at its like (tf32 for fp32)
+        measured = {s.side: s for s in sorted(mine, key=lambda s: s.precision == c.precision)}
+        found.append(StudyFigure(c.category, c.precision, c.gpu_count, c.ratio, published, measured))
     return found
 
 
@@ -84,36 +81,32 @@ def per_model(rows: list[RelativeRow], study) -> dict[tuple[str, int], dict[str,
 
 def differences(found: list[StudyFigure], rows: list[RelativeRow], study) -> list[str]:
     """One sentence per stated figure the published per-model data does not give."""
-    models = per_model(rows, study)
+    models, source = per_model(rows, study), study.published
     lines = []
     for f in found:
         if f.published is None:
             lines.append(
-                f"{f.where}: no {study.published} figures of both gpus; the stated {f.stated:.2f}x "
-                "is not checked"
+                f"{f.where}: no {source} figures of both gpus; the stated {f.stated:.2f}x is not checked"
             )
         elif not f.agrees:
             parts = ", ".join(
                 f"{model} {row.relative:.2f}x"
-                for model, row in models.get((f.precision, f.gpu_count), {}).items()
+                for model, row in models[f.precision, f.gpu_count].items()
                 if row.measurement.category == f.category
             )
             lines.append(
-                f"{f.where}: the publication states {f.stated:.2f}x; its {study.published} per-model "
-                f"figures give {f.published.relative_mean:.2f}x ({parts}). Shown as the data gives it."
+                f"{f.where}: the publication states {f.stated:.2f}x; its {source} per-model figures give "
+                f"{f.published.relative_mean:.2f}x ({parts}). Shown as the data gives it."
             )
     return lines
 
 
 def _shown(found: list[StudyFigure], rows: list[RelativeRow], study) -> tuple:
-    """What report.md and the console both show beside the stated figures: your gpus with a figure,
-    the differences said, and the published pair's ratio per model (a row each) in each stated cell
-    (a column each)."""
+    """Your gpus with a figure, the differences said, the published pair's ratios: a row per model."""
     models = per_model(rows, study)
-    names = dict.fromkeys(study.models)
     grid = [
         [name, *(f"{r.relative:.2f}x" if (r := models[cell].get(name)) else "-" for cell in models)]
-        for name in names
+        for name in dict.fromkeys(study.models)
     ]
     columns = [f"{precision} x{count}" for precision, count in models]
     return sorted({g for f in found for g in f.measured}), differences(found, rows, study), columns, grid
@@ -146,7 +139,3 @@ def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> Non
     print_table(head, {(): [f.cells(gpus, "-", "*") for f in found]}, notes)
     title = escape(f"per model, {subject(study)} over {study.baseline} [{study.published}]")
     print_table(("model", *columns), {(): grid}, title_justify="left", title=title)
-
-
-def _mean(s: SummaryRow | None) -> str:
-    return "-" if s is None else f"{s.relative_mean:.2f}x" + (f" n={s.n_models}" if s.left_out else "")
