@@ -15,6 +15,8 @@ from packaging.version import InvalidVersion, Version
 from src.compare.runs import CompareError, RunRecord
 from src.config import points
 
+DEFAULT_BASELINE = "rtx3090"
+
 
 def along(records: list[RunRecord], by: str) -> tuple[list[RunRecord], int]:
     """Records set side by side along `by=KEY`, and how many lack KEY (left out: published rows
@@ -39,7 +41,7 @@ def baseline(records: list[RunRecord], by: str | None, wanted: str | None) -> st
     names `2.13.0+cpu` when that is the only one), else rtx3090 for gpus and the oldest value for
     by= (the lowest version where every value is one, else the value of the earliest run)."""
     if not by:
-        return wanted or "rtx3090"
+        return wanted or DEFAULT_BASELINE
     values = sorted({r.side.split("=", 1)[1] for r in records})
     if not values:
         raise CompareError(f"by={by}: no run that the filters keep has a {points.STACK.get(by, by)!r} tag")

@@ -125,9 +125,12 @@ def _md_value(column: str, value) -> str:
     return number(value) if isinstance(value, float) else str(value).replace("|", "/")
 
 
+STUDY_PAIR = ("a6000", "rtx3090")  # the seed study's gpus: shown by default beside your own
+
+
 def by_default(baseline: str, points: list) -> set[str]:
-    """The gpus a compare shows unless told: the baseline, the seed study's pair, each one you measured."""
-    return {baseline, "a6000", "rtx3090"} | {p.side for p in points if p.source == MEASURED}
+    """The gpus a compare shows unless told: the baseline, the study's pair, each one you measured."""
+    return {baseline, *STUDY_PAIR} | {p.side for p in points if p.source == MEASURED}
 
 
 def print_summary(

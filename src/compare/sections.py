@@ -52,8 +52,10 @@ class Comparison:
     @property
     def flagged(self) -> dict[tuple, list[str]]:
         """Point -> the kinds of anomaly flagged on it."""
-        points = [a.measurement.point for a in self.found]
-        return {p: [a.kind for a in self.found if a.measurement.point == p] for p in points}
+        kinds: dict[tuple, list[str]] = {}
+        for anomaly in self.found:
+            kinds.setdefault(anomaly.measurement.point, []).append(anomaly.kind)
+        return kinds
 
 
 @dataclass
