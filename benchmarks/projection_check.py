@@ -85,7 +85,7 @@ def main() -> None:
 
     table = published(args.published)
     targets = sorted({gpu for gpu, count, _, _ in table if count == 1 and devices.load_profile(gpu)})
-    runs = [run for uri in args.uris for run in search_finished(uri, [args.experiment])[0]]
+    runs = [run for uri in args.uris for run in search_finished(uri, [args.experiment], "", "")[0]]
     records = [r for r in map(to_record, runs) if r and r.gpu == args.gpu and not r.result.smoke]
     cards = profiles([*targets, args.gpu])
     done = project_onto(aggregate(records), runs, targets, cards, args.batch, model_error)

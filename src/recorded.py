@@ -116,6 +116,9 @@ GPU_UTIL_MEAN_PCT, MEM_UTIL_MEAN_PCT = "gpu_util_mean_pct", "mem_util_mean_pct"
 MEM_USED_MAX_GB = "mem_used_max_gb"
 THROTTLED_POWER_SHARE, THROTTLED_THERMAL_SHARE = "throttled_power_share", "throttled_thermal_share"
 THROTTLED_SHARE = "throttled_share"
+# a run whose clocks its power limit held down for at least this share of the window ran at its power
+# limit (compare's explanation and projection's sentences both say so by this one threshold)
+AT_POWER_LIMIT = 0.5
 PCIE_TX_MEAN_MBS, PCIE_RX_MEAN_MBS = "pcie_tx_mean_mbs", "pcie_rx_mean_mbs"
 CPU_UTIL_MEAN_PCT, HOST_MEM_USED_MAX_GB = "cpu_util_mean_pct", "host_mem_used_max_gb"
 TELEMETRY_SAMPLES_PER_GPU = "telemetry_samples_per_gpu"

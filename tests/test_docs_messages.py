@@ -33,7 +33,7 @@ def job_error(*overrides: str) -> str:
 def compare_error(baseline: str, *gpus: str) -> str:
     measurements = [measurement(gpu, "resnet50", 100.0) for gpu in gpus]
     with pytest.raises(CompareError) as error:
-        check_comparable(measurements, relative_table(measurements, baseline), baseline)
+        check_comparable(measurements, relative_table(measurements, baseline), baseline, "")
     return f"error: {error.value}"  # as exit_with_error prints it
 
 
