@@ -17,7 +17,7 @@ from src.paths import PROJECT_ROOT
 from tests.conftest import read_runs, run_cli
 from tests.test_import_results import HEADER, PUBLISHED, import_cfg
 
-ROWS = 20  # 40 figures: a few seconds of writes, long enough for two imports to overlap
+ROWS = 6  # 12 figures: seconds of writes; two imports started together overlap in their start-up already
 
 
 def many_figures(folder) -> object:
