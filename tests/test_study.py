@@ -23,6 +23,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from src.config.schema import register_configs
 from src.errors import USAGE_ERROR
 from src.paths import PROJECT_ROOT
+from tests.conftest import cpu_hardware
+
+CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
 
 STUDY_MODELS = ["ssd300", "resnet50", "maskrcnn", "txl_base", "txl_large", "ceilings"]
 H200 = dict(name="NVIDIA H200", bus_id="00000000:17:00.0", uuid="GPU-h200", memory_total=141e9)
@@ -78,7 +81,7 @@ def test_points_for_gpus_the_host_lacks_are_skipped_in_one_line_and_the_rest_run
     runs = read_runs(tracking_uri)
     [parent] = [r for r in runs if r.data.tags.get("sweep") == "true"]
     children = [r for r in runs if r.data.tags.get("sweep") != "true"]
-    assert [(r.info.run_name, r.info.status) for r in children] == [("cpux1-tiny-fp32-smoke", "FINISHED")]
+    assert [(r.info.run_name, r.info.status) for r in children] == [(f"{CPUX1}-tiny-fp32-smoke", "FINISHED")]
     assert parent.info.status == "FINISHED"
     lines = result.stdout.splitlines()
     [row] = [
