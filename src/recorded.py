@@ -39,6 +39,7 @@ CATEGORY = "category"  # vision | language
 PRECISION = "precision"
 UNIT = "unit"  # of throughput: images/s, tokens/s, ...
 BENCHMARK = "benchmark"  # the benchmark group's name: default, smoke
+SMOKE = "smoke"  # the benchmark of dry runs: tiny sizes, left out of compare unless include_smoke
 SOURCE = "source"  # who measured it: absent on this project's own runs, the publisher on imported ones
 MATH_PREFIX = "math_"  # math_<what>: the math that ran (math_matmul_tf32, math_autocast_dtype, ...)
 MATH_MATMUL_TF32 = MATH_PREFIX + "matmul_tf32"

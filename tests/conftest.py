@@ -64,6 +64,16 @@ def hash_before(cfg, *keys: str) -> str:
     return config_hash(OmegaConf.create(older))
 
 
+def cpu_hardware(ranks: int = 1, nodes: int = 1) -> str:
+    """The start of a CPU job's run name on this host, `cpux1t2`: `ranks` ranks per node, each with
+    the threads benchmark.cpu_threads=null gives it (the cores shared among the node's ranks)."""
+    from src.hardware.host import threads_per_rank
+    from src.run.job import run_name
+
+    name = run_name("cpu", ranks * nodes, "m", "p", nodes=nodes, threads=threads_per_rank(ranks))
+    return name.removesuffix("-m-p")
+
+
 @pytest.fixture
 def one_thread():
     """One intra-op thread: on a shared 2-core host, two spinning threads run slower than one."""

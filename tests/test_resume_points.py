@@ -22,6 +22,9 @@ from src.compare import anomalies
 from src.compare.runs import aggregate, to_record
 from src.config import points
 from src.run.prepare import prepare
+from tests.conftest import cpu_hardware
+
+CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
 
 CPU_TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
 CPU_TINY += ["model.name=tiny", "benchmark.max_steps=400"]  # a tiny step meets the smoke rule in a few
@@ -84,7 +87,7 @@ def test_a_run_that_missed_its_stopping_rule_is_measured_again_saying_so(
     uri, _, missed = finished
     outcome, said = job_outcome(uri, [*CPU_TINY, MISSED], monkeypatch, capsys, tmp_path)
     assert outcome == "measure"
-    assert f"measure cpux1-tiny-fp32-smoke: run {missed.info.run_id} of this point missed its stopping rule (" in said
+    assert f"measure {CPUX1}-tiny-fp32-smoke: run {missed.info.run_id} of this point missed its stopping rule (" in said
     assert said.endswith("; it is kept as it is")
 
 
