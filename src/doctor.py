@@ -154,7 +154,7 @@ def check_tracking(cfg) -> Check:
         return Check("FAIL", "tracking", str(exc).removesuffix("; nothing was run"))
     except Exception as exc:
         return Check(
-            "FAIL", "tracking", store.problem(cfg.tracking.uri, exc).removesuffix("; nothing was run")
+            "FAIL", "tracking", store.problem(cfg.tracking.uri, exc)
         )
     return Check(
         "ok",

@@ -136,7 +136,6 @@ def import_table(
     """One table's positive cells (those `only` keeps) as runs; `shipped` adds its generation's
     tags, batch sizes and runs' spread. Raises ImportInterrupted on SIGINT or SIGTERM."""
     from src import published
-    from src.run import owner
     from src.run.job import run_name
     from src.tracking import job_run, store
 
@@ -165,7 +164,7 @@ def import_table(
     try:
         for key, result in todo.items():
             cell = (result.system, result.gpu_count, result.task)
-            tags = {**_figure_tags(result, key, path, source, precision, shipped), **owner.tags()}
+            tags = _figure_tags(result, key, path, source, precision, shipped)  # JobRun adds its owner
             if cell in batches:
                 batch = shipped.per_gpu_batch(result.task, batches[cell], result.gpu_count)
                 tags[recorded.PUBLISHED_BATCH] = f"{batch:g}"
@@ -303,7 +302,7 @@ def _batches_and_runs(
 
 def _alive(tags: dict) -> bool:
     """The run's owner is a process of this host that still runs."""
-    from src.run import owner
+    from src.tracking import owner
 
     here = tags.get(recorded.OWNER_HOST) == socket.gethostname() and tags.get(recorded.OWNER_STARTED)
     return bool(here) and not owner.vanished(tags)

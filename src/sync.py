@@ -6,7 +6,7 @@
 Each job's run is completed (or created, if it never was) without duplicates, then each sweep's
 parent run is ended from its children's statuses. A delivered spool folder is removed, so running
 sync again finds nothing. Then, in every store it delivered to (or --uri, or the default store),
-runs left RUNNING by a process of this host that has gone are ended KILLED (src/run/owner.py).
+runs left RUNNING by a process of this host that has gone are ended KILLED (src/tracking/owner.py).
 Exit code 1 while something is still undelivered.
 """
 
@@ -21,9 +21,8 @@ from pathlib import Path
 from src import console, credentials
 from src.errors import TrackingUnavailable, first_line
 from src.paths import PROJECT_ROOT, SQLITE_PREFIX
-from src.run import owner
 from src.run.sweep import finish_parent
-from src.tracking import spool, store
+from src.tracking import owner, spool, store
 
 
 def sync(roots: list[Path], uri: str | None = None) -> int:
@@ -83,7 +82,7 @@ def _deliver(folder: Path, uri: str, what: str, action) -> bool:
     try:
         run_id = action(store.client(uri))
     except Exception as exc:
-        console.warning(f"{what}: not delivered ({first_line(exc)}); kept in {folder}")
+        console.warning(f"{what}: not delivered ({store.away(exc) or first_line(exc)}); kept in {folder}")
         return False
     spool.remove(folder)
     console.note(f"delivered {what} -> run {run_id}")
