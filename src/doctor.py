@@ -137,11 +137,14 @@ def check_gpus(missing: str | None) -> Check:
 def check_tracking(cfg) -> Check:
     import mlflow  # noqa: F401  (it sets its logger's level on import: set ours after)
 
+    from src.config.groups.tracking import tracking_errors
     from src.errors import TrackingUnavailable
     from src.tracking import store
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # its INFO lines on creating a new store
     uri = credentials.bare(cfg.tracking.uri)
+    if errors := tracking_errors(cfg.tracking):
+        return Check("FAIL", "tracking", "; ".join(errors))
     nothing = store.silent(cfg.tracking.uri, CONNECT_TIMEOUT_S)
     if nothing:
         return Check("FAIL", "tracking", f"tracking.uri={uri!r}: the tracking store cannot be reached "

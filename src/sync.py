@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from src import console, credentials
+from src.config.groups.tracking import uri_problem
 from src.errors import TrackingUnavailable, first_line
 from src.paths import PROJECT_ROOT, SQLITE_PREFIX
 from src.run.sweep import finish_parent
@@ -103,6 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     missing = [str(f) for f in args.folders if not f.is_dir() and f != PROJECT_ROOT / "multirun"]
     if missing:  # a typo would otherwise report "nothing to deliver" and exit 0
         parser.error(f"{', '.join(missing)}: no such folder (a sweep's or job's folder, or multirun/)")
+    if args.uri and (problem := uri_problem(args.uri)):
+        parser.error(f"--uri={credentials.redact(args.uri)}: {problem}")
     uri = credentials.adopt_uri_credentials(args.uri) if args.uri else None
     sys.exit(1 if sync(args.folders, uri) else 0)
 

@@ -15,6 +15,7 @@ import urllib.parse
 from pathlib import Path
 
 from src import console
+from src.config.groups.tracking import uri_problem
 from src.credentials import redact
 from src.errors import TrackingUnavailable, first_line
 from src.paths import sqlite_path
@@ -156,6 +157,8 @@ def problem(uri: str, exc: BaseException) -> str:
     text = " ".join(str(e) for e in _chain(exc)).lower()
     database = sqlite_path(uri)
     where = f"tracking.uri={redact(uri)!r}"
+    if (malformed := uri_problem(uri)) and malformed.startswith("not an address"):
+        return f"{where}: {malformed}"
     if database is not None:
         if "file is not a database" in text or "malformed" in text:
             return (
