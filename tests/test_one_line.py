@@ -132,3 +132,44 @@ def test_compare_over_a_run_it_cannot_read_exits_2_in_one_line(runs_of_versions,
     assert done.returncode == 2, done.stderr[-3000:]
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("error: run ") and "schema_version='two'" in line
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "model.name=../../etc",
+        "model.name=resnet50/amp",
+        "gpu.name=a:b",
+        "benchmark.name=",
+        f"model.name={'x' * 65}",
+    ],
+)
+def test_a_name_that_becomes_a_metric_key_or_file_name_is_checked_before_the_job(override):
+    from src.config.finalise import finalize
+    from src.errors import ConfigError
+
+    key, _, value = override.partition("=")
+    with pytest.raises(ConfigError) as refused:
+        finalize(compose_cfg(["gpu=cpu", "model=resnet50", "benchmark=smoke", override]))
+    assert f"{key}={value!r}: must be a name of up to 64 letters, digits, '_', '-' and '.'" in str(
+        refused.value
+    )
+
+
+@pytest.mark.slow  # a job process
+def test_a_job_named_outside_its_folder_stops_before_it_trains(tracking_uri, tmp_path):
+    from conftest import read_runs
+
+    done = entry_point(
+        [
+            "src.train",
+            "gpu=cpu",
+            "benchmark=smoke",
+            "model.name=../../etc",
+            f"tracking.uri={tracking_uri}",
+            f"hydra.run.dir={tmp_path}/job",
+        ]
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].startswith("  model.name='../../etc': must be a name")
+    assert read_runs(tracking_uri) == [] and not (tmp_path / "job" / "ranks").exists()  # nothing trained
