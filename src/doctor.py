@@ -139,13 +139,13 @@ def check_tracking(cfg) -> Check:
 
     from src.config.groups.tracking import tracking_errors
     from src.errors import TrackingUnavailable
-    from src.tracking import store
+    from src.tracking import probe, store
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # its INFO lines on creating a new store
     uri = credentials.bare(cfg.tracking.uri)
     if errors := tracking_errors(cfg.tracking):
         return Check("FAIL", "tracking", "; ".join(errors))
-    nothing = store.silent(cfg.tracking.uri, CONNECT_TIMEOUT_S)
+    nothing = probe.silent(cfg.tracking.uri, CONNECT_TIMEOUT_S)
     if nothing:
         return Check("FAIL", "tracking", f"tracking.uri={uri!r}: the tracking store cannot be reached "
                                          f"({nothing}); start it, or check tracking.uri")  # fmt: skip

@@ -8,10 +8,8 @@ import fcntl
 import json
 import logging
 import os
-import socket
 import sqlite3
 import time
-import urllib.parse
 from pathlib import Path
 
 from src import console
@@ -187,25 +185,6 @@ def away(exc: BaseException) -> str | None:
         if getattr(cause, "error_code", None) == "TEMPORARILY_UNAVAILABLE":
             return first_line(cause)
     return next((first_line(c) for c in _chain(exc) if isinstance(c, OSError)), None)
-
-
-NETWORK_PORTS = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "mssql": 1433}
-
-
-def silent(uri: str, timeout_s: float) -> str | None:
-    """Why nothing answers at a network store's address within timeout_s (a refused or silent
-    port), or None (it answers, or the store is a file): said in seconds where MLflow's retries
-    take tens of them."""
-    parts = urllib.parse.urlsplit(uri)
-    try:
-        address = (parts.hostname, parts.port or NETWORK_PORTS[parts.scheme.split("+")[0]])
-    except (KeyError, ValueError):
-        return None
-    try:
-        socket.create_connection(address, timeout=timeout_s).close()
-    except OSError as exc:
-        return f"nothing answers at {address[0]}:{address[1]}: {exc.strerror or f'no answer in {timeout_s:g} s'}"
-    return None
 
 
 def is_write_conflict(exc: BaseException) -> bool:
