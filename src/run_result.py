@@ -144,11 +144,11 @@ def schema_version(run) -> int:
     if number is not None and recorded.FIRST_SCHEMA <= number <= recorded.SCHEMA_VERSION:
         return number
     later = number is not None and number > recorded.SCHEMA_VERSION
+    why = "a later gpubench wrote it: upgrade to read it" if later else "no gpubench wrote it"
     raise ConfigError(
-        f"run {run.info.run_id} ({run.info.run_name}): {recorded.SCHEMA}={value!r}: this gpubench reads versions "
-        f"{recorded.FIRST_SCHEMA} to {recorded.SCHEMA_VERSION}; "
-        f"{'a later gpubench wrote it: upgrade to read it' if later else 'no gpubench wrote it'}, or move the run "
-        "to another experiment"
+        f"run {run.info.run_id} ({run.info.run_name}): {recorded.SCHEMA}={value!r}: this gpubench reads "
+        f"versions {recorded.FIRST_SCHEMA} to {recorded.SCHEMA_VERSION}; {why}, or move the run to another "
+        "experiment"
     )
 
 

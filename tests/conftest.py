@@ -78,7 +78,8 @@ def one_thread():
 
 @pytest.fixture
 def index_away(monkeypatch):
-    """PyTorch's wheel index (any index) cannot be reached: every HTTP(S) request of this process and its children goes through a proxy that refuses."""
+    """PyTorch's wheel index (any index) cannot be reached: every HTTP(S) request of this process and
+    its children goes through a proxy that refuses."""
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         proxy = f"http://127.0.0.1:{closed.getsockname()[1]}"

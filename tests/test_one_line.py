@@ -117,9 +117,9 @@ def test_a_run_of_a_version_gpubench_cannot_read_is_refused_in_one_line(runs_of_
     with pytest.raises(ConfigError) as refused:
         run_result.read(run)
     assert str(refused.value) == (
-        f"run {run.info.run_id} (version {version}): schema_version={version!r}: this gpubench reads versions "
-        f"1 to {SCHEMA_VERSION}; {why}{': upgrade to read it' if version == LATER else ''}, or move the run to "
-        "another experiment"
+        f"run {run.info.run_id} (version {version}): schema_version={version!r}: this gpubench reads "
+        f"versions 1 to {SCHEMA_VERSION}; {why}{': upgrade to read it' if version == LATER else ''}, or move "
+        "the run to another experiment"
     )
 
 

@@ -73,8 +73,8 @@ def test_a_node_of_several_whose_name_does_not_resolve_stops_at_once_in_one_line
     done = train_named(UNRESOLVED, args, tmp_path, tracking_uri, 120)
     assert done.returncode == 2 and time.monotonic() - started < 60
     assert done.stderr.strip().splitlines() == [
-        f"error: this host's name '{UNRESOLVED}' does not resolve (Name or service not known): the nodes find "
-        "each other by it; add it to /etc/hosts or DNS"
+        f"error: this host's name '{UNRESOLVED}' does not resolve (Name or service not known): the nodes "
+        "find each other by it; add it to /etc/hosts or DNS"
     ]
     assert read_runs(tracking_uri) == []  # nothing was opened
 
@@ -95,8 +95,8 @@ def test_a_rendezvous_port_another_program_holds_is_refused_before_the_job():
         with pytest.raises(ConfigError) as refused:
             prepare(cfg)
     assert str(refused.value) == (
-        f"launcher.rdzv_endpoint='localhost:{port}': port {port} cannot be opened here (Address already in use); "
-        "name a free port, or 0 on one node"
+        f"launcher.rdzv_endpoint='localhost:{port}': port {port} cannot be opened here "
+        "(Address already in use); name a free port, or 0 on one node"
     )
 
 

@@ -41,10 +41,11 @@ def test_a_fix_whose_index_answers_is_the_command_itself(local_index, monkeypatc
 def test_a_fix_whose_index_does_not_answer_says_how_to_carry_the_wheels_over(index_away):
     fix = stack_check.where_reachable(stack_check.cpu_build_command(CUDA_TORCH))
     assert fix == (
-        "PyTorch's index https://download.pytorch.org/whl/cpu cannot be reached from here (Connection refused): "
-        "on a machine that reaches it, with this Python and platform, pip download --no-deps 'torch==2.14.*' "
-        "'torchvision==0.29.*' --index-url https://download.pytorch.org/whl/cpu -d torch-wheels; copy "
-        "torch-wheels/ here and run pip install --force-reinstall --no-deps torch-wheels/*.whl (or point "
+        "PyTorch's index https://download.pytorch.org/whl/cpu cannot be reached from here (Connection "
+        "refused): on a machine that reaches it, with this Python and platform, pip download --no-deps "
+        "'torch==2.14.*' 'torchvision==0.29.*' --index-url https://download.pytorch.org/whl/cpu -d "
+        "torch-wheels; copy torch-wheels/ here and run pip install --force-reinstall --no-deps "
+        "torch-wheels/*.whl (or point "
         "--index-url at a mirror of it)"
     )
 

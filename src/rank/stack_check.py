@@ -84,9 +84,9 @@ def where_reachable(command: str) -> str:
         return command
     download = command.replace("pip install --force-reinstall", "pip download", 1)
     return (
-        f"PyTorch's index {index} cannot be reached from here ({why}): on a machine that reaches it, with this "
-        f"Python and platform, {download} -d {WHEELS_DIR}; copy {WHEELS_DIR}/ here and run pip install "
-        f"--force-reinstall --no-deps {WHEELS_DIR}/*.whl (or point --index-url at a mirror of it)"
+        f"PyTorch's index {index} cannot be reached from here ({why}): on a machine that reaches it, "
+        f"with this Python and platform, {download} -d {WHEELS_DIR}; copy {WHEELS_DIR}/ here and run "
+        f"pip install --force-reinstall --no-deps {WHEELS_DIR}/*.whl (or point --index-url at a mirror of it)"
     )
 
 

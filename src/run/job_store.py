@@ -23,7 +23,7 @@ class JobStore:
         return resume.finished_run(store.client(self.tracking.uri), self.experiment_id, digest, tags)
 
     def open_run(self, name: str, tags: dict, parent_run_id: str | None, spool_dir: Path) -> job_run.JobRun:
-        """This job's run, RUNNING (tagged with its owner, as every run: a vanished process's run gets closed)."""
+        """This job's run, RUNNING (tagged with its owner, as every run is)."""
         return job_run.JobRun(self.tracking, self.experiment_id, name, tags, parent_run_id, spool_dir)
 
 

@@ -35,7 +35,9 @@ _previous_job_end: float | None = None
 def job_start_mark() -> float:
     """Where this job's `config` phase starts: the previous job's end in this process, or the
     process's own start for its first job (interpreter, imports, Hydra's compose)."""
-    return _previous_job_end if _previous_job_end is not None else float(owner.process_started(os.getpid()) or time.time())
+    if _previous_job_end is not None:
+        return _previous_job_end
+    return float(owner.process_started(os.getpid()) or time.time())
 
 
 def job_ended() -> None:
