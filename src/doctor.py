@@ -166,7 +166,7 @@ def check_tracking(cfg) -> Check:
 
 
 def check_default(cfg, overrides: list[str], nvml_missing: str | None) -> Check:
-    from src.run.job import run_name
+    from src.run.job import job_name
     from src.run.prepare import prepare
 
     # the tracking store has its own line
@@ -176,12 +176,10 @@ def check_default(cfg, overrides: list[str], nvml_missing: str | None) -> Check:
         cfg, selection = prepare(cfg, None if nvml_missing is None else [])
     except ConfigError as exc:
         return Check("FAIL", "default", f"{command} would stop: {first_line(exc)}")
-    count = cfg.gpu.count * cfg.launcher.nnodes
-    name = run_name(selection.profile, count, cfg.model.name, cfg.precision.name, cfg.benchmark.name)
     return Check(
         "ok",
         "default",
-        f"{command} would run {name} (batch {cfg.model.batch_size}, benchmark={cfg.benchmark.name}, "
+        f"{command} would run {job_name(cfg, selection)} (batch {cfg.model.batch_size}, benchmark={cfg.benchmark.name}, "
         f"on {selection.device_kind})",
     )
 

@@ -39,6 +39,7 @@ CATEGORY = "category"  # vision | language
 PRECISION = "precision"
 UNIT = "unit"  # of throughput: images/s, tokens/s, ...
 BENCHMARK = "benchmark"  # the benchmark group's name: default, smoke
+SMOKE = "smoke"  # the benchmark of dry runs: tiny sizes, left out of compare unless include_smoke
 SOURCE = "source"  # who measured it: absent on this project's own runs, the publisher on imported ones
 MATH_PREFIX = "math_"  # math_<what>: the math that ran (math_matmul_tf32, math_autocast_dtype, ...)
 MATH_MATMUL_TF32 = MATH_PREFIX + "matmul_tf32"
@@ -73,6 +74,8 @@ IDEMPOTENCY_KEY = "gpubench.key"  # one per job, set when its run is created (sr
 
 # imported published results (src/import_results.py)
 IMPORT_KEY = "import_key"
+# the run an import holds while it writes a source (src/imported.py): the source, and a count it raises
+IMPORT_LOCK, IMPORT_HEARTBEAT = "import_lock", "import_heartbeat"
 PUBLISHED_SYSTEM, PUBLISHED_TASK = "published_system", "published_task"
 PUBLISHED_PRECISION, PUBLISHED_FILE = "published_precision", "published_file"
 PUBLISHED_SOFTWARE, PUBLISHED_DATES = "published_software", "published_dates"  # of the source's generation

@@ -121,7 +121,7 @@ def read(run) -> RunResult:
         category=tags.get(recorded.CATEGORY, "other"),
         precision=tags.get(recorded.PRECISION, ""),
         unit=tags.get(recorded.UNIT, "items/s"),
-        smoke=tags.get(recorded.BENCHMARK) == "smoke",
+        smoke=tags.get(recorded.BENCHMARK) == recorded.SMOKE,
         missed=missed,
         window=window,
         breakdown=breakdown,
