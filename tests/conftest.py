@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import http.server
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -97,6 +99,20 @@ def index_away(monkeypatch):
         monkeypatch.setenv(name, proxy)
     for name in ("no_proxy", "NO_PROXY"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def http_port():
+    """A plain HTTP server (not MLflow, not PostgreSQL), its log kept off the test's stderr."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ nothing, and against another service on the port; and the real services pass the
 from __future__ import annotations
 
 import contextlib
-import http.server
 import socket
 import threading
 
@@ -30,20 +29,6 @@ def silent_port():
     with socket.create_server(("127.0.0.1", 0)) as listener:
         threading.Thread(target=accept, daemon=True).start()
         yield listener.getsockname()[1]
-
-
-@pytest.fixture
-def http_port():
-    """A plain HTTP server (not MLflow, not PostgreSQL), its log kept off the test's stderr."""
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
 
 
 def tracking_check(uri: str) -> doctor.Check:

@@ -6,9 +6,6 @@ a real local HTTP server; the one that does not, behind a proxy port nothing lis
 
 from __future__ import annotations
 
-import http.server
-import threading
-
 import pytest
 
 from src import doctor
@@ -17,24 +14,11 @@ from src.rank import stack_check
 CUDA_TORCH = "2.14.1+cu130"
 
 
-@pytest.fixture
-def local_index():
-    """An index that answers: a plain HTTP server on 127.0.0.1."""
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/whl"
-    server.shutdown()
-
-
-def test_a_fix_whose_index_answers_is_the_command_itself(local_index, monkeypatch):
+def test_a_fix_whose_index_answers_is_the_command_itself(http_port, monkeypatch):
     for name in ("http_proxy", "HTTP_PROXY"):
         monkeypatch.delenv(name, raising=False)
-    command = f"pip install --force-reinstall --no-deps 'torchvision==0.29.*' --index-url {local_index}/cpu"
+    index = f"http://127.0.0.1:{http_port}/whl/cpu"  # a plain HTTP server answers as an index would
+    command = f"pip install --force-reinstall --no-deps 'torchvision==0.29.*' --index-url {index}"
     assert stack_check.where_reachable(command) == command
 
 
