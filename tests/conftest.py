@@ -229,15 +229,22 @@ def spec_of(gpu: str, precision: str, tf32_math: bool, params: dict):
     return read_back(tags, {k: str(v) for k, v in params.items()}).spec
 
 
-def logged_copy(run, uri: str, tags: dict | None = None, params: dict | None = None, dropped: tuple = ()) -> str:
-    """A real run's record logged again, FINISHED, into the store at `uri`, with tags or params
-    changed and tags dropped: the run as another install, host or setting would have logged it."""
+def logged_copy(
+    run,
+    uri: str,
+    tags: dict | None = None,
+    params: dict | None = None,
+    dropped: tuple = (),
+    experiment="gpubench",
+) -> str:
+    """A real run's record logged again, FINISHED, into `experiment` of the store at `uri`, with tags
+    or params changed and tags dropped: the run as another install, host or setting would have logged it."""
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
-    experiment = client.get_experiment_by_name("gpubench")
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment("gpubench")
+    found = client.get_experiment_by_name(experiment)
+    experiment_id = found.experiment_id if found else client.create_experiment(experiment)
     kept = {k: v for k, v in run.data.tags.items() if k not in dropped and not k.startswith("mlflow.")}
     copy = client.create_run(experiment_id, run_name=run.info.run_name)
     client.log_batch(
