@@ -74,6 +74,8 @@ IDEMPOTENCY_KEY = "gpubench.key"  # one per job, set when its run is created (sr
 
 # imported published results (src/import_results.py)
 IMPORT_KEY = "import_key"
+# the run an import holds while it writes a source (src/imported.py): the source, and a count it raises
+IMPORT_LOCK, IMPORT_HEARTBEAT = "import_lock", "import_heartbeat"
 PUBLISHED_SYSTEM, PUBLISHED_TASK = "published_system", "published_task"
 PUBLISHED_PRECISION, PUBLISHED_FILE = "published_precision", "published_file"
 PUBLISHED_SOFTWARE, PUBLISHED_DATES = "published_software", "published_dates"  # of the source's generation

@@ -131,17 +131,12 @@ def test_a_run_of_the_config_on_another_stack_card_or_layout_is_another_point(
     assert f", this job with {here}" in said
 
 
-NOT_YET = pytest.mark.xfail(
-    strict=True, reason="resume compares only torch's version string, not what the ranks load"
-)
-
-
 @pytest.mark.parametrize(
     "tag, value",
     [
-        pytest.param("cuda_version", "12.8", marks=NOT_YET),
-        pytest.param("cudnn_version", "90100", marks=NOT_YET),  # nvidia-cudnn upgraded beside one torch
-        pytest.param("nccl_version", "2.21.5", marks=NOT_YET),
+        ("cuda_version", "12.8"),
+        ("cudnn_version", "90100"),  # nvidia-cudnn upgraded beside one torch: its version string stays
+        ("nccl_version", "2.21.5"),
         ("gpu_name", "NVIDIA H200 NVL"),
         ("power_limit_w", "450"),
     ],

@@ -101,7 +101,7 @@ def _run_job(
     env = environment.capture(selection.devices)  # the stack and card: part of the point resume matches
     tags = _run_tags(cfg, selection, digest)
     if not cfg.benchmark.rerun:
-        done, why = tracking.finished_run(digest, tags | _environment_tags(env))
+        done, why = tracking.finished_run(digest, tags | _environment_tags(env), lambda: _ranks_stack(cfg, env))
         if done is not None:
             return _skip(cfg, name, done, digest, parent_run_id)
         if why is not None:
@@ -278,6 +278,15 @@ def _environment_tags(env: dict) -> dict:
     limits = sorted({f"{d['power_limit_w']:g}" for d in env["devices"] if d.get("power_limit_w")})
     if limits:  # the card's enforced power limit changes its figure: part of compare's point
         tags[recorded.POWER_LIMIT] = "/".join(limits)
+    return tags
+
+
+def _ranks_stack(cfg: DictConfig, env: dict) -> dict:
+    """The stack tags the job's ranks will report, before they run (as _log_result tags them): this
+    install's CUDA, cuDNN and NCCL, and NCCL's settings where GPUs talk through it."""
+    tags = {f"{k}{recorded.VERSION_SUFFIX}": v for k, v in environment.installed_runtime_versions().items()}
+    if _gpu_count(cfg) > 1 and env["devices"]:
+        tags[recorded.NCCL_SETTINGS] = nccl_settings_tag(environment.communication_settings())
     return tags
 
 

@@ -18,9 +18,9 @@ class JobStore:
         self.experiment_id = store.ensure_experiment(tracking.uri, tracking.experiment)
         owner.close_vanished(tracking.uri, [self.experiment_id])
 
-    def finished_run(self, digest: str, tags: dict):
+    def finished_run(self, digest: str, tags: dict, from_ranks):
         """The latest clean FINISHED run of this job's point, else None and why it measures."""
-        return resume.finished_run(store.client(self.tracking.uri), self.experiment_id, digest, tags)
+        return resume.finished_run(store.client(self.tracking.uri), self.experiment_id, digest, tags, from_ranks)
 
     def open_run(self, name: str, tags: dict, parent_run_id: str | None, spool_dir: Path) -> job_run.JobRun:
         """This job's run, RUNNING, tagged with its owner so a vanished process's run gets closed."""
