@@ -4,6 +4,7 @@ end to end through the CLI."""
 from __future__ import annotations
 
 import pytest
+from omegaconf import OmegaConf
 
 from src.config.finalise import finalize
 from src.config.groups.model import target_exists
@@ -12,10 +13,10 @@ from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
 from tests.conftest import compose_cfg
 
-MODEL_NAMES = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "model").glob("*.yaml"))
-
-
-VISION_MODELS = [n for n in MODEL_NAMES if "image_size" in compose_cfg([f"model={n}"]).model]
+MODELS = PROJECT_ROOT / "conf" / "model"
+MODEL_NAMES = sorted(p.stem for p in MODELS.glob("*.yaml"))
+# read from the files, not composed: collection runs in every test process
+VISION_MODELS = [n for n in MODEL_NAMES if "image_size" in OmegaConf.load(MODELS / f"{n}.yaml")]
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
