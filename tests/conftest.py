@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import http.server
 import os
 import shutil
@@ -48,10 +50,24 @@ def pytest_configure(config):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def compose_cfg(overrides: list[str] | None = None):
-    register_configs()
+def compose_cfg(overrides: list[str] | None = None, hydra: bool = False):
+    """The config `python -m src.train OVERRIDES` composes, before it is finalised (with its `hydra`
+    node if asked): a copy of its own, which the test may change. Hydra composes each list of
+    overrides once per test process (a compose takes a tenth of a second, and the tests ask for many
+    twice); interpolations such as `oc.env` stay unresolved until read, as in a composed config."""
+    return copy.deepcopy(_composed(tuple(overrides or ()), hydra))
+
+
+@functools.cache
+def _composed(overrides: tuple[str, ...], hydra: bool):
+    _register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose(config_name="config", overrides=overrides or [])
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=hydra)
+
+
+@functools.cache
+def _register_configs() -> None:
+    register_configs()  # the schemas stay in Hydra's store: storing them again costs each compose time
 
 
 def hash_before(cfg, *keys: str) -> str:
@@ -155,6 +171,18 @@ def run_cli(
         text=True,
         timeout=timeout,
     )
+
+
+def run_job_here(overrides: list[str], job_dir: Path, tracking_uri: str) -> float | None:
+    """One job as `python -m src.train OVERRIDES` runs it, called from this process: its config
+    composed and prepared, its ranks started by torch's elastic launcher as ever. Returns what the job
+    returns (its throughput). What only the command line adds (Hydra's folders, the exit status, a
+    sweep's parent run, the job process without torch) is test_cli.py's sweep."""
+    from src.run import job
+    from src.run.prepare import prepare
+
+    cfg, selection = prepare(compose_cfg([*overrides, f"tracking.uri={tracking_uri}"]))
+    return job.run_job(cfg, selection, job_dir)
 
 
 def read_runs(tracking_uri: str, experiment: str = "gpubench"):

@@ -5,15 +5,13 @@ host without a GPU."""
 from __future__ import annotations
 
 import pytest
-from conftest import CONF_DIR, compose_cfg
+from conftest import compose_cfg
 from fake_nvml import FakeGpu, FakeNvml, install
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from test_study import STUDY_MODELS, sweep_points
 
 from src import train
 from src.config.finalise import finalize
-from src.config.schema import register_configs
 from src.errors import ConfigError
 from src.hardware import devices
 from src.paths import PROJECT_ROOT
@@ -23,22 +21,16 @@ EXPERIMENTS = sorted(p.stem for p in (PROJECT_ROOT / "conf" / "experiment").glob
 H200 = FakeGpu("NVIDIA H200", "00000000:17:00.0", "GPU-h200", 141e9)
 
 
-def _hydra_cfg(overrides: list[str]):
-    register_configs()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose(config_name="config", overrides=overrides, return_hydra_config=True)
-
-
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_composes_and_finalises(experiment, monkeypatch):
-    assert _hydra_cfg([f"experiment={experiment}"]).hydra.runtime.choices.experiment == experiment
+    assert compose_cfg([f"experiment={experiment}"], hydra=True).hydra.runtime.choices.experiment == experiment
     OmegaConf.to_container(compose_cfg([f"experiment={experiment}"]), resolve=True)
     install(monkeypatch, FakeNvml([H200]))
     prepare(compose_cfg([f"experiment={experiment}"]))  # a runnable job, checked
 
 
 def test_the_study_is_the_default_experiment_and_none_sweeps_only_what_is_named():
-    assert _hydra_cfg([]).hydra.runtime.choices.experiment == "lambda_a6000_vs_3090"
+    assert compose_cfg([], hydra=True).hydra.runtime.choices.experiment == "lambda_a6000_vs_3090"
     study = sweep_points(["gpu=a6000,rtx3090", "precision=fp32,amp"])
     assert sorted({p["model"] for p in study}) == sorted(STUDY_MODELS) and len(study) == len(STUDY_MODELS) * 2 * 2
     named = sweep_points(["experiment=none", "gpu=a6000,rtx3090", "precision=fp32,amp"])

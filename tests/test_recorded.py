@@ -11,7 +11,7 @@ from src.paths import PROJECT_ROOT
 from src.rank.breakdown import PHASES as PROFILE_PHASES
 from src.run import phases
 from src.run.results import combine_ranks
-from tests.conftest import rank_report, read_back, read_runs, run_cli
+from tests.conftest import rank_report, read_back, read_runs, run_job_here
 
 TINY_JOB = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
 TINY_JOB += ["model.name=tiny"]
@@ -131,8 +131,7 @@ def test_the_typed_figures_read_back_as_the_job_wrote_them():
 def test_a_jobs_metrics_are_the_typed_figures_and_the_names_recorded_declares(tmp_path, tracking_uri):
     """A real CPU smoke job: every metric it logs is one recorded names, and the figures read back
     write the same metrics again."""
-    done = run_cli(TINY_JOB, tmp_path, tracking_uri)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    run_job_here(TINY_JOB, tmp_path, tracking_uri)
     [run] = read_runs(tracking_uri)
     logged, result = run.data.metrics, run_result.read(run)
     window, breakdown, telemetry = result.window.metrics(), result.breakdown.metrics(), result.telemetry.metrics()

@@ -2,8 +2,9 @@
 card, nodes and CPU threads (src/config/points.py's one key), and a figure that met its stopping
 rule on a GPU of its own. Otherwise the job measures, says why in one line, and keeps the old run.
 
-The finished runs are real (CLI sweeps into real stores); a run of another stack or threads is a
-real run's record copied with that one tag changed, as another install or host would have logged it.
+The finished runs are real (jobs with real ranks into real stores, started from the test process); a
+run of another stack or threads is a real run's record copied with that one tag changed, as another
+install or host would have logged it.
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ import signal
 import subprocess
 
 import pytest
-from conftest import compose_cfg, logged_copy, read_runs, run_cli, store_copy
+from conftest import logged_copy, read_runs, run_job_here, store_copy
 from test_study import H200, fake_host_cli
 
 from src import recorded, run_result
 from src.compare import anomalies
 from src.compare.runs import aggregate, to_record
 from src.config import points
-from src.run.prepare import prepare
 from tests.conftest import cpu_hardware
 
 CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
@@ -33,12 +33,12 @@ MISSED = "benchmark.target_ci=0.000001"  # no window of a few steps gets within 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory, empty_store):
-    """One sweep: a clean run, and a run of another point that missed its stopping rule."""
+    """Two jobs: a clean run, and a run of another point that missed its stopping rule."""
     tmp = tmp_path_factory.mktemp("finished")
     uri = store_copy(empty_store, tmp / "mlruns")
-    result = run_cli(["-m", *CPU_TINY, f"benchmark.target_ci=0.5,{MISSED.split('=')[1]}"], tmp, uri)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    runs = {r.data.params["benchmark.target_ci"]: r for r in read_runs(uri) if recorded.GPU in r.data.tags}
+    for job, target_ci in enumerate(("benchmark.target_ci=0.5", MISSED)):
+        run_job_here([*CPU_TINY, target_ci], tmp / f"job{job}", uri)
+    runs = {r.data.params["benchmark.target_ci"]: r for r in read_runs(uri)}
     clean, missed = runs["0.5"], runs["1e-06"]
     assert clean.data.tags[recorded.STOP_REASON] == "ci" and missed.data.tags[recorded.STOP_REASON] != "ci"
     return uri, clean, missed
@@ -50,7 +50,6 @@ class Opened(Exception):
 
 def job_outcome(uri: str, overrides: list[str], monkeypatch, capsys, tmp_path) -> tuple[str, str]:
     """("skip", the figure it returned) or ("measure", what it said), for the job of `overrides`."""
-    from src.run import job
     from src.tracking import job_run
 
     def open_run(*args, **kwargs):
@@ -59,8 +58,7 @@ def job_outcome(uri: str, overrides: list[str], monkeypatch, capsys, tmp_path) -
     monkeypatch.setattr(job_run, "JobRun", open_run)
     capsys.readouterr()
     try:
-        figure = job.run_job(*prepare(compose_cfg([*overrides, f"tracking.uri={uri}"])), tmp_path)
-        return "skip", figure
+        return "skip", run_job_here(overrides, tmp_path, uri)
     except Opened:
         return "measure", " ".join(capsys.readouterr().out.split())
 

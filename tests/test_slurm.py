@@ -10,14 +10,12 @@ from unittest.mock import MagicMock, patch
 
 import pytest
 import submitit
-from conftest import CONF_DIR, compose_cfg, read_runs, run_cli
-from hydra import compose, initialize_config_dir
+from conftest import compose_cfg, read_runs, run_cli
 from hydra.core.plugins import Plugins
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 
 from hydra_plugins.gpubench_slurm import launcher as slurm_launcher
 from src.config.finalise import finalize
-from src.config.schema import register_configs
 from src.errors import ConfigError, DeviceUnavailable
 from src.run import resume
 
@@ -25,10 +23,7 @@ from src.run import resume
 def point_config(overrides: list[str], sweep_dir: str = "/sweep"):
     """A sweep point's config with its `hydra` node, as the launcher composes it (in one sweep folder:
     the launcher composes every point with the sweep's own timestamp)."""
-    register_configs()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        overrides = ["hydra/launcher=slurm", f"hydra.sweep.dir={sweep_dir}", *overrides]
-        return compose("config", overrides=overrides, return_hydra_config=True)
+    return compose_cfg(["hydra/launcher=slurm", f"hydra.sweep.dir={sweep_dir}", *overrides], hydra=True)
 
 
 def slurm_request(overrides: list[str]) -> dict:
