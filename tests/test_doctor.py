@@ -40,7 +40,7 @@ def shadowed(tmp_path, monkeypatch):
 
 
 def test_the_installed_pair_passes():
-    check = doctor.check_torch()
+    check = doctor.check_torch(stack_check.report())  # as doctor's subprocess reports it (below)
     assert check.status == "ok", check.line()
     assert "torchvision's compiled ops load" in check.text
 
@@ -55,9 +55,12 @@ def test_a_torchvision_whose_ops_do_not_load_is_named_with_the_reinstall(shadowe
     assert f"pip download --no-deps 'torchvision==0.{TORCH_MINOR + 15}.*'" in check.text
 
 
-def test_a_torchvision_made_for_another_torch_is_named(shadowed):
-    shadowed("0.20.0")
-    check = doctor.check_torch()
+def test_a_torchvision_made_for_another_torch_is_named(monkeypatch):
+    """The installed metadata's version decides before any import (a shadowing package's
+    dist-info is read the same way: doctor's subprocess, above)."""
+    installed = {"torch": stack_check._version("torch"), "torchvision": "0.20.0"}
+    monkeypatch.setattr(stack_check, "_version", installed.get)
+    check = doctor.check_torch(stack_check.report.__wrapped__())
     assert check.status == "FAIL"
     assert "torchvision 0.20.0 is not made for torch 2." in check.text
 
@@ -215,16 +218,12 @@ def test_the_command_exits_1_on_a_broken_install_and_says_which(shadowed, tracki
     assert "INFO" not in done.stdout + done.stderr  # MLflow's creating-the-store lines
 
 
-def test_a_bad_override_exits_2():
-    done = subprocess.run(
-        [sys.executable, "-m", "src.doctor", "gpu=nonesuch"],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 2
-    assert done.stderr.startswith("error: ") and "nonesuch" in done.stderr
+def test_a_bad_override_exits_2(capsys):
+    with pytest.raises(SystemExit) as exited:
+        doctor.main(["gpu=nonesuch"])  # what `python -m src.doctor` exits with
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "nonesuch" in err
 
 
 @pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)

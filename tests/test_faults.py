@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import rank_report, read_runs
+from conftest import rank_report, read_runs, store_copy
 from test_robust import TINY, Cli, parent_run, runs_by_name, wait_for
 
 from src import recorded
@@ -174,7 +174,7 @@ def test_corrupt_database_stops_with_one_line_and_exit_2(tmp_path, sweep):
     assert not (tmp_path / "multirun" / "0").exists()  # no job ran
 
 
-def test_a_store_damaged_in_the_middle_stops_before_the_job(tmp_path):
+def test_a_store_damaged_in_the_middle_stops_before_the_job(tmp_path, empty_store):
     """Its header and the experiment's pages are whole: MLflow opens it and finds the experiment,
     and the broken pages would surface only when the job's result is written."""
     from mlflow.tracking import MlflowClient
@@ -182,8 +182,8 @@ def test_a_store_damaged_in_the_middle_stops_before_the_job(tmp_path):
     from src.errors import TrackingUnavailable
     from src.tracking import store
 
+    uri = store_copy(empty_store, tmp_path)
     database = tmp_path / "mlflow.db"
-    uri = f"sqlite:///{database}"
     MlflowClient(uri).create_experiment("gpubench")
     size = database.stat().st_size
     with open(database, "r+b") as handle:  # a page in the middle: an index of the run tables

@@ -69,7 +69,8 @@ def test_generations_import_as_separate_sources_with_their_stack_batches_and_spr
     assert "PyTorch 1.13" in runs[("lambda-2022", "rtx3090", "1", "fp32")].data.tags["published_software"]
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        compare = compose("compare", overrides=[f"tracking.uri={tracking_uri}", f"out={tmp_path}/cmp"])
+        overrides = [f"tracking.uri={tracking_uri}", f"out={tmp_path}/cmp", "charts=false"]  # figures only
+        compare = compose("compare", overrides=overrides)
     result = run_compare(compare, tmp_path / "cmp")
     ratios = {
         (r.measurement.source, r.measurement.gpu_count, r.measurement.precision): r
