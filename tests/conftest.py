@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import fcntl
 import functools
+import gc
 import http.server
 import os
 import shutil
@@ -28,15 +30,51 @@ WORKERS = 2
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    """The default set runs on two workers when pytest-xdist is installed (the dev extras), each
-    worker taking whole files, so a module's shared sweep runs once: most tests wait on real job
-    processes, and two workers keep two cores busy. The slow set (drills under load) and the GPU
-    set (one GPU) run one test at a time, as does anything given `-n`."""
+    """The default set runs on two workers when pytest-xdist is installed (the dev extras): most tests
+    wait on real job processes, and two workers keep two cores busy. Each test goes to whichever worker
+    is free, so that the two end together; the tests of a fixture made once for several of them go to
+    one worker, so that it is made once (pytest_collection_modifyitems). The slow set (drills under
+    load) and the GPU set (one GPU) run one test at a time, as does anything given `-n`."""
     if not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     if config.option.numprocesses is None and config.option.markexpr == DEFAULT_SET:
         config.option.numprocesses = WORKERS
-        config.option.dist = "loadfile"
+        config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist's workers read their options from the command line, which does not name the scheduling
+    set above: each is told."""
+    node.workerinput["loadgroup"] = node.config.option.dist == "loadgroup"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    """On workers that take tests one at a time, the tests that share a fixture made once for several
+    of them go to one worker as a group: the CLI sweep's, and each module's (or class's) own."""
+    if not getattr(config, "workerinput", {}).get("loadgroup"):
+        return
+    config.option.loadgroup = True  # xdist's own hook, next, names each test's group
+    for item in items:
+        if group := _shared_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _shared_fixture(item) -> str | None:
+    if "cli_sweep" in item.fixturenames:
+        return "cli_sweep"
+    if any(defs[-1].scope in ("module", "class") for defs in item._fixtureinfo.name2fixturedefs.values()):
+        return item.path.stem
+    return None
+
+
+def pytest_collection_finish():
+    """What collection imported (torch, MLflow, every test module) lives as long as the test process:
+    frozen, it is left out of each later garbage collection, which would otherwise walk over half a
+    million objects every time (a quarter of a second each: model.batch_size=auto's search collects
+    after every try)."""
+    gc.freeze()
 
 
 def pytest_configure(config):
@@ -133,11 +171,21 @@ def http_port():
 
 @pytest.fixture(scope="session")
 def empty_store(tmp_path_factory) -> Path:
-    """An MLflow sqlite store whose tables are made once: making them costs seconds per store."""
+    """An MLflow sqlite store whose tables are made once: making them costs seconds per store. The
+    workers of one test run share it (in the folder above their own, under a lock); copy it to use it."""
     from mlflow.tracking import MlflowClient
 
-    path = tmp_path_factory.mktemp("empty-store") / "mlflow.db"
-    MlflowClient(f"sqlite:///{path}").search_experiments()
+    folder = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        folder = folder.parent  # this run's, shared by its workers
+    path = folder / "empty-store" / "mlflow.db"
+    with open(folder / "empty-store.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not path.exists():
+            making = folder / "empty-store-making" / "mlflow.db"
+            making.parent.mkdir(exist_ok=True)
+            MlflowClient(f"sqlite:///{making}").search_experiments()
+            making.parent.rename(path.parent)
     return path
 
 
@@ -153,6 +201,50 @@ def tracking_uri(tmp_path: Path, empty_store: Path) -> str:
     """A store of the test's own, its tables made. A store made from nothing by the CLI is what
     test_cli.py's sweep, the fault sweep and the parallel jobs of test_robust.py start from."""
     return store_copy(empty_store, tmp_path / "mlruns")
+
+
+# The sweep runs under this wrapper, which reports at exit whether the job process imported torch.
+JOB_WATCHING_TORCH = """
+import atexit, runpy, sys
+atexit.register(lambda: print("torch loaded in the job process:", "torch" in sys.modules))
+sys.argv = ["src.train", *sys.argv[1:]]
+runpy.run_module("src.train", run_name="__main__")
+"""
+
+
+@pytest.fixture(scope="session")
+def cli_sweep(tmp_path_factory) -> dict:
+    """The one sweep of the default tests through the real command line, for what only it shows (the
+    job process without torch, Hydra's multirun, the parent run, the console, a store made from
+    nothing): two jobs, a vision and a language model at bf16, on a host without NVML. A job whose
+    command line does not matter is run_job_here's.
+
+    NVML is hidden so that gpu=auto finds no GPU here and on a GPU host alike; 10 ms telemetry
+    samples, since a smoke run's measured window is a fraction of a second.
+    """
+    # the user's environment: one NCCL setting of theirs, none of those a shared host may want
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_"))}
+    env["NCCL_ALGO"] = "Ring"
+    tmp = tmp_path_factory.mktemp("sweep")
+    (tmp / "hidden").mkdir()
+    (tmp / "hidden" / "pynvml.py").write_text("raise ImportError('hidden by the test')\n")
+    uri = f"sqlite:///{tmp}/mlruns/mlflow.db"
+    args = ["-m", "gpu=auto", "model=resnet50,txl_base", "precision=bf16", "benchmark=smoke"]
+    args += ["benchmark.cudnn_benchmark_limit=3", "telemetry.interval_ms=10"]
+    args += [f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/multirun"]
+    proc = subprocess.run(
+        [sys.executable, "-c", JOB_WATCHING_TORCH, *args],
+        cwd=PROJECT_ROOT,
+        env={**env, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(tmp / "hidden")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = read_runs(uri)
+    (parent,) = [r for r in runs if r.data.tags.get("sweep") == "true"]
+    children = sorted((r for r in runs if r is not parent), key=lambda r: r.info.run_name)
+    return {"proc": proc, "uri": uri, "tmp": tmp, "env": env, "parent": parent, "children": children}
 
 
 def run_cli(

@@ -1,9 +1,10 @@
-"""The real command line, end to end on the CPU: one sweep the tests share, bad input, --help.
+"""The real command line, end to end on the CPU: the one sweep the tests share, bad input, --help.
 (Two ranks: the two-rank sweep of test_ceilings.py.)
 
 Each job is a real job: a job process, torch's elastic agent and fresh rank processes. Starting
-them is what costs time, so the checks of a sweep share one sweep (module-scoped); one rank's
-loop itself is tested in-process in test_worker.py.
+them is what costs time, so what needs the command line itself is checked on one sweep
+(conftest's cli_sweep); a job called from the test process is conftest's run_job_here, and one
+rank's loop is tested in-process in test_worker.py.
 """
 
 from __future__ import annotations
@@ -11,9 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,63 +19,16 @@ from mlflow.tracking import MlflowClient
 
 from src.hardware.telemetry import SERIES_POINTS
 from src.paths import PROJECT_ROOT
-from tests.conftest import cpu_hardware, read_runs, run_cli
+from tests.conftest import cpu_hardware, run_cli
 
 CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
 
-# The sweep runs under this wrapper, which reports at exit whether the job process imported torch.
-JOB_WATCHING_TORCH = """
-import atexit, runpy, sys
-atexit.register(lambda: print("torch loaded in the job process:", "torch" in sys.modules))
-sys.argv = ["src.train", *sys.argv[1:]]
-runpy.run_module("src.train", run_name="__main__")
-"""
-SWEEP = [
-    "-m",
-    "gpu=auto",
-    "model=resnet50,txl_base",
-    "precision=bf16",
-    "benchmark=smoke",
-    "benchmark.cudnn_benchmark_limit=3",
-]
 NAMES = [f"{CPUX1}-resnet50-bf16-smoke", f"{CPUX1}-txl_base-bf16-smoke"]
 NO_NVML = "NVML is not available (hidden by the test)"
-# the user's environment: one NCCL setting of theirs, none of the ones a shared host may want
-USER_ENV = {
-    **{k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_"))},
-    "NCCL_ALGO": "Ring",
-}
 
 
-@pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
-    """Two jobs (a vision and a language model, at bf16) on a host without NVML.
-
-    NVML is hidden so that gpu=auto finds no GPU here and on a GPU host alike; 10 ms telemetry
-    samples, since a smoke run's measured window is a fraction of a second.
-    """
-    tmp = tmp_path_factory.mktemp("sweep")
-    (tmp / "hidden").mkdir()
-    (tmp / "hidden" / "pynvml.py").write_text("raise ImportError('hidden by the test')\n")
-    uri = f"sqlite:///{tmp}/mlruns/mlflow.db"
-    args = [*SWEEP, "telemetry.interval_ms=10", f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/multirun"]
-    proc = subprocess.run(
-        [sys.executable, "-c", JOB_WATCHING_TORCH, *args],
-        cwd=PROJECT_ROOT,
-        env={**USER_ENV, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(tmp / "hidden")},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    runs = read_runs(uri)
-    (parent,) = [r for r in runs if r.data.tags.get("sweep") == "true"]
-    children = sorted((r for r in runs if r is not parent), key=lambda r: r.info.run_name)
-    return {"proc": proc, "uri": uri, "tmp": tmp, "parent": parent, "children": children}
-
-
-def test_sweep_logs_parent_and_tagged_children(sweep):
-    parent, children = sweep["parent"], sweep["children"]
+def test_sweep_logs_parent_and_tagged_children(cli_sweep):
+    parent, children = cli_sweep["parent"], cli_sweep["children"]
     assert parent.info.status == "FINISHED"
     assert [r.info.run_name for r in children] == NAMES
     for run in children:
@@ -103,7 +54,7 @@ def test_sweep_logs_parent_and_tagged_children(sweep):
         assert metrics["flops_per_item"] > 0
         assert metrics["step_time_p10_ms"] <= metrics["step_time_ms"] <= metrics["step_time_p90_ms"]
         assert metrics["loss_first"] > 0
-    assert "Sweep summary" in sweep["proc"].stdout
+    assert "Sweep summary" in cli_sweep["proc"].stdout
 
 
 def expected_stop_reason(run) -> str:
@@ -117,46 +68,46 @@ def expected_stop_reason(run) -> str:
     return "max_steps"
 
 
-def test_mlflow_creating_the_store_says_nothing(sweep):
+def test_mlflow_creating_the_store_says_nothing(cli_sweep):
     """The sweep made its store from nothing: MLflow's INFO lines on creating and migrating it
     ("Creating initial MLflow database tables...") stay out of the console."""
-    assert "INFO" not in sweep["proc"].stdout + sweep["proc"].stderr
+    assert "INFO" not in cli_sweep["proc"].stdout + cli_sweep["proc"].stderr
 
 
-def test_the_job_process_never_imports_torch(sweep):
+def test_the_job_process_never_imports_torch(cli_sweep):
     """The ranks train with torch; the job process (sweep, jobs, MLflow, telemetry) never loads it."""
-    assert "torch loaded in the job process: False" in sweep["proc"].stdout
+    assert "torch loaded in the job process: False" in cli_sweep["proc"].stdout
 
 
-def test_a_host_without_nvml_gets_one_notice_and_cpu_figures(sweep):
-    output = sweep["proc"].stdout + sweep["proc"].stderr
+def test_a_host_without_nvml_gets_one_notice_and_cpu_figures(cli_sweep):
+    output = cli_sweep["proc"].stdout + cli_sweep["proc"].stderr
     assert output.count(NO_NVML) == 1  # once for the whole sweep, not per job or per sample
-    client = MlflowClient(sweep["uri"])
-    for run in sweep["children"]:
+    client = MlflowClient(cli_sweep["uri"])
+    for run in cli_sweep["children"]:
         metrics = run.data.metrics
         # the host's series over the whole job; its window figures need a sample inside a window of a
         # fraction of a second, which a starved host may not take (telemetry.summarize's own tests)
         assert client.get_metric_history(run.info.run_id, "telemetry/host/cpu_util_pct")
         assert metrics.get("cpu_util_mean_pct", 0) >= 0 and metrics.get("host_mem_used_max_gb", 1) > 0
         assert "power_mean_w" not in metrics and "energy_per_item_j" not in metrics
-    run = sweep["children"][0]
-    path = client.download_artifacts(run.info.run_id, "telemetry.csv", str(sweep["tmp"]))
+    run = cli_sweep["children"][0]
+    path = client.download_artifacts(run.info.run_id, "telemetry.csv", str(cli_sweep["tmp"]))
     rows = list(csv.DictReader(io.StringIO(Path(path).read_text())))
     assert rows and {r["device"] for r in rows} == {"host"}
     history = client.get_metric_history(run.info.run_id, "telemetry/host/host_mem_used_gb")
     assert 0 < len(history) <= min(len(rows), SERIES_POINTS)  # every sample, or averaged down
 
 
-def test_the_ranks_run_with_the_users_nccl_settings_and_the_run_records_them(sweep):
+def test_the_ranks_run_with_the_users_nccl_settings_and_the_run_records_them(cli_sweep):
     """gpubench adds no NCCL, NVSHMEM or symmetric-memory variable: what the rank saw is the user's."""
     from src.hardware.environment import communication_settings
 
-    client = MlflowClient(sweep["uri"])
-    run = sweep["children"][0]
+    client = MlflowClient(cli_sweep["uri"])
+    run = cli_sweep["children"][0]
     recorded = json.loads(
-        Path(client.download_artifacts(run.info.run_id, "environment.json", str(sweep["tmp"]))).read_text()
+        Path(client.download_artifacts(run.info.run_id, "environment.json", str(cli_sweep["tmp"]))).read_text()
     )
-    assert recorded["communication"] == communication_settings(USER_ENV)
+    assert recorded["communication"] == communication_settings(cli_sweep["env"])
     assert recorded["communication"]["NCCL_ALGO"] == "Ring"
 
 
