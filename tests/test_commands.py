@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -26,7 +27,8 @@ def _call(target: str, args: list[str], cwd) -> subprocess.CompletedProcess:
     )
 
 
-def _python_m(module: str, args: list[str]) -> subprocess.CompletedProcess:
+@functools.cache  # two scripts run src.train with the same arguments: what it prints is asked once
+def _python_m(module: str, args: tuple[str, ...]) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", module, *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300
     )
@@ -49,7 +51,7 @@ def test_every_script_names_a_command_here():
 )
 def test_a_script_prints_what_python_m_prints_from_any_folder(script, args, module, tmp_path):
     done = _call(SCRIPTS[script], [script, *args], cwd=tmp_path)
-    expected = _python_m(module, [a for a in args if a != "train"])
+    expected = _python_m(module, tuple(a for a in args if a != "train"))
     assert done.returncode == expected.returncode == 0, done.stderr
     assert done.stdout == expected.stdout
     assert "name: gpt2" in done.stdout if module == "src.train" else "baseline: a6000" in done.stdout
