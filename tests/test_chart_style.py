@@ -27,11 +27,15 @@ def test_any_other_gpu_has_the_same_colour_in_every_process():
     code = "from src.compare import charts; print(charts.colours(['lambdacloud_h100_80gb_pcie_gen5']))"
     seen = {
         subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120,
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
             env={"PYTHONHASHSEED": seed},
         ).stdout
         for seed in ("1", "2")
-    }  # fmt: skip
+    }
     assert len(seen) == 1
     assert charts.colours(["rtx_4090"])["rtx_4090"] not in charts.PROFILE_COLOURS.values()
 
@@ -74,7 +78,9 @@ def test_the_relative_chart_shows_each_ratio_as_a_bar_against_the_baseline_line(
     (bars,) = [c for c in vision.containers if isinstance(c, BarContainer)]
     assert [p.get_width() for p in bars] == [1.25, 3.4]  # no bar of 1.00x for the baseline
     colours = charts.colours(["a6000", "h100"])
-    assert [p.get_facecolor() for p in bars] == [matplotlib.colors.to_rgba(colours[g]) for g in ("a6000", "h100")]
+    assert [p.get_facecolor() for p in bars] == [
+        matplotlib.colors.to_rgba(colours[g]) for g in ("a6000", "h100")
+    ]
     assert [p.get_hatch() or "" for p in bars] == ["", "///"]  # a published figure is hatched
     assert [t.get_text() for t in vision.texts] == ["1.25x [1.18-1.32]", "3.40x, stated 3.10x"]
     [stated] = [line for line in vision.lines if line.get_marker() == "D"]
