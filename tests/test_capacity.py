@@ -216,30 +216,32 @@ def test_the_split_chart_shows_each_ratio_as_a_bar_with_its_label_inside_the_pan
     (ax,) = fig.axes
     assert png.read_bytes().startswith(b"\x89PNG") and png.name == "capacity_split.png"
     assert fig.texts[0].get_text() == "Speed and capacity: h200@48 against h200@24"  # one line
-    assert ax.get_title() == "txl_large, 1 GPU"
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["iso-batch tf32", "max-batch tf32"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["", "iso-batch tf32", "max-batch tf32"]
     (bars,) = [c for c in ax.containers if isinstance(c, BarContainer)]
     # iso-batch 1000 / 1000 at batch 4; max-batch 1650 (batch 16) / 1000 (batch 4); nothing published
     assert [p.get_width() for p in bars] == [pytest.approx(1.0), pytest.approx(1.65)]
-    assert [t.get_text() for t in ax.texts] == ["1.00x", "1.65x"]
-    assert [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == "-"] == [
-        1.0
-    ]  # the baseline's line
+    assert [t.get_text() for t in ax.texts] == ["txl_large, 1 GPU", "1.00x", "1.65x"]  # the model, then the bars
+    assert [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == "-"] == [1.0]  # the baseline
     assert_labels_inside_and_past_the_bars(fig, ax)
 
 
 def assert_labels_inside_and_past_the_bars(fig, ax):
-    """Every bar's label inside its panel, clear of its bar and whisker."""
+    """Every text inside the axes; each bar's label clear of its bar and whisker."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.container import BarContainer
 
     renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw_without_rendering()
     panel = ax.get_window_extent(renderer)
-    ends = [max(bar.get_width(), *line.get_xdata()) for bar, line in zip(ax.patches, ax.lines, strict=False)]
-    for label, end in zip(ax.texts, ends or [0] * len(ax.texts), strict=False):
-        box = label.get_window_extent(renderer)
-        assert panel.x0 <= box.x0 and box.x1 <= panel.x1, label.get_text()
-        assert box.x0 > ax.transData.transform((end, 0))[0], label.get_text()
+    (bars,) = [c for c in ax.containers if isinstance(c, BarContainer)]
+    whiskers = bars.errorbar.lines[2][0].get_segments() if bars.errorbar else [[(0, 0)]] * len(bars)
+    ends = [max(bar.get_width(), *(x for x, _ in whisker)) for bar, whisker in zip(bars, whiskers, strict=True)]
+    labels = [t for t in ax.texts if t.get_fontweight() != "bold"]
+    for text in ax.texts:
+        box = text.get_window_extent(renderer)
+        assert panel.x0 <= box.x0 and box.x1 <= panel.x1, text.get_text()
+    for label, end in zip(labels, ends, strict=True):
+        assert label.get_window_extent(renderer).x0 > ax.transData.transform((end, 0))[0], label.get_text()
 
 
 def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys, tracking_uri):
