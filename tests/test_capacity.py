@@ -34,16 +34,8 @@ def point(
     params = {"batch_size": str(batch)} | (params or {}) if batch is not None else dict(params or {})
     if cap is not None:
         params["gpu.memory_limit_gb"] = f"{cap:.1f}"
-    tags = {
-        "gpu": gpu,
-        "gpu_count": "1",
-        "model": model,
-        "category": category,
-        "precision": precision,
-        "unit": "tokens/s",
-        **({} if source == "measured" else {"source": source}),
-        **(tags or {}),
-    }
+    own = dict(gpu=gpu, gpu_count="1", model=model, category=category, precision=precision, unit="tokens/s")
+    tags = own | ({} if source == "measured" else {"source": source}) | (tags or {})
     repeats = [throughput * math.exp(k * spread_d) for k in (-1, 0, 1)] if spread_d else [throughput]
     records = [
         to_record(read_back(tags, params, {"throughput": t}, run_id=f"{gpu}{cap}{model}{batch}{t}"))
@@ -220,7 +212,11 @@ def test_the_split_chart_shows_each_ratio_as_a_bar_with_its_label_inside_the_pan
     (bars,) = [c for c in ax.containers if isinstance(c, BarContainer)]
     # iso-batch 1000 / 1000 at batch 4; max-batch 1650 (batch 16) / 1000 (batch 4); nothing published
     assert [p.get_width() for p in bars] == [pytest.approx(1.0), pytest.approx(1.65)]
-    assert [t.get_text() for t in ax.texts] == ["txl_large, 1 GPU", "1.00x", "1.65x"]  # the model, then the bars
+    assert [t.get_text() for t in ax.texts] == [
+        "txl_large, 1 GPU",
+        "1.00x",
+        "1.65x",
+    ]  # the model, then the bars
     assert [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == "-"] == [1.0]  # the baseline
     assert_labels_inside_and_past_the_bars(fig, ax)
 
@@ -235,7 +231,9 @@ def assert_labels_inside_and_past_the_bars(fig, ax):
     panel = ax.get_window_extent(renderer)
     (bars,) = [c for c in ax.containers if isinstance(c, BarContainer)]
     whiskers = bars.errorbar.lines[2][0].get_segments() if bars.errorbar else [[(0, 0)]] * len(bars)
-    ends = [max(bar.get_width(), *(x for x, _ in whisker)) for bar, whisker in zip(bars, whiskers, strict=True)]
+    ends = [
+        max(bar.get_width(), *(x for x, _ in whisker)) for bar, whisker in zip(bars, whiskers, strict=True)
+    ]
     labels = [t for t in ax.texts if t.get_fontweight() != "bold"]
     for text in ax.texts:
         box = text.get_window_extent(renderer)

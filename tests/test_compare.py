@@ -66,15 +66,21 @@ def make_run(
     return run.info.run_id
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory, empty_store) -> str:
+def runs_store(folder: Path, empty_store: Path):
+    """A store of RUNS: (its URI, its client, its experiment's id)."""
     from mlflow.tracking import MlflowClient
 
-    uri = store_copy(empty_store, tmp_path_factory.mktemp("compare"))
+    uri = store_copy(empty_store, folder)
     client = MlflowClient(tracking_uri=uri)
     experiment_id = client.create_experiment(EXPERIMENT)
     for gpu, count, model, category, precision, throughput, tags in RUNS:
         make_run(client, experiment_id, gpu, count, model, category, precision, throughput, tags)
+    return uri, client, experiment_id
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, empty_store) -> str:
+    uri, client, experiment_id = runs_store(tmp_path_factory.mktemp("compare"), empty_store)
     # neither a failed run nor a sweep parent may count
     make_run(client, experiment_id, "a6000", 1, "ssd300", "vision", "fp32", 9999.0, {}, status="FAILED")
     client.create_run(experiment_id, tags={"sweep": "true"})

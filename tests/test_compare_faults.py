@@ -21,21 +21,14 @@ from src.compare.folder import WRITTEN
 from src.errors import ConfigError, TrackingUnavailable
 from src.paths import PROJECT_ROOT
 from tests.conftest import run_cli, store_copy
-from tests.test_compare import RUNS, make_run, run
+from tests.test_compare import run, runs_store
 
 EXPERIMENT = "gpubench"
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, empty_store) -> str:
-    from mlflow.tracking import MlflowClient
-
-    uri = store_copy(empty_store, tmp_path_factory.mktemp("faults"))
-    client = MlflowClient(tracking_uri=uri)
-    experiment_id = client.create_experiment(EXPERIMENT)
-    for gpu, count, model, category, precision, throughput, tags in RUNS:
-        make_run(client, experiment_id, gpu, count, model, category, precision, throughput, tags)
-    return uri
+    return runs_store(tmp_path_factory.mktemp("faults"), empty_store)[0]
 
 
 def test_a_record_naming_files_outside_its_folder_deletes_nothing_there(store, tmp_path):

@@ -21,15 +21,8 @@ NEW = {"torch_version": "2.14.1", "cuda_version": "12.8"}
 def make(
     client, experiment_id, gpu, model, precision, throughput, tags=None, ci=0.01, steps=100, category="vision"
 ):
-    tags = {
-        "gpu": gpu,
-        "gpu_count": "1",
-        "model": model,
-        "category": category,
-        "precision": precision,
-        "unit": "images/s",
-        **(tags or {}),
-    }
+    point = dict(gpu=gpu, gpu_count="1", model=model, category=category, precision=precision, unit="images/s")
+    tags = point | (tags or {})
     run = client.create_run(experiment_id, run_name=f"{gpu}-{model}-{precision}", tags=tags)
     client.log_metric(run.info.run_id, "throughput", throughput)
     if tags.get("source") is None:  # a measured run logs its step-time CI

@@ -11,13 +11,8 @@ from tests.conftest import store_copy
 from tests.test_compare import run
 
 EXPERIMENT = "gpubench"
-STACK = {
-    "torch_version": "2.11.0",
-    "cuda_version": "13.0",
-    "cudnn_version": "91000",
-    "nccl_version": "2.27.3",
-    "driver_version": "580.1",
-}
+VERSIONS = {"torch": "2.11.0", "cuda": "13.0", "cudnn": "91000", "nccl": "2.27.3", "driver": "580.1"}
+STACK = {f"{name}_version": version for name, version in VERSIONS.items()}  # the tags a job logs
 NAMES = {"a6000": "NVIDIA RTX A6000", "rtx3090": "NVIDIA GeForce RTX 3090", "h100": "NVIDIA H100 80GB HBM3"}
 # gpu -> (fp16 ceiling, tf32, fp32, memory copy GB/s)
 CEILINGS = {"a6000": (120.0, 62.0, 30.0, 690.0), "rtx3090": (68.0, 34.0, 31.0, 850.0)}
@@ -47,16 +42,10 @@ PUBLISHED = [
 
 
 def _run(client, experiment_id, gpu, model, category, precision, tags=None, start=None):
-    tags = {
-        "gpu": gpu,
-        "gpu_name": NAMES[gpu],
-        "gpu_count": "1",
-        "model": model,
-        "category": category,
-        "precision": precision,
-        **STACK,
-        **(tags or {}),
-    }
+    point = dict(
+        gpu=gpu, gpu_name=NAMES[gpu], gpu_count="1", model=model, category=category, precision=precision
+    )
+    tags = point | STACK | (tags or {})
     run = client.create_run(
         experiment_id, run_name=f"{gpu}x1-{model}-{precision}", tags=tags, start_time=start
     )
