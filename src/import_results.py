@@ -146,9 +146,8 @@ def import_table(
     """One table's positive cells (those `only` keeps) as runs; `shipped` adds its generation's
     tags, batch sizes and runs' spread. Raises ImportInterrupted on SIGINT or SIGTERM."""
     from src import published
-    from src.run import owner
     from src.run.job import run_name
-    from src.tracking import job_run, store
+    from src.tracking import job_run, owner, store
 
     tasks, profiles = OmegaConf.to_container(cfg.tasks), OmegaConf.to_container(cfg.gpu_profiles)
     table = published.read_table(path, tasks, profiles)
@@ -174,7 +173,7 @@ def import_table(
             for key, result in todo.items():
                 lock.renew()
                 cell = (result.system, result.gpu_count, result.task)
-                tags = {**_figure_tags(result, key, path, source, precision, shipped), **owner.tags()}
+                tags = _figure_tags(result, key, path, source, precision, shipped)  # JobRun adds its owner
                 if cell in batches:
                     batch = shipped.per_gpu_batch(result.task, batches[cell], result.gpu_count)
                     tags[recorded.PUBLISHED_BATCH] = f"{batch:g}"

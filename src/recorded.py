@@ -68,7 +68,7 @@ UNAVAILABLE_PREFIX = "unavailable."  # unavailable.<num> = "<run name>: needs ..
 FAILED_JOB_PREFIX = "failed_job."  # failed_job.<num> = why that point failed
 NO_RUN_JOB_PREFIX = "no_run_job."  # no_run_job.<num> = true: that point failed before opening a run
 
-# who runs it: a RUNNING run whose process is gone is closed (src/run/owner.py)
+# who runs it: a RUNNING run whose process is gone is closed (src/tracking/owner.py)
 OWNER_HOST, OWNER_PID, OWNER_STARTED = "owner.host", "owner.pid", "owner.started"
 IDEMPOTENCY_KEY = "gpubench.key"  # one per job, set when its run is created (src/tracking/spool.py)
 

@@ -96,6 +96,7 @@ PRODUCERS = {
     "benchmark.cpu_threads=1": lambda: job_error("gpu=h200", "benchmark.cpu_threads=1"),
     "model.batch_size=auto": lambda: nothing_fits_under_a_cap(),
     "launcher.host_memory_reserve_gb=500.0": lambda: reserve_error(500.0),
+    "model.name='../../etc'": lambda: job_error("model.name=../../etc"),
     "source=lambda-2021": lambda: import_error("source=lambda-2021"),
 }
 

@@ -248,12 +248,10 @@ def test_killed_sweep_leaves_runs_that_the_next_job_ends_killed(tmp_path, tracki
 
 @pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_sync_ends_runs_whose_owner_is_gone_or_whose_pid_was_reused(tmp_path, tracking_uri):
-    from src.hardware import host
-    from src.run import owner
-    from src.tracking import store
+    from src.tracking import owner, store
 
     gone = subprocess.Popen(["sleep", "0"])
-    gone_started = host.process_started(gone.pid) or "1.00"
+    gone_started = owner.process_started(gone.pid) or "1.00"
     gone.wait()  # reaped: its pid names no process now
     me = owner.tags()
     cases = {

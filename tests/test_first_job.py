@@ -71,6 +71,14 @@ def test_a_run_of_a_model_outside_the_study_is_not_sent_to_the_studys_compare(mo
     assert line.endswith("holds only ssd300, resnet50, maskrcnn, txl_base, txl_large")
 
 
-def test_a_measured_run_of_a_study_model_is_sent_to_the_studys_compare(monkeypatch):
-    line = next_line_of(monkeypatch, "model=resnet50")
+def test_a_strict_fp32_run_is_not_said_to_stand_beside_lambdas_tf32_figures(monkeypatch):
+    line = next_line_of(monkeypatch, "model=resnet50", "precision=fp32")
+    assert line.startswith("next: the MLflow UI above shows this run;")
+    assert 'Lambda\'s "fp32", which ran TF32 (precision=tf32 measures its like)' in line
+
+
+@pytest.mark.parametrize("precision", ["bf16", "amp", "tf32"])
+def test_a_measured_run_of_a_study_model_is_sent_to_the_studys_compare(monkeypatch, precision):
+    gpu = ["gpu=h200", "gpu.count=1"] if precision != "bf16" else []
+    line = next_line_of(monkeypatch, "model=resnet50", f"precision={precision}", *gpu)
     assert line.startswith(f"next: {STUDY_COMPARE} sets it beside Lambda's RTX A6000 and RTX 3090")

@@ -27,6 +27,8 @@ from src.run.results import JobOutcome, combine_ranks, efficiency
 from src.tracking import job_run, spool
 
 STUDY = "lambda_a6000_vs_3090"  # conf/study/: the question compare answers beside Lambda's published cards
+STRICT_FP32 = "fp32"  # IEEE fp32, TF32 off: compare never pools it with published "fp32" (TF32 math)
+
 
 def run_name(
     profile: str,
@@ -137,7 +139,7 @@ def _run_job(
 
 
 def _where_and_next(cfg: DictConfig, run: job_run.JobRun) -> None:
-    """A single job's last lines: where its result is, and the command that sets it beside the study."""
+    """A single job's last lines: where its result is, the MLflow UI that shows it, and what next."""
     from src.tracking import ui
 
     console.console.print(
@@ -150,8 +152,9 @@ def _where_and_next(cfg: DictConfig, run: job_run.JobRun) -> None:
 
 
 def next_line(cfg: DictConfig) -> str:
-    """What shows a single job's run next: the study's compare where that compare counts the run,
-    else the MLflow UI (the line before), since compare would leave the run out."""
+    """What shows a single job's run next: the study's compare where its table counts the run, else
+    the MLflow UI (the line before): compare leaves a dry run out, holds only the study's models, and
+    keeps strict fp32 out of its means."""
     study = OmegaConf.load(PROJECT_ROOT / "conf" / "study" / f"{STUDY}.yaml")
     command = f"`python -m src.compare experiment={STUDY}`"
     if cfg.benchmark.name == recorded.SMOKE:
@@ -161,7 +164,14 @@ def next_line(cfg: DictConfig) -> str:
         )
     if cfg.model.name not in study.models:
         models = ", ".join(study.models)
-        return f"next: the MLflow UI above shows this run; the study's compare, {command}, holds only {models}"
+        return (
+            f"next: the MLflow UI above shows this run; the study's compare, {command}, holds only {models}"
+        )
+    if cfg.precision.name == STRICT_FP32:  # like math against like math: Lambda's "fp32" ran TF32
+        return (
+            f"next: the MLflow UI above shows this run; {command} sets strict fp32 apart from Lambda's "
+            '"fp32", which ran TF32 (precision=tf32 measures its like)'
+        )
     return (
         f"next: {command} sets it beside Lambda's RTX A6000 and RTX 3090 (imports their figures the "
         "first time)"

@@ -29,8 +29,8 @@ from src.errors import (
     exit_with_error,
     first_line,
 )
-from src.run import owner, signals, summary
-from src.tracking import job_run, spool, store, ui
+from src.run import signals, summary
+from src.tracking import job_run, owner, spool, store, ui
 
 
 class SweepRunCallback(Callback):

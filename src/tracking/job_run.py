@@ -13,8 +13,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from src import console, credentials, recorded
 from src.errors import first_line
-from src.tracking import spool
-from src.tracking.store import at_start, client, retry
+from src.tracking import owner, spool
+from src.tracking.store import at_start, away, client, retry
 
 # What every backend MLflow supports takes (MLflow 3.17: mlflow/utils/validation.py and the columns of
 # mlflow/store/tracking/dbmodels/models.py): a tag value is a varchar(8000) in PostgreSQL and MySQL
@@ -37,7 +37,8 @@ def flatten(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
 
 
 class JobRun:
-    """One job's MLflow run: opened before training, ended FINISHED, FAILED or KILLED.
+    """One job's MLflow run (or any other run gpubench writes): opened before training, tagged with
+    its owner (src/tracking/owner.py), ended FINISHED, FAILED or KILLED.
 
     What is logged is held until `flush()` or `end()`, which send it in one log_batch and one
     artifact upload: a job writes twice (its set-up before training, its result after), not once
@@ -74,8 +75,10 @@ class JobRun:
         self.online = True
         self._pending = _Pending()
         self.spooled: Path | None = None  # the folder holding the result that the store did not take
+        owner.close_vanished_once(tracking_cfg.uri)
         tags = {
             **tags,
+            **owner.tags(),  # a process killed outright leaves it RUNNING: the next command ends it
             recorded.SCHEMA: str(recorded.SCHEMA_VERSION),
             recorded.IDEMPOTENCY_KEY: self.record.key,
         }
@@ -106,7 +109,7 @@ class JobRun:
         except Exception as exc:
             self.online = False
             console.warning(
-                f"tracking unreachable ({first_line(exc)}): the run goes on; its result is kept in "
+                f"tracking unreachable ({away(exc) or first_line(exc)}): the run goes on; its result is kept in "
                 f"{self.spool_dir} until the server takes it"
             )
 
@@ -184,7 +187,7 @@ class JobRun:
             retry(lambda: spool.deliver(self.client, folder), self.retries, self.backoff_s)
         except Exception as exc:
             console.warning(
-                f"tracking still unreachable ({first_line(exc)}): run {self.record.run_name} is kept in "
+                f"tracking still unreachable ({away(exc) or first_line(exc)}): run {self.record.run_name} is kept in "
                 f"{folder}; `python -m src.sync` uploads it later"
             )
             self.spooled = folder
