@@ -65,7 +65,10 @@ def pair(ours, theirs):
 
     def rank(two):
         a, b = two
-        return (unlike(a, b, ("side", "gpu", "cap", "card", "batch"), ("setting", "software")), -a.n_runs - b.n_runs)
+        return (
+            unlike(a, b, ("side", "gpu", "cap", "card", "batch"), ("setting", "software")),
+            -a.n_runs - b.n_runs,
+        )
 
     a, b = min(itertools.product(ours, theirs), key=rank)
     return quotient(

@@ -38,7 +38,7 @@ SHARE_COLOURS = {
     "idle": "#ccc",
 }
 PANEL_IN, BAR_IN, PANEL_PAD_IN, PAGE_IN = 4.6, 0.26, 0.8, 18.0  # widths and heights, in inches
-CHAR_IN = 0.55 * 8.3 / 72  # one character of a label ("small": 8.3 pt DejaVu Sans)
+CHAR_IN = 0.62 * 8.3 / 72  # one character of a label ("small": 8.3 pt DejaVu Sans, names and digits)
 
 
 def colours(gpus):

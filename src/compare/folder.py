@@ -36,7 +36,9 @@ class OutFolder(contextlib.AbstractContextManager):
                 "leave out= unset (each compare then gets a folder of its own)"
             ) from None
         names = self._record.read().splitlines()
-        self.earlier = [name for name in names if name not in ("", ".", "..") and os.path.basename(name) == name]
+        self.earlier = [
+            name for name in names if name not in ("", ".", "..") and os.path.basename(name) == name
+        ]
         others = sorted(set(os.listdir(self.path)) - {WRITTEN, *self.earlier})
         if others:
             self._record.close()

@@ -134,9 +134,8 @@ def _run(cfg, folder):
     c.out, c.files = folder.path, folder.written
     if cfg.tag_runs:  # a projected point tags no run: the runs behind it measured something else
         measured = [m for m in c.measurements if m.source != PROJECTED]
-        anomalies.tag_runs(
-            cfg.tracking.uri, measured, c.rows, [a for a in c.found if a.measurement in measured]
-        )
+        found = [a for a in c.found if a.measurement.source != PROJECTED]
+        anomalies.tag_runs(cfg.tracking.uri, measured, c.rows, found)
     c.report_run_id = _log_report_run(cfg, c, text)
     for line in (w for part in parts for w in part.warnings):
         console.warning(line)

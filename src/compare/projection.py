@@ -83,7 +83,12 @@ def as_measurement(p, m, variant):
     config = tuple((k, v) for k, v in m.config if not k.startswith("tag:") and k != CAP_KEY)
     spec = Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)
     spread = Spread(math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE), NO_DOF_TO_LOSE, PROJECTED)
-    figures = {recorded.THROUGHPUT: p.throughput, "throughput_min": low, "throughput_max": high, "spread": spread}
+    figures = {
+        recorded.THROUGHPUT: p.throughput,
+        "throughput_min": low,
+        "throughput_max": high,
+        "spread": spread,
+    }
     unmeasured = dict.fromkeys(("per_watt", "per_watt_basis", "per_kusd"))
     return replace(
         m,
