@@ -22,7 +22,6 @@ FIRST_SCHEMA = 1  # runs without the tag
 TRAINING, CEILINGS = "training", "ceilings"
 KINDS = (TRAINING, CEILINGS)
 REPORT_KIND, SWEEP_KIND = "report", "sweep"  # runs that are no job: compare's report, a sweep's parent
-PROJECTION_KIND = "projection"  # no job either: a point compare projected onto a card (src/compare/projection.py)
 MEASURED = "measured"  # the source of this project's own runs (they carry no `source` tag)
 PROJECTED = "projected"  # the source of a point projected onto a card (src/compare/projection.py)
 
@@ -83,8 +82,6 @@ PUBLISHED_BATCH = "published_batch_size"  # per GPU, from the table's batch size
 
 # compare
 ANOMALY = "anomaly"  # on a run behind a flagged figure: what was flagged
-PROJECTED_FROM, PROJECTED_FROM_GPU = "projected_from", "projected_from_gpu"  # a projection run's inputs: run ids, card
-CEILINGS_RUN = "ceilings_run"  # ... and the ceilings run it carried the efficiency from
 REPORT = "report"  # "true" on compare's report run
 BASELINE, ANOMALIES, ANOMALY_KINDS = "baseline", "anomalies", "anomaly_kinds"
 
