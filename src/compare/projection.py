@@ -6,9 +6,13 @@ charts as measured and published ones without ever pooling with them.
 
 from __future__ import annotations
 
+import json
 import math
+import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from omegaconf import OmegaConf
 
@@ -16,11 +20,13 @@ from src import recorded, run_result
 from src.compare import explain, sections
 from src.compare.capacity import CAP_KEY
 from src.compare.ratio import Spread
-from src.compare.runs import MEASURED, Measurement, aggregate, select
+from src.compare.runs import MEASURED, Measurement, aggregate, select, to_record
 from src.logged_spec import Spec, positive_number
 from src.projection.cards import known, profiles
 from src.projection.choose import BATCHES, choose, nearest_source
-from src.projection.model import Card, Ceilings, Projection, ProjectionRefused, SourcePoint, project
+from src.projection import shipped
+from src.projection.counts import OpCounts
+from src.projection.model import Card, Ceilings, Figures, Projection, ProjectionRefused, SourcePoint, figures, project
 from src.projection.sentences import pair_sentence
 from src.stats import t95
 
@@ -41,6 +47,7 @@ class Outcome:
     refused: list[str] = field(default_factory=list)  # one line each: the run to make first
     measurements: list[Measurement] = field(default_factory=list)  # the projections as compare's points
     sentences: list[str] = field(default_factory=list)  # one per model, precision, count and card
+    shipped: str = ""  # the shipped measured source the points came from, where the store had none to project
 
 
 def for_compare(cfg, records: list, runs: list, baseline: str) -> Outcome:
@@ -49,10 +56,20 @@ def for_compare(cfg, records: list, runs: list, baseline: str) -> Outcome:
     `gpus=` and `sources=` select what is shown beside the projection."""
     if not cfg.project:
         return Outcome()
-    measurements = aggregate(select(records, OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]}))[0])
+    sources = OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]})
+    measurements = aggregate(select(records, sources)[0])
     targets, model_error = list(cfg.project), cfg.projection.model_error
     cards = profiles([*targets, *(m.gpu for m in measurements)])
-    outcome = project_onto(measurements, runs, targets, cards, cfg.projection.batch, model_error)
+    outcome = project_onto(measurements, runs, targets, cards, cfg.projection.batch, model_error, stored_counts(cfg))
+    if not outcome.projections:  # none of the store's points can be: the project's own, shipped
+        ship = shipped.read()
+        measurements = aggregate(select([r for r in map(to_record, ship.runs) if r], sources)[0])
+        cards = profiles([*targets, *(m.gpu for m in measurements)])
+        from_store = outcome.refused
+        outcome = project_onto(measurements, list(ship.runs), targets, cards, cfg.projection.batch, model_error,
+                               ship.counts.get)  # fmt: skip
+        outcome.refused = from_store + outcome.refused
+        outcome.shipped = ship.name
     per_card = Counter(map(_card_key, outcome.projections))
     for p in outcome.projections:
         [m] = [m for m in measurements if m.runs and m.runs[0].run_id == p.source.run_ids[0]]
@@ -64,7 +81,7 @@ def for_compare(cfg, records: list, runs: list, baseline: str) -> Outcome:
         if gpu != baseline:
             base = keyed.get((baseline, model, precision, count, group))
             if base is None:  # against the card it was measured on: that card projected onto itself
-                base = project(p.source, p.source_card, p.ceilings, p.source_card, model_error)
+                base = project(p.source, p.source_figures, p.source_figures, model_error, p.batch)
             outcome.sentences.append(pair_sentence(p, base, model_error))
     return outcome
 
@@ -163,8 +180,9 @@ def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> None:
 
 
 # ---- the inputs: each measured point, its card's ceilings and spec sheet, as its runs logged them ----
-def source_point(m: Measurement, runs: list[run_result.RunResult]) -> SourcePoint:
-    """A measured point (`runs`: its runs as read back) as the projection reads it."""
+def source_point(m: Measurement, runs: list[run_result.RunResult], counts: Callable[[str], OpCounts | None]) -> SourcePoint:
+    """A measured point (`runs`: its runs as read back; `counts`: a run's counted ops by its id) as the
+    projection reads it."""
     with_shares = [r.shares for r in runs if r.shares]
     shares = {s: explain.median_of(x.get(s) or 0.0 for x in with_shares) for s in recorded.SHARES}
     batch = int(float(dict(m.config).get(recorded.BATCH_SIZE) or runs[0].batch_size or 0))
@@ -189,26 +207,57 @@ def source_point(m: Measurement, runs: list[run_result.RunResult]) -> SourcePoin
         remeasure=f"{train} model.batch_size={batch}{cap_set}",
         group=tuple((k, v) for k, v in m.config if k not in NOT_THE_WORKLOAD),
         power_bound=explain.median_of(r.telemetry.throttled_power_share for r in runs),
+        counts=next(filter(None, map(counts, (r.run_id for r in runs))), None),
+        tf32=runs[0].tf32_math,
+        items_per_step=runs[0].window.items_per_step,
     )
 
 
-def source_card(gpu: str, params: dict, profile: dict | None) -> Card:
-    """The card a point ran on: the spec sheet its run logged, its profile for figures it never logged."""
-    profile = dict(profile or {"name": gpu})
-    peak, logged = "gpu.peak_tflops.", {k: positive_number(v) for k, v in params.items()}
+def source_figures(point: SourcePoint, by_id: dict, profile: dict | None) -> Figures:
+    """The card a point ran on: the spec sheet its run logged (its profile for figures it never
+    logged), its profile's measured figures, else its latest ceilings run of the same software."""
+    profile = dict(profile or {"name": point.gpu})
+    peak, logged = "gpu.peak_tflops.", {k: positive_number(v) for k, v in by_id[point.run_ids[0]].params.items()}
     logged_peaks = {k.removeprefix(peak): v for k, v in logged.items() if k.startswith(peak) and v}
     profile["peak_tflops"] = profile.get("peak_tflops", {}) | logged_peaks
     profile |= {key: logged[f"gpu.{key}"] for key in LOGGED_FIGURES if logged.get(f"gpu.{key}")}
-    return Card.from_profile(profile)
+    latest = explain.matching_ceilings(by_id.values(), *[by_id[i] for i in point.run_ids])
+    if latest is None:
+        raise ProjectionRefused(
+            f"{point.label}: no ceilings run of its card, count and software; run: "
+            f"python -m src.train model=ceilings gpu={point.gpu} gpu.count={point.gpu_count}"
+        )
+    found = latest.ceilings
+    return figures(Card.from_profile(profile), Ceilings(latest.run_id, found.matmul_tflops, found.memory_copy_gbs))
+
+
+def stored_counts(cfg) -> Callable[[str], OpCounts | None]:
+    """A run's counted ops as its job logged them (recorded.OP_COUNTS), None for a run without."""
+    from mlflow.exceptions import MlflowException
+
+    from src.tracking import store
+
+    client = store.client(cfg.tracking.uri)
+
+    def read(run_id: str) -> OpCounts | None:
+        with tempfile.TemporaryDirectory() as folder:
+            try:
+                path = client.download_artifacts(run_id, recorded.OP_COUNTS, folder)
+            except (MlflowException, OSError):
+                return None
+            return OpCounts.from_json(json.loads(Path(path).read_text()))
+
+    return read
 
 
 def project_onto(measurements: list[Measurement], runs: list, targets: list[str], profiles: dict[str, dict],
-                 batch: str, model_error: float) -> Outcome:  # fmt: skip
+                 batch: str, model_error: float, counts: Callable[[str], OpCounts | None]) -> Outcome:  # fmt: skip
     """The measured points of every gpu that is not itself a target, onto each target. `profiles`:
-    the targets' spec sheets and the measured cards' (for figures their runs never logged)."""
+    the targets' spec sheets and the measured cards' (for figures their runs never logged); `counts`:
+    a run's counted ops by its id."""
     by_id, done = {r.run_id: r for r in runs}, Outcome()
     points = [
-        source_point(m, [by_id[r.run_id] for r in m.runs if r.run_id in by_id])
+        source_point(m, [by_id[r.run_id] for r in m.runs if r.run_id in by_id], counts)
         for m in measurements
         if m.gpu not in targets and m.source == MEASURED and any(r.run_id in by_id for r in m.runs)
     ]
@@ -220,12 +269,12 @@ def project_onto(measurements: list[Measurement], runs: list, targets: list[str]
             continue
         for chosen in choose(points, target, batch):
             point = chosen.point
+            if chosen.refused:
+                done.refused.append(chosen.refused)
+                continue
             try:
-                card = source_card(point.gpu, by_id[point.run_ids[0]].params, profiles.get(point.gpu))
-                latest = explain.matching_ceilings(runs, *[by_id[i] for i in point.run_ids])
-                figures = latest and latest.ceilings  # None: no ceilings run of its card and stack
-                ceilings = latest and Ceilings(latest.run_id, figures.matmul_tflops, figures.memory_copy_gbs)
-                projection = project(point, card, ceilings, target, model_error)
+                source = source_figures(point, by_id, profiles.get(point.gpu))
+                projection = project(point, source, figures(target, source=source), model_error, chosen.batch)
             except ProjectionRefused as exc:
                 if str(exc) not in done.refused:  # a point without its breakdown: once, not per target
                     done.refused.append(str(exc))

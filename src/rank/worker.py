@@ -186,7 +186,13 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport |
 
         step_s = statistics.median(window.clock.read())
         breakdown = profile_steps(step, rank.device, cfg["benchmark"]["breakdown_steps"], step_s, rank.world)
-    return _gather(_report(rank, step, window, breakdown, started, built), rank)
+    report = _report(rank, step, window, breakdown, started, built)
+    if breakdown is not None:  # the step's ops counted once the report holds the window's peak memory
+        from src.rank.op_count import count_workload
+
+        del step
+        breakdown["op_counts"] = count_workload(cfg, rank.device).to_json()
+    return _gather(report, rank)
 
 
 @dataclass(frozen=True)
