@@ -114,7 +114,7 @@ def compare_points(store: Path):
     from src.compare.runs import aggregate, search_finished, to_record
 
     names = [e.name for e in MlflowClient(tracking_uri(store)).search_experiments()]
-    runs, _ = search_finished(tracking_uri(store), names)
+    runs, _ = search_finished(tracking_uri(store), names, "", "")
     return aggregate([r for r in map(to_record, runs) if r])
 
 

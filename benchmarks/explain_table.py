@@ -18,7 +18,8 @@ from pathlib import Path
 from common import job_runs, recorded
 
 from src import run_result
-from src.compare.explain import SHARES, ceilings_runs, matching_ceilings
+from src.compare.explain import matching_ceilings
+from src.recorded import SHARES
 from src.run.ceilings import summary as ceilings_summary
 
 
@@ -28,7 +29,7 @@ def main() -> None:
     stored = job_runs(parser.parse_args().store, newest_first=False)
     runs = [run_result.read(r) for r in stored if r.info.status == "FINISHED"]
     runs = [r for r in runs if r.source == recorded.MEASURED]  # this project's runs, not imported ones
-    ceilings = ceilings_runs(runs)
+    ceilings = [r for r in runs if r.kind == recorded.CEILINGS]
     for c in ceilings:
         window = c.window.measured_window_s or 0
         print(f"ceilings {c.gpu_name} x{c.gpu_count} ({window:.1f} s): {ceilings_summary(c.ceilings)}")
@@ -41,8 +42,8 @@ def main() -> None:
         ceiling = card.ceilings.matmul_tflops.get(run.spec.peak_key) if card and run.spec.peak_key else None
         achieved = run.achieved_tflops_per_gpu
         share = f"{achieved / ceiling:.0%}" if achieved and ceiling else "-"
-        cells = "".join(f"{run.shares[s]:>7.1%}" if run.shares and run.shares[s] is not None else f"{'-':>7}"
-                        for s in SHARES)  # fmt: skip
+        shares = run.shares or {}
+        cells = "".join(f"{shares[s]:>7.1%}" if shares.get(s) is not None else f"{'-':>7}" for s in SHARES)
         profiled = run.breakdown or recorded.Breakdown()
         print(
             f"{run.name:<28}{achieved or 0:>8.3g}{run.mfu or 0:>6.0%}{share:>6}{cells}"

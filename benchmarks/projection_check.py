@@ -101,7 +101,7 @@ def published(source: str) -> dict[tuple, Cell]:
 def source_points(uris: list[str], gpu: str, experiment: str) -> list:
     """The measured points of `gpu` with their card's figures: from the stores named, else shipped."""
     if uris:
-        runs = [run for uri in uris for run in search_finished(uri, [experiment])[0]]
+        runs = [run for uri in uris for run in search_finished(uri, [experiment], "", "")[0]]
         counts = [stored_counts(OmegaConf.create({"tracking": {"uri": uri}})) for uri in uris]
         counted = lambda run_id: next(filter(None, (read(run_id) for read in counts)), None)  # noqa: E731
     else:
@@ -112,7 +112,7 @@ def source_points(uris: list[str], gpu: str, experiment: str) -> list:
     cards = profiles([gpu])
     points = []
     for m in aggregate(records):
-        point = source_point(m, [by_id[r.run_id] for r in m.runs], counted)
+        point = source_point(m, counted)
         points.append((point, source_figures(point, by_id, cards.get(gpu))))
     return points
 

@@ -17,7 +17,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote
 
 SECRET_ENV = ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN")
 MASK = "***"
@@ -51,8 +51,9 @@ def bare(uri: str) -> str:
 def adopt_uri_credentials(uri: str) -> str:
     """The URI the process goes on with. A server's user:password moves into MLflow's variables (and
     a MLFLOW_TRACKING_URI that held them is replaced by the bare URI, for MLflow's own reads of it);
-    a database URI is returned whole, its password kept in memory for SQLAlchemy."""
-    if urlsplit(uri).scheme.lower() not in SERVER_SCHEMES:
+    a database URI is returned whole, its password kept in memory for SQLAlchemy. Any text is taken
+    (the config checks say what is wrong with a malformed one, in one line)."""
+    if uri.partition("://")[0].lower() not in SERVER_SCHEMES:
         return uri
     stripped, user, password = split_uri(uri)
     if user:

@@ -46,13 +46,14 @@ class Check:
         return f"{self.status:<5} {self.name:<9} {self.text}"
 
 
-def stack_report() -> dict:
+def stack_report(gpu_here: bool = True) -> dict:
     """stack_check's report, from a subprocess, as the ranks would import torch: a broken build may
-    crash the interpreter. `problem` says so when it could not run."""
+    crash the interpreter. `problem` says so when it could not run. On a host without a GPU, its
+    `cpu_build` is the fix as it works from here (PyTorch's index may not answer)."""
     paths = [p for p in (os.environ.get("PYTHONPATH", ""), *sys.path) if p]
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "src.rank.stack_check"],
+            [sys.executable, "-m", "src.rank.stack_check", *([] if gpu_here else ["--without-gpu"])],
             env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
             cwd=PROJECT_ROOT,
             capture_output=True,
@@ -137,12 +138,15 @@ def check_gpus(missing: str | None) -> Check:
 def check_tracking(cfg) -> Check:
     import mlflow  # noqa: F401  (it sets its logger's level on import: set ours after)
 
+    from src.config.groups.tracking import tracking_errors
     from src.errors import TrackingUnavailable
-    from src.tracking import store
+    from src.tracking import probe, store
 
     logging.getLogger("mlflow").setLevel(logging.WARNING)  # its INFO lines on creating a new store
     uri = credentials.bare(cfg.tracking.uri)
-    nothing = store.silent(cfg.tracking.uri, CONNECT_TIMEOUT_S)
+    if errors := tracking_errors(cfg.tracking):
+        return Check("FAIL", "tracking", "; ".join(errors))
+    nothing = probe.silent(cfg.tracking.uri, CONNECT_TIMEOUT_S)
     if nothing:
         return Check("FAIL", "tracking", f"tracking.uri={uri!r}: the tracking store cannot be reached "
                                          f"({nothing}); start it, or check tracking.uri")  # fmt: skip
@@ -153,9 +157,7 @@ def check_tracking(cfg) -> Check:
     except TrackingUnavailable as exc:
         return Check("FAIL", "tracking", str(exc).removesuffix("; nothing was run"))
     except Exception as exc:
-        return Check(
-            "FAIL", "tracking", store.problem(cfg.tracking.uri, exc).removesuffix("; nothing was run")
-        )
+        return Check("FAIL", "tracking", store.problem(cfg.tracking.uri, exc))
     return Check(
         "ok",
         "tracking",
@@ -164,7 +166,7 @@ def check_tracking(cfg) -> Check:
 
 
 def check_default(cfg, overrides: list[str], nvml_missing: str | None) -> Check:
-    from src.run.job import run_name
+    from src.run.job import job_name
     from src.run.prepare import prepare
 
     # the tracking store has its own line
@@ -174,12 +176,10 @@ def check_default(cfg, overrides: list[str], nvml_missing: str | None) -> Check:
         cfg, selection = prepare(cfg, None if nvml_missing is None else [])
     except ConfigError as exc:
         return Check("FAIL", "default", f"{command} would stop: {first_line(exc)}")
-    count = cfg.gpu.count * cfg.launcher.nnodes
-    name = run_name(selection.profile, count, cfg.model.name, cfg.precision.name, cfg.benchmark.name)
     return Check(
         "ok",
         "default",
-        f"{command} would run {name} (batch {cfg.model.batch_size}, benchmark={cfg.benchmark.name}, "
+        f"{command} would run {job_name(cfg, selection)} (batch {cfg.model.batch_size}, benchmark={cfg.benchmark.name}, "
         f"on {selection.device_kind})",
     )
 
@@ -219,11 +219,12 @@ def run_checks(overrides: list[str]) -> list[Check]:
     nvml_missing = _nvml_problem()
     cfg = compose(as_the_job_runs(overrides, nvml_missing))
     credentials.adopt_tracking_credentials(cfg)
-    stack = stack_report()
+    here = gpu_here(nvml_missing)
+    stack = stack_report(here)
     checks = [
         check_torch(stack),
         check_gpus(nvml_missing),
-        check_cuda_build(stack, gpu_here(nvml_missing)),
+        check_cuda_build(stack, here),
         check_tracking(cfg),
         check_default(cfg, overrides, nvml_missing),
     ]

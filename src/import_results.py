@@ -7,15 +7,17 @@ the spread of the logged runs behind a figure where the generation has them.
 Runs go to `tracking.published_experiment` (default `gpubench-published`), apart from measured
 runs; `src.compare` reads both. Each run carries an `import_key` tag, the published row's whole
 identity (source, precision, system, GPU count, task): importing the same file again finds the key
-and creates nothing twice. A run counts as imported once it is FINISHED, which is its last write:
-one left half-written (the import killed) is deleted and written again by the next import.
+and creates nothing twice. An import holds its source's lock in the store while it reads and writes
+(src/imported.py), so imports of one source at once, from any host, write each figure once. A run
+counts as imported once it is FINISHED, which is its last write: one left half-written (the import
+killed) is deleted and written again by the next import, which also removes a figure's second run.
+The shipped generations' names are kept for their own files.
 """
 
 from __future__ import annotations
 
 import datetime
 import difflib
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -74,6 +76,7 @@ class ImportSummary:
     already_there: int
     not_run: int
     experiment_id: str
+    repairs: imported.Repairs
 
 
 def validate_import(cfg: DictConfig) -> Path | None:
@@ -105,8 +108,15 @@ def validate_import(cfg: DictConfig) -> Path | None:
         errors.append("tracking.published_experiment='': must name the experiment published results go to")
     if not cfg.source or not all(c.isalnum() or c in "_-." for c in cfg.source):
         errors.append(f"source={cfg.source!r}: must be a name of letters, digits, '_', '-' or '.'")
-    elif cfg.source == MEASURED_SOURCE:
-        errors.append(f"source={cfg.source!r}: is reserved for this project's own runs; name the publisher")
+    elif cfg.source in (MEASURED_SOURCE, recorded.PROJECTED):
+        errors.append(f"source={cfg.source!r}: is reserved for this project's own figures; name the publisher")
+    elif shipped:
+        errors.append(
+            f"source={cfg.source}: names a generation the project ships (reference/lambda/), imported from "
+            f"its own files with `python -m src.import_results source={cfg.source}`; a table of your own "
+            f"goes in under another source= (not {', '.join(generations())}, {MEASURED_SOURCE} or "
+            f"{recorded.PROJECTED})"
+        )
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
     return path
@@ -136,9 +146,8 @@ def import_table(
     """One table's positive cells (those `only` keeps) as runs; `shipped` adds its generation's
     tags, batch sizes and runs' spread. Raises ImportInterrupted on SIGINT or SIGTERM."""
     from src import published
-    from src.run import owner
     from src.run.job import run_name
-    from src.tracking import job_run, store
+    from src.tracking import job_run, owner, store
 
     tasks, profiles = OmegaConf.to_container(cfg.tasks), OmegaConf.to_container(cfg.gpu_profiles)
     table = published.read_table(path, tasks, profiles)
@@ -146,53 +155,52 @@ def import_table(
     uri, source, precision = cfg.tracking.uri, source or cfg.source, precision or cfg.precision.name
     batches, runs = _batches_and_runs(shipped, precision, tasks, profiles)
     experiment_id = store.ensure_experiment(uri, cfg.tracking.published_experiment)
-    existing, writing = imported.existing_figures(store.client(uri), experiment_id, source, _alive)
-    if writing:  # two imports of one source at once would write figures twice
-        raise published.TableError(
-            f"source={source}: another import (pid {writing[0]}) is writing this source now; run again "
-            "once it has ended"
-        )
-    _refuse(imported.changed_figures(path, table.results, existing, source, precision), source)
-    todo: dict[str, PublishedResult] = {}
-    already_there = 0
-    for result in filter(only, table.results):
-        key = import_key(source, precision, result.system, result.gpu_count, result.task)
-        if key in existing:
-            already_there += 1
-        else:
-            todo.setdefault(key, result)  # a row published twice imports once
-    progress = _Progress(path, len(todo))
-    try:
-        for key, result in todo.items():
-            cell = (result.system, result.gpu_count, result.task)
-            tags = {**_figure_tags(result, key, path, source, precision, shipped), **owner.tags()}
-            if cell in batches:
-                batch = shipped.per_gpu_batch(result.task, batches[cell], result.gpu_count)
-                tags[recorded.PUBLISHED_BATCH] = f"{batch:g}"
-            name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
-            with signals.held():  # Ctrl-C or SIGTERM: once this run is whole
-                run = job_run.JobRun(cfg.tracking, experiment_id, name, tags)
-                run.log_params(
-                    imported.spec_params(result)
-                    | {"model.name": result.model, "precision.name": precision}
-                    | profile_spec(result.gpu, precision)
-                )
-                run.log_metrics(
-                    {
-                        recorded.THROUGHPUT: result.throughput,
-                        recorded.THROUGHPUT_PER_GPU: result.throughput / result.gpu_count,
-                        recorded.workload_metric(result.model, precision, result.gpu_count): result.throughput,
-                        **runs_spread(runs.get(cell, [])),
-                    }
-                )
-                run.end("FINISHED")  # the last write: from here the figure counts as imported
-                progress.advance()
-    except signals.Interrupted:
-        raise ImportInterrupted(
-            f"interrupted ({signals.received().name}): {progress.done:,} of {len(todo):,} run(s) from "
-            f"{path.name} imported, the rest not; the same command imports the rest"
-        ) from None
-    return ImportSummary(len(todo), already_there, table.not_run, experiment_id)
+    client = store.client(uri)
+    with imported.SourceLock(client, experiment_id, source, owner.tags(), owner.vanished) as lock:
+        existing, repairs, differ = imported.existing_figures(client, experiment_id, source)
+        repairs.dead_locks = lock.dead
+        _refuse(differ or imported.changed_figures(path, table.results, existing, source, precision), source)
+        todo: dict[str, PublishedResult] = {}
+        already_there = 0
+        for result in filter(only, table.results):
+            key = import_key(source, precision, result.system, result.gpu_count, result.task)
+            if key in existing:
+                already_there += 1
+            else:
+                todo.setdefault(key, result)  # a row published twice imports once
+        progress = _Progress(path, len(todo))
+        try:
+            for key, result in todo.items():
+                lock.renew()
+                cell = (result.system, result.gpu_count, result.task)
+                tags = _figure_tags(result, key, path, source, precision, shipped)  # JobRun adds its owner
+                if cell in batches:
+                    batch = shipped.per_gpu_batch(result.task, batches[cell], result.gpu_count)
+                    tags[recorded.PUBLISHED_BATCH] = f"{batch:g}"
+                name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
+                with signals.held():  # Ctrl-C or SIGTERM: once this run is whole
+                    run = job_run.JobRun(cfg.tracking, experiment_id, name, tags)
+                    run.log_params(
+                        imported.spec_params(result)
+                        | {"model.name": result.model, "precision.name": precision}
+                        | profile_spec(result.gpu, precision)
+                    )
+                    run.log_metrics(
+                        {
+                            recorded.THROUGHPUT: result.throughput,
+                            recorded.THROUGHPUT_PER_GPU: result.throughput / result.gpu_count,
+                            recorded.workload_metric(result.model, precision, result.gpu_count): result.throughput,
+                            **runs_spread(runs.get(cell, [])),
+                        }
+                    )
+                    run.end("FINISHED")  # the last write: from here the figure counts as imported
+                    progress.advance()
+        except signals.Interrupted:
+            raise ImportInterrupted(
+                f"interrupted ({signals.received().name}): {progress.done:,} of {len(todo):,} run(s) from "
+                f"{path.name} imported, the rest not; the same command imports the rest"
+            ) from None
+    return ImportSummary(len(todo), already_there, table.not_run, experiment_id, repairs)
 
 
 def _figure_tags(
@@ -301,14 +309,6 @@ def _batches_and_runs(
     return batches, runs
 
 
-def _alive(tags: dict) -> bool:
-    """The run's owner is a process of this host that still runs."""
-    from src.run import owner
-
-    here = tags.get(recorded.OWNER_HOST) == socket.gethostname() and tags.get(recorded.OWNER_STARTED)
-    return bool(here) and not owner.vanished(tags)
-
-
 def _refuse(changed: list[str], source: str) -> None:
     """Figures changed since they were imported: refused before anything is imported."""
     from src import published
@@ -350,6 +350,8 @@ def main(cfg: DictConfig) -> None:
         print(f"error: {said}", file=sys.stderr)
         sys.exit(signals.exit_code())
     for table, precision, summary in done:
+        for line in summary.repairs.lines(cfg.source):
+            console.print(line, soft_wrap=True)
         console.print(
             f"imported {summary.created} run(s) from {table.name} as source={cfg.source} "
             f"precision={precision} into {cfg.tracking.published_experiment!r} at "

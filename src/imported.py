@@ -1,17 +1,41 @@
-"""What the store already holds of a published source, and what a re-import may not change.
+"""What the store already holds of a published source, who is writing it, and what a re-import may
+not change.
+
+One import per source per store, whatever runs at once: an import holds the source's lock while it
+reads what is there and writes what is not (SourceLock). The lock lives in the store itself, as a
+RUNNING run tagged `import_lock=<source>`, so it binds every process that shares the store, on any
+host: a file lock binds one host only, and a team's MLflow server serves many. MLflow offers no
+compare-and-set, so an import takes the lock by creating its lock run and then looking: another
+live lock run of the source means another import holds it or is taking it too, and it deletes its
+own and tries again after a random pause. Of two imports taking it at once, the one that looks
+second sees the other's run, so at most one goes on. A lock run is dead when its process on this
+host has gone, or when its heartbeat (a count the import raises every HEARTBEAT_S while it writes)
+has not moved for LEASE_S as seen from here (a process of another host killed hard): it is deleted.
 
 A figure counts as imported once its run is FINISHED (its last write); a run with an import key
-that never finished was left by a killed import and is deleted, to be written again.
+that never finished was left by a killed import and is deleted, to be written again. A figure held
+by two FINISHED runs (left by imports that ran at once before the lock) keeps its first run; the
+others are deleted where they hold the same figure, and named where they do not.
 """
 
 from __future__ import annotations
 
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from src import recorded, run_result
+from src import console, recorded, run_result
 
+HEARTBEAT_S, LEASE_S, RETRY_S = 15.0, 120.0, 1.0
 # what a re-import compares, as a person reads it
-SHOWN_AS = {recorded.THROUGHPUT: recorded.THROUGHPUT, "gpu.count": "num_gpu", "gpu.tdp_w": "watt per GPU", "gpu.price_usd": "price per GPU"}
+SHOWN_AS = {
+    recorded.THROUGHPUT: recorded.THROUGHPUT,
+    "gpu.count": "num_gpu",
+    "gpu.tdp_w": "watt per GPU",
+    "gpu.price_usd": "price per GPU",
+}
 
 
 def import_key(source: str, precision: str, system: str, gpu_count: int, task: str) -> str:
@@ -29,13 +53,105 @@ def spec_params(result) -> dict[str, str]:
     }
 
 
-def existing_figures(
-    mlflow_client, experiment_id: str, source: str, still_running
-) -> tuple[dict[str, run_result.RunResult], list[str]]:
-    """(import_key -> the FINISHED run that holds the figure, the owner pids of runs another import
-    still writes: `still_running(tags)`). A run with the key that never finished and whose import
-    has gone is deleted: the figure is written again."""
-    figures, writing, token = {}, [], None
+@dataclass
+class Repairs:
+    """What the store held that an import put right; each said in a line."""
+
+    duplicates: int = 0  # FINISHED runs of a figure an earlier run holds alike: deleted
+    half_written: int = 0  # runs a stopped import never finished: deleted, their figures written again
+    dead_locks: int = 0  # lock runs of imports that had stopped: deleted
+
+    def lines(self, source: str) -> list[str]:
+        said = (
+            f"removed {self.duplicates} duplicate run(s) of source={source}: figures that imports run at "
+            "once had written twice; each is kept once, in its first run",
+            f"deleted {self.half_written} run(s) of source={source} that a stopped import left "
+            "half-written; their figures are written again",
+            f"released {self.dead_locks} lock(s) on source={source} held by imports that had stopped",
+        )
+        counts = (self.duplicates, self.half_written, self.dead_locks)
+        return [line for count, line in zip(counts, said, strict=True) if count]
+
+
+class SourceLock:
+    """`with SourceLock(...)`: this process alone imports `source` into the experiment until the end
+    of the block; waits (saying once for whom) while another import holds it."""
+
+    def __init__(self, mlflow_client, experiment_id: str, source: str, owner: dict, vanished: Callable):
+        self.client, self.experiment_id, self.source = mlflow_client, experiment_id, source
+        self.owner, self.vanished = owner, vanished  # this process's owner tags; whether tags' owner is gone
+        self.run_id: str | None = None
+        self.dead = 0
+        self.beats, self.renewed = 0, 0.0
+        self.seen: dict[str, tuple[str | None, float]] = {}  # lock run -> (its heartbeat, first seen at)
+
+    def __enter__(self) -> SourceLock:
+        waiting = False
+        while True:
+            if not (others := self._live()):
+                tags = {recorded.IMPORT_LOCK: self.source, recorded.IMPORT_HEARTBEAT: "0", **self.owner}
+                mine = self.client.create_run(
+                    self.experiment_id, run_name=f"import lock: {self.source}", tags=tags
+                )
+                if not self._live(besides=mine.info.run_id):
+                    self.run_id, self.renewed = mine.info.run_id, time.monotonic()
+                    return self
+                self.client.delete_run(mine.info.run_id)  # taken at the same moment: both step back
+            elif not waiting:
+                holder = others[0].data.tags
+                console.note(
+                    f"source={self.source}: another import (host {holder.get(recorded.OWNER_HOST)}, pid "
+                    f"{holder.get(recorded.OWNER_PID)}) is writing it; waiting for it to end"
+                )
+                waiting = True
+            time.sleep(RETRY_S * random.uniform(0.5, 1.5))
+
+    def renew(self) -> None:
+        """Show that this import lives: called between writes, it raises the heartbeat now and then."""
+        if time.monotonic() - self.renewed >= HEARTBEAT_S:
+            self.beats += 1
+            self.client.set_tag(self.run_id, recorded.IMPORT_HEARTBEAT, str(self.beats))
+            self.renewed = time.monotonic()
+
+    def __exit__(self, *exc) -> None:
+        self.client.delete_run(self.run_id)
+
+    def _live(self, besides: str | None = None) -> list:
+        """The live lock runs of the source but `besides`; dead ones are deleted and counted."""
+        found = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.{recorded.IMPORT_LOCK} = '{self.source}'",
+            max_results=1000,
+        )
+        live = []
+        for run in found:
+            if run.info.run_id == besides:
+                continue
+            if run.info.status == "RUNNING" and not self._dead(run):
+                live.append(run)
+            else:  # its import stopped (another command may have ended its run)
+                self.client.delete_run(run.info.run_id)
+                self.dead += 1
+        return live
+
+    def _dead(self, run) -> bool:
+        if self.vanished(run.data.tags):
+            return True
+        beat, now = run.data.tags.get(recorded.IMPORT_HEARTBEAT), time.monotonic()
+        seen = self.seen.get(run.info.run_id)
+        if seen is None or seen[0] != beat:
+            self.seen[run.info.run_id] = (beat, now)
+            return False
+        return now - seen[1] > LEASE_S
+
+
+def existing_figures(mlflow_client, experiment_id: str, source: str) -> tuple[dict, Repairs, list[str]]:
+    """(import_key -> the FINISHED run that holds the figure, what was put right, a line for each
+    figure that two runs hold with different values). Under the source's lock: a run with a key
+    that never finished is a stopped import's and is deleted; a second FINISHED run of a figure
+    that holds the same values is deleted."""
+    held: dict[str, list[run_result.RunResult]] = {}
+    repairs, token = Repairs(), None
     while True:
         page = mlflow_client.search_runs(
             [experiment_id],
@@ -47,14 +163,41 @@ def existing_figures(
             if recorded.IMPORT_KEY not in result.tags:
                 continue
             if result.status == "FINISHED":
-                figures[result.tags[recorded.IMPORT_KEY]] = result
-            elif result.status == "RUNNING" and still_running(result.tags):
-                writing.append(result.tags[recorded.OWNER_PID])
+                held.setdefault(result.tags[recorded.IMPORT_KEY], []).append(result)
             else:
                 mlflow_client.delete_run(result.run_id)
+                repairs.half_written += 1
         token = page.token
         if not token:
-            return figures, writing
+            break
+    figures, differ = {}, []
+    for key, runs in held.items():
+        first, *others = sorted(runs, key=lambda r: (r.started_ms, r.run_id))
+        figures[key] = first
+        for other in others:
+            if _values(other) == _values(first):
+                mlflow_client.delete_run(other.run_id)
+                repairs.duplicates += 1
+            else:
+                differ.append(
+                    f"{key}: runs {first.run_id} ({_said(_values(first))}) and {other.run_id} "
+                    f"({_said(_values(other))}) hold one published figure"
+                )
+    return figures, repairs, differ
+
+
+def _values(result: run_result.RunResult, default: dict | None = None) -> dict[str, str]:
+    """The figure a run holds as a re-import compares it (a param it lacks: `default`'s)."""
+    default = default or {}
+    values = {k: result.params.get(k, default.get(k)) for k in SHOWN_AS if k != recorded.THROUGHPUT}
+    throughput = (
+        f"{result.throughput:g}" if result.throughput is not None else default.get(recorded.THROUGHPUT)
+    )
+    return {recorded.THROUGHPUT: throughput} | values
+
+
+def _said(values: dict[str, str]) -> str:
+    return ", ".join(f"{SHOWN_AS[k]}={v}" for k, v in values.items())
 
 
 def changed_figures(path: Path, results: list, existing: dict, source: str, precision: str) -> list[str]:
@@ -66,9 +209,7 @@ def changed_figures(path: Path, results: list, existing: dict, source: str, prec
         if before is None:
             continue
         now = {recorded.THROUGHPUT: f"{r.throughput:g}"} | spec_params(r)
-        then = {k: before.params.get(k, v) for k, v in now.items()}
-        if before.throughput is not None:
-            then[recorded.THROUGHPUT] = f"{before.throughput:g}"
+        then = _values(before, now)
         differ = [f"{SHOWN_AS[k]}={now[k]} (imported before: {then[k]})" for k in now if now[k] != then[k]]
         if differ:
             changed.append(

@@ -12,6 +12,7 @@ import csv
 import math
 import re
 import statistics
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,9 +56,20 @@ class PublishedTable:
     not_run: int  # cells of 0 or less
 
 
+COUNT = re.compile(r"\b\d+x", re.IGNORECASE)  # "8x " or "4xV100": how many of the GPU a row's system has
+# words that name no card on their own: a count left over ("x", "2x" of "2x2x"), a vendor or its brand
+NOT_A_CARD = re.compile(r"(\d*x)+|nvidia|amd|intel|geforce|quadro|tesla|radeon|\W*", re.IGNORECASE)
+
+
 def gpu_name(system: str) -> str:
     """The GPU of a row without its count: "LambdaCloud 4xV100 16GB" -> "LambdaCloud V100 16GB"."""
-    return " ".join(re.sub(r"\b\d+x", " ", system).split())
+    return " ".join(COUNT.sub(" ", system).split())
+
+
+def names_a_card(name: str) -> bool:
+    """Whether a GPU name (its count taken out) has a word beyond counts and vendors: "RTX 3090",
+    "Titan RTX", "A100 80GB SXM4" do; "NVIDIA", "x", "2x", "—" do not."""
+    return any(not NOT_A_CARD.fullmatch(word) for word in name.split())
 
 
 def read_table(path: Path, tasks: dict, gpu_profiles: dict) -> PublishedTable:
@@ -65,15 +77,17 @@ def read_table(path: Path, tasks: dict, gpu_profiles: dict) -> PublishedTable:
 
     Refused with file:line and the cell: text that is not UTF-8, a header naming a column twice,
     a row with more or fewer cells than the header, a quote never closed, a name_gpu that names no
-    GPU (empty, `—`, a bare count such as `8x`), a cell
-    that is not a plain finite number (`1_000` is not), and one system, GPU count and task
-    published twice with different figures (the same figure twice imports once).
+    GPU (empty, `—`, a count or a vendor alone: `8X`, `2x2x`, `8x NVIDIA`), two rows that name one
+    card at one GPU count (`RTX 3090` and `1x RTX 3090`: compare would pool their figures), a cell
+    that is not a plain normal finite number (`1_000`, `inf`, `5e-324` are not), and one system,
+    GPU count and task published twice with different figures (the same figure twice imports once).
     """
     lines = _text_lines(path)
     reader = csv.DictReader(lines, strict=True)  # strict: a quote never closed is an error, not the rest of the file
     header = _read_header(reader, path)
     task_columns = [c for c in header if c not in SYSTEM_COLUMNS]
     results: dict[tuple, tuple[int, PublishedResult]] = {}
+    cards: dict[tuple[str, int], tuple[int, str]] = {}  # (gpu, count) -> the line and system naming it
     not_run = 0
     for row in _rows(reader, path, len(header)):
         line = reader.line_num
@@ -82,10 +96,18 @@ def read_table(path: Path, tasks: dict, gpu_profiles: dict) -> PublishedTable:
         if count is None or count < 1 or count != int(count):
             raise TableError(f"{path}:{line}: num_gpu={row['num_gpu']!r}: must be a whole number >= 1")
         name = gpu_name(system)
-        if not slug(name):
+        if not names_a_card(name):
             raise TableError(
-                f"{path}:{line}: name_gpu={system!r}: names no GPU once its count is taken out; "
-                "must name one (e.g. 'RTX 3090' or '8x A100 80GB SXM4')"
+                f"{path}:{line}: name_gpu={system!r}: names no GPU once its count and vendor are taken "
+                "out; must name one (e.g. 'RTX 3090' or '8x A100 80GB SXM4')"
+            )
+        gpu = gpu_profiles.get(name) or slug(name)
+        first_line, first = cards.setdefault((gpu, int(count)), (line, system))
+        if first != system:
+            raise TableError(
+                f"{path}:{line}: name_gpu={system!r} x{int(count)} is the card of line {first_line} "
+                f"({first!r} x{int(count)}): one row per card and GPU count, or their figures pool into "
+                "one nobody published; keep one"
             )
         for task in task_columns:
             value = _number(row, task, path, line)
@@ -95,7 +117,7 @@ def read_table(path: Path, tasks: dict, gpu_profiles: dict) -> PublishedTable:
             mapping = tasks.get(task) or {"model": task, "category": OTHER_CATEGORY, "unit": OTHER_UNIT}
             result = PublishedResult(
                 system=system,
-                gpu=gpu_profiles.get(name) or slug(name),
+                gpu=gpu,
                 gpu_name=name,
                 gpu_count=int(count),
                 task=task,
@@ -183,8 +205,11 @@ def _number(row: dict, column: str, path: Path, line: int) -> float | None:
         value = float(text)
     except ValueError:
         raise TableError(f"{path}:{line}: {column}={text!r}: must be a number (digits, '.', 'e')") from None
-    if not math.isfinite(value):
-        raise TableError(f"{path}:{line}: {column}={text!r}: must be a finite number")
+    if not math.isfinite(value) or 0 < abs(value) < sys.float_info.min:  # a subnormal: no ratio divides by it
+        raise TableError(
+            f"{path}:{line}: {column}={text!r}: must be a normal finite number (not nan, inf, nor below "
+            f"{sys.float_info.min:.1e})"
+        )
     return value
 
 

@@ -39,6 +39,7 @@ CATEGORY = "category"  # vision | language
 PRECISION = "precision"
 UNIT = "unit"  # of throughput: images/s, tokens/s, ...
 BENCHMARK = "benchmark"  # the benchmark group's name: default, smoke
+SMOKE = "smoke"  # the benchmark of dry runs: tiny sizes, left out of compare unless include_smoke
 SOURCE = "source"  # who measured it: absent on this project's own runs, the publisher on imported ones
 MATH_PREFIX = "math_"  # math_<what>: the math that ran (math_matmul_tf32, math_autocast_dtype, ...)
 MATH_MATMUL_TF32 = MATH_PREFIX + "matmul_tf32"
@@ -67,12 +68,14 @@ UNAVAILABLE_PREFIX = "unavailable."  # unavailable.<num> = "<run name>: needs ..
 FAILED_JOB_PREFIX = "failed_job."  # failed_job.<num> = why that point failed
 NO_RUN_JOB_PREFIX = "no_run_job."  # no_run_job.<num> = true: that point failed before opening a run
 
-# who runs it: a RUNNING run whose process is gone is closed (src/run/owner.py)
+# who runs it: a RUNNING run whose process is gone is closed (src/tracking/owner.py)
 OWNER_HOST, OWNER_PID, OWNER_STARTED = "owner.host", "owner.pid", "owner.started"
 IDEMPOTENCY_KEY = "gpubench.key"  # one per job, set when its run is created (src/tracking/spool.py)
 
 # imported published results (src/import_results.py)
 IMPORT_KEY = "import_key"
+# the run an import holds while it writes a source (src/imported.py): the source, and a count it raises
+IMPORT_LOCK, IMPORT_HEARTBEAT = "import_lock", "import_heartbeat"
 PUBLISHED_SYSTEM, PUBLISHED_TASK = "published_system", "published_task"
 PUBLISHED_PRECISION, PUBLISHED_FILE = "published_precision", "published_file"
 PUBLISHED_SOFTWARE, PUBLISHED_DATES = "published_software", "published_dates"  # of the source's generation
@@ -116,6 +119,9 @@ GPU_UTIL_MEAN_PCT, MEM_UTIL_MEAN_PCT = "gpu_util_mean_pct", "mem_util_mean_pct"
 MEM_USED_MAX_GB = "mem_used_max_gb"
 THROTTLED_POWER_SHARE, THROTTLED_THERMAL_SHARE = "throttled_power_share", "throttled_thermal_share"
 THROTTLED_SHARE = "throttled_share"
+# a run whose clocks its power limit held down for at least this share of the window ran at its power
+# limit (compare's explanation and projection's sentences both say so by this one threshold)
+AT_POWER_LIMIT = 0.5
 PCIE_TX_MEAN_MBS, PCIE_RX_MEAN_MBS = "pcie_tx_mean_mbs", "pcie_rx_mean_mbs"
 CPU_UTIL_MEAN_PCT, HOST_MEM_USED_MAX_GB = "cpu_util_mean_pct", "host_mem_used_max_gb"
 TELEMETRY_SAMPLES_PER_GPU = "telemetry_samples_per_gpu"

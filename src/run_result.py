@@ -3,14 +3,17 @@
 Everything that reads a run goes through `read`: compare, the importer, the sweep summary, resume's
 skip line. The names it reads and the typed figures it gives (src/recorded.py) are the writers' own.
 Runs carry `schema_version`; `read` handles the current version and version 1 (runs logged before
-the tag and the job kind existed: their kind is told by the model name, `ceilings`).
+the tag and the job kind existed: their kind is told by the model name, `ceilings`), and refuses
+any other in one line: a later gpubench's run is not read as if it were this one's.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from src import recorded
+from src.errors import ConfigError
 from src.logged_spec import Spec, positive_number, read_spec
 from src.stats import rule_missed
 
@@ -108,7 +111,7 @@ def read(run) -> RunResult:
         name=run.info.run_name or "",
         status=run.info.status,
         started_ms=run.info.start_time or 0,
-        schema_version=int(tags.get(recorded.SCHEMA, recorded.FIRST_SCHEMA)),
+        schema_version=schema_version(run),
         kind=kind_of(tags),
         source=tags.get(recorded.SOURCE, recorded.MEASURED),
         gpu=tags.get(recorded.GPU, ""),
@@ -118,7 +121,7 @@ def read(run) -> RunResult:
         category=tags.get(recorded.CATEGORY, "other"),
         precision=tags.get(recorded.PRECISION, ""),
         unit=tags.get(recorded.UNIT, "items/s"),
-        smoke=tags.get(recorded.BENCHMARK) == "smoke",
+        smoke=tags.get(recorded.BENCHMARK) == recorded.SMOKE,
         missed=missed,
         window=window,
         breakdown=breakdown,
@@ -131,6 +134,21 @@ def read(run) -> RunResult:
         published_runs=_published_runs(metrics),
         tags=tags,
         params=params,
+    )
+
+
+def schema_version(run) -> int:
+    """The run's schema version, one this gpubench reads; else ConfigError naming the run and the value."""
+    value = run.data.tags.get(recorded.SCHEMA, str(recorded.FIRST_SCHEMA))
+    number = int(value) if re.fullmatch("[0-9]+", value) else None
+    if number is not None and recorded.FIRST_SCHEMA <= number <= recorded.SCHEMA_VERSION:
+        return number
+    later = number is not None and number > recorded.SCHEMA_VERSION
+    why = "a later gpubench wrote it: upgrade to read it" if later else "no gpubench wrote it"
+    raise ConfigError(
+        f"run {run.info.run_id} ({run.info.run_name}): {recorded.SCHEMA}={value!r}: this gpubench reads "
+        f"versions {recorded.FIRST_SCHEMA} to {recorded.SCHEMA_VERSION}; {why}, or move the run to another "
+        "experiment"
     )
 
 

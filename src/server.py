@@ -75,7 +75,7 @@ def store_problem(uri: str) -> str | None:
     try:
         url = make_url(uri)
         url.get_dialect().import_dbapi()
-    except (ArgumentError, NoSuchModuleError):
+    except (ArgumentError, NoSuchModuleError, ValueError):  # ValueError: a port that is no number
         return "not a database URI (sqlite:////abs/path.db or postgresql://USER:PASSWORD@HOST:PORT/DB)"
     except ImportError as exc:
         return f"its database driver is missing ({exc}); PostgreSQL's comes with pip install -e '.[server]'"

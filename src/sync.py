@@ -6,7 +6,7 @@
 Each job's run is completed (or created, if it never was) without duplicates, then each sweep's
 parent run is ended from its children's statuses. A delivered spool folder is removed, so running
 sync again finds nothing. Then, in every store it delivered to (or --uri, or the default store),
-runs left RUNNING by a process of this host that has gone are ended KILLED (src/run/owner.py).
+runs left RUNNING by a process of this host that has gone are ended KILLED (src/tracking/owner.py).
 Exit code 1 while something is still undelivered.
 """
 
@@ -19,11 +19,11 @@ import sys
 from pathlib import Path
 
 from src import console, credentials
+from src.config.groups.tracking import uri_problem
 from src.errors import TrackingUnavailable, first_line
 from src.paths import PROJECT_ROOT, SQLITE_PREFIX
-from src.run import owner
 from src.run.sweep import finish_parent
-from src.tracking import spool, store
+from src.tracking import owner, spool, store
 
 
 def sync(roots: list[Path], uri: str | None = None) -> int:
@@ -83,7 +83,7 @@ def _deliver(folder: Path, uri: str, what: str, action) -> bool:
     try:
         run_id = action(store.client(uri))
     except Exception as exc:
-        console.warning(f"{what}: not delivered ({first_line(exc)}); kept in {folder}")
+        console.warning(f"{what}: not delivered ({store.away(exc) or first_line(exc)}); kept in {folder}")
         return False
     spool.remove(folder)
     console.note(f"delivered {what} -> run {run_id}")
@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     missing = [str(f) for f in args.folders if not f.is_dir() and f != PROJECT_ROOT / "multirun"]
     if missing:  # a typo would otherwise report "nothing to deliver" and exit 0
         parser.error(f"{', '.join(missing)}: no such folder (a sweep's or job's folder, or multirun/)")
+    if args.uri and (problem := uri_problem(args.uri)):
+        parser.error(f"--uri={credentials.redact(args.uri)}: {problem}")
     uri = credentials.adopt_uri_credentials(args.uri) if args.uri else None
     sys.exit(1 if sync(args.folders, uri) else 0)
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import http.server
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -64,6 +67,16 @@ def hash_before(cfg, *keys: str) -> str:
     return config_hash(OmegaConf.create(older))
 
 
+def cpu_hardware(ranks: int = 1, nodes: int = 1) -> str:
+    """The start of a CPU job's run name on this host, `cpux1t2`: `ranks` ranks per node, each with
+    the threads benchmark.cpu_threads=null gives it (the cores shared among the node's ranks)."""
+    from src.hardware.host import threads_per_rank
+    from src.run.job import run_name
+
+    name = run_name("cpu", ranks * nodes, "m", "p", nodes=nodes, threads=threads_per_rank(ranks))
+    return name.removesuffix("-m-p")
+
+
 @pytest.fixture
 def one_thread():
     """One intra-op thread: on a shared 2-core host, two spinning threads run slower than one."""
@@ -73,6 +86,33 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def index_away(monkeypatch):
+    """PyTorch's wheel index (any index) cannot be reached: every HTTP(S) request of this process and
+    its children goes through a proxy that refuses."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        proxy = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(name, proxy)
+    for name in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def http_port():
+    """A plain HTTP server (not MLflow, not PostgreSQL), its log kept off the test's stderr."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
 
 
 @pytest.fixture(scope="session")
@@ -219,15 +259,22 @@ def spec_of(gpu: str, precision: str, tf32_math: bool, params: dict):
     return read_back(tags, {k: str(v) for k, v in params.items()}).spec
 
 
-def logged_copy(run, uri: str, tags: dict | None = None, params: dict | None = None, dropped: tuple = ()) -> str:
-    """A real run's record logged again, FINISHED, into the store at `uri`, with tags or params
-    changed and tags dropped: the run as another install, host or setting would have logged it."""
+def logged_copy(
+    run,
+    uri: str,
+    tags: dict | None = None,
+    params: dict | None = None,
+    dropped: tuple = (),
+    experiment="gpubench",
+) -> str:
+    """A real run's record logged again, FINISHED, into `experiment` of the store at `uri`, with tags
+    or params changed and tags dropped: the run as another install, host or setting would have logged it."""
     from mlflow.entities import Metric, Param, RunTag
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
-    experiment = client.get_experiment_by_name("gpubench")
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment("gpubench")
+    found = client.get_experiment_by_name(experiment)
+    experiment_id = found.experiment_id if found else client.create_experiment(experiment)
     kept = {k: v for k, v in run.data.tags.items() if k not in dropped and not k.startswith("mlflow.")}
     copy = client.create_run(experiment_id, run_name=run.info.run_name)
     client.log_batch(

@@ -1,6 +1,6 @@
 """compare's capacity_split=[A,B]: speed (iso-batch), speed x capacity (max-batch), the capacity
-factor and their 95% intervals, the runs it lacks with their commands, the published context; and
-the memory curve's chart."""
+factor and their 95% intervals, the runs it lacks with their commands, the published context, and
+its chart."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from src.compare import capacity, capacity_report
+from src.compare import capacity
+from src.compare.report import cell
 from src.compare.runs import aggregate, to_record
 from src.stats import t95
 from tests.conftest import read_back
@@ -49,10 +50,10 @@ def test_the_split_divides_a_ratio_into_speed_and_capacity():
     ]
     (row,), missing = capacity.split(runs, PAIR)
     assert missing == []
-    assert (row.iso_batch, row.max_batch, row.baseline_max_batch) == (4, 16, 4)
-    assert row.figures["iso_ratio"].value == pytest.approx(1.1)
-    assert row.figures["max_ratio"].value == pytest.approx(1.65)
-    assert row.figures["capacity_factor"].value == pytest.approx(1.5)
+    assert (row["iso_batch"], row["max_batch"], row["baseline_max_batch"]) == (4, 16, 4)
+    assert row["iso_ratio"].value == pytest.approx(1.1)
+    assert row["max_ratio"].value == pytest.approx(1.65)
+    assert row["capacity_factor"].value == pytest.approx(1.5)
 
 
 D = 0.01  # the log spread of every point's repeats below
@@ -66,15 +67,14 @@ def test_each_split_ratio_carries_a_95_interval_from_the_repeats_of_the_points_i
         point("h200", 48, "txl_large", "tf32", 16, 1650.0, spread_d=D),
     ]
     (row,), _ = capacity.split(runs, PAIR)
-    assert row.figures["iso_ratio"].interval == around(1.1, HALF_ONE_PAIR)
-    assert row.figures["max_ratio"].interval == around(1.65, HALF_ONE_PAIR)
+    assert row["iso_ratio"].interval == around(1.1, HALF_ONE_PAIR)
+    assert row["max_ratio"].interval == around(1.65, HALF_ONE_PAIR)
     # max / iso = (A16 / B4) / (A4 / B4) = A16 / A4: the smaller card's point cancels, it is not
     # counted twice (four points would give se^2 = 4 D^2/3 with 8 dof, a wider interval)
-    assert row.figures["capacity_factor"].interval == around(1.5, HALF_ONE_PAIR)
-    record = capacity_report.records([row])[0]
-    assert record["capacity_factor_low"] == pytest.approx(1.5 * math.exp(-HALF_ONE_PAIR))
-    assert record["iso_ratio_high"] == pytest.approx(1.1 * math.exp(HALF_ONE_PAIR))
-    assert record["interval"] == "repeats" and record["difference"] == ""
+    assert row["capacity_factor"].interval == around(1.5, HALF_ONE_PAIR)
+    assert cell(row, "capacity_factor_low") == pytest.approx(1.5 * math.exp(-HALF_ONE_PAIR))
+    assert cell(row, "iso_ratio_high") == pytest.approx(1.1 * math.exp(HALF_ONE_PAIR))
+    assert row["interval"] == "repeats" and row["difference"] == ""
 
 
 def test_a_split_ratio_without_a_spread_has_no_interval_and_one_that_holds_one_says_so():
@@ -84,13 +84,12 @@ def test_a_split_ratio_without_a_spread_has_no_interval_and_one_that_holds_one_s
         point("h200", 48, "txl_large", "amp", 32, 1500.0),  # a lone run that logged no step-time CI
     ]
     (row,), _ = capacity.split(runs, PAIR)
-    low, high = row.figures["iso_ratio"].interval
+    low, high = row["iso_ratio"].interval
     assert low < 1.0 < high
-    assert (row.figures["max_ratio"].interval, row.figures["capacity_factor"].interval) == (None, None)
-    record = capacity_report.records([row])[0]
-    assert (record["max_ratio_low"], record["capacity_factor_high"]) == (None, None)
-    assert record["difference"] == "speed: no measurable difference"
-    assert record["interval"] == (
+    assert (row["max_ratio"].interval, row["capacity_factor"].interval) == (None, None)
+    assert (cell(row, "max_ratio_low"), cell(row, "capacity_factor_high")) == (None, None)
+    assert row["difference"] == "speed: no measurable difference"
+    assert row["interval"] == (
         "speed: repeats; speed x capacity: none: a run without a step-time CI; "
         "capacity: none: a run without a step-time CI"
     )
@@ -107,11 +106,11 @@ def test_category_means_carry_intervals_that_count_each_point_once():
     # two equal ratios, each of two independent points: the mean's log has se^2 = 4 (1/2)^2 D^2/3,
     # Welch's dof 8; the factor's smaller-card points cancel as in one model's
     half = t95(8) * math.sqrt(1 / 3) * D
-    assert mean.figures["iso_ratio"].interval == around(1.1, half)
-    assert mean.figures["max_ratio"].interval == around(1.65, half)
-    assert mean.figures["capacity_factor"].interval == around(1.5, half)
+    assert mean["iso_ratio"].interval == around(1.1, half)
+    assert mean["max_ratio"].interval == around(1.65, half)
+    assert mean["capacity_factor"].interval == around(1.5, half)
     assert "1.65x [1.63-1.67] at each card's largest batch = 1.10x [1.09-1.11] speed at the same batch" in (
-        capacity_report.sentence(rows, [mean])
+        capacity.sentence(mean)
     )
 
 
@@ -125,17 +124,17 @@ def test_category_means_take_the_models_with_both_ratios():
     ]  # fmt: skip
     rows, missing = capacity.split(runs, ["a6000", "rtx3090"])
     (mean,) = capacity.category_means(rows)
-    assert mean.figures["iso_ratio"].value == pytest.approx(1.2)
-    assert mean.figures["max_ratio"].value == pytest.approx((1.5 + 1.8) / 2)
-    assert mean.figures["capacity_factor"].value == pytest.approx(1.65 / 1.2)
-    assert mean.models == ("txl_base", "txl_large")
-    assert mean.figures["iso_ratio"].interval is None  # runs without a spread: no interval is invented
+    assert mean["iso_ratio"].value == pytest.approx(1.2)
+    assert mean["max_ratio"].value == pytest.approx((1.5 + 1.8) / 2)
+    assert mean["capacity_factor"].value == pytest.approx(1.65 / 1.2)
+    assert mean["models"] == "txl_base txl_large"
+    assert mean["iso_ratio"].interval is None  # runs without a spread: no interval is invented
     assert missing == [
         "capacity_split: rtx3090 has no resnet50 amp x1 run at batch auto (its largest batch); run: "
         "python -m src.train gpu=rtx3090 model=resnet50 precision=amp model.batch_size=auto"
     ]
     assert "1.65x at each card's largest batch = 1.20x speed at the same batch x 1.38x capacity" in (
-        capacity_report.sentence(rows, [mean])
+        capacity.sentence(mean)
     )
 
 
@@ -145,8 +144,8 @@ def test_a_pair_without_a_common_batch_names_the_iso_batch_run_to_add():
         point("h200", 48, "txl_base", "tf32", 40, 130.0),
     ]
     (row,), missing = capacity.split(runs, PAIR)
-    assert (row.figures["iso_ratio"], row.figures["capacity_factor"]) == (None, None)
-    assert row.figures["max_ratio"].value == pytest.approx(1.3)
+    assert (row["iso_ratio"], row["capacity_factor"]) == (None, None)
+    assert row["max_ratio"].value == pytest.approx(1.3)
     assert missing == [
         "capacity_split: h200@48 has no txl_base tf32 x1 run at batch 14 (the iso-batch point); run: "
         "python -m src.train gpu=h200 gpu.memory_limit_gb=48 model=txl_base precision=tf32 model.batch_size=14"
@@ -167,54 +166,47 @@ def test_capped_cards_stand_for_the_profile_of_their_memory_beside_its_published
         *published,
     ]
     (row,), _ = capacity.split(runs, PAIR)
-    assert row.published_ratio == pytest.approx(1.05)
-    assert (row.published_batch, row.published_baseline_batch) == (496, 224)
+    assert row["published_ratio"] == pytest.approx(1.05)
+    assert (row["published_batch"], row["published_baseline_batch"]) == (496, 224)
 
 
 CURVE_RUNS = [(24, 2, 600.0), (24, 4, 1000.0), (48, 4, 1000.0), (48, 8, 1400.0), (48, 16, 1650.0)]
 
 
-def test_the_split_chart_shows_each_ratio_as_a_bar_of_its_own_colour_with_its_label(tmp_path, drawn):
+def test_the_split_chart_shows_each_ratio_as_a_bar_with_its_label_inside_the_panel(tmp_path, drawn):
     from matplotlib.container import BarContainer
+
+    from src.compare.charts import capacity as chart
 
     runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in CURVE_RUNS]
     rows, _ = capacity.split(runs, PAIR)
-    (png,) = capacity_report.split_chart(rows, tmp_path)
+    (png,) = chart(rows, lambda name: tmp_path / name)
     (fig,) = drawn
     (ax,) = fig.axes
     assert png.read_bytes().startswith(b"\x89PNG") and png.name == "capacity_split.png"
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["txl_large tf32 x1"]
-    assert ax.get_xlabel() == "throughput of h200@48 / h200@24"
-    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert fig.texts[0].get_text() == "Speed and capacity: h200@48 against h200@24"  # one line
+    assert ax.get_title() == "txl_large, 1 GPU"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["iso-batch tf32", "max-batch tf32"]
+    (bars,) = [c for c in ax.containers if isinstance(c, BarContainer)]
     # iso-batch 1000 / 1000 at batch 4; max-batch 1650 (batch 16) / 1000 (batch 4); nothing published
-    assert [[p.get_width() for p in c] for c in bars] == [[pytest.approx(1.0)], [pytest.approx(1.65)], [0.0]]
-    assert [t.get_text().strip() for t in ax.texts] == ["1.00x", "1.65x;  capacity 1.65x", "none published"]
-    (legend,) = fig.legends
-    assert [t.get_text() for t in legend.get_texts()] == [
-        "iso-batch (speed)", "max-batch (speed x capacity)", "published (max-batch)",
-    ]  # fmt: skip
-    colours = [c.patches[0].get_facecolor() for c in bars]
-    assert len(set(colours)) == 3 and [h.get_facecolor() for h in legend.legend_handles] == colours
-    assert fig.texts[0].get_text().startswith("Speed and capacity: h200@48 vs h200@24")
+    assert [p.get_width() for p in bars] == [pytest.approx(1.0), pytest.approx(1.65)]
+    assert [t.get_text() for t in ax.texts] == ["1.00x", "1.65x"]
+    assert [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == "-"] == [1.0]  # the baseline's line
+    assert_labels_inside_and_past_the_bars(fig, ax)
 
 
-def test_the_memory_curve_shows_a_line_per_card_through_its_batches(tmp_path, drawn):
-    from matplotlib.container import ErrorbarContainer
+def assert_labels_inside_and_past_the_bars(fig, ax):
+    """Every bar's label inside its panel, clear of its bar and whisker."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    runs = [point("h200", cap, "txl_large", "tf32", b, t) for cap, b, t in CURVE_RUNS]
-    (png,) = capacity_report.curve_chart(runs, tmp_path)
-    (fig,) = drawn
-    (ax,) = fig.axes
-    assert png.read_bytes().startswith(b"\x89PNG") and png.name == "memory_curve.png"
-    assert ax.get_title(loc="left") == "txl_large tf32, 1 GPU"
-    assert (ax.get_xlabel(), ax.get_ylabel()) == ("per-GPU batch", "tokens/s")
-    lines = {c.get_label(): c.lines[0] for c in ax.containers if isinstance(c, ErrorbarContainer)}
-    drawn_points = {card: (list(line.get_xdata()), list(line.get_ydata())) for card, line in lines.items()}
-    assert drawn_points == {"h200@24": ([2, 4], [600.0, 1000.0]), "h200@48": ([4, 8, 16], [1000.0, 1400.0, 1650.0])}
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["h200@24", "h200@48"]
-    notes = {t.get_text(): t.get_color() for t in ax.texts}
-    assert notes == {"largest run: 4": lines["h200@24"].get_color(), "largest run: 16": lines["h200@48"].get_color()}
-    assert lines["h200@24"].get_color() != lines["h200@48"].get_color()
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw_without_rendering()
+    panel = ax.get_window_extent(renderer)
+    ends = [max(bar.get_width(), *line.get_xdata()) for bar, line in zip(ax.patches, ax.lines, strict=False)]
+    for label, end in zip(ax.texts, ends or [0] * len(ax.texts), strict=False):
+        box = label.get_window_extent(renderer)
+        assert panel.x0 <= box.x0 and box.x1 <= panel.x1, label.get_text()
+        assert box.x0 > ax.transData.transform((end, 0))[0], label.get_text()
 
 
 def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys, tracking_uri):
@@ -237,12 +229,12 @@ def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys, 
         client, experiment_id, "h200", "txl_base", 5000.0, {"gpu.memory_limit_gb": 24.0, "batch_size": 14}
     )
     result = run(uri, tmp_path / "out", "baseline=h200", "capacity_split=[h200@48,h200@24]")
-    rows = {r["model"]: r for r in read_csv(result.out / capacity_report.CSV)}
+    rows = {r["model"]: r for r in read_csv(result.out / capacity.CSV)}
     assert float(rows["txl_large"]["capacity_factor"]) == pytest.approx(1.5)
     low, high = (float(rows["txl_large"][f"capacity_factor_{end}"]) for end in ("low", "high"))
     assert (low, high) == around(1.5, HALF_ONE_PAIR, rel=1e-5)  # a CSV keeps 6 figures
     assert rows["txl_base"]["max_ratio"] == rows["txl_base"]["max_ratio_low"] == ""
-    (mean,) = read_csv(result.out / capacity_report.MEANS_CSV)
+    (mean,) = read_csv(result.out / capacity.MEANS_CSV)
     assert (mean["models"], mean["interval"]) == ("txl_large", "repeats")
     assert float(mean["iso_ratio_low"]) == pytest.approx(1.1 * math.exp(-HALF_ONE_PAIR), rel=1e-5)
     command = "python -m src.train gpu=h200 gpu.memory_limit_gb=48 model=txl_base precision=fp32 model.batch_size=auto"
@@ -251,20 +243,16 @@ def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys, 
         "1.65x [1.61-1.69] at each card's largest batch = 1.10x [1.08-1.13] speed at the same batch x "
         "1.50x [1.47-1.53] capacity" in report
     )
-    assert (
-        "| txl_large | fp32 | 1 | 4 | 16 / 4 | 1.10x [1.08-1.13] | 1.65x [1.61-1.69] | 1.50x [1.47-1.53] |"
-        in report
-    )
+    assert "| txl_large | fp32 | 1 GPU | 4 | 16 | 4 | 1.10x [1.08-1.13] | 1.65x [1.61-1.69] | 1.50x [1.47-1.53] |" in report
+    assert f"run: {command}" in report
     printed = capsys.readouterr().out
-    assert command in report and command in printed.replace("\n", " ")
+    # on the console: one line for the runs to add, where report.md names them, then the split's tables
+    assert "capacity_split: 1 run(s) to add; report.md (Speed and capacity) names each" in printed
+    assert command not in printed
     lines = [line.split() for line in printed.splitlines()]
-    assert ["capacity", "factor", "1.50x", "1.47-1.53"] in lines  # the console's split table
-    assert ["speed", "x", "capacity", "(max-batch)", "1.65x", "1.61-1.69", "16", "/", "4"] in lines
-    assert ["mean:", "language,", "fp32,", "1", "GPU", "1", "model"] in lines
-    assert (result.out / "capacity_split.png").is_file() and (result.out / "memory_curve.png").is_file()
-    assert (
-        "memory_limit_gb=24.0" in (result.out / "relative_throughput.csv").read_text()
-    )  # labels say the cap
+    assert ["1.10x", "[1.08-1.13]", "1.65x", "[1.61-1.69]", "1.50x", "[1.47-1.53]"] in lines
+    assert ["txl_large,", "fp32,", "1", "GPU"] in lines and ["language,", "fp32,", "1", "GPU"] in lines
+    assert "memory_limit_gb=24.0" in (result.out / "relative_throughput.csv").read_text()  # labels say the cap
 
 
 def test_a_split_of_one_card_is_refused_before_any_work(tmp_path):

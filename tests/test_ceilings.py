@@ -18,7 +18,9 @@ from src.rank.ceilings import bus_bandwidth_factor, figure
 from src.rank.matmul import best_matmul, grid
 from src.rank.worker import train_rank
 from src.run.resume import config_hash
-from tests.conftest import compose_cfg, read_runs, run_cli
+from tests.conftest import compose_cfg, cpu_hardware, read_runs, run_cli
+
+CPUX2 = cpu_hardware(2)  # how this host names a CPU job of 2 rank(s)
 
 CEILINGS = ["gpu=cpu", "benchmark=smoke", "model=ceilings"]
 
@@ -93,7 +95,7 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
     result = run_cli(args, tmp_path, tracking_uri)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     runs = {r.info.run_name: r for r in read_runs(tracking_uri) if r.data.tags.get("sweep") != "true"}
-    ceilings = runs["cpux2-ceilings-fp32-smoke"]
+    ceilings = runs[f"{CPUX2}-ceilings-fp32-smoke"]
     assert ceilings.info.status == "FINISHED" and "throughput" not in ceilings.data.metrics
     metrics = ceilings.data.metrics
     assert metrics["ceiling_allreduce_busbw_gbs"] == max(
@@ -114,7 +116,7 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
     with open(screen) as f:
         screened = [r for r in csv.DictReader(f) if r["figure"] == "matmul_fp32_tflops"]
     assert len(screened) == 2 * 8 and all(float(r["tflops"]) > 0 for r in screened)  # 8 shapes, 2 ranks
-    assert "done cpux2-ceilings-fp32-smoke: fp32 " in result.stdout
+    assert f"done {CPUX2}-ceilings-fp32-smoke: fp32 " in result.stdout
     for run in runs.values():  # what the ranks saw is the user's: nothing added, nothing lost
         recorded = client.download_artifacts(
             run.info.run_id, "environment.json", str(tmp_path / run.info.run_id)
@@ -124,9 +126,9 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
         assert {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}.items() <= communication.items()
         assert "nccl_settings" not in run.data.tags  # CPU ranks talk through gloo, not NCCL
 
-    gpt2 = runs["cpux2-gpt2-fp32-smoke"].data.metrics
-    assert runs["cpux2-gpt2-fp32-smoke"].data.tags["gpu_count"] == "2"
-    assert runs["cpux2-gpt2-fp32-smoke"].data.tags["math_autocast_dtype"] == "none"  # fp32: no autocast
+    gpt2 = runs[f"{CPUX2}-gpt2-fp32-smoke"].data.metrics
+    assert runs[f"{CPUX2}-gpt2-fp32-smoke"].data.tags["gpu_count"] == "2"
+    assert runs[f"{CPUX2}-gpt2-fp32-smoke"].data.tags["math_autocast_dtype"] == "none"  # fp32: no autocast
     assert gpt2["items_per_step"] == 2 * 2 * 32  # two ranks x smoke batch 2 x seq_len 32
     assert gpt2["throughput"] == pytest.approx(2 * gpt2["throughput_per_gpu"])
     shares = [gpt2[f"breakdown_{c}_share"] for c in ("matmul", "other", "comm", "memcpy", "idle")]
@@ -135,7 +137,7 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
     assert {"breakdown_start_s", "breakdown_stop_s", "breakdown_parse_s"} <= set(gpt2)
     assert 0 < gpt2["breakdown_steps_s"] <= gpt2["breakdown_s"]  # the profiled step, within the cost
     kernels = client.download_artifacts(
-        runs["cpux2-gpt2-fp32-smoke"].info.run_id, "top_kernels.csv", str(tmp_path)
+        runs[f"{CPUX2}-gpt2-fp32-smoke"].info.run_id, "top_kernels.csv", str(tmp_path)
     )
     assert open(kernels).readline().strip() == "kernel,category,calls,total_ms,share_of_span"
     counted = client.download_artifacts(runs["cpux2-gpt2-fp32-smoke"].info.run_id, "op_counts.json", str(tmp_path))
@@ -146,4 +148,4 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
     again = run_cli([*args[:-1], "model=ceilings", "precision=bf16"], tmp_path / "again", tracking_uri)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     summary = " ".join(again.stdout[again.stdout.index("Sweep summary") :].split())
-    assert "cpux2-ceilings-bf16-smoke SKIPPED" in summary and "cpux2-ceilings-fp32-smoke" not in summary
+    assert f"{CPUX2}-ceilings-bf16-smoke SKIPPED" in summary and f"{CPUX2}-ceilings-fp32-smoke" not in summary

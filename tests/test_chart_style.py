@@ -1,5 +1,6 @@
-"""How every chart looks (src/compare/style.py): a gpu keeps its colour in every comparison, tall
-grids become pages, and a bar too short or too long to draw still says its value."""
+"""How every chart looks (src/compare/charts.py): a gpu keeps its colour in every comparison, tall
+charts become pages, a title is one line, the baseline is the line at 1.0, and each bar's label sits
+inside its panel, clear of its whisker."""
 
 from __future__ import annotations
 
@@ -8,144 +9,105 @@ import sys
 
 import matplotlib
 
-from src.compare import style
+from src.compare import charts
+from src.compare.ratio import Ratio, Spread
+from tests.test_capacity import assert_labels_inside_and_past_the_bars
+
+PROFILES = ("rtx3090", "a6000", "a100", "h100", "h200", "cpu")
 
 
 def test_profiles_keep_their_own_distinct_colours():
-    colours = [style.gpu_colour(gpu) for gpu in ("rtx3090", "a6000", "a100", "h100", "h200", "cpu")]
-    assert len(set(colours)) == len(colours)
-    assert style.gpu_colour("rtx3090") == style.PROFILE_COLOURS["rtx3090"]
+    colours = charts.colours(PROFILES)
+    assert len({str(c) for c in colours.values()}) == len(PROFILES)
+    assert colours["rtx3090"] == charts.PROFILE_COLOURS["rtx3090"]
 
 
 def test_any_other_gpu_has_the_same_colour_in_every_process():
     """Not Python's salted hash(): a fresh process (another compare) gives the same colour."""
-    code = "from src.compare import style; print(style.gpu_colour('lambdacloud_h100_80gb_pcie_gen5'))"
+    code = "from src.compare import charts; print(charts.colours(['lambdacloud_h100_80gb_pcie_gen5']))"
     seen = {
         subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120,
             env={"PYTHONHASHSEED": seed},
-        ).stdout  # fmt: skip
+        ).stdout
         for seed in ("1", "2")
-    }
+    }  # fmt: skip
     assert len(seen) == 1
-    assert style.gpu_colour("rtx_4090") not in style.PROFILE_COLOURS.values()
-
-
-def test_a_tall_grid_is_split_into_pages_within_the_budget(tmp_path):
-    pages = style.pages([5.6] * 10, budget_in=18)
-    assert [list(p) for p in pages] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
-    assert style.pages([30.0, 1.0], budget_in=18) == [range(0, 1), range(1, 2)]  # a tall row alone
-    assert style.save(style.figure(2, 2), tmp_path / "scaling", "one page").name == "scaling.png"
-    assert style.save(style.figure(2, 2), tmp_path / "scaling", "paged", page=(2, 3)).name == "scaling_p2.png"
-
-
-def test_a_flagged_outlier_does_not_squash_the_axis():
-    assert style.axis_end([1.0, 1.2, 157.0], [False, False, True]) == 1.2 * 1.18
-
-
-def test_values_too_short_or_too_long_to_draw_are_written():
-    from matplotlib.figure import Figure
-
-    ax = Figure().subplots()
-    style.hbars(ax, [0.0002, 1.0, 150.0], ["0.000200x", "1.00x", "150x"], end=2.0)
-    drawn = ax.patches
-    texts = [t.get_text() for t in ax.texts]
-    assert "0.000200x (too short to draw)" in texts and "1.00x" in texts
-    assert any(t.startswith("150x (beyond the axis)") for t in texts)
-    assert drawn[2].get_width() == 2.0  # cut at the axis' edge
+    assert charts.colours(["rtx_4090"])["rtx_4090"] not in charts.PROFILE_COLOURS.values()
 
 
 def test_no_two_gpus_of_a_comparison_share_a_colour_and_the_same_gpus_keep_theirs():
     # Lambda's systems whose hashes pick the same colour of the palette
     gpus = ["rtx3090", "a6000", "h100", *[f"lambda_system_{i}" for i in range(25)]]
-    style.use_colours(gpus)
-    first = {gpu: style.gpu_colour(gpu) for gpu in gpus}
-    assert len(set(map(str, first.values()))) == len(gpus)
-    assert first["a6000"] == style.PROFILE_COLOURS["a6000"]
-    style.use_colours(list(reversed(gpus)))  # another compare of the same gpus
-    assert {gpu: style.gpu_colour(gpu) for gpu in gpus} == first
+    first = charts.colours(gpus)
+    assert len({str(c) for c in first.values()}) == len(gpus)
+    assert first["a6000"] == charts.PROFILE_COLOURS["a6000"]
+    assert charts.colours(list(reversed(gpus))) == first  # another compare of the same gpus
 
 
-def test_a_label_that_would_leave_its_panel_is_written_inside_its_bar():
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.2, 2), layout="constrained")
-    ax = fig.subplots()
-    style.hbars(ax, [0.3, 1.9], ["0.300x", "1.90x  ! outside_spec scaling_above_100"], end=2.0)
-    style.keep_labels_inside(fig)
-    renderer = fig.canvas.get_renderer()
-    box = ax.get_window_extent(renderer)
-    for label in ax.texts:
-        extent = label.get_window_extent(renderer)
-        assert box.x0 <= extent.x0 and extent.x1 <= box.x1 + 0.5, label.get_text()
-    assert ax.texts[1].get_horizontalalignment() == "right"  # moved: it ends at its bar's end
-    assert ax.texts[0].get_horizontalalignment() == "left"  # room beside its bar: left there
+def test_a_tall_chart_is_split_into_pages_within_the_budget():
+    assert [list(p) for p in charts.pages([5.6] * 10, budget_in=18)] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]]
+    assert charts.pages([30.0, 1.0], budget_in=18) == [range(0, 1), range(1, 2)]  # a tall panel alone
 
 
-def test_the_relative_chart_shows_each_ratio_as_a_bar_in_its_gpus_colour_with_its_label(tmp_path, drawn):
+def test_the_relative_chart_shows_each_ratio_as_a_bar_against_the_baseline_line(tmp_path, drawn):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.container import BarContainer
 
-    from src.compare.charts import Bar, relative_bars
-
-    style.use_colours(["a6000", "h100", "rtx3090"])
-    given = [  # in no order: the chart sorts them
-        Bar("h100", "amp", "lambda", 3.4),
-        Bar("a6000", "tf32", "measured", 1.25, interval=(1.2, 1.3)),
-        Bar("a6000", "amp", "measured", 1.02, interval=(0.98, 1.06)),
+    given = [  # in no order: the chart keeps each panel's bars as given
+        ("vision, 1 GPU", charts.Bar("a6000", "tf32", "measured", Ratio(1.25, Spread(0.02, 4, "repeats")))),
+        ("vision, 1 GPU", charts.Bar("h100", "amp", "lambda", Ratio(3.4, None), stated=3.1)),
+        ("language, 1 GPU", charts.Bar("a6000", "amp", "measured", Ratio(1.02, Spread(0.02, 4, "repeats")))),
     ]
-    items = [("vision, 1 GPU", bar) for bar in given]
-    (png,) = relative_bars(items, "rtx3090", "per category", tmp_path / "relative_by_category")
+    title = "Training throughput relative to rtx3090, mean over the models each gpu and rtx3090 both have"
+    (png,) = charts.relative(given, "rtx3090", title, "relative_by_category", lambda name: tmp_path / name)
     (fig,) = drawn
     assert png.name == "relative_by_category.png" and png.read_bytes().startswith(b"\x89PNG")
-    fp32, mixed = fig.axes[:2]
-    assert fp32.get_title(loc="left") == "vision, 1 GPU · fp32, tf32"
-    assert mixed.get_title(loc="left") == "vision, 1 GPU · amp, bf16"
-    assert mixed.get_xlabel() == "training throughput relative to rtx3090 (= 1.0)"
-    assert [t.get_text() for t in mixed.get_yticklabels()] == ["a6000 amp", "h100 amp [lambda]"]
-    (bars,) = [c for c in mixed.containers if isinstance(c, BarContainer)]
-    assert [p.get_width() for p in bars] == [1.02, 3.4]
-    assert [p.get_facecolor() for p in bars] == [
-        matplotlib.colors.to_rgba(style.gpu_colour(g)) for g in ("a6000", "h100")
-    ]
-    assert [p.get_hatch() or "" for p in bars] == ["", style.PUBLISHED_HATCH]  # a published figure is hatched
-    written = [t.get_text() for t in mixed.texts]
-    assert any(t.startswith("1.02") and "~1" in t for t in written)  # its interval holds 1.0
-    assert any(t.startswith("3.40") for t in written)
+    assert fig.texts[0].get_text() == title  # one line, sized to the figure
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    assert fig.texts[0].get_window_extent(canvas.get_renderer()).x1 <= fig.bbox.x1
+    language, vision = fig.axes
+    assert (language.get_title(), vision.get_title()) == ("language, 1 GPU", "vision, 1 GPU")
+    assert vision.get_xlim()[1] > 3.4  # every bar on one scale, from 0
+    assert [t.get_text() for t in vision.get_yticklabels()] == ["a6000 tf32", "h100 amp [lambda]"]
+    (bars,) = [c for c in vision.containers if isinstance(c, BarContainer)]
+    assert [p.get_width() for p in bars] == [1.25, 3.4]  # no bar of 1.00x for the baseline
+    colours = charts.colours(["a6000", "h100"])
+    assert [p.get_facecolor() for p in bars] == [matplotlib.colors.to_rgba(colours[g]) for g in ("a6000", "h100")]
+    assert [p.get_hatch() or "" for p in bars] == ["", "///"]  # a published figure is hatched
+    assert [t.get_text() for t in vision.texts] == ["1.25x [1.18-1.32]", "3.40x, stated 3.10x"]
+    [stated] = [line for line in vision.lines if line.get_marker() == "D"]
+    assert list(stated.get_xdata()[1:]) == [3.1]  # the publication's figure marked on its bar
+    assert [t.get_text() for t in language.texts] == ["1.02x [0.96-1.08] ~1"]
+    [legend] = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["lambda figure", "stated by the publication"]
+    for ax in (language, vision):
+        assert [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == "-"] == [1.0]
+        assert_labels_inside_and_past_the_bars(fig, ax)
 
 
-def test_a_title_longer_than_a_narrow_chart_is_wrapped_inside_it(tmp_path):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    fig = style.figure(4.0, 3.0)
+def test_a_title_too_long_for_its_figure_is_set_smaller_on_one_line(tmp_path):
+    fig = charts.figure(4.0, 3.0)
     fig.add_subplot().barh([0], [1.0])
-    detail = "bars from 0 on one scale; whiskers: 95% interval, ~1: it holds 1.0 (no measurable difference)"
-    what = "Training throughput relative to rtx3090, per model on 1 GPU"
-    style.save(fig, tmp_path / "relative", what, detail)
-    canvas = FigureCanvasAgg(fig)
-    canvas.draw()
-    drawn = fig._suptitle.get_window_extent(canvas.get_renderer())
-    assert drawn.x1 <= fig.bbox.x1
-    assert "holds 1.0" in fig._suptitle.get_text().replace("\n", " ")
-
-
-def test_a_step_breakdown_panel_title_is_wrapped_within_its_panel():
-    import textwrap
-
+    title = "Training throughput relative to rtx3090, per model on 1 GPU, page 1 of 2"
+    charts.save(fig, tmp_path / "narrow.png", title, [])
+    assert fig.texts[0].get_fontsize() < 12 and "\n" not in fig.texts[0].get_text()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
-    from src.compare.explain_charts import PANEL_W_IN, TITLE_CHARS
-
-    fig = Figure(figsize=(PANEL_W_IN * 2, 3.4), layout="constrained")
-    left, right = fig.subplots(1, 2, sharey=True)
-    title = "txl_large [batch_size=8, gpu=h200, memory_limit_gb=48.0, gpu_name=NVIDIA H200, power_limit=700.0] amp x1"
-    for ax in (left, right):
-        ax.set_title(textwrap.fill(title, TITLE_CHARS), fontsize="small", loc="left")
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
-    renderer = canvas.get_renderer()
-    assert left._left_title.get_window_extent(renderer).x1 < right.get_window_extent(renderer).x0
+    assert fig.texts[0].get_window_extent(canvas.get_renderer()).x1 <= fig.bbox.x1
+
+
+def test_the_per_model_chart_leaves_the_baseline_out(tmp_path, drawn):
+    """Its own ratio of 1.0 by definition is the line, not a bar."""
+    from src.compare.analysis import relative_table
+    from tests.test_compare import measurement
+
+    points = [measurement("rtx3090", "resnet50", 100.0), measurement("a6000", "resnet50", 90.0)]
+    rows = relative_table(points, "rtx3090")
+    (png,) = charts.per_model(rows, "rtx3090", {}, lambda name: tmp_path / name)
+    assert png.name == "relative_by_model_x1.png"
+    [ax] = drawn[0].axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a6000 fp32"]

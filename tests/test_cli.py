@@ -21,7 +21,9 @@ from mlflow.tracking import MlflowClient
 
 from src.hardware.telemetry import SERIES_POINTS
 from src.paths import PROJECT_ROOT
-from tests.conftest import read_runs, run_cli
+from tests.conftest import cpu_hardware, read_runs, run_cli
+
+CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
 
 # The sweep runs under this wrapper, which reports at exit whether the job process imported torch.
 JOB_WATCHING_TORCH = """
@@ -38,7 +40,7 @@ SWEEP = [
     "benchmark=smoke",
     "benchmark.cudnn_benchmark_limit=3",
 ]
-NAMES = ["cpux1-resnet50-bf16-smoke", "cpux1-txl_base-bf16-smoke"]
+NAMES = [f"{CPUX1}-resnet50-bf16-smoke", f"{CPUX1}-txl_base-bf16-smoke"]
 NO_NVML = "NVML is not available (hidden by the test)"
 # the user's environment: one NCCL setting of theirs, none of the ones a shared host may want
 USER_ENV = {

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -85,10 +84,11 @@ def store(tmp_path_factory, empty_store) -> str:
 def compare_cfg(uri: str, out: Path, *overrides: str):
     register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("compare", overrides=[f"tracking.uri={uri}", f"out={out}", *overrides])
+        return compose("compare", overrides=[f"tracking.uri={uri}", f"out={out}", "charts=false", *overrides])
 
 
 def run(uri: str, out: Path, *overrides: str):
+    """compare in this process, without its charts unless `charts=true` is among the overrides."""
     from src.compare.pipeline import run_compare
 
     return run_compare(compare_cfg(uri, out, *overrides), out)
@@ -122,20 +122,19 @@ def test_per_model_ratios_and_category_means_are_exact(store, result, tmp_path):
     # h100, with resnet50 alone, moves nothing of it (it once cut the a6000's mean to resnet50)
     vision = row(summary, category="vision", precision="fp32", gpu="a6000", gpu_count=1, source="measured")
     assert float(vision["relative_mean"]) == pytest.approx((0.9 + 1.1) / 2, rel=1e-5)
-    assert float(vision["relative_geomean"]) == pytest.approx(math.sqrt(0.9 * 1.1), rel=1e-5)
     assert (vision["n_models"], vision["models"], vision["models_left_out"]) == ("2", "resnet50 ssd300", "")
     h100 = row(summary, category="vision", precision="fp32", gpu="h100", gpu_count=1, source="lambda")
     assert (h100["models"], h100["models_left_out"]) == ("resnet50", "")
     report = (result.out / "report.md").read_text()
-    assert "| vision | fp32 | 1 | a6000 | measured | 1.00 |" in report
+    assert "| vision | fp32 | 1 GPU | a6000 | measured | 1.00x |" in report
     measured = run(store, tmp_path, "sources=[measured]").summary
-    alone = next(s for s in measured if (s.category, s.precision, s.side) == ("vision", "fp32", "a6000"))
-    assert (alone.relative_mean, alone.models) == (pytest.approx(float(vision["relative_mean"])), ("resnet50", "ssd300"))
+    alone = next(s for s in measured if (s["category"], s["precision"], s["gpu"]) == ("vision", "fp32", "a6000"))
+    assert alone["relative_mean"].value == pytest.approx(float(vision["relative_mean"]))
+    assert alone["models"] == "resnet50 ssd300"
     language = row(
         summary, category="language", precision="fp32", gpu="a6000", gpu_count=1, source="measured"
     )
     assert float(language["relative_mean"]) == pytest.approx((1.3 + 1.05) / 2, rel=1e-5)
-    assert float(language["relative_geomean"]) == pytest.approx(math.sqrt(1.3 * 1.05), rel=1e-5)
     baseline = row(
         summary, category="vision", precision="fp32", gpu="rtx3090", gpu_count=1, source="measured"
     )
@@ -187,21 +186,11 @@ def test_filters_keep_only_what_they_name(store, tmp_path):
     assert {(m.model, m.precision, m.source) for m in result.measurements} == {
         ("txl_base", "fp32", "measured")
     }
-    assert [(s.category, s.side) for s in result.summary] == [("language", "a6000"), ("language", "rtx3090")]
+    assert [(s["category"], s["gpu"]) for s in result.summary] == [("language", "a6000"), ("language", "rtx3090")]
 
 
-def test_charts_written_as_pngs(result):
-    names = {p.name for p in result.out.glob("*.png")}
-    models = ("resnet50", "ssd300", "txl_base", "txl_large")
-    per_count = {"relative_by_model_x1.png", "scaling.png"}  # no rtx3090 at x2, x4: no ratio there
-    assert names == {"relative_by_category.png"} | per_count | {f"throughput_{m}.png" for m in models} | {
-        f"efficiency_{m}.png"
-        for m in models  # the rtx3090 runs carry tdp and price
-    }
-    for path in result.out.glob("*.png"):  # what a chart shows: tests/test_chart_style.py, test_capacity.py
-        assert path.read_bytes().startswith(b"\x89PNG"), path.name
+def test_figures_without_spec_sheets_are_said_and_per_watt_falls_back_to_tdp(result):
     report = (result.out / "report.md").read_text()
-    assert "![relative_by_category](relative_by_category.png)" in report
     # no run of this store logged peak, bandwidth or peak key, most not TDP or price: said so
     assert (
         "- 16 run(s) of a6000, h100, rtx3090 never logged memory_bandwidth_gbs, peak_key, peak_tflops, "
@@ -211,6 +200,7 @@ def test_charts_written_as_pngs(result):
     base = row(rel, model="resnet50", precision="fp32", gpu="rtx3090", gpu_count=1, source="measured")
     assert float(base["per_watt"]) == pytest.approx(500 / 350, rel=1e-5) and base["per_watt_basis"] == "tdp"
     assert float(base["per_kusd"]) == pytest.approx(500 / 1.5, rel=1e-5)
+    assert not list(result.out.glob("*.png")) and "![" not in report  # charts=false: none drawn, none linked
 
 
 def test_report_is_one_mlflow_run_tagged_report(store, result):
@@ -224,7 +214,7 @@ def test_report_is_one_mlflow_run_tagged_report(store, result):
     assert report_run.data.tags["baseline"] == "rtx3090"
     assert "Training throughput relative to rtx3090" in report_run.data.tags["mlflow.note.content"]
     logged = {a.path for a in client.list_artifacts(result.report_run_id)}
-    assert {"relative_throughput.csv", "summary.csv", "report.md", "relative_by_category.png"} <= logged
+    assert {"relative_throughput.csv", "summary.csv", "anomalies.csv", "report.md"} <= logged
 
 
 def test_anomalies_flagged_in_report_and_as_run_tags(store, result):
@@ -356,19 +346,29 @@ def test_bad_filters_are_refused_before_any_work(store, tmp_path):
 
 
 def test_the_documented_filter_string_works_as_written_and_a_wrong_one_gets_a_working_hint(store, tmp_path):
+    """The docs write the override as the shell passes it to Hydra, its value quoted; written the way
+    the docs once did (unquoted), Hydra cannot read it and one line says how to quote it."""
     import re
+    import shlex
 
-    from src.compare.__main__ import hydra_argument
+    from hydra.errors import OverrideParseException
+
     from src.compare.runs import search_finished
+    from src.config.cli import composition_error
 
-    [written] = re.findall(r'`"(filter_string=[^`]+)"`', (PROJECT_ROOT / "docs" / "compare.md").read_text())
-    cfg = compare_cfg(store, tmp_path, hydra_argument(written))  # the shell has taken its quotes off
-    assert cfg.filter_string == written.removeprefix("filter_string=")
-    search_finished(store, [EXPERIMENT], cfg.filter_string)  # MLflow takes it
-    with pytest.raises(CompareError, match=r"MLflow rejects it: .*; clauses are joined with `and`, e.g. ") as error:
-        run(store, tmp_path, hydra_argument("filter_string=tags.gpu == a6000"))
-    hint = re.search(r'e.g. "(filter_string=.*)"$', str(error.value)).group(1)
-    search_finished(store, [EXPERIMENT], compare_cfg(store, tmp_path, hydra_argument(hint)).filter_string)
+    [written] = re.findall(r"`python -m src.compare (\"filter_string=[^`]+)`", (PROJECT_ROOT / "docs" / "compare.md").read_text())
+    [override] = shlex.split(written)  # what the shell hands over
+    cfg = compare_cfg(store, tmp_path, override)
+    assert cfg.filter_string == "tags.compile = 'False'"
+    search_finished(store, [EXPERIMENT], cfg.filter_string, "")  # MLflow takes it
+    with pytest.raises(OverrideParseException) as unquoted:
+        compare_cfg(store, tmp_path, "filter_string=tags.compile = 'False'")
+    said = composition_error(unquoted.value)
+    assert "\n" not in said and said.endswith(f"is quoted whole, as {written}")
+    with pytest.raises(CompareError, match=r"MLflow rejects it: .*; clauses are joined with `and`") as error:
+        run(store, tmp_path, 'filter_string="tags.gpu == a6000"')
+    hint = re.search(r"e.g. (.*)$", str(error.value)).group(1)
+    search_finished(store, [EXPERIMENT], compare_cfg(store, tmp_path, *shlex.split(hint)).filter_string, "")
 
 
 def test_compare_on_a_store_that_does_not_exist_creates_none(tmp_path):
@@ -585,90 +585,80 @@ def test_a_window_shorter_than_min_steps_is_flagged_whatever_its_tag():
     assert ci_missed({"stop_reason": "ci"}, short | {"measured_steps": 100000.0}, params) is None
 
 
-def test_summary_fits_80_columns_with_names_whole_and_says_what_it_left_out(monkeypatch):
-    """A long published gpu name stays on one line; with no gpus= the table shows the baseline,
-    the study's pair and the measured gpus, and one line names the others."""
+@pytest.fixture
+def terminal(monkeypatch):
+    """The console as an 80-column terminal; what it was shown."""
     import io
 
     from rich.console import Console
 
     from src import console
-    from src.compare.analysis import SummaryRow
-    from src.compare.ratio import Ratio
-    from src.compare.report import print_summary
 
-    out = io.StringIO()
-    monkeypatch.setattr(console, "console", Console(file=out, width=80, highlight=False))
+    shown = io.StringIO()
+    monkeypatch.setattr(console, "console", Console(file=shown, width=80, highlight=False))
+    return shown
+
+
+def test_the_category_means_fit_80_columns_with_names_whole(empty_store, tmp_path, terminal):
+    """A long published gpu name stays on one line, its figures beside it, the means grouped under
+    their category, precision and GPU count; the baseline's own rows (1.0) are in summary.csv only."""
+    from mlflow.tracking import MlflowClient
+
+    uri = store_copy(empty_store, tmp_path / "store")
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.create_experiment(EXPERIMENT)
     long_name = "lambdacloud_h100_80gb_pcie_gen5"
-    rows = [
-        SummaryRow("language", "amp", 1, long_name, "lambda", Ratio(3.5234, None), Ratio(3.5178, None), ("a", "b", "c"), (), "amp"),
-        SummaryRow("language", "amp", 1, "rtx3090", "lambda", Ratio(1.0, None), Ratio(1.0, None), ("a", "b", "c"), (), "amp"),
-        SummaryRow("vision", "fp32", 8, "rtx3090", "measured", Ratio(1.0, None), Ratio(1.0, None), ("a",), (), "fp32"),
-        SummaryRow("vision", "fp32", 8, "h200", "measured", Ratio(2.0, None), Ratio(2.0, None), ("a",), (), "fp32"),
-        SummaryRow("vision", "fp32", 8, "rtx_4090", "lambda", Ratio(1.5, None), Ratio(1.5, None), ("a",), (), "fp32"),
-    ]
-    print_summary(rows, "rtx3090", [], "/out")
-    text = out.getvalue()
-    lines = text.splitlines()
+    for gpu, count, model, category, precision, throughput, tags in (
+        ("rtx3090", 1, "txl_base", "language", "amp", 1000.0, {"source": "lambda"}),
+        (long_name, 1, "txl_base", "language", "amp", 3523.4, {"source": "lambda"}),
+        ("rtx3090", 8, "resnet50", "vision", "fp32", 100.0, {}),
+        ("h200", 8, "resnet50", "vision", "fp32", 200.0, {}),
+    ):
+        make_run(client, experiment_id, gpu, count, model, category, precision, throughput, tags)
+    run(uri, tmp_path / "out", "all=true", "tag_runs=false")
+    lines = terminal.getvalue().splitlines()
     assert max(map(len, lines)) <= 80
-    assert "language, amp, 1 GPU" in text and "vision, fp32, 8 GPUs" in text
-    assert any(line.split() == ["rtx3090", "[lambda]", "1.00x", "1.00x", "-", "3"] for line in lines)
-    assert any(line.split() == ["h200", "2.00x", "2.00x", "none", "1"] for line in lines)  # measured: shown
-    table, _, left_out = text.partition("left out")
-    assert long_name not in table and "rtx_4090" not in table
-    said = " ".join(left_out.split())  # wrapped at 80 columns: this console is a terminal's
-    assert text.count("left out") == 1 and said.startswith(f"of this table ({long_name}, rtx_4090)")
-    assert "2 more gpu(s)" in table
-
-    out.seek(0)
-    out.truncate()
-    print_summary(rows, "rtx3090", [long_name, "rtx3090"])
-    (line,) = [line for line in out.getvalue().splitlines() if long_name in line]
-    assert line.split() == [long_name, "[lambda]", "3.52x", "3.52x", "none", "3"]  # whole, on one line
-    assert "h200" in out.getvalue().partition("left out")[2]
+    assert [line.strip() for line in lines if "GPU" in line and "x" not in line] == [
+        "language, amp, 1 GPU",
+        "vision, fp32, 8 GPUs",
+    ]
+    assert [long_name, "lambda", "3.52x", "1"] in [line.split() for line in lines]  # whole, on one line
+    assert ["h200", "measured", "2.00x", "1"] in [line.split() for line in lines]
+    assert not [line for line in lines if line.split()[:1] == ["rtx3090"]]
 
 
-def test_an_interval_too_wide_to_state_says_so_within_80_columns(monkeypatch):
+def test_an_interval_too_wide_to_state_says_so_within_80_columns(terminal):
     """Two repeats that disagree: t(1 dof) = 12.7 makes an interval of 2.3e-10 to 3.1e12."""
-    import io
-
-    from rich.console import Console
-
-    from src import console
-    from src.compare.analysis import SummaryRow
     from src.compare.ratio import Ratio, Spread
-    from src.compare.report import print_summary
+    from src.compare.report import Table, show
 
-    out = io.StringIO()
-    monkeypatch.setattr(console, "console", Console(file=out, width=80, highlight=False))
     wide = Ratio(0.85, Spread(2.28, 1, "repeats"))
     assert wide.interval[0] < 1e-9 and wide.interval[1] > 1e12
-    rows = [SummaryRow("vision", "fp32", 1, "rtx3090", "measured", Ratio(1.0, None), Ratio(1.0, None), ("a",), (), "fp32"),
-            SummaryRow("vision", "fp32", 1, "a6000", "measured", wide, wide, ("a",), (), "fp32")]  # fmt: skip
-    print_summary(rows, "rtx3090")
-    lines = out.getvalue().splitlines()
+    show(Table([{"gpu": "a6000", "relative_mean": wide}], ("gpu", "relative_mean"), printed=("gpu", "relative_mean")))
+    lines = terminal.getvalue().splitlines()
     assert max(map(len, lines)) <= 80
-    assert any(line.split() == ["a6000", "0.85x", "0.85x", "too", "wide=", "1"] for line in lines), lines
-    assert "  too wide: ends over 100-fold apart (repeats that disagree; summary.csv)" in lines
+    assert ["a6000", "0.85x", "[too", "wide]", "~1"] in [line.split() for line in lines]
+    said = " ".join(terminal.getvalue().split())
+    assert "too wide: the interval's ends are over 100-fold apart" in said
+    assert "~1: its 95% interval holds 1.0 (no measurable difference)" in said
 
 
-def test_no_category_mean_is_said_in_a_line_not_an_empty_table(monkeypatch):
+def test_no_category_mean_is_said_in_a_line_not_an_empty_table(empty_store, tmp_path, terminal):
     """A store of capped runs only (the capacity split) has no plain point another gpu shares."""
-    import io
+    from mlflow.tracking import MlflowClient
 
-    from rich.console import Console
-
-    from src import console
-    from src.compare.report import print_summary
-
-    out = io.StringIO()
-    monkeypatch.setattr(console, "console", Console(file=out, width=80, highlight=False))
-    print_summary([], "h200")
-    said = " ".join(out.getvalue().split())
-    assert said == (
+    uri = store_copy(empty_store, tmp_path / "store")
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.create_experiment(EXPERIMENT)
+    for cap in (24.0, 48.0):
+        make_measured_run(client, experiment_id, "h200", "txl_large", 100.0, {"gpu.memory_limit_gb": cap, "batch_size": 4})
+    run(uri, tmp_path / "out", "baseline=h200", "capacity_split=[h200@48,h200@24]", "tag_runs=false")
+    said = " ".join(terminal.getvalue().split())
+    assert (
         "Throughput relative to h200: no category mean; no other gpu shares a model, GPU count, "
-        "precision and settings with h200's runs"
+        "precision and settings with h200's runs" in said
     )
+    assert "mean [95% CI]" not in said
 
 
 def test_a_gpu_asked_for_with_no_runs_is_said(store, tmp_path, capsys):

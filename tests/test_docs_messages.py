@@ -33,7 +33,7 @@ def job_error(*overrides: str) -> str:
 def compare_error(baseline: str, *gpus: str) -> str:
     measurements = [measurement(gpu, "resnet50", 100.0) for gpu in gpus]
     with pytest.raises(CompareError) as error:
-        check_comparable(measurements, relative_table(measurements, baseline), baseline)
+        check_comparable(measurements, relative_table(measurements, baseline), baseline, "")
     return f"error: {error.value}"  # as exit_with_error prints it
 
 
@@ -73,6 +73,15 @@ def reserve_error(reserve_gb: float) -> str:
     return str(error.value)
 
 
+def import_error(*overrides: str) -> str:
+    from src.import_results import validate_import
+    from tests.test_import_results import import_cfg
+
+    with pytest.raises(ConfigError) as error:
+        validate_import(import_cfg("precision=fp32", f"file={PROJECT_ROOT / 'README.md'}", *overrides))
+    return str(error.value)
+
+
 # What makes each quoted message, by the key=value it starts with.
 PRODUCERS = {
     "model.batch_size=0": lambda: job_error("model.batch_size=0"),
@@ -87,6 +96,8 @@ PRODUCERS = {
     "benchmark.cpu_threads=1": lambda: job_error("gpu=h200", "benchmark.cpu_threads=1"),
     "model.batch_size=auto": lambda: nothing_fits_under_a_cap(),
     "launcher.host_memory_reserve_gb=500.0": lambda: reserve_error(500.0),
+    "model.name='../../etc'": lambda: job_error("model.name=../../etc"),
+    "source=lambda-2021": lambda: import_error("source=lambda-2021"),
 }
 
 

@@ -17,8 +17,10 @@ from src import doctor
 from src.paths import PROJECT_ROOT
 from src.rank import stack_check
 from tests import fake_torchvision
-from tests.conftest import compose_cfg, read_runs, run_cli
+from tests.conftest import compose_cfg, cpu_hardware, read_runs, run_cli
 from tests.fake_nvml import LIBRARY_NOT_FOUND, FakeGpu, FakeNvml, install
+
+CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
 
 A6000 = FakeGpu("NVIDIA RTX A6000", "00000000:18:00.0", "GPU-a6000")
 RTX3090 = FakeGpu("NVIDIA GeForce RTX 3090", "00000000:3B:00.0", "GPU-3090")
@@ -43,12 +45,14 @@ def test_the_installed_pair_passes():
     assert "torchvision's compiled ops load" in check.text
 
 
-def test_a_torchvision_whose_ops_do_not_load_is_named_with_the_reinstall(shadowed):
+def test_a_torchvision_whose_ops_do_not_load_is_named_with_the_reinstall(shadowed, index_away):
     shadowed(MATCHING)
     check = doctor.check_torch()
     assert check.status == "FAIL"
     assert "compiled ops do not load (operator torchvision::nms does not exist)" in check.text
-    assert f"pip install --force-reinstall --no-deps 'torchvision==0.{TORCH_MINOR + 15}.*'" in check.text
+    # the reinstall, as it works where PyTorch's index does not answer (tests/test_wheel_index.py)
+    assert "reinstall it with PyTorch's index https://download.pytorch.org/whl/" in check.text
+    assert f"pip download --no-deps 'torchvision==0.{TORCH_MINOR + 15}.*'" in check.text
 
 
 def test_a_torchvision_made_for_another_torch_is_named(shadowed):
@@ -167,7 +171,7 @@ def test_the_default_job_without_nvml_runs_on_the_cpu(monkeypatch, tmp_path):
     install(monkeypatch, FakeNvml([], init_error=LIBRARY_NOT_FOUND))
     check = doctor.check_default(compose_cfg([]), [], doctor._nvml_problem())
     assert check.status == "ok"
-    assert check.text.startswith("python -m src.train would run cpux1-")
+    assert check.text.startswith(f"python -m src.train would run {CPUX1}-")
 
 
 @pytest.mark.parametrize("gpus, error", [([], None), ([], LIBRARY_NOT_FOUND)])
@@ -178,7 +182,7 @@ def test_the_default_job_on_a_host_without_gpu_is_reported_as_the_cpu_dry_run_sr
     overrides = doctor.as_the_job_runs([], doctor._nvml_problem())
     assert overrides == ["experiment=cpu_dry_run"]
     check = doctor.check_default(compose_cfg(overrides), [], doctor._nvml_problem())
-    assert check.text.startswith("python -m src.train would run cpux1-resnet50-fp32-smoke (")
+    assert check.text.startswith("python -m src.train would run cpux1t1-resnet50-fp32-smoke (")  # one thread
     assert doctor.as_the_job_runs(["gpu=cpu"], None) == ["gpu=cpu"]  # named: what runs at full size
 
 
@@ -235,4 +239,4 @@ def test_a_job_with_a_broken_torchvision_fails_in_one_line_before_its_ranks(shad
     assert "\n" not in error and "pip install --force-reinstall --no-deps" in error
     assert not list((tmp_path / "run").rglob("attempt_0"))  # torch elastic's per-rank logs: no rank started
     printed = " ".join(done.stdout.split())
-    assert "FAILED cpux1-resnet50-fp32-smoke: torchvision " in printed
+    assert f"FAILED {CPUX1}-resnet50-fp32-smoke: torchvision " in printed

@@ -24,6 +24,9 @@ from test_robust import TINY, Cli, parent_run, runs_by_name, wait_for
 
 from src import recorded
 from src.paths import PROJECT_ROOT
+from tests.conftest import cpu_hardware
+
+CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
 
 needs_namespaces = pytest.mark.skipif(
     os.geteuid() != 0 or subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode != 0,
@@ -133,7 +136,7 @@ def test_result_that_misses_a_full_disk_is_spooled_with_exit_3_and_a_full_disk_a
         output = job.communicate(timeout=300)[0]
         assert job.returncode == 3, output[-3000:]  # measured, but not in the store
         unwrapped = " ".join(output.split())
-        done = unwrapped.split("done cpux1-gated-fp32-smoke: ")[1]  # the result line
+        done = unwrapped.split(f"done {CPUX1}-gated-fp32-smoke: ")[1]  # the result line
         assert (
             "; spooled: not in the store yet, kept in " in done and "`python -m src.sync` delivers it" in done
         )
@@ -141,8 +144,8 @@ def test_result_that_misses_a_full_disk_is_spooled_with_exit_3_and_a_full_disk_a
 
         disk.free()
         rc, synced = in_namespace(disk, [str(tmp_path / "run")], tmp_path, uri, module="src.sync")
-        assert rc == 0 and "delivered cpux1-gated-fp32-smoke" in synced, synced
-        assert disk.runs(uri) == [["cpux1-gated-fp32-smoke", "FINISHED", True]]
+        assert rc == 0 and f"delivered {CPUX1}-gated-fp32-smoke" in synced, synced
+        assert disk.runs(uri) == [[f"{CPUX1}-gated-fp32-smoke", "FINISHED", True]]
 
         disk.fill()
         rc, output = in_namespace(disk, [*TINY, "model.name=tiny", "benchmark.rerun=true"], tmp_path, uri)
@@ -236,21 +239,19 @@ def test_killed_sweep_leaves_runs_that_the_next_job_ends_killed(tmp_path, tracki
     assert job.wait() == 0, job.output[-3000:]
     assert "ended 2 run(s) KILLED whose process had vanished" in job.output
     runs = runs_by_name(tracking_uri)
-    (hang,) = runs["cpux1-hang-fp32-smoke"]
+    (hang,) = runs[f"{CPUX1}-hang-fp32-smoke"]
     for run in (hang, parent_run(tracking_uri)):
         assert run.info.status == "KILLED" and run.data.tags["error"] == "owner process vanished"
-    (tiny,) = runs["cpux1-tiny-fp32-smoke"]
+    (tiny,) = runs[f"{CPUX1}-tiny-fp32-smoke"]
     assert tiny.info.status == "FINISHED" and tiny.data.tags["owner.pid"] == str(job.proc.pid)
 
 
 @pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_sync_ends_runs_whose_owner_is_gone_or_whose_pid_was_reused(tmp_path, tracking_uri):
-    from src.hardware import host
-    from src.run import owner
-    from src.tracking import store
+    from src.tracking import owner, store
 
     gone = subprocess.Popen(["sleep", "0"])
-    gone_started = host.process_started(gone.pid) or "1.00"
+    gone_started = owner.process_started(gone.pid) or "1.00"
     gone.wait()  # reaped: its pid names no process now
     me = owner.tags()
     cases = {
@@ -346,7 +347,7 @@ def test_cpu_job_that_would_exhaust_the_host_memory_is_stopped_failed(tmp_path, 
     assert run.info.status == "FAILED"
     assert run.data.tags["error"].startswith("host memory exhausted at batch 20000 per GPU: the ranks held")
     printed = " ".join(done.stdout.split())
-    assert "FAILED cpux1-resnet50-fp32-smoke: host memory exhausted at batch 20000" in printed
+    assert f"FAILED {CPUX1}-resnet50-fp32-smoke: host memory exhausted at batch 20000" in printed
 
 
 # --- files exchanged with the ranks belong to one job (item 1) ---
@@ -400,7 +401,7 @@ def test_progress_of_another_job_is_not_shown(tmp_path):
     for writer in ("theirs", "mine"):
         path.write_text(json.dumps({"job_id": writer, "phase": "warmup", "step": 1, "of": 9}))
         watched, deadline = Watched(path), time.monotonic() + 300
-        with console.JobProgress("cpux1-tiny-fp32", watched, "images/s", job_id="mine") as progress:
+        with console.JobProgress(f"{CPUX1}-tiny-fp32", watched, "images/s", job_id="mine") as progress:
             while watched.reads < 2:  # read and acted on once, however late its thread runs
                 assert time.monotonic() < deadline, "hang guard"
                 time.sleep(0.05)

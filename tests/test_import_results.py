@@ -166,10 +166,10 @@ HEADER = "name_gpu,num_gpu,watt,price,resnet50,ssd\n"
 @pytest.mark.parametrize(
     "rows,message",
     [
-        ("RTX 3090,1,350,2750,nan,144\n", ":2: resnet50='nan': must be a finite number"),
-        ("RTX 3090,1,350,2750,513,inf\n", ":2: ssd='inf': must be a finite number"),
-        ("RTX 3090,1,350,2750,1e400,144\n", ":2: resnet50='1e400': must be a finite number"),
-        ("RTX 3090,1,inf,2750,513,144\n", ":2: watt='inf': must be a finite number"),
+        ("RTX 3090,1,350,2750,nan,144\n", ":2: resnet50='nan': must be a normal finite number"),
+        ("RTX 3090,1,350,2750,513,inf\n", ":2: ssd='inf': must be a normal finite number"),
+        ("RTX 3090,1,350,2750,1e400,144\n", ":2: resnet50='1e400': must be a normal finite number"),
+        ("RTX 3090,1,inf,2750,513,144\n", ":2: watt='inf': must be a normal finite number"),
         (
             "RTX 3090,1,350,2750,513,144\nRTX A6000,1,300,4437,514,153\nRTX 3090,1,350,2750,520,144\n",
             ":4: resnet50='520' for 'RTX 3090' x1 conflicts with 513 on line 2",
@@ -177,9 +177,9 @@ HEADER = "name_gpu,num_gpu,watt,price,resnet50,ssd\n"
         ("RTX 3090,1,350,2750,513\n", ":2: 5 cells, the header has 6 (missing ssd)"),
         ("RTX 3090,1,350,2750,513,144,99\n", ":2: 7 cells, the header has 6 (extra ['99'])"),
         ("RTX 3090,1,350,2750,1_000,144\n", ":2: resnet50='1_000': must be a number"),
-        (" ,1,350,2750,513,144\n", ":2: name_gpu='': names no GPU once its count is taken out"),
-        ("—,1,350,2750,513,144\n", ":2: name_gpu='—': names no GPU once its count is taken out"),
-        ("8x,8,350,2750,513,144\n", ":2: name_gpu='8x': names no GPU once its count is taken out"),
+        (" ,1,350,2750,513,144\n", ":2: name_gpu='': names no GPU once its count and vendor are taken out"),
+        ("—,1,350,2750,513,144\n", ":2: name_gpu='—': names no GPU once its count and vendor are taken out"),
+        ("8x,8,350,2750,513,144\n", ":2: name_gpu='8x': names no GPU once its count and vendor are taken out"),
         ('RTX 3090,1,350,2750,513,144\n"RTX A6000,1,300,4437,514,153\nRTX A100,1,300,4437,514,153\n',
          ":3: not a CSV row: unexpected end of data (a quote opened on this row is never closed)"),
     ],
@@ -320,6 +320,8 @@ def test_a_killed_import_leaves_no_figure_counted_that_is_not_whole(tmp_path, tr
     assert again.returncode == 0, again.stderr
     assert f"imported {2 * rows - done_before} run(s)" in again.stdout
     assert f"{done_before} already there" in again.stdout
+    released = "released 1 lock(s) on source=lambda held by imports that had stopped"
+    assert (released in " ".join(again.stdout.split())) == (sig == signal.SIGKILL)  # SIGTERM released its own
     finished, others = finished_and_half_written(tracking_uri)
     assert others == []  # a half-written run was deleted and written again
     assert len({r.data.tags["import_key"] for r in finished}) == len(finished) == 2 * rows

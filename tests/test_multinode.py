@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import compose_cfg, read_runs
+from conftest import compose_cfg, cpu_hardware, read_runs
 
 from src.config.finalise import finalize
 from src.errors import ConfigError
@@ -106,7 +106,7 @@ def test_two_nodes_train_one_job_and_node_0_logs_one_run(tmp_path, tracking_uri)
     assert len(runs) == 1  # node 1 opened none
     run = runs[0]
     assert run.info.status == "FINISHED"
-    assert run.info.run_name == "cpux2-gpt2-fp32-smoke"
+    assert run.info.run_name == f"{cpu_hardware(1, nodes=2)}-gpt2-fp32-smoke"  # cpux2x1t...: 2 nodes x 1 rank
     assert run.data.tags["gpu_count"] == "2"
     assert run.data.tags["nnodes"] == "2"
     assert run.data.tags["gpus_per_node"] == "1"

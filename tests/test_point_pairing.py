@@ -12,7 +12,7 @@ import pytest
 from conftest import logged_copy, read_runs, run_cli, store_copy
 
 from src import recorded, run_result
-from src.compare import analysis, anomalies, axis, capacity, capacity_report, report
+from src.compare import analysis, anomalies, axis, capacity
 from src.compare.runs import aggregate, to_record
 from src.config import points
 
@@ -79,7 +79,7 @@ def test_a_flag_belongs_to_the_run_that_earned_it(real_run, store):
     [m] = measurements(store)
     [found] = anomalies.flawed_runs([m], anomalies.GPU_SHARED)
     assert found.detail == f"1 of 4 run(s) shared a GPU: {busy}"
-    [row] = report.anomaly_records([found])
+    [row] = anomalies.section([found]).tables[0].rows
     assert row["run_ids"] == shared
     assert anomalies.tag_runs(store, [m], [], [found]) == 1
     tagged = {r.info.run_id for r in read_runs(store) if recorded.ANOMALY in r.data.tags}
@@ -123,16 +123,14 @@ def test_the_capacity_split_pairs_the_same_stack_where_it_exists_and_flags_it_wh
     capped(real_run, store, 48, 16, "2.14.1")
     capped(real_run, store, 24, 8, "2.13.0")  # the smaller card measured on another install first
     [row], _ = capacity.split(measurements(store), ["cpu@48", "cpu@24"])
-    assert row.figures["iso_ratio"].stack_differs == "torch 2.14.1 vs 2.13.0"
-    [record] = capacity_report.records([row])
-    assert record["stack_differs"] == "torch 2.14.1 vs 2.13.0"
-    assert "stack_differs: torch 2.14.1 vs 2.13.0" in " ".join(capacity_report.markdown([row], [], []))
+    assert row["iso_ratio"].stack_differs == "torch 2.14.1 vs 2.13.0"
+    assert row["stack_differs"] == "torch 2.14.1 vs 2.13.0"
 
     capped(real_run, store, 24, 8, "2.14.1")  # ...and then on the same one: the split takes it
     [row], _ = capacity.split(measurements(store), ["cpu@48", "cpu@24"])
-    iso = row.figures["iso_ratio"]
+    iso = row["iso_ratio"]
     assert not iso.flags and {dict(p.software)["torch"] for p in iso.points()} == {"2.14.1"}
-    assert capacity_report.records([row])[0]["stack_differs"] == ""
+    assert row["stack_differs"] == ""
 
 
 def records_of(uri: str):
@@ -143,12 +141,12 @@ def test_by_pairs_the_same_point_but_for_the_compared_key(real_run, store):
     logged_copy(real_run, store, {"torch_version": "2.13.0", points.CPU_THREADS: "1"})
     logged_copy(real_run, store, dropped=(points.CPU_THREADS,))  # 2.14.1, before the threads were logged
     kept, _ = axis.along(records_of(store), "torch")
-    rows = analysis.relative_table(aggregate(kept), "torch=2.13.0", stack_keys=axis.stack_keys("torch"))
+    rows = analysis.relative_table(aggregate(kept), "torch=2.13.0", by="torch")
     [newer] = [r for r in rows if r.measurement.side == "torch=2.14.1"]
     assert newer.measurement.gpu == "cpu"  # the compared key is an axis of its own: gpu stays the card
     assert newer.baseline is None  # not 2.14.1 at the shared threads over 2.13.0 at one thread
     logged_copy(real_run, store, {"torch_version": "2.13.0"}, dropped=(points.CPU_THREADS,))
     kept, _ = axis.along(records_of(store), "torch")
-    rows = analysis.relative_table(aggregate(kept), "torch=2.13.0", stack_keys=axis.stack_keys("torch"))
+    rows = analysis.relative_table(aggregate(kept), "torch=2.13.0", by="torch")
     [newer] = [r for r in rows if r.measurement.side == "torch=2.14.1"]
     assert newer.baseline is not None and "tag:cpu_threads" not in dict(newer.baseline.config)

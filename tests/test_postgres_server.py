@@ -14,6 +14,9 @@ import pytest
 from conftest import read_runs, run_cli
 
 from src.paths import PROJECT_ROOT
+from tests.conftest import cpu_hardware
+
+CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
 
 OTHER_USER = "gpubench-ps"  # an unprivileged user of the server's host, looking at its process list
 
@@ -43,20 +46,20 @@ def test_a_sweep_on_a_postgresql_server_is_read_back_by_compare(postgres_uri, st
     assert compare.returncode == 0, compare.stdout[-2000:] + compare.stderr[-3000:]
 
     jobs = {r.info.run_name: r for r in read_runs(server.url) if r.data.tags.get("gpu") == "cpu"}
-    assert set(jobs) == {"cpux1-resnet50-fp32-smoke", "cpux1-gpt2-fp32-smoke"}
+    assert set(jobs) == {f"{CPUX1}-resnet50-fp32-smoke", f"{CPUX1}-gpt2-fp32-smoke"}
     with (out / "relative_throughput.csv").open() as handle:
         rows = {(r["gpu"], r["model"]): r for r in csv.DictReader(handle)}
     ours = rows[("cpu", "resnet50")]
-    assert ours["run_ids"] == jobs["cpux1-resnet50-fp32-smoke"].info.run_id  # the run the server holds
+    assert ours["run_ids"] == jobs[f"{CPUX1}-resnet50-fp32-smoke"].info.run_id  # the run the server holds
     assert float(ours["relative"]) == pytest.approx(float(ours["throughput"]) / 100.0, rel=1e-3)
-    assert rows[("cpu", "gpt2")]["run_ids"] == jobs["cpux1-gpt2-fp32-smoke"].info.run_id
+    assert rows[("cpu", "gpt2")]["run_ids"] == jobs[f"{CPUX1}-gpt2-fp32-smoke"].info.run_id
 
     # Everything is in PostgreSQL, artifacts on the server's disk, and the password in no log.
     import sqlalchemy
 
     with sqlalchemy.create_engine(postgres_uri).connect() as db:
         stored = dict(db.execute(sqlalchemy.text("select name, status from runs")).all())
-    assert stored["cpux1-resnet50-fp32-smoke"] == stored["cpux1-gpt2-fp32-smoke"] == "FINISHED"
+    assert stored[f"{CPUX1}-resnet50-fp32-smoke"] == stored[f"{CPUX1}-gpt2-fp32-smoke"] == "FINISHED"
     assert any(name.startswith("compare vs rtx3090") for name in stored)  # the report run
     for run in jobs.values():
         assert list(server.artifacts.rglob(f"{run.info.run_id}/artifacts/config.yaml"))

@@ -1,14 +1,17 @@
 """compare project=[...]: projected points beside measured ones, never pooled with them, refusals
-with the run to make, and one MLflow run per projected point, from runs made in a temp store."""
+with the run to make, and a source at its power limit said so by the same threshold as the
+explanation's, from runs made in a temp store."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 
 import pytest
 
-from src.recorded import SCHEMA_VERSION
-from tests.conftest import run_cli, store_copy
+from tests.conftest import store_copy
+from tests.test_compare import run
 
 STACK = {"torch_version": "2.11.0", "cuda_version": "13.0", "cudnn_version": "91000",
          "nccl_version": "2.27.3", "driver_version": "580.1"}  # fmt: skip
@@ -44,17 +47,18 @@ def compared(tmp_path_factory, empty_store):
     experiment = client.create_experiment("gpubench")
     ceilings = _run(client, experiment, "h200", "ceilings", {"ceiling_matmul_fp16_tflops": CEILING})
     client.set_tag(ceilings, "job_kind", "ceilings")
+    # at its power limit for exactly half of its window: "at its power limit" by one threshold
+    at_limit = _workload() | {"throttled_power_share": 0.5}
     ids = {
-        "h200": _run(client, experiment, "h200", "resnet50", _workload(), {"batch_size": str(BATCH)}),
+        "h200": _run(client, experiment, "h200", "resnet50", at_limit, {"batch_size": str(BATCH)}),
         "no_breakdown": _run(client, experiment, "h200", "txl_large", _workload(shares=None), category="language"),
         "no_ceilings": _run(client, experiment, "h100", "resnet50", _workload()),
         "rtx3090": _run(client, experiment, "rtx3090", "resnet50", {"throughput": 900.0, "batch_size": 224}),
     }
-    out = folder / "out"
-    result = run_cli([f"out={out}", "baseline=rtx3090", "project=[a6000,rtx3090]", "tracking.published_experiment="],
-                     folder, uri, module="src.compare")  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    return out, ids, result.stdout + result.stderr, client
+    out, said = folder / "out", io.StringIO()
+    with contextlib.redirect_stdout(said):
+        run(uri, out, "baseline=rtx3090", "project=[a6000,rtx3090]", "tracking.published_experiment=")
+    return out, ids, said.getvalue(), client
 
 
 def _expected(peak: float, bandwidth: float, host_link: float) -> float:
@@ -87,7 +91,7 @@ def test_projected_points_stand_beside_measured_ones_and_never_pool(compared):
 
 
 def test_a_point_without_its_breakdown_or_ceilings_is_refused_with_the_run_to_make(compared):
-    out, _, said, _ = compared
+    out, _, said, client = compared
     text = (out / "report.md").read_text()
     for line in (
         "h200 x1 txl_large amp [batch 256]: no step-time breakdown; measure it with one: "
@@ -95,25 +99,29 @@ def test_a_point_without_its_breakdown_or_ceilings_is_refused_with_the_run_to_ma
         "h100 x1 resnet50 amp [batch 256]: no ceilings run of its card, count and software; run: "
         "python -m src.train model=ceilings gpu=h100 gpu.count=1",
     ):
-        assert f"- {line}" in text
-        assert line in " ".join(said.split())
+        assert f"- {line}" in text and line not in said
     assert "a6000 over rtx3090, resnet50 amp x1 (projected from h200):" in text
-
-
-def test_each_projected_point_is_an_mlflow_run_of_its_own_kind_under_the_report(compared):
-    _, ids, _, client = compared
+    # on the console, one line for them all, and where each is said
+    assert " ".join(said.split()).count("projection: 2 point(s) not projected") == 1
     reports = client.get_experiment_by_name("gpubench-reports").experiment_id
-    runs = client.search_runs([reports], "tags.job_kind = 'projection'")
-    assert {r.data.tags["gpu"] for r in runs} == {"a6000", "rtx3090"}
-    [report] = client.search_runs([reports], "tags.report = 'true'")
-    for run in runs:
-        assert run.data.tags["projected_from"] == ids["h200"]
-        assert run.data.tags["mlflow.parentRunId"] == report.info.run_id
-        assert run.data.tags["source"] == "projected" and run.data.metrics["throughput"] > 0
-        assert run.data.tags["schema_version"] == str(SCHEMA_VERSION)  # read back as every other run
+    assert not client.search_runs([reports], "tags.job_kind = 'projection'")  # projection.csv holds them
+
+
+def test_a_point_at_its_power_limit_for_half_its_window_is_said_so_by_the_explanation_and_the_projection(
+    compared,
+):
+    """One threshold: at exactly half of the window, both call the point power-limited."""
+    out, _, _, _ = compared
+    with open(out / "explain.csv") as f:
+        [h200] = [r for r in csv.DictReader(f) if (r["gpu"], r["model"]) == ("h200", "resnet50")]
+    assert (float(h200["throttled_power_share"]), h200["power_limited"]) == (0.5, "True")
+    text = " ".join((out / "report.md").read_text().split())
+    assert "h200 ran at its power limit in 50% of the window" in text  # the projection's sentence
 
 
 def test_a_card_without_a_profile_is_refused_before_anything_is_read(tmp_path, tracking_uri):
-    result = run_cli([f"out={tmp_path}/out", "project=[a6000,rtx9999]"], tmp_path, tracking_uri, module="src.compare")
-    assert result.returncode == 2
-    assert "project=['a6000', 'rtx9999']: 'rtx9999' is not a gpu profile; one of" in result.stderr
+    from src.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"project=\['a6000', 'rtx9999'\]: 'rtx9999' is not a gpu profile; one of"):
+        run(tracking_uri, tmp_path / "out", "project=[a6000,rtx9999]")
+    assert not (tmp_path / "out").exists()

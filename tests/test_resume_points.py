@@ -22,6 +22,9 @@ from src.compare import anomalies
 from src.compare.runs import aggregate, to_record
 from src.config import points
 from src.run.prepare import prepare
+from tests.conftest import cpu_hardware
+
+CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
 
 CPU_TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
 CPU_TINY += ["model.name=tiny", "benchmark.max_steps=400"]  # a tiny step meets the smoke rule in a few
@@ -84,7 +87,7 @@ def test_a_run_that_missed_its_stopping_rule_is_measured_again_saying_so(
     uri, _, missed = finished
     outcome, said = job_outcome(uri, [*CPU_TINY, MISSED], monkeypatch, capsys, tmp_path)
     assert outcome == "measure"
-    assert f"measure cpux1-tiny-fp32-smoke: run {missed.info.run_id} of this point missed its stopping rule (" in said
+    assert f"measure {CPUX1}-tiny-fp32-smoke: run {missed.info.run_id} of this point missed its stopping rule (" in said
     assert said.endswith("; it is kept as it is")
 
 
@@ -126,6 +129,29 @@ def test_a_run_of_the_config_on_another_stack_card_or_layout_is_another_point(
     assert outcome == "measure"
     assert f"run {run_id} of this config ran with {there}" in said
     assert f", this job with {here}" in said
+
+
+@pytest.mark.parametrize(
+    "tag, value",
+    [
+        ("cuda_version", "12.8"),
+        ("cudnn_version", "90100"),  # nvidia-cudnn upgraded beside one torch: its version string stays
+        ("nccl_version", "2.21.5"),
+        ("gpu_name", "NVIDIA H200 NVL"),
+        ("power_limit_w", "450"),
+    ],
+)
+def test_a_run_of_the_config_under_another_cuda_cudnn_nccl_or_card_is_another_point(
+    finished, tmp_path, empty_store, monkeypatch, capsys, tag, value
+):
+    _, clean, _ = finished
+    uri = store_copy(empty_store, tmp_path / "mlruns")
+    run_id = logged_copy(clean, uri, {tag: value})
+    outcome, said = job_outcome(uri, CPU_TINY, monkeypatch, capsys, tmp_path)
+    name = points.label(f"tag:{tag}")
+    assert outcome == "measure"
+    assert f"run {run_id} of this config ran with {name}={value}, " in said
+    assert f"this job with {name}={clean.data.tags.get(tag, 'unrecorded')}" in said
 
 
 @pytest.fixture

@@ -23,6 +23,9 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from src.config.schema import register_configs
 from src.errors import USAGE_ERROR
 from src.paths import PROJECT_ROOT
+from tests.conftest import cpu_hardware
+
+CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
 
 STUDY_MODELS = ["ssd300", "resnet50", "maskrcnn", "txl_base", "txl_large", "ceilings"]
 H200 = dict(name="NVIDIA H200", bus_id="00000000:17:00.0", uuid="GPU-h200", memory_total=141e9)
@@ -78,7 +81,7 @@ def test_points_for_gpus_the_host_lacks_are_skipped_in_one_line_and_the_rest_run
     runs = read_runs(tracking_uri)
     [parent] = [r for r in runs if r.data.tags.get("sweep") == "true"]
     children = [r for r in runs if r.data.tags.get("sweep") != "true"]
-    assert [(r.info.run_name, r.info.status) for r in children] == [("cpux1-tiny-fp32-smoke", "FINISHED")]
+    assert [(r.info.run_name, r.info.status) for r in children] == [(f"{CPUX1}-tiny-fp32-smoke", "FINISHED")]
     assert parent.info.status == "FINISHED"
     lines = result.stdout.splitlines()
     [row] = [
@@ -168,9 +171,11 @@ def test_two_workstations_one_server_then_compare(server, tmp_path):
     parents = [r for r in runs if r.data.tags.get("sweep") == "true"]
     children = sorted((r for r in runs if r.data.tags.get("sweep") != "true"), key=lambda r: r.info.run_name)
     assert [p.info.status for p in parents] == ["FINISHED", "FINISHED"]
+    # the ranks train on this machine's CPU (tests/fake_host.py): the names carry their threads
+    threads = CPUX1.removeprefix("cpux1")
     assert [(r.info.run_name, r.info.status, r.data.tags["gpu_name"]) for r in children] == [
-        ("a6000x1-tiny-fp32-smoke", "FINISHED", "NVIDIA RTX A6000"),
-        ("rtx3090x1-tiny-fp32-smoke", "FINISHED", "NVIDIA GeForce RTX 3090"),
+        (f"a6000x1{threads}-tiny-fp32-smoke", "FINISHED", "NVIDIA RTX A6000"),
+        (f"rtx3090x1{threads}-tiny-fp32-smoke", "FINISHED", "NVIDIA GeForce RTX 3090"),
     ]
 
     compare = run_cli(

@@ -12,6 +12,9 @@ from conftest import read_runs
 from src import server
 from src.paths import PROJECT_ROOT
 from src.server import main
+from tests.conftest import cpu_hardware
+
+CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
 
 
 @pytest.mark.slow  # real job processes end to end
@@ -30,7 +33,7 @@ def test_sweep_logs_to_the_server_named_by_mlflow_tracking_uri(server, tmp_path)
 
     runs = read_runs(server)  # read back over HTTP, as src.compare on any machine would
     children = [r for r in runs if r.data.tags.get("sweep") != "true"]
-    assert sorted(r.info.run_name for r in children) == ["cpux1-gpt2-bf16-smoke", "cpux1-gpt2-fp32-smoke"]
+    assert sorted(r.info.run_name for r in children) == [f"{CPUX1}-gpt2-bf16-smoke", f"{CPUX1}-gpt2-fp32-smoke"]
     for run in children:
         assert run.info.status == "FINISHED"
         assert run.data.tags["gpu"] == "cpu" and run.data.tags["host"]

@@ -1,8 +1,7 @@
-"""Relative throughput against a baseline gpu, and category means as the seed study states them.
+"""Relative throughput against a baseline, and category means as the seed study states them.
 
 Lambda's A6000 vs 3090 article: per model, throughput over the baseline's at the same GPU count and
-precision; per category, the arithmetic mean of those ratios (the geometric mean beside it: one
-model's large ratio does not outweigh another's small one). A gpu's mean averages the models it and
+precision; per category, the arithmetic mean of those ratios. A gpu's mean averages the models it and
 the baseline both have, so it never depends on which other gpus the store holds. Like math is set
 against like math and like software against like software where the baseline has it; a ratio that
 cannot be is flagged (`math_differs`, which leaves it out of the means, and `stack_differs`).
@@ -10,113 +9,114 @@ cannot be is flagged (`math_differs`, which leaves it out of the means, and `sta
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-from src.compare.ratio import MATH_DIFFERS, Ratio, means, quotient
-from src.compare.runs import MEASURED, STACK_KEYS, STUDY_HINT, CompareError, Measurement, stack_difference
-from src.config import points
+from src.compare import charts
+from src.compare.ratio import NO_DIFFERENCE, Ratio, describe, mean, quotient
+from src.compare.report import Section, Table, ratio_columns
+from src.compare.runs import MEASURED, CompareError, Measurement, alike, differing, precision_group
+from src.recorded import THROUGHPUT
 
-# Precisions compared in one panel of the charts; each stays distinct in the tables.
-PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "amp": "mixed", "bf16": "mixed"}
+MEANS = (
+    *(
+        "category",
+        "precision",
+        "precision_group",
+        "gpu_count",
+        "gpu",
+        "source",
+        *ratio_columns("relative_mean"),
+    ),
+    *("interval", "difference", "flags", "n_models", "models", "models_left_out", "baselines"),
+)
+RELATIVE = (
+    *(
+        "model",
+        "variant",
+        "category",
+        "precision",
+        "precision_group",
+        "gpu_count",
+        "gpu",
+        "source",
+        THROUGHPUT,
+    ),
+    *("unit", *ratio_columns("relative"), "interval", "difference", "flags", "stack_differs", "n_runs"),
+    *("throughput_low", "throughput_high", "throughput_min", "throughput_max", "baseline_gpu"),
+    *("baseline_precision", "baseline_source", "baseline_throughput", "scaling_efficiency", "per_watt"),
+    *("per_watt_basis", "per_kusd", "anomalies", "stack", "run_ids"),
+)
 
-
-def precision_group(precision: str) -> str:
-    return PRECISION_GROUPS.get(precision, precision)
+RELATIVE_SHOWN = (
+    "model",
+    "variant",
+    "precision",
+    "gpu_count",
+    "gpu",
+    "source",
+    THROUGHPUT,
+    "unit",
+    "n_runs",
+)
+RELATIVE_SHOWN += ("relative", "baseline_precision", "baseline_source", "flags", "anomalies")
 
 
 @dataclass(frozen=True, kw_only=True)
 class RelativeRow(Ratio):
-    """A measurement over the baseline's: the ratio itself, its value None where there is no baseline."""
+    """A point over the baseline's: the ratio itself, its value None where there is no baseline."""
 
     measurement: Measurement
-    baseline: Measurement | None = None  # the baseline gpu's measurement this one is divided by
+    baseline: Measurement | None = None  # the baseline's point this one is divided by
 
-    relative = property(lambda row: row.value)
-    ratio = property(lambda row: row if row.baseline else None)  # None: no baseline, no ratio
+    @property
+    def relative(self):
+        return self.value
 
-
-@dataclass
-class SummaryRow:
-    category: str
-    precision: str
-    gpu_count: int
-    side: str  # the gpu, or with by=KEY `KEY=value` (src/compare/axis.py)
-    source: str
-    mean: Ratio  # the arithmetic mean of the model ratios, as Lambda's article states them
-    geomean: Ratio
-    models: tuple[str, ...]  # the models averaged: those the gpu and the baseline both have
-    left_out: tuple[str, ...]  # the other models of the two, each with why: "maskrcnn (no a6000 run)"
-    baselines: str  # which baseline measurements the ratios used, e.g. "fp32 [lambda]"
-
-    relative_mean = property(lambda s: s.mean.value)
-    relative_geomean = property(lambda s: s.geomean.value)
-    flags = property(lambda s: s.mean.flags)
-    n_models = property(lambda s: len(s.models))
+    @property
+    def ratio(self):  # None: no baseline, no ratio
+        return self if self.baseline else None
 
 
-def find_baseline(m: Measurement, bases: list, source: str | None, stack_keys: tuple) -> Measurement | None:
-    """The baseline's measurement of the same workload (same_workload). Preferred, in order: the
-    same math (strict fp32 and TF32 are not alike), the row's own source (or `source` when set),
-    the same software stack (else the fewest differences), the same precision, the same batch."""
-    stack = dict(m.stack)
-    return min(
-        (b for b in bases if (source is None or b.source == source) and same_workload(b, m)),
-        key=lambda b: (
-            b.math != m.math,
-            b.source != m.source,
-            sum(dict(b.stack).get(k) != stack.get(k) for k in stack_keys),
-            b.precision != m.precision,
-            b.config != m.config,
-            b.source,
-        ),
-        default=None,
-    )
-
-
-def same_workload(one: Measurement, other: Measurement) -> bool:
-    """The same model, GPU count, precision group and measured keys (a key one side lacks at its
-    default), but for the per-GPU batch (gpu profiles size it by memory, as Lambda did) and the
-    stack (a ratio across stacks is flagged). A published figure logs no sizes: it stands for its
-    model as published."""
-    if len({(m.model, m.gpu_count, precision_group(m.precision)) for m in (one, other)}) > 1:
-        return False
-    return {one.source, other.source} != {MEASURED} or not setting_difference(one, other)
-
-
-def setting_difference(one: Measurement, other: Measurement, also: tuple[str, ...] = ()) -> str:
-    """The measured keys two points differ in, the batch, the stack and `also` aside:
-    'cpu_threads=1 vs 2'; ''."""
-    left_out = {points.RAN_BATCH, *STACK_KEYS, *also}
-    mine, theirs = ({k: v for k, v in m.config if k not in left_out} for m in (one, other))
-    there, here = points.differences(tuple(mine.items()), tuple(theirs.items()))
-    return f"{there} vs {here}" if there or here else ""
-
-
-def relative_table(
-    measurements: list[Measurement],
-    baseline: str,
-    baseline_source: str | None = None,
-    stack_keys: tuple[str, ...] = tuple(points.SOFTWARE),
-) -> list[RelativeRow]:
-    """Each measurement over its baseline, flagged where the two ran unlike math (strict fp32 against
-    TF32) or unlike stacks among `stack_keys` (axis.stack_keys); not against a published figure,
-    whose stack is unknown (its source marks it instead)."""
-    baselines = [m for m in measurements if m.side == baseline]
+def relative_table(measurements, baseline, source=None, by=None):
+    """Each point over the baseline's like point: the same model, GPU count, precision group and
+    settings; preferred, in order, the same math (strict fp32 and TF32 are not alike), the row's own
+    source (or `source` when set), the same stack, precision and batch. Flagged where the math or the
+    stack differs (not against a published figure, whose stack is unknown: its source marks it). With
+    by=, the card is part of the stack to match (by=torch must not set one card against another)."""
+    baselines = [m for m in measurements if m.side == baseline and source in (None, m.source)]
+    stack = ("software", "card") if by else ("software",)
     rows = []
     for m in measurements:
-        if (base := find_baseline(m, baselines, baseline_source, stack_keys)) is None:
+        base = alike(
+            m,
+            baselines,
+            ("side",) if by else ("side", "gpu", "card"),
+            ("math", "source", stack, "precision", "batch"),
+        )
+        if base is None:
             rows.append(RelativeRow(None, None, measurement=m))
             continue
-        stacks = stack_difference(m, base, stack_keys) if {m.source, base.source} == {MEASURED} else ""
+        stacks = differing(m, base, stack) if m.source == base.source == MEASURED else ""
         r = quotient(m, base, math_differs={m.math, base.math} == {"fp32", "tf32"}, stack_differs=stacks)
         rows.append(RelativeRow(**vars(r), measurement=m, baseline=base))
     return rows
 
 
-def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
-    """Per (category, precision, gpu count, side, source): mean and geomean of the model ratios, with
-    their 95% intervals, over the models the gpu and the baseline both have (so adding another gpu's
-    runs moves nothing); and the series that share no model with the baseline (no mean for them)."""
+def scaling(measurements):
+    """Point -> its throughput over gpu_count x that of the like point on one GPU."""
+    singles = [m for m in measurements if m.gpu_count == 1]
+    found = {}
+    for m in (m for m in measurements if m.gpu_count > 1):
+        if one := alike(m, singles, ("gpu_count",)):
+            found[m.point] = m.throughput / (m.gpu_count * one.throughput)
+    return found
+
+
+def summarize(rows, baseline):
+    """Per (category, precision, gpu count, side, source): the mean of the model ratios with its 95%
+    interval, over the models the gpu and the baseline both have (so adding another gpu's runs moves
+    nothing), the models left out and why; and the series that share no model with the baseline."""
     series: dict[tuple, list[RelativeRow]] = {}
     for row in rows:
         m = row.measurement
@@ -124,23 +124,37 @@ def summarize(rows: list[RelativeRow]) -> tuple[list[SummaryRow], list[str]]:
     summary, nothing_common = [], []
     for key, members_all in sorted(series.items()):
         members = [r for r in members_all if r.relative is not None and not r.math_differs]
-        if members:
-            models = tuple(sorted(r.measurement.workload for r in members))
-            left_out = _left_out(members_all, rows)
-            baselines = ", ".join(sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members}))
-            summary.append(SummaryRow(*key, *means([r.ratio for r in members]), models, left_out, baselines))
-        elif any(r.baseline is None for r in members_all):
-            category, precision, count, side, source = key
-            nothing_common.append(f"{category} {precision} x{count} {side} [{source}]")
+        category, precision, count, side, source = key
+        if not members:
+            if any(r.baseline is None for r in members_all):
+                nothing_common.append(f"{category} {precision} x{count} {side} [{source}]")
+            continue
+        means = mean([r.ratio for r in members])
+        models = sorted(r.measurement.workload for r in members)
+        summary.append(
+            dict(zip(("category", "precision", "gpu_count", "gpu", "source"), key, strict=True))
+            | {"precision_group": precision_group(precision), "relative_mean": means}
+            | {
+                "interval": "baseline" if side == baseline else describe(means.spread),
+                "flags": " ".join(means.flags),
+            }
+            | {"difference": NO_DIFFERENCE if means.no_difference else "", "n_models": len(models)}
+            | {"models": " ".join(models), "models_left_out": "; ".join(_left_out(members_all, rows))}
+            | {
+                "baselines": ", ".join(
+                    sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})
+                )
+            }
+        )
     return summary, sorted(nothing_common)
 
 
-def _left_out(members: list[RelativeRow], rows: list[RelativeRow]) -> tuple[str, ...]:
-    """The models of the gpu or of its baseline (the measurements its ratios were divided by, of
-    the same category, GPU count, precision group and source) that its mean does not average, and
-    why: the baseline has no run of it, the gpu has none, or the ratio sets unlike math."""
+def _left_out(members, rows):
+    """The models of the gpu or of its baseline (the points its ratios were divided by, of the same
+    category, GPU count, precision group and source) that its mean does not average, and why: the
+    baseline has no run of it, the gpu has none, or the ratio sets unlike math."""
     reasons = {r.measurement.workload: "no baseline run" for r in members if r.baseline is None}
-    reasons |= {r.measurement.workload: MATH_DIFFERS for r in members if r.math_differs}
+    reasons |= {r.measurement.workload: "math_differs" for r in members if r.math_differs}
     first, ours = members[0].measurement, {r.measurement.model for r in members}
     used = {
         (b.side, b.source, b.precision, first.category, first.gpu_count) for r in members if (b := r.baseline)
@@ -150,15 +164,15 @@ def _left_out(members: list[RelativeRow], rows: list[RelativeRow]) -> tuple[str,
         for m in (r.measurement for r in rows)
         if (m.side, m.source, m.precision, m.category, m.gpu_count) in used and m.model not in ours
     }
-    return tuple(f"{workload} ({why})" for workload, why in sorted(reasons.items()))
+    return [f"{workload} ({why})" for workload, why in sorted(reasons.items())]
 
 
-def check_comparable(measurements: list[Measurement], rows: list[RelativeRow], baseline: str) -> None:
+def check_comparable(measurements, rows, baseline, hint):
     """Stop with what is missing when there is no baseline or nothing to set beside it."""
     if not measurements:
         raise CompareError(
             "nothing to compare: no FINISHED run with a throughput matches the filters (check "
-            f"tracking.uri, tracking.experiment, gpus, models, precisions, gpu_counts, sources); {STUDY_HINT}"
+            f"tracking.uri, tracking.experiment, gpus, models, precisions, gpu_counts, sources); {hint}"
         )
     gpus = sorted({m.side for m in measurements})
     if baseline not in gpus:
@@ -176,5 +190,66 @@ def check_comparable(measurements: list[Measurement], rows: list[RelativeRow], b
         )
 
 
-def _point(m: Measurement) -> str:
+def _point(m):
     return f"{m.workload} x{m.gpu_count} {m.precision}"
+
+
+def sections(c, console, stated):
+    """Category means and per-model ratios (report.md and the console show the baseline's own rows,
+    1.0 by definition, in the CSVs only); `console`: the means printed too; `stated`: the study's
+    figures the data gives otherwise (src/compare/study.marks), marked on the category chart."""
+    efficiency = scaling(c.measurements)
+    per_model = [_relative_row(r, efficiency, c.flagged) for r in c.rows]
+    shown = [s for s in c.summary if s["gpu"] != c.baseline]
+    point = ("category", "precision", "gpu_count", "gpu", "source", "relative_mean")
+    means = Table(c.summary, MEANS, "summary.csv", (*point, "flags", "models", "models_left_out"), read=shown)
+    said = [
+        f"Throughput relative to {c.baseline}: no category mean; no other gpu shares a model, GPU count, "
+        f"precision and settings with {c.baseline}'s runs"
+    ]
+    if shown:
+        means.title = (
+            f"Throughput relative to {c.baseline}, mean over the models each gpu and {c.baseline} both have"
+        )
+        means.printed, means.heads = (*point, "n_models") if console else (), 3
+        said = [
+            f"{s['gpu']} [{s['source']}]: left out of {s['category']} {s['precision']} x{s['gpu_count']}: "
+            f"{s['models_left_out']}"
+            for s in shown
+            if s["models_left_out"]
+        ]
+    relative = Table(per_model, RELATIVE, "relative_throughput.csv", RELATIVE_SHOWN)
+    relative.read = [r for r in per_model if r["gpu"] != c.baseline]
+    category = functools.partial(charts.category, c.summary, c.baseline, stated)
+    return [
+        Section("Category means", tables=[means], said=said if console else [], draw=category),
+        Section(
+            "Per model",
+            tables=[relative],
+            draw=functools.partial(charts.per_model, c.rows, c.baseline, c.flagged),
+        ),
+    ]
+
+
+def _relative_row(row, efficiency, flagged):
+    m, base = row.measurement, row.baseline
+    low, high = m.interval or (None, None)
+    return {name: getattr(m, name, None) for name in RELATIVE} | {
+        "precision_group": precision_group(m.precision),
+        "gpu": m.side,
+        "relative": row.ratio,
+        "interval": describe(m.spread if base is None or base is m else row.spread),
+        "difference": NO_DIFFERENCE if row.no_difference else "",
+        "flags": " ".join(row.flags),
+        "stack_differs": row.stack_differs,
+        "throughput_low": low,
+        "throughput_high": high,
+        **{
+            f"baseline_{name}": base and getattr(base, name) for name in ("precision", "source", THROUGHPUT)
+        },
+        "baseline_gpu": base and base.side,
+        "scaling_efficiency": efficiency.get(m.point),
+        "anomalies": " ".join(flagged.get(m.point, [])),
+        "stack": " ".join(f"{k}={v}" for k, v in m.stack),
+        "run_ids": " ".join(r.run_id for r in m.runs),
+    }

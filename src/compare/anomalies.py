@@ -1,8 +1,8 @@
 """Figures that cannot be right: flagged in the report and as an `anomaly` tag on their runs.
 
-- scaling efficiency above 100% against the 1-GPU run of the same workload (data parallelism
+- scaling efficiency above 100% against the 1-GPU point of the same workload (data parallelism
   with a fixed per-GPU batch cannot beat linear scaling beyond timing noise);
-- a multi-GPU run slower than its 1-GPU run;
+- a multi-GPU point slower than its 1-GPU point;
 - a ratio to the baseline outside what the spec sheets allow: a training step is bound by compute
   or by memory bandwidth, so its speed-up lies between the two spec ratios (peak TFLOP/s for the
   math that ran, and GB/s), give or take `spec_tolerance`;
@@ -21,8 +21,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from src import recorded
-from src.compare.analysis import RelativeRow
-from src.compare.ratio import GPU_SHARED
+from src.compare.analysis import scaling
+from src.compare.report import Section, Table
 from src.compare.runs import Measurement
 from src.config import points
 from src.console import number
@@ -31,7 +31,9 @@ SCALING_ABOVE_100 = "scaling_above_100"
 SLOWER_THAN_1GPU = "slower_than_1gpu"
 OUTSIDE_SPEC = "outside_spec"
 CI_NOT_MET = "ci_not_met"
+GPU_SHARED = "gpu_shared"
 PROCEDURE_DIFFERS = "procedure_differs"
+KINDS = (SCALING_ABOVE_100, SLOWER_THAN_1GPU, OUTSIDE_SPEC, CI_NOT_MET, GPU_SHARED, PROCEDURE_DIFFERS)
 
 
 @dataclass(frozen=True)
@@ -41,23 +43,20 @@ class Anomaly:
     detail: str
     runs: tuple[str, ...] = ()  # the ids of the runs that earned it; () for the whole figure
 
-    run_ids = property(lambda a: a.runs or tuple(r.run_id for r in a.measurement.runs))
+    @property
+    def run_ids(self):
+        return self.runs or tuple(r.run_id for r in self.measurement.runs)
 
 
-def scaling_efficiency(measurements: list[Measurement]) -> dict[tuple, float]:
-    """Point -> throughput over gpu_count x the 1-GPU throughput of the same workload and source."""
-    singles = {m.point: m.throughput for m in measurements if m.gpu_count == 1}
-    return {
-        m.point: m.throughput / (m.gpu_count * one)
-        for m in measurements
-        if (one := singles.get((m.side, 1, m.model, m.precision, m.source, m.config))) is not None
-        and m.gpu_count > 1
-    }
+def find(measurements, rows, tolerances):
+    """Every check's anomalies, in the anomalies table's order; `tolerances`: the `anomalies` settings."""
+    found = [a for kind in RUN_FLAWS for a in flawed_runs(measurements, kind)]
+    found += procedure_anomalies(measurements) + scaling_anomalies(measurements, tolerances.scaling_tolerance)
+    return found + spec_anomalies(rows, tolerances.spec_tolerance)
 
 
-def scaling_anomalies(measurements: list[Measurement], tolerance: float) -> list[Anomaly]:
-    efficiency = scaling_efficiency(measurements)
-    found = []
+def scaling_anomalies(measurements, tolerance):
+    efficiency, found = scaling(measurements), []
     for m in measurements:
         if (ratio := efficiency.get(m.point)) is None:
             continue
@@ -74,14 +73,7 @@ def scaling_anomalies(measurements: list[Measurement], tolerance: float) -> list
 RUN_FLAWS = {CI_NOT_MET: ("missed", "stopped early; "), GPU_SHARED: ("foreign", "shared a GPU: ")}
 
 
-def find(measurements: list[Measurement], rows: list[RelativeRow], tolerances) -> list[Anomaly]:
-    """Every check's anomalies, in the anomalies table's order; `tolerances`: the `anomalies` settings."""
-    found = [a for kind in RUN_FLAWS for a in flawed_runs(measurements, kind)]
-    found += procedure_anomalies(measurements) + scaling_anomalies(measurements, tolerances.scaling_tolerance)
-    return found + spec_anomalies(rows, tolerances.spec_tolerance)
-
-
-def flawed_runs(measurements: list[Measurement], kind: str) -> list[Anomaly]:
+def flawed_runs(measurements, kind):
     """Points with a run that stopped before its interval met target_ci (CI_NOT_MET), or during
     which another program held one of its GPUs (GPU_SHARED): those runs earn it."""
     flaw, said = RUN_FLAWS[kind]
@@ -94,7 +86,7 @@ def flawed_runs(measurements: list[Measurement], kind: str) -> list[Anomaly]:
     return found
 
 
-def procedure_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
+def procedure_anomalies(measurements):
     """Points whose repeats were measured another way: 'repeats measured with different max_steps
     20/500: 1 of 4', naming the runs that differ from the most common way."""
     found = []
@@ -114,7 +106,7 @@ def procedure_anomalies(measurements: list[Measurement]) -> list[Anomaly]:
     return found
 
 
-def spec_checkable(rows: list[RelativeRow]):
+def spec_checkable(rows):
     """The rows the spec check can judge: a baseline on another side, and peak TFLOP/s and bandwidth
     logged on both (a profile without them: nothing to check against)."""
     for row in rows:
@@ -126,7 +118,7 @@ def spec_checkable(rows: list[RelativeRow]):
             yield row
 
 
-def spec_anomalies(rows: list[RelativeRow], tolerance: float) -> list[Anomaly]:
+def spec_anomalies(rows, tolerance):
     found = []
     for row in spec_checkable(rows):
         ours, theirs = row.measurement.spec, row.baseline.spec
@@ -143,13 +135,24 @@ def spec_anomalies(rows: list[RelativeRow], tolerance: float) -> list[Anomaly]:
     return found
 
 
-KINDS = (SCALING_ABOVE_100, SLOWER_THAN_1GPU, OUTSIDE_SPEC, CI_NOT_MET, GPU_SHARED, PROCEDURE_DIFFERS)
+COLUMNS = ("kind", "model", "precision", "gpu_count", "gpu", "source", "detail", "run_ids")
+
+
+def section(found):
+    rows = [
+        {"kind": a.kind, "model": a.measurement.workload, "gpu": a.measurement.side, "detail": a.detail}
+        | {name: getattr(a.measurement, name) for name in ("precision", "gpu_count", "source")}
+        | {"run_ids": " ".join(a.run_ids)}  # the runs that earned it
+        for a in found
+    ]
+    table = Table(rows, COLUMNS, "anomalies.csv", COLUMNS[:-1] if rows else ())
+    return Section(f"Anomalies ({len(rows)})", [] if rows else ["None found."], [table])
+
+
 _ENTRY = re.compile(rf"; (?=(?:{'|'.join(KINDS)}): )")  # the tag's entries, `kind: detail; kind: detail`
 
 
-def tag_runs(
-    uri: str, measurements: list[Measurement], rows: list[RelativeRow], anomalies: list[Anomaly]
-) -> int:
+def tag_runs(uri, measurements, rows, anomalies):
     """Set `anomaly` on the runs behind each flagged figure, clear an entry where its check ran
     again and no longer holds, keep one whose check this comparison could not make; how many runs
     carry the tag now."""
@@ -159,7 +162,7 @@ def tag_runs(
     for anomaly in anomalies:
         for run_id in anomaly.run_ids:
             flagged.setdefault(run_id, []).append(f"{anomaly.kind}: {anomaly.detail}")
-    scaled = scaling_efficiency(measurements)
+    scaled = scaling(measurements)
     specced = {row.measurement.point for row in spec_checkable(rows)}
     mlflow_client = store.client(uri)
     tagged = 0

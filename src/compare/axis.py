@@ -12,13 +12,11 @@ import dataclasses
 
 from packaging.version import InvalidVersion, Version
 
-from src.compare.runs import CompareError, RunRecord
+from src.compare.runs import CompareError
 from src.config import points
 
-DEFAULT_BASELINE = "rtx3090"
 
-
-def along(records: list[RunRecord], by: str) -> tuple[list[RunRecord], int]:
+def along(records, by):
     """Records set side by side along `by=KEY`, and how many lack KEY (left out: published rows
     log no stack)."""
     tag = points.STACK.get(by, by)
@@ -30,24 +28,20 @@ def along(records: list[RunRecord], by: str) -> tuple[list[RunRecord], int]:
     return kept, len(records) - len(kept)
 
 
-def stack_keys(by: str | None) -> tuple[str, ...]:
-    """What a like-for-like ratio shares: the software stack between gpus; with by=, every stack key
-    but the one compared (the card too: by=torch must not set one card against another)."""
-    return tuple(k for k in points.STACK if k != by) if by else tuple(points.SOFTWARE)
-
-
-def baseline(records: list[RunRecord], by: str | None, wanted: str | None) -> str:
+def baseline(records, by, wanted, default):
     """The compared axis's baseline: `wanted` (a gpu; with by=, a value of KEY, where `2.13.0` also
-    names `2.13.0+cpu` when that is the only one), else rtx3090 for gpus and the oldest value for
-    by= (the lowest version where every value is one, else the value of the earliest run)."""
+    names `2.13.0+cpu` when that is the only one), else `default` (the study's, conf/study/) for
+    gpus and the oldest value for by= (the lowest version where every value is one, else the value
+    of the earliest run)."""
     if not by:
-        return wanted or DEFAULT_BASELINE
+        return wanted or default
     values = sorted({r.side.split("=", 1)[1] for r in records})
     if not values:
         raise CompareError(f"by={by}: no run that the filters keep has a {points.STACK.get(by, by)!r} tag")
     if len(values) == 1:
-        raise CompareError(f"by={by}: only one value ({values[0]}) among the runs the filters keep; "
-                           "nothing to set it against")  # fmt: skip
+        raise CompareError(
+            f"by={by}: only one value ({values[0]}) among the runs the filters keep; nothing to set it against"
+        )
     if wanted is None:
         try:
             return f"{by}={min(values, key=Version)}"

@@ -9,55 +9,44 @@ For cards A and B and one model, precision and GPU count:
 The factor's two ratios usually share a point (the smaller card's largest batch is the iso batch):
 it is netted, so that it cancels instead of widening the interval twice. Beside the split: the
 published figures of the profiles whose memory each card has: their ratio and per-GPU batches.
+On one card under two caps the iso-batch ratio is about 1 by construction; its interval says
+whether it is more than noise.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-from dataclasses import dataclass, field
 
 from src import recorded
-from src.compare.analysis import precision_group, setting_difference
-from src.compare.ratio import Ratio, carried_flags, means, quotient, ratio
-from src.compare.runs import MEASURED, Measurement, stack_difference
+from src.compare import charts
+from src.compare.ratio import NO_DIFFERENCE, carried_flags, describe, mean, quotient
+from src.compare.report import Section, Table, ratio_columns, ratio_text
+from src.compare.runs import CAP_KEY, MEASURED, differing, precision_group, unlike
 from src.config import points
 from src.logged_spec import positive_number
 
-CAP_KEY = "gpu.memory_limit_gb"
-FIGURES = ("iso_ratio", "max_ratio", "capacity_factor")
+CSV, MEANS_CSV = "capacity_split.csv", "capacity_split_categories.csv"
+FIGURES = {
+    "iso_ratio": "speed",
+    "max_ratio": "speed x capacity",
+    "capacity_factor": "capacity",
+}  # what each is
+SPLIT = (
+    *(c for f in FIGURES for c in ratio_columns(f)),
+    "interval",
+    "difference",
+    "stack_differs",
+    "setting_differs",
+)
+COLUMNS = (
+    *("model", "category", "precision", "gpu_count", "card", "baseline_card", "iso_batch", "max_batch"),
+    *("baseline_max_batch", *SPLIT, "published_batch", "published_baseline_batch", "published_ratio"),
+)
+MEAN_COLUMNS = ("category", "precision_group", "gpu_count", "card", "baseline_card", *SPLIT, "models")
 
 
-@dataclass(frozen=True)
-class SplitRow:
-    model: str
-    category: str
-    precision: str
-    gpu_count: int
-    card: str
-    baseline_card: str
-    iso_batch: int | None
-    max_batch: int | None
-    baseline_max_batch: int | None
-    figures: dict[str, Ratio | None] = field(repr=False)  # FIGURES -> the ratio, None without the runs
-    published_batch: int | None = None
-    published_baseline_batch: int | None = None
-    published_ratio: float | None = None
-
-
-@dataclass(frozen=True)
-class SplitMean:
-    """A category's split: the means of its models' iso and max-batch ratios, the factor of the means."""
-
-    category: str
-    precision_group: str
-    gpu_count: int
-    card: str
-    baseline_card: str
-    figures: dict[str, Ratio | None] = field(repr=False)
-    models: tuple[str, ...]
-
-
-def by_batch(measurements: list[Measurement]) -> dict[tuple, dict[str, dict[int, list[Measurement]]]]:
+def by_batch(measurements):
     """(model, precision, gpu_count) -> card -> batch -> this project's points, one per stack and setting."""
     table: dict = {}
     for m in measurements:
@@ -69,25 +58,41 @@ def by_batch(measurements: list[Measurement]) -> dict[tuple, dict[str, dict[int,
     return table
 
 
-def pair(ours: list[Measurement], theirs: list[Measurement]) -> Ratio:
+def pair(ours, theirs):
     """One card's point over the other's at a batch: the two alike but for the card (the gpu, its
     cap) where such a pair exists, else the closest, flagged with what differs: settings first,
     then the software stack, then the more repeats."""
 
-    def unlike(a: Measurement, b: Measurement) -> tuple:
-        return (bool(setting_difference(a, b, (CAP_KEY,))), a.software != b.software, -a.n_runs - b.n_runs)
+    def rank(two):
+        a, b = two
+        return (unlike(a, b, ("side", "gpu", "cap", "card", "batch"), ("setting", "software")), -a.n_runs - b.n_runs)
 
-    a, b = min(itertools.product(ours, theirs), key=lambda two: unlike(*two))
-    stacks, settings = stack_difference(a, b, tuple(points.SOFTWARE)), setting_difference(a, b, (CAP_KEY,))
-    return quotient(a, b, stack_differs=stacks, setting_differs=settings)
+    a, b = min(itertools.product(ours, theirs), key=rank)
+    return quotient(
+        a, b, stack_differs=differing(a, b, ("software",)), setting_differs=differing(a, b, ("setting",))
+    )
 
 
-def _figures(iso: Ratio | None, largest: Ratio | None) -> dict[str, Ratio | None]:
+def _split(iso, largest):
+    """The figures of a split and its notes: what their intervals rest on (one text where all agree,
+    else each's: `speed: repeats; capacity: ...`), which hold 1.0, what differs beside the card."""
     factor = iso and largest and quotient(largest, iso, **carried_flags([iso, largest]))
-    return {"iso_ratio": iso, "max_ratio": largest, "capacity_factor": factor}
+    figures = {"iso_ratio": iso, "max_ratio": largest, "capacity_factor": factor}
+    measured = {FIGURES[f]: r for f, r in figures.items() if r}
+    bases = {meaning: describe(r.spread) for meaning, r in measured.items()}
+    held = [meaning for meaning, r in measured.items() if r.no_difference]
+    texts = set(bases.values())
+    interval = texts.pop() if len(texts) == 1 else "; ".join(f"{m}: {text}" for m, text in bases.items())
+    flags = carried_flags(measured.values())
+    return figures | {
+        "interval": interval,
+        "difference": f"{', '.join(held)}: {NO_DIFFERENCE}" if held else "",
+        "stack_differs": flags["stack_differs"],
+        "setting_differs": flags["setting_differs"],
+    }
 
 
-def split(measurements: list[Measurement], cards: list[str]) -> tuple[list[SplitRow], list[str]]:
+def split(measurements, cards):
     """The split of card cards[0] against cards[1] for every model either ran, and the runs missing."""
     card, baseline = cards
     rows, missing = [], []
@@ -105,36 +110,47 @@ def split(measurements: list[Measurement], cards: list[str]) -> tuple[list[Split
             lacking = card if smaller not in a else baseline
             missing.append(_command(lacking, model, precision, count, smaller, "the iso-batch point"))
         largest, baseline_largest = max(a, default=None), max(b, default=None)
-        iso_ratio = pair(a[iso], b[iso]) if iso else None
-        figures = _figures(iso_ratio, pair(a[largest], b[baseline_largest]) if a and b else None)
         category = next(iter((a or b).values()))[0].category
-        found = (model, category, precision, count, card, baseline, iso, largest, baseline_largest, figures)
-        rows.append(SplitRow(*found, *_published(published, stand_ins, model, precision, count)))
+        rows.append(
+            {"model": model, "category": category, "precision": precision, "gpu_count": count, "card": card}
+            | {
+                "baseline_card": baseline,
+                "iso_batch": iso,
+                "max_batch": largest,
+                "baseline_max_batch": baseline_largest,
+            }
+            | _split(
+                pair(a[iso], b[iso]) if iso else None,
+                pair(a[largest], b[baseline_largest]) if a and b else None,
+            )
+            | _published(published, stand_ins, model, precision, count)
+        )
     return rows, missing
 
 
-def category_means(rows: list[SplitRow]) -> list[SplitMean]:
-    """Per (category, precision group, GPU count): the means over the models that have both ratios."""
-    groups: dict[tuple, list[SplitRow]] = {}
+def category_means(rows):
+    """Per (category, precision group, GPU count): the means over the models that have both ratios; a
+    point two models' ratios share counts once."""
+    groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        if r.figures["iso_ratio"] and r.figures["max_ratio"]:
-            key = (r.category, precision_group(r.precision), r.gpu_count, r.card, r.baseline_card)
+        if r["iso_ratio"] and r["max_ratio"]:
+            key = (
+                r["category"],
+                precision_group(r["precision"]),
+                r["gpu_count"],
+                r["card"],
+                r["baseline_card"],
+            )
             groups.setdefault(key, []).append(r)
-    found = []
-    for key, members in sorted(groups.items()):
-        iso, largest = (_mean([r.figures[f] for r in members]) for f in ("iso_ratio", "max_ratio"))
-        found.append(SplitMean(*key, _figures(iso, largest), tuple(r.model for r in members)))
-    return found
+    return [
+        dict(zip(MEAN_COLUMNS[:5], key, strict=True))
+        | _split(*(mean([r[f] for r in members], independent=False) for f in ("iso_ratio", "max_ratio")))
+        | {"models": " ".join(r["model"] for r in members)}
+        for key, members in sorted(groups.items())
+    ]
 
 
-def _mean(ratios: list[Ratio]) -> Ratio:
-    """The arithmetic mean of ratios, a point two of them share counting once (means() takes its
-    ratios as independent, as category means of different models are)."""
-    mean, _ = means(ratios)
-    return ratio(mean.terms, value=mean.value, **carried_flags(ratios))
-
-
-def is_card(card) -> bool:
+def is_card(card):
     """gpu, or gpu@<memory_limit_gb> with a number of GB above 0."""
     gpu, at, cap = str(card).partition("@")
     try:
@@ -143,7 +159,7 @@ def is_card(card) -> bool:
         return False
 
 
-def _command(card: str, model: str, precision: str, count: int, batch, why: str) -> str:
+def _command(card, model, precision, count, batch, why):
     gpu, _, cap = card.partition("@")
     more = (f" gpu.count={count}" if count > 1 else "") + (f" {CAP_KEY}={cap}" if cap else "")
     return (
@@ -152,7 +168,7 @@ def _command(card: str, model: str, precision: str, count: int, batch, why: str)
     )
 
 
-def stands_for(published: list[Measurement], card: str) -> str:
+def stands_for(published, card):
     """The published profile a card stands for, that of its memory: a capped card's is the profile whose
     `gpu.memory_gb` is its cap (h200@24 -> rtx3090), an uncapped card's is itself."""
     gpu, _, cap = card.partition("@")
@@ -160,17 +176,77 @@ def stands_for(published: list[Measurement], card: str) -> str:
     return same[0] if same else gpu
 
 
-def _published(points: list[Measurement], gpus: list[str], model: str, precision: str, count: int) -> tuple:
+def _published(points, gpus, model, precision, count):
     """Beside a row: the per-GPU batch each card's profile was published at (its 1-GPU figures), and
     their published ratio at the row's GPU count."""
 
-    def at(gpu: str, n: int) -> list[Measurement]:
+    def at(gpu, n):
         key = (gpu, model, precision_group(precision), n)
         return [m for m in points if (m.gpu, m.model, precision_group(m.precision), m.gpu_count) == key]
 
-    def batch(gpu: str) -> int | None:
+    def batch(gpu):
         logged = (positive_number(m.runs[0].result.tags.get(recorded.PUBLISHED_BATCH)) for m in at(gpu, 1))
         return next((int(b) for b in logged if b), None)
 
     ours, theirs = (at(gpu, count) for gpu in gpus)
-    return batch(gpus[0]), batch(gpus[1]), quotient(ours[-1], theirs[-1]).value if ours and theirs else None
+    return {
+        "published_batch": batch(gpus[0]),
+        "published_baseline_batch": batch(gpus[1]),
+        "published_ratio": quotient(ours[-1], theirs[-1]).value if ours and theirs else None,
+    }
+
+
+def section(measurements, cards):
+    """capacity_split=[A,B]: the split's rows and means, or the runs it lacks with their commands."""
+    if not cards:
+        return []
+    rows, missing = split(measurements, cards)
+    if not rows:
+        missing.insert(0, f"capacity_split: neither {cards[0]} nor {cards[1]} has a run with a batch size")
+        return [Section("Speed and capacity", [f"- {line}" for line in missing], warnings=missing[:1])]
+    pair = f"{rows[0]['card']} against {rows[0]['baseline_card']}"
+    means = category_means(rows)
+    lines = [f"- {sentence(m)}." for m in means] or [
+        "- No model has both the iso-batch and the max-batch pair yet; the runs to add are listed below."
+    ]
+    model, category = ("model", "precision", "gpu_count"), ("category", "precision_group", "gpu_count")
+    shown = (*FIGURES, "interval")
+    tables = [
+        Table(
+            means,
+            MEAN_COLUMNS,
+            MEANS_CSV,
+            (*category, *shown, "models"),
+            (*category, *FIGURES),
+            3,
+            f"Speed and capacity, {pair}: category means",
+        ),
+        Table(
+            rows,
+            COLUMNS,
+            CSV,
+            (*model, *COLUMNS[6:9], *shown, *COLUMNS[-3:]),
+            (*model, *FIGURES),
+            3,
+            "per model",
+        ),
+    ]
+    warnings = [f"capacity_split: {len(missing)} run(s) to add; report.md (Speed and capacity) names each"]
+    return [
+        Section(
+            f"Speed and capacity: {pair}",
+            lines + [f"- {line}" for line in missing],
+            tables,
+            warnings=warnings if missing else [],
+            draw=functools.partial(charts.capacity, rows),
+        )
+    ]
+
+
+def sentence(m):
+    """A category's split in words: `1.65x [1.61-1.69] at each card's largest batch = ...`."""
+    iso, largest, factor = (ratio_text(m[f].value, m[f].interval) for f in FIGURES)
+    said = (
+        f"{m['category']} {m['precision_group']} x{m['gpu_count']}: {largest} at each card's largest batch = "
+    )
+    return said + f"{iso} speed at the same batch x {factor} capacity"

@@ -1,29 +1,38 @@
 """The folder a comparison writes into is its own: one compare at a time writes there, and it holds
-only what compare wrote. An earlier comparison's files are removed (said in one line) before the
-new ones are written; a folder holding anything else is refused, as is one another compare is
-writing into now, so a report run logs the files its own comparison wrote."""
+only what compare wrote. Each file is recorded in `.compare-files` before it is written, so a compare
+killed or failed midway leaves a folder the next one takes over: that one removes the files the
+record names (plain names of files in this folder only: never a path, `..`, or what a link points
+to; said in one line) before writing its own. A folder holding anything else is refused, as is one
+another compare is writing into now, so a report run logs the files its own comparison wrote."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
-from contextlib import AbstractContextManager
+import stat
 from pathlib import Path
 
 from src.console import note
 from src.errors import ConfigError
 from src.paths import user_folder
 
-WRITTEN = ".compare-files"  # the names the last compare wrote here; locked while a compare runs
+WRITTEN = ".compare-files"  # the names the compares here wrote; locked while a compare runs
 
 
-class OutFolder(AbstractContextManager["OutFolder"]):
-    def __init__(self, path: Path):
-        self.path = Path(user_folder("out", str(path)))
-        try:
-            self._record = open(self.path / WRITTEN, "a+")  # noqa: SIM115 (held until the with block ends)
+def _ours(name):
+    """A name compare could have written: a file of this folder, no path."""
+    return name not in ("", ".", "..", WRITTEN) and os.path.basename(name) == name
+
+
+class OutFolder(contextlib.AbstractContextManager):
+    def __init__(self, path):
+        self.path, self.written = Path(user_folder("out", str(path))), []
+        try:  # never through a link: the record is this folder's own file
+            fd = os.open(self.path / WRITTEN, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
             raise ConfigError(f"out={str(path)!r}: cannot be written ({exc.strerror})") from None
+        self._record = os.fdopen(fd, "r+")
         try:
             fcntl.flock(self._record, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released however the process ends
         except BlockingIOError:
@@ -32,8 +41,7 @@ class OutFolder(AbstractContextManager["OutFolder"]):
                 f"out={str(path)!r}: another compare is writing there now; name another folder, or "
                 "leave out= unset (each compare then gets a folder of its own)"
             ) from None
-        self._record.seek(0)
-        self.earlier = [name for name in self._record.read().splitlines() if name]
+        self.earlier = [name for name in self._record.read().splitlines() if _ours(name)]
         others = sorted(set(os.listdir(self.path)) - {WRITTEN, *self.earlier})
         if others:
             self._record.close()
@@ -43,20 +51,33 @@ class OutFolder(AbstractContextManager["OutFolder"]):
                 "empty folder, or one an earlier compare wrote (its files are replaced)"
             )
 
-    def clear(self) -> None:
-        """Remove the earlier comparison's files, and say so."""
-        removed = [self.path / name for name in self.earlier if (self.path / name).is_file()]
-        for path in removed:
-            path.unlink()
-        if removed:
-            note(f"out={self.path}: removed {len(removed)} file(s) an earlier compare wrote there")
+    def _remove(self, names):
+        """Remove the named files and links of this folder (a link, not what it points to); how many."""
+        removed = 0
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                if not stat.S_ISDIR(os.lstat(self.path / name).st_mode):
+                    os.unlink(self.path / name)
+                    removed += 1
+        return removed
 
-    def record(self, files: list[Path]) -> None:
-        """The names this comparison wrote: the next compare into this folder replaces them."""
-        self._record.seek(0)
-        self._record.truncate()
-        self._record.write("".join(f"{path.name}\n" for path in files))
+    def clear(self):
+        """Remove the earlier comparisons' files, and say so."""
+        if removed := self._remove(self.earlier):
+            note(f"out={self.path}: removed {removed} file(s) an earlier compare wrote there")
+        self._record.truncate(0)
+
+    def new(self, name):
+        """The path of a file this comparison writes, recorded first."""
+        self._record.write(f"{name}\n")
         self._record.flush()
+        self.written.append(self.path / name)
+        return self.path / name
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, exc, trace):
+        if exc is not None and self.written:  # a failed compare: what it wrote goes (the earlier went first)
+            self._remove([path.name for path in self.written])
+            self._record.truncate(0)
+        if exc is not None and not set(os.listdir(self.path)) - {WRITTEN}:  # nothing left: nor its record
+            os.unlink(self.path / WRITTEN)
         self._record.close()

@@ -7,47 +7,56 @@ the baseline on X's, splits it. Where neither was run, the split names the runs 
 
 from __future__ import annotations
 
-from src.compare.analysis import RelativeRow, same_workload
-from src.compare.ratio import columns, quotient
-from src.compare.runs import Measurement
+from src.compare.ratio import quotient
+from src.compare.report import Section, Table, ratio_columns
+from src.compare.runs import alike
 
-CSV = "hardware_software.csv"
-NAMED = ("model", "precision", "gpu_count", "gpu", "baseline_gpu", "relative", "stack_differs")  # the ratio
-COLUMNS = (*NAMED, *columns("hardware", None), *columns("software", None), "via", "missing")
+COLUMNS = (
+    *("model", "precision", "gpu_count", "gpu", "baseline_gpu", "relative", "stack_differs"),
+    *ratio_columns("hardware"),
+    *ratio_columns("software"),
+    *("via", "missing"),
+)
 
 
-def _find(measurements: list[Measurement], like: Measurement, software: dict) -> Measurement | None:
+def _on_stack(like, measurements, software):
     """`like`'s point on another software stack."""
-    alike = (like.gpu, like.source, like.math, software)
-    found = (m for m in measurements if (m.gpu, m.source, m.math, m.software) == alike)
-    return next((m for m in found if same_workload(m, like)), None)
+    return alike(
+        like, [m for m in measurements if m.software == software], ("software", "card", "batch", "precision")
+    )
 
 
-def records(rows: list[RelativeRow], measurements: list[Measurement]) -> list[dict]:
-    """One record per cross-gpu ratio whose software stacks differ."""
-    records = []
+def section(rows, measurements):
+    """One row per cross-gpu ratio whose software stacks differ (GPU comparisons only)."""
+    found = []
     for row in rows:
         m, base = row.measurement, row.baseline
         if base is None or m.gpu == base.gpu or not row.stack_differs:
             continue
-        hardware = software = None
-        via = missing = ""
-        if (bridge := _find(measurements, m, base.software)) is not None:
-            hardware, software = quotient(bridge, base), quotient(m, bridge)
-            via = f"{m.gpu} on {base.gpu}'s stack (run {bridge.runs[0].run_id})"
-        elif (bridge := _find(measurements, base, m.software)) is not None:
-            hardware, software = quotient(m, bridge), quotient(bridge, base)
-            via = f"{base.gpu} on {m.gpu}'s stack (run {bridge.runs[0].run_id})"
+        split = {"hardware": None, "software": None, "via": "", "missing": ""}
+        if bridge := _on_stack(m, measurements, base.software):
+            split = {"hardware": quotient(bridge, base), "software": quotient(m, bridge)}
+            split["via"] = f"{m.gpu} on {base.gpu}'s stack (run {bridge.runs[0].run_id})"
+        elif bridge := _on_stack(base, measurements, m.software):
+            split = {"hardware": quotient(m, bridge), "software": quotient(bridge, base)}
+            split["via"] = f"{base.gpu} on {m.gpu}'s stack (run {bridge.runs[0].run_id})"
         else:
-            missing = (
+            split["missing"] = (
                 f"run {m.gpu} {m.workload} {m.precision} x{m.gpu_count} on {_stack(base)}, "
                 f"or {base.gpu} on {_stack(m)}"
             )
-        named = (m.workload, m.precision, m.gpu_count, m.gpu, base.gpu, row.relative, row.stack_differs)
-        parts = columns("hardware", hardware) | columns("software", software)
-        records.append(dict(zip(NAMED, named, strict=True)) | parts | {"via": via, "missing": missing})
-    return records
+        named = {"model": m.workload, "precision": m.precision, "gpu_count": m.gpu_count, "gpu": m.gpu}
+        found.append(
+            named
+            | split
+            | {"baseline_gpu": base.gpu, "relative": row.value, "stack_differs": row.stack_differs}
+        )
+    if not found:
+        return []
+    shown = tuple(c for c in COLUMNS if not c.endswith(("_low", "_high")))
+    table = Table(found, COLUMNS, "hardware_software.csv", shown)
+    return [Section("Hardware and software parts of cross-stack ratios", tables=[table])]
 
 
-def _stack(m: Measurement) -> str:
+def _stack(m):
     return " ".join(f"{k}={v}" for k, v in m.software.items()) or "its stack"

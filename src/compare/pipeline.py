@@ -3,20 +3,34 @@ sections, render them (files, report.md, the MLflow report run, the console)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
-import difflib
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from src import console, credentials, recorded
-from src.compare import analysis, anomalies, axis, capacity, projection, report, runs, sections, study
+from src.compare import (
+    analysis,
+    anomalies,
+    axis,
+    capacity,
+    explain,
+    hardware_software,
+    projection,
+    report,
+    runs,
+    study,
+)
 from src.compare.folder import OutFolder
-from src.compare.sections import Comparison, Read, Section
+from src.compare.report import Section
 from src.config import points
 from src.config.groups.precision import PRECISIONS
 from src.config.groups.tracking import tracking_errors
 from src.errors import ConfigError
+from src.recorded import PROJECTED
+from src.run_result import RunResult
 
 FILTERS = tuple(f"{name}s" for name in runs.FILTERED)  # the keys runs.select filters by, each a flat list
 ALWAYS_NOTED = [
@@ -24,7 +38,7 @@ ALWAYS_NOTED = [
     "(fresh processes), or for a single run from its step-time CI (`within-run only`: it misses "
     "what differs between processes); a ratio combines both sides, a mean all its ratios "
     "(the uncertainty of these models' mean as measured, not the spread between models). A ratio "
-    "whose interval holds 1.0 is marked `no measurable difference`. A published figure carries the "
+    "whose interval holds 1.0 is marked `~1`: no measurable difference. A published figure carries the "
     "spread of the logged runs it is the mean of where the source has them (`published runs`); "
     "one without has none, none is invented, and an interval against it rests on the other side only. "
     "The baseline's own rows (1.0 by definition) are in the CSVs only.",
@@ -34,7 +48,7 @@ ALWAYS_NOTED = [
     "Category means are the arithmetic mean of the per-model ratios, as in Lambda's RTX A6000 vs "
     "RTX 3090 article, over the models the gpu and the baseline both have (`models`; "
     "`models_left_out` names the others and why): a gpu's mean depends on its runs and the "
-    "baseline's only. The geometric mean is given beside it.",
+    "baseline's only.",
 ]
 
 # a note for each kind of row or run that needs one: {} names them, short names joined by ", ", labels by "; "
@@ -60,37 +74,83 @@ NAMED_NOTES = {
 SHORT_NAMES = ("crossed", "tf32", "superseded")
 
 
-def run_compare(cfg: DictConfig, out: Path) -> Comparison:
-    """Check the config, compare, then render what it says."""
-    validate_compare(cfg)
-    with OutFolder(out) as folder:  # its own until the report run has logged its files
-        c = compare(cfg)
-        parts = sections_of(c, cfg)
-        c.out = folder.path
-        folder.clear()
-        title = f"Training throughput relative to {c.baseline}"
-        text, c.files = report.write_all(parts, title, _facts(cfg, c), c.out)
-        folder.record(c.files)
-        if cfg.tag_runs:  # a projected point tags no run: the runs behind it measured something else
-            measured = [m for m in c.measurements if m.source != projection.PROJECTED]
-            found = [a for a in c.found if a.measurement.source != projection.PROJECTED]
-            anomalies.tag_runs(cfg.tracking.uri, measured, c.rows, found)
-        c.report_run_id = _log_report_run(cfg, c, text)
-        projection.log_runs(cfg.tracking, c.report_run_id, c.projected)
-        for line in (w for part in parts for w in part.warnings):
-            console.warning(line)
-        if not cfg.study.name:  # a study's section prints its own answer
-            unlike = [_label(r) for r in c.rows if r.math_differs]
-            report.print_summary(c.summary, c.baseline, [] if cfg.by else list(cfg.gpus), str(c.out), unlike)
-        for part in parts:
-            if part.show:
-                part.show()
-        if c.outside:
-            console.note(c.outside)
-        return c
+@dataclass
+class Comparison:
+    """One comparison: the runs it read, what it computed from them (points -> ratios), what it wrote."""
+
+    experiments: list[str]
+    experiment_ids: dict[str, str]  # name -> id, of those that exist
+    runs: list[RunResult]  # every FINISHED run of the experiments
+    records: list[runs.RunRecord]  # those with a throughput
+    smoke_left_out: int
+    untagged: int  # with by=: runs without the key's tag, left out
+    baseline: str
+    measurements: list[runs.Measurement]
+    outside: str  # one line for the runs the question asked leaves out (scope below)
+    projected: projection.Outcome  # project=[...]
+    by: str | None
+    rows: list[analysis.RelativeRow] = field(default_factory=list)
+    summary: list[dict] = field(default_factory=list)  # the category means, summary.csv's rows
+    nothing_common: list[str] = field(default_factory=list)  # series with no model in common: no mean
+    found: list[anomalies.Anomaly] = field(default_factory=list)
+    out: Path | None = None  # where its files went, once written
+    files: list[Path] = field(default_factory=list)
+    report_run_id: str = ""
+
+    @property
+    def flagged(self):
+        """Point -> the kinds of anomaly flagged on it."""
+        kinds: dict[tuple, list[str]] = {}
+        for anomaly in self.found:
+            kinds.setdefault(anomaly.measurement.point, []).append(anomaly.kind)
+        return kinds
 
 
-def validate_compare(cfg: DictConfig) -> None:
+def run_compare(cfg, out):
+    """Check the config, compare, then render what it says; a compare that fails leaves no folder of
+    its own behind."""
+    try:
+        validate_compare(cfg)
+        with OutFolder(out) as folder:  # its own until the report run has logged its files
+            return _run(cfg, folder)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            Path(out).rmdir()  # only where it is empty: the folder Hydra made for this compare
+        raise
+
+
+def _run(cfg, folder):
+    c = compare(cfg)
+    parts = sections_of(c, cfg)
+    folder.clear()
+    try:
+        text = report.write(
+            parts, f"Training throughput relative to {c.baseline}", _facts(cfg, c), folder.new, cfg.charts
+        )
+    except OSError as exc:  # a full disk, a folder made read-only: the files written so far go
+        raise ConfigError(
+            f"out={str(folder.path)!r}: cannot be written ({exc.strerror}); nothing was logged"
+        ) from None
+    c.out, c.files = folder.path, folder.written
+    if cfg.tag_runs:  # a projected point tags no run: the runs behind it measured something else
+        measured = [m for m in c.measurements if m.source != PROJECTED]
+        anomalies.tag_runs(
+            cfg.tracking.uri, measured, c.rows, [a for a in c.found if a.measurement in measured]
+        )
+    c.report_run_id = _log_report_run(cfg, c, text)
+    for line in (w for part in parts for w in part.warnings):
+        console.warning(line)
+    for part in parts:
+        for table in (t for t in part.tables if t.printed):
+            report.show(table)
+        for line in part.said:
+            console.note(line)
+    if c.outside:
+        console.note(c.outside)
+    return c
+
+
+def validate_compare(cfg):
     """Key, value and what is allowed, for every bad value, before any run is read."""
     errors = tracking_errors(cfg.tracking)
     if not cfg.tracking.report_experiment:
@@ -98,7 +158,7 @@ def validate_compare(cfg: DictConfig) -> None:
     if cfg.baseline == "":
         errors.append(
             "baseline='': must name a gpu profile (baseline=rtx3090), a value of by= (baseline=2.11.0), "
-            "or be null (rtx3090; with by=, the oldest value)"
+            f"or be null ({cfg.study.baseline}; with by=, the oldest value)"
         )
     if cfg.by is not None and not str(cfg.by).replace("_", "").replace(".", "").isalnum():
         errors.append(
@@ -109,12 +169,11 @@ def validate_compare(cfg: DictConfig) -> None:
         errors.append("baseline_source='': must be null (the row's own source first) or a source name")
     nested = [k for k in FILTERS if not all(isinstance(v, (str, int, float)) for v in cfg[k])]
     errors += [f"{k}={OmegaConf.to_container(cfg[k])}: must be one flat list, e.g. {k}=[a,b]" for k in nested]
-    if nested:  # OmegaConf lets a list of lists through a list[str] field: the checks below would fail
-        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
-    if any(p not in PRECISIONS for p in cfg.precisions):
-        errors.append(f"precisions={list(cfg.precisions)}: each must be one of {', '.join(PRECISIONS)}")
-    if any(c < 1 for c in cfg.gpu_counts):
-        errors.append(f"gpu_counts={list(cfg.gpu_counts)}: each must be a whole number >= 1")
+    if not nested:  # OmegaConf lets a list of lists through a list[str] field: the checks below would fail
+        if any(p not in PRECISIONS for p in cfg.precisions):
+            errors.append(f"precisions={list(cfg.precisions)}: each must be one of {', '.join(PRECISIONS)}")
+        if any(c < 1 for c in cfg.gpu_counts):
+            errors.append(f"gpu_counts={list(cfg.gpu_counts)}: each must be a whole number >= 1")
     for key in ("scaling_tolerance", "spec_tolerance"):
         if cfg.anomalies[key] < 0:
             errors.append(f"anomalies.{key}={cfg.anomalies[key]}: must be >= 0 (a fraction: 0.02 = 2%)")
@@ -124,54 +183,72 @@ def validate_compare(cfg: DictConfig) -> None:
             f"capacity_split={list(pair)}: must be two different cards, gpu or gpu@<memory_limit_gb> "
             "(GB > 0), e.g. capacity_split=[a6000,rtx3090] or capacity_split=[h200@48,h200@24]"
         )
-    errors += projection.errors(cfg)
-    if errors:
+    if errors := errors + projection.errors(cfg):
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
 
-def compare(cfg: DictConfig) -> Comparison:
+def compare(cfg):
     """The runs read and kept, their points (each the median of its runs), ratios, means and anomalies."""
     experiments = [e for e in (cfg.tracking.experiment, cfg.tracking.published_experiment) if e]
-    finished, experiment_ids = runs.search_finished(cfg.tracking.uri, experiments, cfg.filter_string)
+    finished, ids = runs.search_finished(cfg.tracking.uri, experiments, cfg.filter_string, cfg.study.hint)
     records = [r for r in map(runs.to_record, finished) if r is not None]
-    kept, smoke_left_out = runs.select(records, cfg)
-    if smoke_left_out:  # said before anything can fail for want of runs: they may be all there is
-        console.note(f"{smoke_left_out:,} benchmark=smoke run(s) left out; include_smoke=true counts them")
+    kept, smoke = runs.select(records, cfg)
+    if smoke:  # said before anything can fail for want of runs: they may be all there is
+        console.note(f"{smoke:,} benchmark=smoke run(s) left out; include_smoke=true counts them")
     kept, untagged = axis.along(kept, cfg.by) if cfg.by else (kept, 0)
-    read = Read(experiments, experiment_ids, finished, records, smoke_left_out, untagged)
     sources = sorted({r.source for r in kept})
     if cfg.baseline_source and cfg.baseline_source not in sources:
         raise ConfigError(
             f"baseline_source={cfg.baseline_source}: unknown source; the runs the filters keep "
             f"have {', '.join(sources) or 'none'}"
         )
-    baseline = axis.baseline(kept, cfg.by, cfg.baseline or (cfg.study.baseline if cfg.study.name else None))
+    baseline = axis.baseline(kept, cfg.by, cfg.baseline, cfg.study.baseline)
     kept, outside = scope(kept, cfg, baseline)
     projected = projection.for_compare(cfg, records, finished, baseline)
     measurements = runs.aggregate(kept) + projected.measurements
-    rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, axis.stack_keys(cfg.by))
-    if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
-        analysis.check_comparable(measurements, rows, baseline)
-    summary, nothing_common = analysis.summarize(rows)
-    found = anomalies.find(measurements, rows, cfg.anomalies)
-    return Comparison(
-        read, measurements, baseline, rows, summary, nothing_common, found, cfg.by, outside, projected
+    c = Comparison(
+        experiments,
+        ids,
+        finished,
+        records,
+        smoke,
+        untagged,
+        baseline,
+        measurements,
+        outside,
+        projected,
+        cfg.by,
     )
+    c.rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, cfg.by)
+    if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
+        analysis.check_comparable(measurements, c.rows, baseline, cfg.study.hint)
+    c.summary, c.nothing_common = analysis.summarize(c.rows, baseline)
+    c.found = anomalies.find(measurements, c.rows, cfg.anomalies)
+    return c
 
 
-def sections_of(c: Comparison, cfg: DictConfig) -> list[Section]:
+def sections_of(c, cfg):
+    """The question asked first (an experiment's study), then the GPU comparison, why, the splits."""
     # with by=, gpus= filters the runs but the compared axis is KEY's values: no gpu is asked for there
     unanswered = asked_without_figures([] if cfg.by else list(cfg.gpus), c)
-    parts = sections.study(c, cfg.study) if cfg.study.name else []  # the question asked comes first
-    parts += sections.gpu_comparison(c) + sections.hardware_and_software(c) + sections.flagged(c)
-    parts += sections.notes(unanswered + _notes(c), unlogged_specs(c.measurements)) + sections.pictures(c)
-    parts += sections.explanation(c) + sections.speed_and_capacity(c, list(cfg.capacity_split))
+    asked = cfg.study if cfg.study.name else None
+    parts = [study.section(c.summary, c.rows, asked)] if asked else []
+    parts += analysis.sections(c, not asked, study.marks(study.figures(c.summary, asked)) if asked else {})
+    parts += [] if c.by else hardware_software.section(c.rows, c.measurements)
+    unlogged = unlogged_specs(c.measurements)  # said on the console too
+    parts += [
+        anomalies.section(c.found),
+        Section("Notes", [f"- {note}" for note in unanswered + _notes(c) + unlogged], said=unlogged),
+    ]
+    parts += explain.section(c.runs, c.measurements, c.rows) + capacity.section(
+        c.measurements, list(cfg.capacity_split)
+    )
     parts += projection.section(c.projected, list(cfg.project))
     parts[0].warnings += unanswered
     return parts
 
 
-def scope(records: list[runs.RunRecord], cfg: DictConfig, baseline: str) -> tuple[list[runs.RunRecord], str]:
+def scope(records, cfg, baseline):
     """The runs of the question asked (an experiment's study; else, without gpus= or all=true, the baseline,
     the study's pair and every gpu you measured), and one line for what that leaves out ('' when nothing)."""
     if cfg.study.name:
@@ -180,11 +257,9 @@ def scope(records: list[runs.RunRecord], cfg: DictConfig, baseline: str) -> tupl
     elif cfg.all or cfg.gpus or cfg.by or all(r.gpu != baseline for r in records):
         return records, ""  # (no baseline run: the error names every gpu there is)
     else:
-        wanted = report.by_default(baseline, records)  # without by=, a run's side is its gpu
-        inside = [r for r in records if r.gpu in wanted]
-        shows = "all=true or gpus=[...] shows them"
-    kept = {id(r) for r in inside}
-    outside = [r for r in records if id(r) not in kept]
+        wanted = {baseline, *cfg.study.gpus} | {r.gpu for r in records if r.source == runs.MEASURED}
+        inside, shows = [r for r in records if r.gpu in wanted], "all=true or gpus=[...] shows them"
+    outside = [r for r in records if r not in inside]
     if not outside:
         return inside, ""
     gpus = sorted({r.gpu for r in outside})
@@ -195,17 +270,15 @@ def scope(records: list[runs.RunRecord], cfg: DictConfig, baseline: str) -> tupl
     )
 
 
-def asked_without_figures(asked: list[str], c: Comparison) -> list[str]:
+def asked_without_figures(asked, c):
     """A gpu named in `gpus=` that no table or chart will show, and why."""
-    said, names = [], sorted({r.gpu for r in c.read.records})
+    said, names = [], ", ".join(sorted({r.gpu for r in c.records})) or "none"
     for gpu in dict.fromkeys(asked):
         if gpu not in {m.gpu for m in c.measurements}:
-            why = f"gpus with runs: {', '.join(names) or 'none'}"
-            if len(names) > 8:  # Lambda's tables hold about twenty: the likeliest few
-                close = difflib.get_close_matches(gpu, names, n=4, cutoff=0.3)
-                why = f"{len(names)} gpus have runs; the closest names: {', '.join(close) or 'none'}"
-            said.append(f"gpus: {gpu} has no FINISHED run with a throughput that matches the filters ({why})")
-        elif gpu not in {s.side for s in c.summary}:
+            said.append(
+                f"gpus: {gpu} has no FINISHED run with a throughput that matches the filters (gpus with runs: {names})"
+            )
+        elif gpu not in {s["gpu"] for s in c.summary}:
             said.append(
                 f"gpus: {gpu} has runs, but none shares a model, GPU count and precision group with "
                 f"baseline={c.baseline}: no ratio for it (relative_throughput.csv lists its runs)"
@@ -213,27 +286,30 @@ def asked_without_figures(asked: list[str], c: Comparison) -> list[str]:
     return said
 
 
-def _label(row: analysis.RelativeRow) -> str:
+def _label(row):
     m, b = row.measurement, row.baseline
     return f"{m.side} {m.workload} {m.precision} x{m.gpu_count} [{m.source}] vs {b.precision} [{b.source}]"
 
 
-def _facts(cfg: DictConfig, c: Comparison) -> list[str]:
+def _facts(cfg, c):
     """report.md's lines under its title: the baseline, the runs read and kept, the filters, when."""
-    filters = {k: list(cfg[k]) for k in FILTERS if cfg[k]}
-    if cfg.filter_string:
-        filters["filter_string"] = cfg.filter_string
-    n = c.read.smoke_left_out
-    smoke = f"; {n:,} benchmark=smoke run(s) left out (include_smoke=true counts them)" if n else ""
-    untagged = f", {c.read.untagged:,} run(s) without the tag left out" if c.read.untagged else ""
+    filters = {k: list(cfg[k]) for k in FILTERS if cfg[k]} | (
+        {"filter_string": cfg.filter_string} if cfg.filter_string else {}
+    )
+    smoke = (
+        f"; {c.smoke_left_out:,} benchmark=smoke run(s) left out (include_smoke=true counts them)"
+        if c.smoke_left_out
+        else ""
+    )
+    untagged = f", {c.untagged:,} run(s) without the tag left out" if c.untagged else ""
     by = f"; by `{cfg.by}`: one value against another on the same gpu and point{untagged}" if cfg.by else ""
     source = f" from source `{cfg.baseline_source}`" if cfg.baseline_source else " (same source first)"
-    experiments = ", ".join(f"`{e}`" for e in c.read.experiments)
+    experiments = ", ".join(f"`{e}`" for e in c.experiments)
     used, n_points = sum(m.n_runs for m in c.measurements), len(c.measurements)
     return [
         f"Baseline: `{c.baseline}`{source}{by}",
-        f"Runs: experiments {experiments} at `{credentials.bare(cfg.tracking.uri)}`; {len(c.read.runs):,} "
-        f"FINISHED, {len(c.read.records):,} with a throughput, {used:,} kept by the filters, as {n_points:,} "
+        f"Runs: experiments {experiments} at `{credentials.bare(cfg.tracking.uri)}`; {len(c.runs):,} "
+        f"FINISHED, {len(c.records):,} with a throughput, {used:,} kept by the filters, as {n_points:,} "
         f"points (median of repeats of one measured configuration; n_runs says how many){smoke}",
         f"Filters: {filters or 'none'}",
         f"Written {datetime.datetime.now().isoformat(timespec='seconds')}",
@@ -241,7 +317,7 @@ def _facts(cfg: DictConfig, c: Comparison) -> list[str]:
     ]
 
 
-def _notes(c: Comparison) -> list[str]:
+def _notes(c):
     """What the figures rest on: the notes always said, then one for each kind of row that needs one."""
     rows, measurements = c.rows, c.measurements
     sources = {(r.measurement.source, r.baseline.source) for r in rows if r.baseline}  # each ratio's
@@ -268,18 +344,24 @@ def _notes(c: Comparison) -> list[str]:
     ]
 
 
-def unlogged_specs(measurements: list[runs.Measurement]) -> list[str]:
+def unlogged_specs(measurements):
     """A line for the runs that logged no spec-sheet figures (runs of version 1, imported GPUs without a
     profile), if any: compare judges a run by what it logged only."""
     judged = set(recorded.SPEC_PARAMS) - {"memory_gb"} | {"peak_key", "peak_tflops"}
-    lacking = [r for m in measurements for r in m.runs if judged & set(r.result.spec.unlogged)]
+    lacking = [
+        r
+        for m in measurements
+        if m.source != PROJECTED
+        for r in m.runs
+        if judged & set(r.result.spec.unlogged)
+    ]
     figures = ", ".join(sorted({name for r in lacking for name in r.result.spec.unlogged if name in judged}))
     gpus = ", ".join(sorted({r.gpu for r in lacking}))
     said = f"{len(lacking):,} run(s) of {gpus} never logged {figures}: the figures that need them"
     return [f"{said} (per-watt, per-kUSD, the spec range) are left out for those runs."] if lacking else []
 
 
-def _log_report_run(cfg: DictConfig, c: Comparison, text: str) -> str:
+def _log_report_run(cfg, c, text):
     from src.tracking import job_run, store
 
     experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.report_experiment)

@@ -10,32 +10,32 @@ import json
 import math
 import tempfile
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from src import recorded, run_result
-from src.compare import explain, sections
-from src.compare.capacity import CAP_KEY
+from src import recorded
+from src.compare import explain
 from src.compare.ratio import Spread
-from src.compare.runs import MEASURED, Measurement, aggregate, select, to_record
+from src.compare.report import Section, Table
+from src.compare.runs import CAP_KEY, MEASURED, Measurement, aggregate, select, to_record
 from src.logged_spec import Spec, positive_number
 from src.projection.cards import known, profiles
 from src.projection.choose import BATCHES, choose, nearest_source
 from src.projection import shipped
 from src.projection.counts import OpCounts
-from src.projection.model import Card, Ceilings, Figures, Projection, ProjectionRefused, SourcePoint, figures, project
+from src.projection.model import Card, Ceilings, Projection, ProjectionRefused, SourcePoint, figures, project
 from src.projection.sentences import pair_sentence
 from src.stats import t95
 
 PROJECTED = recorded.PROJECTED  # a projected point's source: never pooled with `measured` or a publisher's
 CSV = "projection.csv"
 NO_DOF_TO_LOSE = 10**6  # a band's degrees of freedom: a normal interval, finite for Welch's sums
-COLUMNS = ("model", "precision", "gpu_count", "gpu", "from_gpu", "batch", "math", recorded.THROUGHPUT,
-           "throughput_low", "throughput_high", "step_ratio", "parts", "note", "from_runs",
-           "ceilings_run")  # fmt: skip
+COLUMNS = (
+    *("model", "precision", "gpu_count", "gpu", "from_gpu", "batch", "math", recorded.THROUGHPUT),
+    *("throughput_low", "throughput_high", "step_ratio", "parts", "note", "from_runs", "ceilings_run"),
+)
 NOT_THE_WORKLOAD = (recorded.BATCH_SIZE, "model.batch_size", CAP_KEY)  # what a workload's points differ in
 LOGGED_FIGURES = ("memory_gb", "memory_bandwidth_gbs", "host_link_gbs", "gpu_link_gbs", "tdp_w")
 
@@ -50,7 +50,7 @@ class Outcome:
     shipped: str = ""  # the shipped measured source the points came from, where the store had none to project
 
 
-def for_compare(cfg, records: list, runs: list, baseline: str) -> Outcome:
+def for_compare(cfg, records, runs, baseline):
     """project=[...]: the measured points onto each card named; none named: an empty section. The
     sources are the measured points the model, precision and count filters keep, on any card:
     `gpus=` and `sources=` select what is shown beside the projection."""
@@ -66,14 +66,12 @@ def for_compare(cfg, records: list, runs: list, baseline: str) -> Outcome:
         measurements = aggregate(select([r for r in map(to_record, ship.runs) if r], sources)[0])
         cards = profiles([*targets, *(m.gpu for m in measurements)])
         from_store = outcome.refused
-        outcome = project_onto(measurements, list(ship.runs), targets, cards, cfg.projection.batch, model_error,
-                               ship.counts.get)  # fmt: skip
-        outcome.refused = from_store + outcome.refused
-        outcome.shipped = ship.name
+        outcome = project_onto(measurements, ship.runs, targets, cards, cfg.projection.batch, model_error, ship.counts.get)
+        outcome.refused, outcome.shipped = from_store + outcome.refused, ship.name
     per_card = Counter(map(_card_key, outcome.projections))
     for p in outcome.projections:
         [m] = [m for m in measurements if m.runs and m.runs[0].run_id == p.source.run_ids[0]]
-        variant = f"batch_size={p.source.batch}" if per_card[_card_key(p)] > 1 else ""
+        variant = f"batch_size={p.batch}" if per_card[_card_key(p)] > 1 else ""
         outcome.measurements.append(as_measurement(p, m, variant))
     # each card over the baseline where the baseline is projected too, else over the card measured
     keyed = {_card_key(p): p for p in outcome.projections}
@@ -86,11 +84,11 @@ def for_compare(cfg, records: list, runs: list, baseline: str) -> Outcome:
     return outcome
 
 
-def _card_key(p: Projection) -> tuple:
+def _card_key(p):
     return (p.target.name, p.source.model, p.source.precision, p.source.gpu_count, p.source.group)
 
 
-def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
+def as_measurement(p, m, variant):
     """The projection as a point of source `projected` on the target card, its band as the 95%
     interval (normal: the model's error is measured, no degrees of freedom to lose). `variant` names
     its batch where a card has several (projection.batch=same), as measured points of one workload do."""
@@ -98,55 +96,78 @@ def as_measurement(p: Projection, m: Measurement, variant: str) -> Measurement:
     # the stack is the source card's; its memory cap stood for the target's memory: neither is the target's
     config = tuple((k, v) for k, v in m.config if not k.startswith("tag:") and k != CAP_KEY)
     spec = Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)
-    projected = {"gpu": t.name, "side": t.name, "source": PROJECTED, "config": config}
-    result = {"gpu": t.name, "source": PROJECTED, "spec": spec}
-    runs = [replace(r, **projected, result=replace(r.result, **result)) for r in m.runs]
     spread = Spread(math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE), NO_DOF_TO_LOSE, PROJECTED)
+    figures = {recorded.THROUGHPUT: p.throughput, "throughput_min": low, "throughput_max": high, "spread": spread}
+    unmeasured = dict.fromkeys(("per_watt", "per_watt_basis", "per_kusd"))
     return replace(
-        m, **projected, throughput=p.throughput, throughput_min=low, throughput_max=high, per_watt=None,
-        per_watt_basis=None, per_kusd=None, runs=runs, variant=variant, spread=spread,
-    )  # fmt: skip
+        m,
+        gpu=t.name,
+        side=t.name,
+        source=PROJECTED,
+        config=config,
+        spec=spec,
+        variant=variant,
+        **figures,
+        **unmeasured,
+    )
 
 
-def record(p: Projection, note: str) -> dict:
+def record(p, note):
     s, (low, high) = p.source, p.interval
     parts = "; ".join(f"{f.part} {f.share:.1%} x{f.scale:.3g} ({f.basis})" for f in p.factors if f.share)
-    values = (s.model, s.precision, s.gpu_count, p.target.name, s.gpu, s.batch, p.math, p.throughput, low,
-              high, p.step_ratio, parts, note, " ".join(s.run_ids), p.ceilings.run_id)  # fmt: skip
+    values = (
+        s.model,
+        s.precision,
+        s.gpu_count,
+        p.target.name,
+        s.gpu,
+        p.batch,
+        p.math,
+        p.throughput,
+        low,
+        high,
+    )
+    values += (p.step_ratio, parts, note, " ".join(s.run_ids), p.ceilings.run_id)
     return dict(zip(COLUMNS, values, strict=True))  # in COLUMNS' order
 
 
-def section(outcome: Outcome, targets: list[str]) -> list[sections.Section]:
-    """The report's section, projection.csv, and what was not projected as console warnings."""
+INTRO = (
+    "Each measured point on a card you may not have: its step time split as its breakdown logged it, each class "
+    "scaled by the ratio that governs it on that card, at the batch the card's profile runs, else the largest "
+    f"measured that fits its memory. Projected figures are points of source `{PROJECTED}` in every table and "
+    "chart: never pooled with measured or published ones. docs/projection.md says how, and what the model misses."
+)
+
+
+def section(outcome, targets):
+    """The report's section, projection.csv, and one console line for what was not projected as asked."""
     if not targets:
         return []
-    lines = [
-        "Each measured point on a card you may not have: its step time split as its breakdown logged it, "
-        "each class scaled by the ratio that governs it on that card (matmul: the tensor rate of the math "
-        "it runs there, the source's measured efficiency carried over; other compute and matmul waiting on "
-        "memory: memory bandwidth; copies: the host link; communication: the GPU link; idle kept), at the "
-        "batch the card's profile runs, else the largest measured that fits its memory. Projected figures "
-        f"are points of source `{PROJECTED}` in every table and chart: never pooled with measured or "
-        "published ones. docs/compare.md (Projection) says what the model misses.",
-        "",
-    ]
-    lines += [f"- {s}" for s in outcome.sentences] or ["- Nothing projected."]
+    lines = [INTRO, "", *([f"- {s}" for s in outcome.sentences] or ["- Nothing projected."])]
     said = outcome.refused + list(outcome.notes.values())
     if said:
         heading = "Not projected, not at the card's own batch, or projected from one card of several:"
         lines += ["", heading, "", *[f"- {line}" for line in said]]
-    table = [(CSV, COLUMNS, [record(p, outcome.notes.get(id(p), "")) for p in outcome.projections])]
-    return [sections.Section("Projection: " + ", ".join(targets), lines, tables=table, warnings=said)]
+    warning = (
+        f"projection: {len(outcome.refused)} point(s) not projected, {len(outcome.notes)} projected otherwise "
+        "than asked (at another batch, or from one card of several); report.md (Projection) says why, "
+        f"{CSV} holds each projected point"
+    )
+    rows = [record(p, outcome.notes.get(id(p), "")) for p in outcome.projections]
+    table = Table(rows, COLUMNS, CSV)
+    return [Section("Projection: " + ", ".join(targets), lines, [table], warnings=[warning] if said else [])]
 
 
-def errors(cfg) -> list[str]:
+def errors(cfg):
     """What is wrong with compare's `project` and `projection.*`, one line each."""
     names, asked = known(), list(cfg.project)
     unknown = [name for name in asked if name not in names]
     found = [f"project={asked}: {name!r} is not a gpu profile; one of {', '.join(names)}" for name in unknown]
     if asked and cfg.by:
-        found.append(f"project={asked} with by={cfg.by}: by= compares the values of a tag on one card; "
-                     "project= compares cards: give one of them")  # fmt: skip
+        found.append(
+            f"project={asked} with by={cfg.by}: by= compares the values of a tag on one card; "
+            "project= compares cards: give one of them"
+        )
     batch, model_error = cfg.projection.batch, cfg.projection.model_error
     if batch not in BATCHES:
         found.append(f"projection.batch={batch!r}: must be one of {', '.join(BATCHES)}")
@@ -155,40 +176,14 @@ def errors(cfg) -> list[str]:
     return found
 
 
-def log_runs(tracking, parent_run_id: str, outcome: Outcome) -> None:
-    """One run per projected point (kind `projection`), a child of the report run: its figures, each
-    part's share and scale, and the runs it was made from (tags `projected_from`, `ceilings_run`)."""
-    from src.tracking import job_run, store
-
-    if not outcome.projections:
-        return
-    experiment_id = store.ensure_experiment(tracking.uri, tracking.report_experiment)
-    for p in outcome.projections:
-        s, r, (low, high) = p.source, recorded, p.interval
-        tags = {r.KIND: r.PROJECTION_KIND, r.SOURCE: PROJECTED, r.GPU: p.target.name, r.GPU_COUNT: s.gpu_count,
-                r.MODEL: s.model, r.PRECISION: s.precision, r.PROJECTED_FROM_GPU: s.gpu,
-                r.PROJECTED_FROM: " ".join(s.run_ids), r.CEILINGS_RUN: p.ceilings.run_id}  # fmt: skip
-        name = f"{p.target.name} x{s.gpu_count} {s.model} {s.precision} [{PROJECTED}]"
-        run = job_run.JobRun(tracking, experiment_id, name, tags, parent_run_id=parent_run_id)
-        metrics = {r.THROUGHPUT: p.throughput, "throughput_low": low, "throughput_high": high,
-                   r.BATCH_SIZE: s.batch, "step_ratio": p.step_ratio}  # fmt: skip
-        for f in p.factors:
-            key = f.part.replace(", ", "_").replace(" ", "_")
-            metrics |= {f"share_{key}": f.share, f"scale_{key}": f.scale}
-        run.log_metrics(metrics)
-        run.end("FINISHED")
-
-
 # ---- the inputs: each measured point, its card's ceilings and spec sheet, as its runs logged them ----
-def source_point(m: Measurement, runs: list[run_result.RunResult], counts: Callable[[str], OpCounts | None]) -> SourcePoint:
-    """A measured point (`runs`: its runs as read back; `counts`: a run's counted ops by its id) as the
-    projection reads it."""
-    with_shares = [r.shares for r in runs if r.shares]
-    shares = {s: explain.median_of(x.get(s) or 0.0 for x in with_shares) for s in recorded.SHARES}
-    batch = int(float(dict(m.config).get(recorded.BATCH_SIZE) or runs[0].batch_size or 0))
-    cap = positive_number(runs[0].params.get(CAP_KEY))
+def source_point(m, counts):
+    """A measured point as the projection reads it: its summary (src/compare/runs.py); `counts`: a
+    run's counted ops by its id."""
+    first = m.runs[0].result
+    batch = int(float(dict(m.config).get(recorded.BATCH_SIZE) or first.batch_size or 0))
+    cap = positive_number(first.params.get(CAP_KEY))
     cap_said, cap_set = (f", {cap:g} GB cap", f" {CAP_KEY}={cap:g}") if cap else ("", "")
-    peaks = [r.window.peak_memory_gb for r in runs if r.window.peak_memory_gb is not None]
     train = f"python -m src.train gpu={m.gpu} model={m.model} precision={m.precision} gpu.count={m.gpu_count}"
     return SourcePoint(
         label=f"{m.gpu} x{m.gpu_count} {m.workload} {m.precision} [batch {batch}{cap_said}]",
@@ -200,20 +195,20 @@ def source_point(m: Measurement, runs: list[run_result.RunResult], counts: Calla
         batch=batch,
         throughput=m.throughput,
         interval=m.interval,
-        shares=shares if with_shares else None,
-        flops_per_item=explain.median_of(r.window.flops_per_item for r in runs),
-        memory_gb=cap or max(peaks, default=None),
-        run_ids=tuple(r.run_id for r in runs),
+        shares=m.shares,
+        flops_per_item=m.flops_per_item,
+        memory_gb=cap or m.peak_memory_gb,
+        run_ids=tuple(r.run_id for r in m.runs),
         remeasure=f"{train} model.batch_size={batch}{cap_set}",
         group=tuple((k, v) for k, v in m.config if k not in NOT_THE_WORKLOAD),
-        power_bound=explain.median_of(r.telemetry.throttled_power_share for r in runs),
-        counts=next(filter(None, map(counts, (r.run_id for r in runs))), None),
-        tf32=runs[0].tf32_math,
-        items_per_step=runs[0].window.items_per_step,
+        power_bound=m.power_share,
+        counts=next(filter(None, map(counts, (r.run_id for r in m.runs))), None),
+        tf32=first.tf32_math,
+        items_per_step=first.window.items_per_step,
     )
 
 
-def source_figures(point: SourcePoint, by_id: dict, profile: dict | None) -> Figures:
+def source_figures(point, by_id, profile):
     """The card a point ran on: the spec sheet its run logged (its profile for figures it never
     logged), its profile's measured figures, else its latest ceilings run of the same software."""
     profile = dict(profile or {"name": point.gpu})
@@ -231,15 +226,15 @@ def source_figures(point: SourcePoint, by_id: dict, profile: dict | None) -> Fig
     return figures(Card.from_profile(profile), Ceilings(latest.run_id, found.matmul_tflops, found.memory_copy_gbs))
 
 
-def stored_counts(cfg) -> Callable[[str], OpCounts | None]:
-    """A run's counted ops as its job logged them (recorded.OP_COUNTS), None for a run without."""
+def stored_counts(cfg):
+    """A run's counted ops as its job logged them (recorded.OP_COUNTS), by its id; None for a run without."""
     from mlflow.exceptions import MlflowException
 
     from src.tracking import store
 
     client = store.client(cfg.tracking.uri)
 
-    def read(run_id: str) -> OpCounts | None:
+    def read(run_id):
         with tempfile.TemporaryDirectory() as folder:
             try:
                 path = client.download_artifacts(run_id, recorded.OP_COUNTS, folder)
@@ -250,17 +245,12 @@ def stored_counts(cfg) -> Callable[[str], OpCounts | None]:
     return read
 
 
-def project_onto(measurements: list[Measurement], runs: list, targets: list[str], profiles: dict[str, dict],
-                 batch: str, model_error: float, counts: Callable[[str], OpCounts | None]) -> Outcome:  # fmt: skip
+def project_onto(measurements, runs, targets, profiles, batch, model_error, counts):
     """The measured points of every gpu that is not itself a target, onto each target. `profiles`:
     the targets' spec sheets and the measured cards' (for figures their runs never logged); `counts`:
     a run's counted ops by its id."""
     by_id, done = {r.run_id: r for r in runs}, Outcome()
-    points = [
-        source_point(m, [by_id[r.run_id] for r in m.runs if r.run_id in by_id], counts)
-        for m in measurements
-        if m.gpu not in targets and m.source == MEASURED and any(r.run_id in by_id for r in m.runs)
-    ]
+    points = [source_point(m, counts) for m in measurements if m.gpu not in targets and m.source == MEASURED]
     for name in targets:
         try:
             target = Card.from_profile(profiles.get(name) or {"name": name})

@@ -2,7 +2,7 @@
 
 Every ratio and mean compare reports is built here. A ratio is a product of figures raised to
 weights (a / b: weights 1 and -1); a figure is anything with a `key`, a `value` and a `spread` (a
-point, a ceilings figure, another ratio), and one on both sides is netted first so that it cancels.
+point, another ratio), and one on both sides is netted first so that it cancels.
 
 Spreads are carried on the log scale (standard error and degrees of freedom): throughput is
 positive and a ratio a quotient, so independent sides add their variances, the degrees of freedom
@@ -20,15 +20,12 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from src import recorded
+from src.recorded import PROJECTED
 from src.stats import t95
 
 REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED = "repeats", "within-run", "published runs", "published"
-PROJECTED = recorded.PROJECTED  # src/projection's band: its point's interval and the model's error
-BASES = (REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED, PROJECTED)
-MATH_DIFFERS, STACK_DIFFERS, GPU_SHARED = "math_differs", "stack_differs", "gpu_shared"
-SETTING_DIFFERS = "setting_differs"
-FLAGS = (MATH_DIFFERS, STACK_DIFFERS, SETTING_DIFFERS, GPU_SHARED, PROJECTED)  # each a Ratio attribute
+BASES = (REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED, PROJECTED)  # PROJECTED: a projection's band
+FLAGS = ("math_differs", "stack_differs", "setting_differs", "gpu_shared", "projected")  # Ratio attributes
 NO_DIFFERENCE = "no measurable difference"
 
 
@@ -38,7 +35,7 @@ class Spread:
     dof: float
     basis: str  # one of BASES, or several joined by "+"
 
-    def interval(self, value: float) -> tuple[float, float] | None:
+    def interval(self, value):
         """The 95% interval around `value` (None when nothing of it has a spread)."""
         if self.se == 0 or not math.isfinite(self.se):
             return None
@@ -47,14 +44,16 @@ class Spread:
         return (value * math.exp(-half), value * math.exp(half))
 
 
-def point_spread(throughputs: list[float], published: bool, lone=None) -> Spread | None:
+def point_spread(throughputs, published, lone=None):
     """The spread of a point's log throughput from its runs' `throughputs`, or from `lone`, its one
     run (run_result.RunResult); None where that run logged no step-time CI."""
     if published:
         runs = lone.published_runs if lone else None  # (n, standard error of their mean log)
-        if runs and runs[0] > 1:
-            return Spread(runs[1], runs[0] - 1, PUBLISHED_RUNS)
-        return Spread(0.0, math.inf, PUBLISHED)
+        return (
+            Spread(runs[1], runs[0] - 1, PUBLISHED_RUNS)
+            if runs and runs[0] > 1
+            else Spread(0.0, math.inf, PUBLISHED)
+        )
     if len(throughputs) > 1:
         logs = [math.log(t) for t in throughputs]
         return Spread(statistics.stdev(logs) / math.sqrt(len(logs)), len(logs) - 1, REPEATS)
@@ -65,26 +64,16 @@ def point_spread(throughputs: list[float], published: bool, lone=None) -> Spread
     return Spread(ci_rel / t95(steps - 1), steps - 1, WITHIN_RUN)
 
 
-def combine(spreads: list[Spread], weights: list[float]) -> Spread:
+def combine(spreads, weights):
     """The spread of sum(w_i * x_i) over independent figures x_i."""
     terms = [(w * s.se) ** 2 for w, s in zip(weights, spreads, strict=True)]
-    variance = sum(terms)
     measured = [(t, s.dof) for t, s in zip(terms, spreads, strict=True) if t > 0]
-    dof = variance**2 / sum(t**2 / d for t, d in measured) if measured else math.inf
+    dof = sum(terms) ** 2 / sum(t**2 / d for t, d in measured) if measured else math.inf
     parts = {part for s in spreads for part in s.basis.split("+")}
-    return Spread(math.sqrt(variance), dof, "+".join(sorted(parts, key=BASES.index)))
+    return Spread(math.sqrt(sum(terms)), dof, "+".join(sorted(parts, key=BASES.index)))
 
 
-def _netted(terms) -> list[tuple[object, float]]:
-    """(figure, weight) with one figure's weights added first, so that a figure on both sides of a
-    quotient cancels instead of counting twice; those netted to 0 are left out."""
-    netted: dict[object, tuple[object, float]] = {}  # key: (figure, its weights' sum)
-    for figure, weight in terms:
-        netted[figure.key] = (figure, netted.get(figure.key, (None, 0.0))[1] + weight)
-    return [(figure, weight) for figure, weight in netted.values() if weight != 0.0]
-
-
-def _flat(terms, scale: float = 1.0):
+def _flat(terms, scale=1.0):
     """`terms` with every ratio among them replaced by its own terms, weighted by its weight."""
     for figure, weight in terms:
         if isinstance(figure, Ratio):
@@ -93,12 +82,16 @@ def _flat(terms, scale: float = 1.0):
             yield figure, scale * weight
 
 
-def holds_one(interval: tuple[float, float] | None) -> bool:
-    """A ratio whose interval holds 1.0: no measurable difference."""
-    return interval is not None and interval[0] <= 1.0 <= interval[1]
+def _netted(terms):
+    """(figure, weight) with one figure's weights added first, so that a figure on both sides of a
+    quotient cancels instead of counting twice; those netted to 0 are left out."""
+    netted = {}  # key: (figure, its weights' sum)
+    for figure, weight in terms:
+        netted[figure.key] = (figure, netted.get(figure.key, (None, 0.0))[1] + weight)
+    return [(figure, weight) for figure, weight in netted.values() if weight != 0.0]
 
 
-def describe(spread: Spread | None) -> str:
+def describe(spread):
     """What an interval rests on, for tables: 'repeats', 'within-run only', 'published: none'."""
     if spread is None:
         return "none: a run without a step-time CI"
@@ -115,65 +108,70 @@ class Ratio:
     spread: Spread | None  # of log value; None: no interval can be given
     terms: tuple = ()  # (figure, weight): value = prod(figure.value ** weight), unless a mean
     stack_differs: str = ""  # what differs between the sides' stacks, e.g. "torch 2.14.1 vs 2.11.0"
-    setting_differs: str = ""  # another measured key, e.g. "cpu_threads=1 vs cpu_threads=2"
+    setting_differs: str = ""  # another measured key, e.g. "cpu_threads 1 vs 2"
     math_differs: bool = False  # strict fp32 against TF32 math
     projected: bool = False  # a side is projected, not measured
 
-    key = property(lambda r: ("ratio", tuple((f.key, w) for f, w in r.terms)))
-    interval = property(lambda r: r.spread.interval(r.value) if r.spread else None)
-    no_difference = property(lambda r: holds_one(r.interval))
-    # a run behind either side shared its GPU with another program
-    gpu_shared = property(lambda r: any(run.result.foreign for p in r.points() for run in p.runs))
-    flags = property(lambda r: [name for name in FLAGS if getattr(r, name)])
+    @property
+    def key(self):
+        return ("ratio", tuple((f.key, w) for f, w in self.terms))
 
-    def points(self) -> list:
+    @property
+    def interval(self):
+        return self.spread.interval(self.value) if self.spread else None
+
+    @property
+    def no_difference(self):
+        """Its interval holds 1.0."""
+        return self.interval is not None and self.interval[0] <= 1.0 <= self.interval[1]
+
+    @property
+    def gpu_shared(self):
+        """A run behind either side shared its GPU with another program."""
+        return any(run.result.foreign for p in self.points() for run in p.runs)
+
+    @property
+    def flags(self):
+        return [name for name in FLAGS if getattr(self, name)]
+
+    def points(self):
         """The measured points behind it, either side (a point over itself is 1 whatever its runs)."""
         return [figure for figure, _ in _netted(_flat(self.terms)) if hasattr(figure, "runs")]
 
-    def basis(self) -> str:
-        return describe(self.spread)
 
-
-def ratio(terms, value: float | None = None, independent: bool = False, **flags) -> Ratio:
+def ratio(terms, value=None, independent=False, **flags):
     """The ratio prod(figure.value ** weight) over `terms` (figure, weight), or `value` where it is
     a mean of them (the weights are then the mean's sensitivity to each). A ratio among the terms
     counts by its own figures, netted with the others (a point shared by two ratios counts once),
     unless `independent`: then each ratio is one figure with its own spread."""
     terms = tuple(terms)
     if value is None:  # the top over the bottom, so that a / b is exactly that
-        top = math.prod(f.value**w for f, w in terms if w > 0)
-        value = top / math.prod(f.value**-w for f, w in terms if w < 0)
+        value = math.prod(f.value**w for f, w in terms if w > 0) / math.prod(
+            f.value**-w for f, w in terms if w < 0
+        )
     kept = _netted(terms if independent else _flat(terms))
     # none left: the same figures on both sides, an exact value
     exact = not kept or any(f.spread is None for f, _ in kept)
-    spread = None if exact else combine([f.spread for f, _ in kept], [w for _, w in kept])
-    return Ratio(value, spread, terms, **flags)
+    return Ratio(
+        value, None if exact else combine([f.spread for f, _ in kept], [w for _, w in kept]), terms, **flags
+    )
 
 
-def quotient(a, b, **flags) -> Ratio:
+def quotient(a, b, **flags):
     return ratio([(a, 1.0), (b, -1.0)], **flags)
 
 
-def carried_flags(ratios) -> dict:
+def carried_flags(ratios):
     """The flags a ratio made of these ratios carries: what differs in any of them, projected if any is."""
-    flags = {
-        name: "; ".join(sorted({getattr(r, name) for r in ratios if getattr(r, name)}))
-        for name in (STACK_DIFFERS, SETTING_DIFFERS)
-    }
-    return flags | {"projected": any(r.projected for r in ratios)}
+    texts = {name: "; ".join(sorted({getattr(r, name) for r in ratios} - {""})) for name in FLAGS[1:3]}
+    return texts | {"projected": any(r.projected for r in ratios)}
 
 
-def columns(name: str, r: Ratio | None) -> dict:
-    """A ratio as a table's three columns: `name`, `name_low`, `name_high` (None where it has none)."""
-    low, high = (r and r.interval) or (None, None)
-    return {name: r.value if r else None, f"{name}_low": low, f"{name}_high": high}
-
-
-def means(ratios: list[Ratio]) -> tuple[Ratio, Ratio]:
-    """(arithmetic mean, geometric mean) of independent ratios, each with its 95% interval: the
-    uncertainty of the mean of these ratios as measured, not the spread between them. The weights
-    of the arithmetic mean are its sensitivity to each: d log(mean) = sum r_i / sum(r) d log r_i."""
-    k, total = len(ratios), sum(r.value for r in ratios)
-    flags = carried_flags(ratios)
-    mean = ratio([(r, r.value / total) for r in ratios], value=total / k, independent=True, **flags)
-    return mean, ratio([(r, 1 / k) for r in ratios], independent=True, **flags)
+def mean(ratios, independent=True):
+    """The arithmetic mean of ratios with its 95% interval: the uncertainty of the mean of these
+    ratios as measured, not the spread between them. Its weights are its sensitivity to each,
+    d log(mean) = sum r_i / sum(r) d log r_i. Ratios of different models are `independent`; where
+    two may share a point (a capacity split's), that point counts once."""
+    total = sum(r.value for r in ratios)
+    terms = [(r, r.value / total) for r in ratios]
+    return ratio(terms, value=total / len(ratios), independent=independent, **carried_flags(ratios))

@@ -1,231 +1,195 @@
-"""The comparison written out: CSV tables, report.md and the printed summary."""
+"""A comparison written out, the only place that formats: every section is prose, tables and charts,
+and any table is written three ways by the one renderer here: CSV, markdown in report.md, and a table
+on the console (an 80-column terminal or a piped log).
+
+A table is rows of cells by column name with its columns declared once. A cell is a figure, never
+text made from one: a float, a count, a name, or a Ratio, which CSV writes as `name`, `name_low` and
+`name_high` (its value and 95% interval) and report.md and the console as `1.10x [1.08-1.13]`, marked
+`~1` where that interval holds 1.0. FORMATS is the one map of the columns written otherwise."""
 
 from __future__ import annotations
 
 import csv
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from src import recorded
-from src.compare.analysis import RelativeRow, SummaryRow, precision_group
-from src.compare.anomalies import Anomaly
-from src.compare.ratio import NO_DIFFERENCE, columns, describe, holds_one
-from src.compare.runs import MEASURED
+from src.compare.ratio import Ratio
 from src.console import gpus, number
+from src.recorded import MFU, SHARES, THROTTLED_POWER_SHARE
 
-RELATIVE_COLUMNS = (
-    "model", "variant", "category", "precision", "precision_group", "gpu_count", "gpu", "source",
-    recorded.THROUGHPUT, "unit", "relative", "relative_low", "relative_high", "interval", "difference",
-    "flags", "stack_differs", "n_runs", "throughput_low", "throughput_high", "throughput_min",
-    "throughput_max", "baseline_gpu", "baseline_precision", "baseline_source", "baseline_throughput",
-    "scaling_efficiency", "per_watt", "per_watt_basis", "per_kusd", "anomalies", "stack", "run_ids",
-)  # fmt: skip
-SUMMARY_COLUMNS = (
-    "category", "precision", "precision_group", "gpu_count", "gpu", "source", "relative_mean",
-    "relative_mean_low", "relative_mean_high", "relative_geomean", "relative_geomean_low",
-    "relative_geomean_high", "interval", "difference", "flags", "n_models", "models",
-    "models_left_out", "baselines",
-)  # fmt: skip
-ANOMALY_COLUMNS = ("kind", "model", "precision", "gpu_count", "gpu", "source", "detail", "run_ids")
-
-
-def relative_records(rows: list[RelativeRow], efficiency: dict, kinds: dict[tuple, list[str]]) -> list[dict]:
-    records = []
-    for row in rows:
-        m, base = row.measurement, row.baseline
-        records.append(
-            {column: getattr(m, column, None) for column in RELATIVE_COLUMNS}  # its own; the rest below
-            | columns("relative", row.ratio)
-            | dict(zip(("throughput_low", "throughput_high"), m.interval or (None, None), strict=True))
-            | {f"baseline_{k}": getattr(base, k, None) for k in ("precision", "source", recorded.THROUGHPUT)}
-            | {
-                "precision_group": precision_group(m.precision),
-                "gpu": m.side,
-                "interval": describe(m.spread if base is None or base is m else row.spread),
-                "difference": NO_DIFFERENCE if row.no_difference else "",
-                "flags": " ".join(row.flags),
-                "stack_differs": row.stack_differs,
-                "baseline_gpu": base.side if base else None,
-                "scaling_efficiency": efficiency.get(m.point),
-                "anomalies": " ".join(kinds.get(m.point, [])),
-                "stack": " ".join(f"{k}={v}" for k, v in m.stack),
-                "run_ids": " ".join(r.run_id for r in m.runs),
-            }
-        )
-    return records
+HOLDS_ONE = "~1"  # after a ratio whose 95% interval holds 1.0
+MARKS = {  # a mark a table's cells hold -> the line under the table that says what it means
+    HOLDS_ONE: f"{HOLDS_ONE}: its 95% interval holds 1.0 (no measurable difference)",
+    "too wide": "too wide: the interval's ends are over 100-fold apart (repeats that disagree; the CSV has both)",
+}
+WIDE = 100  # an interval whose ends are further apart than this says nothing a column can show
+HEADINGS = {  # column -> its heading in report.md and on the console, where not its own name
+    "gpu_count": "GPUs",
+    "n_runs": "runs",
+    "n_models": "n",
+    "differs": "*",
+    "relative_mean": "mean [95% CI]",
+    "relative": "ratio [95% CI]",
+    "precision_group": "precision",
+    "iso_ratio": "speed (iso-batch)",
+    "max_ratio": "speed x capacity (max-batch)",
+    "capacity_factor": "capacity factor",
+}
 
 
-def summary_records(summary: list[SummaryRow], baseline: str = "") -> list[dict]:
-    return [
-        {column: getattr(s, column, None) for column in SUMMARY_COLUMNS}  # its own; the rest below
-        | columns("relative_mean", s.mean)
-        | columns("relative_geomean", s.geomean)
-        | {
-            "interval": "baseline" if s.side == baseline else s.geomean.basis(),
-            "difference": NO_DIFFERENCE if s.mean.no_difference else "",
-            "flags": " ".join(s.flags),
-            "precision_group": precision_group(s.precision),
-            "gpu": s.side,
-            "models": " ".join(s.models),
-            "models_left_out": "; ".join(s.left_out),
-        }
-        for s in summary
-    ]
+def times(value):
+    return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"  # a CPU against a GPU needs digits
 
 
-def anomaly_records(anomalies: list[Anomaly]) -> list[dict]:
-    return [
-        {field: getattr(a.measurement, field) for field in ("precision", "gpu_count", "source")}
-        | {"kind": a.kind, "model": a.measurement.workload, "gpu": a.measurement.side, "detail": a.detail}
-        | {"run_ids": " ".join(a.run_ids)}  # the runs that earned it
-        for a in anomalies
-    ]
+def ratio_text(value, interval=None):
+    """`1.10x [1.08-1.13]`, `1.02x [0.98-1.06] ~1`, `0.85x [too wide]`; `1.10x` without an interval."""
+    if not interval:
+        return times(value)
+    low, high = interval
+    ends = "too wide" if high > WIDE * low else f"{times(low)[:-1]}-{times(high)[:-1]}"
+    return f"{times(value)} [{ends}]" + (f" {HOLDS_ONE}" if low <= 1.0 <= high else "")
 
 
-def _csv_value(value):
-    return "" if value is None else f"{value:.6g}" if isinstance(value, float) else value
+def percent(value):
+    return f"{value:.0%}"
 
 
-def write_all(sections: list, title: str, facts: list[str], out: Path) -> tuple[str, list[Path]]:
-    """Every section's CSVs and charts into `out`, and report.md of them in order; returns report.md's
-    text and every file written."""
-    files, drawn = [], []
-    lines = [f"# {title}", "", *[f"- {fact}" for fact in facts]]
-    for section in sections:
-        for name, fields, records in section.tables:
-            with open(out / name, "w", newline="") as handle:
-                writer = csv.DictWriter(handle, fieldnames=fields)
-                writer.writeheader()
-                writer.writerows({k: _csv_value(v) for k, v in record.items()} for record in records)
-            files.append(out / name)
-        charts = section.draw(out) if section.draw else []
-        drawn += charts
-        links = [f"![{path.stem}]({path.name})" for path in charts]
-        gap = [""] if section.lines and links else []
-        lines += ["", f"## {section.heading}", "", *section.lines, *gap, *links]
-    text = "\n".join(lines) + "\n"
-    (out / "report.md").write_text(text)
-    return text, [*files, *drawn, out / "report.md"]
+FORMATS = {  # column -> how report.md and the console write it
+    "gpu_count": gpus,
+    "stated": times,
+    "differs": lambda differs: "*" if differs else "",
+    **dict.fromkeys(("scaling_efficiency", MFU, "share_of_ceiling", THROTTLED_POWER_SHARE), percent),
+    **{f"{share}_share": percent for share in SHARES},
+}
 
 
-def markdown_table(records: list[dict], columns: tuple[str, ...]) -> list[str]:
-    rows = ["| " + " | ".join(_md_value(c, record[c]) for c in columns) + " |" for record in records]
-    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns), *rows]
+def ratio_columns(name):
+    """A Ratio's columns in a CSV: its value and its interval's ends."""
+    return (name, f"{name}_low", f"{name}_high")
 
 
-def markdown_grid(head: tuple, rows: list[list]) -> list[str]:
-    """markdown_table of rows given as cells in `head`'s order."""
-    return markdown_table([dict(zip(head, row, strict=True)) for row in rows], head)
+@dataclass
+class Table:
+    rows: list[dict]  # a row's cells by column name
+    columns: tuple[str, ...]  # every column, in the CSV's order
+    file: str = ""  # the CSV it is written to; '' for none
+    shown: tuple[str, ...] = ()  # report.md's columns; () for none
+    printed: tuple[str, ...] = ()  # the console's; the first `heads` of them head its sections
+    heads: int = 0
+    title: str = ""  # above it in report.md and on the console
+    read: list[dict] | None = None  # the rows report.md and the console show; None: every row (the CSV's)
+    notes: list[str] = field(default_factory=list)  # under it in report.md and on the console
 
 
-def _md_value(column: str, value) -> str:
+@dataclass
+class Section:
+    heading: str  # report.md's `## heading`
+    lines: list[str] = field(default_factory=list)  # its prose in report.md, above its tables
+    tables: list[Table] = field(default_factory=list)
+    said: list[str] = field(default_factory=list)  # printed on the console after its tables
+    warnings: list[str] = field(default_factory=list)  # printed on the console first, as warnings
+    draw: Callable | None = None  # its charts: draw(new) -> the files, new(name) giving each its path
+
+
+def cell(row, column):
+    """A row's figure in a column; `name_low` and `name_high` are the interval ends of a Ratio `name`."""
+    name, _, end = column.rpartition("_")
+    if end in ("low", "high") and isinstance(row.get(name), Ratio):
+        interval = row[name].interval
+        return interval and interval[end == "high"]
+    value = row.get(column)
+    return value.value if isinstance(value, Ratio) else value
+
+
+def text(column, value):
+    """A cell as report.md and the console write it."""
     if value is None or value == "":
         return ""
-    if column == "scaling_efficiency":
-        return f"{value:.0%}"
-    return number(value) if isinstance(value, float) else str(value).replace("|", "/")
+    if column in FORMATS:
+        return FORMATS[column](value)
+    if isinstance(value, Ratio):
+        return ratio_text(value.value, value.interval)
+    return number(value) if isinstance(value, float) else str(value)
 
 
-STUDY_PAIR = ("a6000", "rtx3090")  # the seed study's gpus: shown by default beside your own
-
-
-def by_default(baseline: str, points: list) -> set[str]:
-    """The gpus a compare shows unless told: the baseline, the study's pair, each one you measured."""
-    return {baseline, *STUDY_PAIR} | {p.side for p in points if p.source == MEASURED}
-
-
-def print_summary(
-    summary: list[SummaryRow], baseline: str, asked: list[str] = (), out: str = "", unlike: list[str] = ()
-) -> None:
-    """The category means in an 80-column terminal, of the gpus asked for (`gpus=`), else by_default's:
-    Lambda's tables hold about twenty, so a line names the rest (summary.csv keeps every one). `unlike`
-    names the ratios of unlike math that no mean holds."""
-    from rich.markup import escape
-
-    from src.console import console, note
-
-    wanted = set(asked) or by_default(baseline, summary)
-    others = sorted({s.side for s in summary} - wanted)
-    sections: dict[tuple, list[list[str]]] = {}  # (category, precision, GPUs) -> a row per gpu
-    left_out: dict[tuple, list[str]] = {}  # (gpu, the models left out and why) -> the means leaving them out
-    for s in (s for s in summary if s.side in wanted):
-        stacks = "!" if "stack_differs" in s.flags else ""  # a ratio averaged set unlike software stacks
-        interval = "-" if s.side == baseline else interval_text(s.mean.interval) + stacks
-        means = (console_ratio(s.relative_mean), console_ratio(s.relative_geomean))
-        name = s.side + ("" if s.source == MEASURED else f" [{s.source}]")
-        heading = f"{escape(s.category)}, {escape(s.precision)}, {gpus(s.gpu_count)}"
-        sections.setdefault((heading,), []).append(["  " + escape(name), *means, interval, str(s.n_models)])
-        if s.left_out and s.side != baseline:
-            left_out.setdefault((name, s.left_out), []).append(f"{s.category} {s.precision} x{s.gpu_count}")
-    if not sections:  # an empty table's header says nothing: say why there is no mean
-        note(
-            f"Throughput relative to {baseline}: no category mean; no other gpu shares a model, GPU "
-            f"count, precision and settings with {baseline}'s runs"
-        )
-        console.print()
-        return
-    intervals = [row[3] for rows in sections.values() for row in rows]
-    notes = []
-    if any("!" in text[-2:] for text in intervals):
-        notes.append("! stack_differs: some ratios set unlike software stacks (see report.md)")
-    if any(text.startswith("too wide") for text in intervals):
-        notes.append(f"too wide: ends over {WIDE}-fold apart (repeats that disagree; summary.csv)")
-    notes += [f"math_differs, in no mean: {escape(line)}" for line in unlike]
-    whole = [
-        escape(f"{name}: left out of {', '.join(means)}: {'; '.join(why)}")
-        for (name, why), means in left_out.items()
+def _texts(table, columns):
+    """Each row's cells as written, and the lines under it: its notes, what the marks among them mean."""
+    rows = [
+        [text(c, row.get(c)) for c in columns] for row in (table.rows if table.read is None else table.read)
     ]
-    note(f"Throughput relative to {baseline}, mean over the models each gpu and {baseline} both have")
-    # 95% CI: the mean's; n: models averaged
-    head = (escape("category, precision, GPUs / gpu [source]"), "mean", "geo", "95% CI", "n")
-    print_table(head, sections, notes, whole, marked=3)
-    if others:
-        where = f" in {out}" if out else ""
-        note(
-            f"{len(others)} more gpu(s) left out of this table ({', '.join(others)}): every one is in "
-            f"summary.csv, report.md and the charts{where}; gpus=[...] picks the gpus to compare"
-        )
+    return rows, table.notes + [
+        said for mark, said in MARKS.items() if any(mark in t for r in rows for t in r)
+    ]
 
 
-WIDE = 100  # an interval whose ends are further apart says nothing a column can show
+def markdown(table):
+    rows, notes = _texts(table, table.shown)
+    lines = [table.title, ""] if table.title else []
+    lines += [
+        "| " + " | ".join(HEADINGS.get(c, c) for c in table.shown) + " |",
+        "|" + "---|" * len(table.shown),
+    ]
+    lines += ["| " + " | ".join(t.replace("|", "/") for t in row) + " |" for row in rows]
+    return lines + ["", *(f"- {line}" for line in notes)] if notes else lines
 
 
-def interval_text(interval: tuple[float, float] | None) -> str:
-    """A 95% interval in a console column, `0.98-1.05=` (`=`: it holds 1.0), `too wide` (its ends
-    over WIDE-fold apart: two repeats that disagree give 2.3e-10-3120414673343.25), or `none`."""
-    if interval is None:
-        return "none"
-    low, high = interval
-    text = "too wide" if high > WIDE * low else f"{console_ratio(low)[:-1]}-{console_ratio(high)[:-1]}"
-    return text + ("=" if holds_one(interval) else "")
-
-
-def print_table(
-    head: tuple[str, ...], sections: dict, notes=(), whole=(), marked: int | None = None, **options
-) -> None:
-    """A table for an 80-column terminal or a piped log: names (never wrapped), then right-aligned figures.
-    `sections`: a heading's cells (markup; none: no heading row) -> its rows. Under it: what `=` means
-    where column `marked` holds interval_text's mark, then `notes` and `whole` (never wrapped) lines."""
+def show(table):
+    """The table on the console: names never wrapped, figures right-aligned, a bold heading row where
+    the first `heads` columns change."""
     from rich import box
-    from rich.table import Table
+    from rich.markup import escape
+    from rich.table import Table as Grid
 
     from src.console import console
 
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), **options)
-    for n, header in enumerate(head):
-        table.add_column(header, justify="right" if n else "left", no_wrap=True)
-    for heading, rows in sections.items():
-        if heading:  # cells it lacks are left blank
-            table.add_row(f"[bold]{heading[0]}[/]", *heading[1:])
-        for row in rows:
-            table.add_row(*row)
-    console.print(table)
-    if marked is not None and any("=" in row[marked][-2:] for rows in sections.values() for row in rows):
-        console.print("  = the interval holds 1.0: no measurable difference")
+    rows, notes = _texts(table, table.printed)
+    if not rows:
+        return
+    grid = Grid(box=box.SIMPLE_HEAD, padding=(0, 1))
+    for column in table.printed[table.heads :]:
+        figures = all(isinstance(row.get(column), (int, float, Ratio, type(None))) for row in table.rows)
+        grid.add_column(
+            escape(HEADINGS.get(column, column)), justify="right" if figures else "left", no_wrap=True
+        )
+    heading = None
+    for row in rows:
+        head, cells = ", ".join(filter(None, row[: table.heads])), [escape(t) for t in row[table.heads :]]
+        if head and head != heading:
+            grid.add_row(f"[bold]{escape(head)}[/]")
+            heading = head
+        grid.add_row(("  " if head else "") + cells[0], *cells[1:])
+    if table.title:
+        console.print(escape(table.title))
+    console.print(grid)
     for line in notes:
-        console.print(f"  {line}")
-    for line in whole:
-        console.print(f"  {line}", soft_wrap=True)
+        console.print(f"  {escape(line)}")
 
 
-def console_ratio(value: float) -> str:
-    return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"  # a CPU against a GPU needs digits
+def write(sections, title, facts, new, charts):
+    """Every section's CSVs and (`charts`) its charts, each file made by `new(name)`, and report.md of
+    them in order; returns report.md's text."""
+    lines = [f"# {title}", "", *[f"- {fact}" for fact in facts]]
+    for section in sections:
+        blocks = [section.lines]
+        for table in section.tables:
+            if table.file:
+                with open(new(table.file), "w", newline="") as handle:
+                    writer = csv.writer(handle)
+                    writer.writerow(table.columns)
+                    for values in ([cell(row, c) for c in table.columns] for row in table.rows):
+                        writer.writerow(
+                            "" if v is None else f"{v:.6g}" if isinstance(v, float) else v for v in values
+                        )
+            blocks.append(markdown(table) if table.shown else [])
+        blocks.append(
+            [
+                f"![{path.stem}]({path.name})"
+                for path in (section.draw(new) if charts and section.draw else [])
+            ]
+        )
+        lines += ["", f"## {section.heading}"]
+        for block in filter(None, blocks):
+            lines += ["", *block]
+    text = "\n".join(lines) + "\n"
+    new("report.md").write_text(text)
+    return text

@@ -1,35 +1,53 @@
-"""Read FINISHED runs back from MLflow and reduce repeats to one measurement per point.
+"""Read FINISHED runs back from MLflow, reduce repeats to one point each, and find like points.
 
 A point is (side, gpu_count, model, precision, source, measured configuration); its throughput is
-the median of its runs, with a 95% interval (src/compare/ratio.py). The measured configuration is
-every logged param that changes what is measured and the stack the run logged as tags
-(src/config/points.point_config), so runs that differ in either are never pooled as repeats.
-Runs without a `source` tag are this project's own: source "measured".
+the median of its runs, with a 95% interval (src/compare/ratio.py), and what else its runs logged
+(step-time shares, power, clocks, memory) is summarised once, here, as medians over its runs. The
+measured configuration is every logged param that changes what is measured and the stack the run
+logged as tags (src/config/points.point_config), so runs that differ in either are never pooled as
+repeats. Runs without a `source` tag are this project's own: source "measured".
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 from dataclasses import dataclass, field, fields
+from operator import attrgetter
 
 from src import recorded, run_result
 from src.compare.ratio import Spread, point_spread
 from src.config import points
+from src.errors import TrackingUnavailable
+from src.logged_spec import Spec
 from src.recorded import MEASURED
 
-# what a store with nothing to compare is told: the command that brings comparable runs
-STUDY_HINT = (
-    "`python -m src.compare experiment=lambda_a6000_vs_3090` imports Lambda's published RTX A6000 and "
-    "RTX 3090 figures and compares them (and your runs of the study's models), or "
-    "`python -m src.import_results source=lambda-2022` imports Lambda's newer tables"
-)
+CAP_KEY = "gpu.memory_limit_gb"  # a card under a memory cap: h200@24
+# Precisions set against each other (and charted in one panel); each stays distinct in the tables.
+PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "amp": "mixed", "bf16": "mixed"}
+FIELDS = ("side", "gpu", "gpu_count", "model", "source", "group", "precision", "math")  # a point's own keys
+FILTERED = ("gpu", "model", "precision", "gpu_count", "source")  # the fields compare's filters name
+SUMMARY = {  # a point's figure -> what each of its runs logged of it: the point has their median
+    "achieved_tflops": "window.achieved_tflops_per_gpu",
+    recorded.MFU: "window.mfu",
+    "flops_per_item": "window.flops_per_item",
+    "power_share": "telemetry.throttled_power_share",  # of the window, clocks held down by the power limit
+    recorded.POWER_MEAN_W: "telemetry.power_mean_w",  # per GPU
+    "sm_clock_mhz": "telemetry.sm_clock_mean_mhz",
+}
 
 
 class CompareError(ValueError):
     """Nothing (or not enough) to compare; the message names what is missing."""
 
 
-STACK_KEYS = {f"tag:{name}": short for short, name in points.STACK.items()}  # config key -> short name
+def precision_group(precision):
+    return PRECISION_GROUPS.get(precision, precision)
+
+
+def median_of(values):
+    found = [v for v in values if v is not None]
+    return statistics.median(found) if found else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,56 +65,97 @@ class Workpoint:
     config: tuple  # the measured configuration: sorted (key, value) pairs, see points.point_config
     tf32_math: bool = False  # matmuls ran (or were published) with TF32 tensor-core math
 
-    point = property(lambda w: (w.side, w.gpu_count, w.model, w.precision, w.source, w.config))
+    @property
+    def point(self):
+        return (self.side, self.gpu_count, self.model, self.precision, self.source, self.config)
 
-    # the software and card it ran on: (short name, value) pairs, e.g. ("torch", "2.14.1")
-    stack = property(lambda w: tuple((STACK_KEYS[k], v) for k, v in w.config if k in STACK_KEYS))
-    software = property(lambda w: {k: v for k, v in w.stack if k in points.SOFTWARE})
-    # the math that ran: tf32 where fp32 matmuls ran (or were published) as TF32
-    math = property(lambda w: "tf32" if w.precision in ("fp32", "tf32") and w.tf32_math else w.precision)
+    @property
+    def stack(self):
+        """The software and card it ran on: (short name, value) pairs, e.g. ("torch", "2.14.1")."""
+        return tuple((points.label(k), v) for k, v in self.config if kind(k) in ("software", "card"))
+
+    @property
+    def software(self):
+        return {k: v for k, v in self.stack if k in points.SOFTWARE}
+
+    @property
+    def math(self):
+        """The math that ran: tf32 where fp32 matmuls ran (or were published) as TF32."""
+        return "tf32" if self.precision in ("fp32", "tf32") and self.tf32_math else self.precision
+
+    @functools.cached_property
+    def keys(self):
+        """Its keys as the matcher reads them: its own fields, then its measured configuration."""
+        own = {name: getattr(self, name) for name in FIELDS if name != "group"}
+        return own | {"group": precision_group(self.precision)} | dict(self.config)
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunRecord(Workpoint):
-    """One run of a point: the run as read back, with the efficiency figures compare derives."""
+    """One run of a point, as read back."""
 
     run_id: str
     throughput: float
-    per_watt: float | None
-    per_watt_basis: str | None  # "measured" power, or the spec sheet's "tdp"
-    per_kusd: float | None  # items/s per 1,000 USD of GPUs
     result: run_result.RunResult = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Measurement(Workpoint):
-    throughput: float  # median of the runs
+    """A point: the median of its runs, and the summary of what they logged beside it."""
+
+    throughput: float
     throughput_min: float
     throughput_max: float
-    per_watt: float | None
-    per_watt_basis: str | None
-    per_kusd: float | None
     runs: list[RunRecord] = field(repr=False)
+    spec: Spec  # the spec-sheet figures its runs logged, which it is judged by (they ran on one profile)
     variant: str = ""  # what sets this point apart from others of its model, e.g. "d_model=128"
     spread: Spread | None = None  # of its log throughput; None: no interval can be given
     # flawed runs a later clean run of the same point and config measured again: left out, kept in the store
     superseded: tuple[RunRecord, ...] = field(default=(), repr=False)
+    per_watt: float | None = None  # items/s per watt: measured power, else the spec sheet's TDP
+    per_watt_basis: str | None = None  # "measured", "tdp", or both joined
+    per_kusd: float | None = None  # items/s per 1,000 USD of GPUs
+    shares: dict[str, float] | None = None  # of the step time, by class (a class a breakdown lacks: 0)
+    achieved_tflops: float | None = None  # per GPU
+    mfu: float | None = None
+    flops_per_item: float | None = None
+    power_share: float | None = None
+    power_mean_w: float | None = None
+    sm_clock_mhz: float | None = None
+    power_limit_w: str | None = None  # per GPU, as its runs logged it: "700", or "300/350"
+    peak_memory_gb: float | None = None  # the largest of its runs'
+    gpu_name: str = ""
 
-    interval = property(lambda m: m.spread.interval(m.throughput) if m.spread else None)
-    key = property(lambda m: m.point)  # its key and value as a figure of src/compare/ratio.py
-    value = property(lambda m: m.throughput)
-    n_runs = property(lambda m: len(m.runs))
+    @property
+    def interval(self):
+        return self.spread.interval(self.throughput) if self.spread else None
 
-    # the spec-sheet figures its runs logged, which it is judged by (they ran on one profile)
-    spec = property(lambda m: m.runs[0].result.spec)
+    @property
+    def key(self):  # as a figure of src/compare/ratio.py
+        return self.point
 
-    # the model as compared: its name and, where runs of it differ, what differs
-    workload = property(lambda m: f"{m.model} [{m.variant}]" if m.variant else m.model)
-    label = property(lambda m: f"{m.side} x{m.gpu_count} {m.workload} {m.precision} [{m.source}]")
+    @property
+    def value(self):
+        return self.throughput
+
+    @property
+    def n_runs(self):
+        return len(self.runs)
+
+    @property
+    def at_power_limit(self):
+        """Whether it ran at its card's power limit; None where its runs logged no telemetry of it."""
+        return None if self.power_share is None else self.power_share >= recorded.AT_POWER_LIMIT
+
+    @property
+    def workload(self):
+        """The model as compared: its name and, where runs of it differ, what differs."""
+        return f"{self.model} [{self.variant}]" if self.variant else self.model
 
 
-def search_finished(uri: str, experiments: list[str], filter_string: str = "") -> tuple[list, list[str]]:
-    """Every FINISHED run (all pages) of the named experiments that exist, read back; and their ids."""
+def search_finished(uri, experiments, filter_string, hint):
+    """Every FINISHED run (all pages) of the named experiments that exist, read back; and their ids by name.
+    `hint`: what a store with nothing to compare is told (the study's command, conf/study/)."""
     from mlflow.exceptions import MlflowException
 
     from src.credentials import bare
@@ -107,59 +166,48 @@ def search_finished(uri: str, experiments: list[str], filter_string: str = "") -
     if database is not None and not database.exists():  # opening it would create a whole new store
         raise CompareError(
             f"tracking.uri={uri!r}: no store there ({database} does not exist); run a benchmark, or "
-            f"name the store your runs went to; {STUDY_HINT}"
+            f"name the store your runs went to; {hint}"
         )
     client = store.client(uri)
-    ids = [e.experiment_id for e in map(client.get_experiment_by_name, dict.fromkeys(experiments)) if e]
+    try:  # an address that answers but is not MLflow's, or a server that never answers
+        found = [client.get_experiment_by_name(name) for name in dict.fromkeys(experiments)]
+    except Exception as exc:
+        raise TrackingUnavailable(store.problem(uri, exc)) from None
+    ids = {e.name: e.experiment_id for e in found if e}
     if not ids:
         raise CompareError(
             f"tracking.experiment={experiments[0]!r}: no such experiment at {bare(uri)} (nor "
-            f"{', '.join(map(repr, experiments[1:])) or 'another'}); run a benchmark first; {STUDY_HINT}"
+            f"{', '.join(map(repr, experiments[1:])) or 'another'}); run a benchmark first; {hint}"
         )
     query = "attributes.status = 'FINISHED'" + (f" and {filter_string}" if filter_string else "")
     runs, token = [], None
     try:
         while token != "":  # MLflow's last page has no token
-            page = client.search_runs(ids, filter_string=query, max_results=1000, page_token=token)
+            page = client.search_runs(list(ids.values()), filter_string=query, max_results=1000, page_token=token)
             runs += map(run_result.read, page)
             token = page.token or ""
     except MlflowException as exc:
         raise CompareError(
             f"filter_string={filter_string!r}: MLflow rejects it: {exc.message.rstrip('.')}; clauses are "
-            "joined with `and`, e.g. \"filter_string=tags.compile = 'False' and "
-            'metrics.throughput > 100"'
+            "joined with `and`, and Hydra reads the value quoted, e.g. "
+            '"filter_string=\\"tags.compile = \'False\' and metrics.throughput > 100\\""'
         ) from None
     return runs, ids
 
 
-# the RunRecord fields that a run read back holds under the same names
-SAME_IN_RESULT = "run_id gpu gpu_count model category precision source unit throughput tf32_math".split()
-
-
-def to_record(result: run_result.RunResult) -> RunRecord | None:
+def to_record(result):
     """A training run's figures; None for ceilings runs, sweep parents, reports, runs without a throughput."""
     named = all((result.gpu, result.model, result.precision)) and result.gpu_count is not None
     if result.kind != recorded.TRAINING or not (result.throughput or 0) > 0 or not named:
         return None
-    count, throughput, spec = result.gpu_count, result.throughput, result.spec
-    per_watt, basis = result.per_watt, "measured"
-    if per_watt is None:
-        per_watt, basis = (throughput / (spec.tdp_w * count), "tdp") if spec.tdp_w else (None, None)
+    same = "run_id gpu gpu_count model category precision source unit throughput tf32_math".split()
+    config = points.point_config(result.params, result.tags)
     return RunRecord(
-        **{name: getattr(result, name) for name in SAME_IN_RESULT},
-        side=result.gpu,
-        config=points.point_config(result.params, result.tags),
-        per_watt=per_watt,
-        per_watt_basis=basis,
-        per_kusd=throughput / (spec.price_usd * count / 1000) if spec.price_usd else None,
-        result=result,
+        **{name: getattr(result, name) for name in same}, side=result.gpu, config=config, result=result
     )
 
 
-FILTERED = ("gpu", "model", "precision", "gpu_count", "source")  # the fields compare's filters name
-
-
-def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
+def select(records, cfg):
     """The records the config's filters keep (gpus=, models=, precisions=, gpu_counts=, sources=; an empty
     one keeps all), and how many smoke runs among them were left out (kept only with include_smoke)."""
     wanted = [r for r in records if all(not cfg[f"{n}s"] or getattr(r, n) in cfg[f"{n}s"] for n in FILTERED)]
@@ -167,41 +215,54 @@ def select(records: list[RunRecord], cfg) -> tuple[list[RunRecord], int]:
     return kept, len(wanted) - len(kept)
 
 
-def aggregate(records: list[RunRecord]) -> list[Measurement]:
-    """One measurement per point: the median of its runs, and how many runs that took."""
+def aggregate(records):
+    """One point per group of repeats: the median of its runs, and how many runs that took."""
     groups: dict[tuple, list[RunRecord]] = {}
     for record in records:
         groups.setdefault(record.point, []).append(record)
     differing = differing_keys(list(groups))
-    measurements = []
-    for point in sorted(groups, key=_sort_key):
-        runs, superseded = remeasured(groups[point])
-        first = runs[0]
-        throughputs = [r.throughput for r in runs]
-        watts = [r.per_watt for r in runs if r.per_watt is not None]
-        prices = [r.per_kusd for r in runs if r.per_kusd is not None]
-        bases = sorted({r.per_watt_basis for r in runs if r.per_watt_basis})
-        shown = differing.get(first.model, ())
-        lone = first.result if len(runs) == 1 else None
-        measurements.append(
-            Measurement(
-                **{f.name: getattr(first, f.name) for f in fields(Workpoint)},  # what its runs are of
-                throughput=statistics.median(throughputs),
-                throughput_min=min(throughputs),
-                throughput_max=max(throughputs),
-                per_watt=statistics.median(watts) if watts else None,
-                per_watt_basis="+".join(bases) or None,
-                per_kusd=statistics.median(prices) if prices else None,
-                runs=runs,
-                variant=", ".join(f"{points.label(k)}={v}" for k, v in first.config if k in shown),
-                spread=point_spread(throughputs, first.source != MEASURED, lone),
-                superseded=superseded,
-            )
-        )
-    return measurements
+    return [_measured(groups[point], differing) for point in sorted(groups, key=_sort_key)]
 
 
-def remeasured(runs: list[RunRecord]) -> tuple[list[RunRecord], tuple[RunRecord, ...]]:
+def _measured(repeats, differing):
+    runs, superseded = remeasured(repeats)
+    first, results = runs[0], [r.result for r in runs]
+    throughputs = [r.throughput for r in runs]
+    watts = [(r.per_watt, "measured") for r in results if r.per_watt]  # else over the spec sheet's TDP
+    watts += [
+        (r.throughput / (r.spec.tdp_w * r.gpu_count), "tdp")
+        for r in results
+        if r.spec.tdp_w and not r.per_watt
+    ]
+    prices = [r.throughput / (r.spec.price_usd * r.gpu_count / 1000) for r in results if r.spec.price_usd]
+    breakdowns = [r.shares for r in results if r.shares]
+    limits = sorted({r.tags[recorded.POWER_LIMIT] for r in results if recorded.POWER_LIMIT in r.tags})
+    return Measurement(
+        **{f.name: getattr(first, f.name) for f in fields(Workpoint)},  # what its runs are of
+        throughput=statistics.median(throughputs),
+        throughput_min=min(throughputs),
+        throughput_max=max(throughputs),
+        runs=runs,
+        spec=first.result.spec,
+        variant=", ".join(
+            f"{points.label(k)}={v}" for k, v in first.config if k in differing.get(first.model, ())
+        ),
+        spread=point_spread(throughputs, first.source != MEASURED, first.result if len(runs) == 1 else None),
+        superseded=superseded,
+        per_watt=median_of(w for w, _ in watts),
+        per_watt_basis="+".join(sorted({basis for _, basis in watts})) or None,
+        per_kusd=median_of(prices),
+        shares={s: statistics.median(b[s] or 0.0 for b in breakdowns) for s in recorded.SHARES}
+        if breakdowns
+        else None,
+        **{name: median_of(map(attrgetter(logged), results)) for name, logged in SUMMARY.items()},
+        power_limit_w="/".join(limits) or None,
+        peak_memory_gb=max((r.window.peak_memory_gb or 0 for r in results), default=0) or None,
+        gpu_name=first.result.gpu_name,
+    )
+
+
+def remeasured(runs):
     """A point's runs less the flawed ones (GPU shared, stopping rule missed) whose config has a
     clean run: resume measured those again (src/run/resume.py); and the runs left out."""
     hashes = {r.run_id: r.result.tags.get(recorded.CONFIG_HASH) for r in runs}
@@ -211,7 +272,7 @@ def remeasured(runs: list[RunRecord]) -> tuple[list[RunRecord], tuple[RunRecord,
     return [r for r in runs if r not in superseded], superseded
 
 
-def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:
+def differing_keys(points):
     """Per model: the config keys in which points that would otherwise be one point differ. A batch
     that differs only between gpus (profiles size it by memory) is not listed; d_model 64 and 128
     on one gpu are, and then on every point of that model."""
@@ -222,15 +283,54 @@ def differing_keys(points: list[tuple]) -> dict[str, tuple[str, ...]]:
     for (_, _, model, _, _), configs in groups.items():
         keys = set().union(*configs)
         differing.setdefault(model, set()).update(k for k in keys if len({c.get(k) for c in configs}) > 1)
-    return {model: tuple(sorted(keys)) for model, keys in differing.items()}
+    return differing
 
 
-def _sort_key(point: tuple) -> tuple:
+def _sort_key(point):
     side, count, model, precision, source, config = point
     return (model, config, precision, count, side, source)
 
 
-def stack_difference(one: Workpoint, other: Workpoint, keys) -> str:
-    """What differs between two points' stacks among `keys`, e.g. 'torch 2.14.1 vs 2.13.0'; ''."""
-    a, b = dict(one.stack), dict(other.stack)
-    return ", ".join(f"{k} {a.get(k, '?')} vs {b.get(k, '?')}" for k in keys if a.get(k) != b.get(k))
+# ---- the matcher: "the point like this one except in these keys" ----
+def kind(key):
+    """What a key of a point is to the matcher: its own field (FIELDS), or of its configuration
+    `software`, `card` (the card detected, its power limit), `batch`, `cap` or `setting`."""
+    tag = key.removeprefix("tag:")
+    if key in FIELDS:
+        return key
+    if tag in points.SOFTWARE.values():
+        return "software"
+    if tag in points.CARD.values():
+        return "card"
+    return {points.RAN_BATCH: "batch", CAP_KEY: "cap"}.get(key, "setting")
+
+
+def unlike(one, other, free=(), ranked=()):
+    """How unlike two points are in the kinds of key `ranked` names (per entry, a kind or a tuple of
+    kinds: how many of those keys differ, a key one lacks at its default); None where they differ in
+    a key of another kind, unless `free`. A published figure logs no sizes or settings: it stands for
+    its model as published, and only the fields of the two are held against each other."""
+    a, b = one.keys, other.keys
+    differ = [kind(k) for k in a.keys() | b.keys() if a.get(k) != b.get(k)]
+    groups = [(g,) if isinstance(g, str) else g for g in ranked]
+    measured = one.source == other.source == MEASURED
+    held = [k for k in differ if k not in free and not any(k in g for g in groups)]
+    if any(measured or k in FIELDS for k in held):
+        return None
+    return tuple(sum(k in g for k in differ) for g in groups)
+
+
+def alike(point, among, free=(), ranked=()):
+    """The point of `among` like `point` but in the kinds of key `free` and `ranked`; of several, the
+    least unlike in `ranked`, in its order, then the first; None where none is alike."""
+    found = [
+        (rank, n) for n, other in enumerate(among) if (rank := unlike(point, other, free, ranked)) is not None
+    ]
+    return among[min(found)[1]] if found else None
+
+
+def differing(one, other, kinds):
+    """What differs between two points among keys of `kinds`: 'torch 2.14.1 vs 2.13.0'; ''."""
+    a, b = dict(one.config), dict(other.config)
+    keys = sorted(k for k in a.keys() | b.keys() if kind(k) in kinds and a.get(k) != b.get(k))
+    return ", ".join(f"{points.label(k)} {a.get(k, '?')} vs {b.get(k, '?')}" for k in keys)

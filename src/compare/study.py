@@ -1,19 +1,19 @@
 """An experiment's question answered: the figures the publication states (conf/study/<experiment>.yaml:
 category means of the gpu's ratios to the baseline) beside what the published runs it was written from
 give and beside your own gpus' figures, with the per-model ratios beneath. A stated figure the published
-per-model data does not give (e.g. the A6000 vs 3090 article's 8-GPU vision means, 1.13x and 1.14x, where
-Lambda's 2021 tables give 1.17x and 1.18x) is shown as the data gives it, and said."""
+per-model data gives otherwise, to its two decimals (the A6000 vs 3090 article's 8-GPU vision means,
+1.13x and 1.14x, where Lambda's 2021 tables give 1.17x and 1.18x), is marked and said, and the data's
+figure is shown."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from src import console
-from src.compare.analysis import RelativeRow, SummaryRow, precision_group
-from src.compare.report import interval_text, markdown_grid, print_table
-from src.compare.runs import MEASURED, RunRecord
-
-AGREES = 0.01  # a stated figure of two decimals agrees with a value less than one hundredth from it
+from src.compare.analysis import RelativeRow
+from src.compare.ratio import Ratio
+from src.compare.report import Section, Table
+from src.compare.runs import MEASURED, precision_group
+from src.console import gpus
 
 
 @dataclass(frozen=True)
@@ -21,54 +21,56 @@ class StudyFigure:
     category: str
     precision: str
     gpu_count: int
-    stated: float  # the publication's figure
-    published: SummaryRow | None  # the same mean from the published source's runs
-    measured: dict[str, SummaryRow]  # your gpus' means against the baseline, by gpu
+    stated: float  # the publication's figure, to two decimals
+    published: dict | None  # the same mean from the published source's runs
+    measured: dict[str, dict]  # your gpus' means against the baseline, by gpu
 
-    agrees = property(  # None: no published figure to check it against
-        lambda f: None if f.published is None else abs(f.published.relative_mean - f.stated) < AGREES
-    )
-    where = property(lambda f: f"{f.category}, {f.precision}, {console.gpus(f.gpu_count)}")
+    @property
+    def differs(self):
+        """The published runs give another figure than the one stated, to its two decimals."""
+        return self.published is not None and round(self.published["relative_mean"].value, 2) != self.stated
 
-    def cells(self, gpus: list[str], none: str, differs: str) -> list[str]:
-        """Its row: `none` where the published runs give no figure, `differs` marks one that differs."""
-        p = self.published
-        published = f"{p.relative_mean:.2f}x{'' if self.agrees else differs}" if p else none
-        measured = [
-            "-" if s is None else f"{s.relative_mean:.2f}x" + (f" n={s.n_models}" if s.left_out else "")
-            for s in map(self.measured.get, gpus)
-        ]
-        interval = interval_text(p.mean.interval if p else None)  # `=`: it holds 1.0
-        return [self.where, f"{self.stated:.2f}x", published, interval, *measured]
+    @property
+    def where(self):
+        return f"{self.category}, {self.precision}, {gpus(self.gpu_count)}"
 
 
-def subject(study) -> str:
+def subject(study):
     """The gpu a study sets against its baseline."""
     return next(g for g in study.gpus if g != study.baseline)
 
 
-def in_scope(record: RunRecord, study) -> bool:
+def in_scope(record, study):
     """The study's runs: its models, of its published source for its gpus, or measured by you."""
     if record.model not in study.models:
         return False
     return record.source == MEASURED or (record.source == study.published and record.gpu in study.gpus)
 
 
-def figures(summary: list[SummaryRow], study) -> list[StudyFigure]:
+def figures(summary, study):
     """Each stated figure with the published and measured means of the same cell."""
     found = []
     for c in study.claims:
         where = (c.category, c.gpu_count, precision_group(c.precision))
-        cell = [s for s in summary if (s.category, s.gpu_count, precision_group(s.precision)) == where]
-        published = next((s for s in cell if s.side == subject(study) and s.source == study.published), None)
-        mine = [s for s in cell if s.source == MEASURED and s.side != study.baseline]
+        cell = [s for s in summary if (s["category"], s["gpu_count"], s["precision_group"]) == where]
+        published = next(
+            (s for s in cell if (s["gpu"], s["source"]) == (subject(study), study.published)), None
+        )
+        mine = [s for s in cell if s["source"] == MEASURED and s["gpu"] != study.baseline]
         # the stated precision sorted last: a gpu's mean at it wins over one at its like (tf32 for fp32)
-        measured = {s.side: s for s in sorted(mine, key=lambda s: s.precision == c.precision)}
+        measured = {s["gpu"]: s for s in sorted(mine, key=lambda s: s["precision"] == c.precision)}
         found.append(StudyFigure(c.category, c.precision, c.gpu_count, c.ratio, published, measured))
     return found
 
 
-def per_model(rows: list[RelativeRow], study) -> dict[tuple[str, int], dict[str, RelativeRow]]:
+def marks(found):
+    """The stated figures the published runs give otherwise, by the published mean they mark:
+    (category, precision, GPU count, gpu, source) -> the stated figure."""
+    keys = ("category", "precision", "gpu_count", "gpu", "source")
+    return {tuple(f.published[k] for k in keys): f.stated for f in found if f.differs}
+
+
+def per_model(rows, study):
     """(precision, GPU count) -> model -> the published pair's ratio, for the stated cells."""
     cells = sorted({(c.precision, c.gpu_count) for c in study.claims}, key=lambda c: (c[1], c[0] != "fp32"))
     table: dict[tuple[str, int], dict[str, RelativeRow]] = {cell: {} for cell in cells}
@@ -79,7 +81,7 @@ def per_model(rows: list[RelativeRow], study) -> dict[tuple[str, int], dict[str,
     return table
 
 
-def differences(found: list[StudyFigure], rows: list[RelativeRow], study) -> list[str]:
+def differences(found, rows, study):
     """One sentence per stated figure the published per-model data does not give."""
     models, source = per_model(rows, study), study.published
     lines = []
@@ -88,7 +90,7 @@ def differences(found: list[StudyFigure], rows: list[RelativeRow], study) -> lis
             lines.append(
                 f"{f.where}: no {source} figures of both gpus; the stated {f.stated:.2f}x is not checked"
             )
-        elif not f.agrees:
+        elif f.differs:
             parts = ", ".join(
                 f"{model} {row.relative:.2f}x"
                 for model, row in models[f.precision, f.gpu_count].items()
@@ -96,46 +98,46 @@ def differences(found: list[StudyFigure], rows: list[RelativeRow], study) -> lis
             )
             lines.append(
                 f"{f.where}: the publication states {f.stated:.2f}x; its {source} per-model figures give "
-                f"{f.published.relative_mean:.2f}x ({parts}). Shown as the data gives it."
+                f"{f.published['relative_mean'].value:.2f}x ({parts}). Shown as the data gives it."
             )
     return lines
 
 
-def _shown(found: list[StudyFigure], rows: list[RelativeRow], study) -> tuple:
-    """Your gpus with a figure, the differences said, the published pair's ratios: a row per model."""
-    models = per_model(rows, study)
+def section(summary, rows, study):
+    """The stated figures beside the published and measured ones, what differs, the per-model ratios:
+    first in report.md and on the console."""
+    found, models = figures(summary, study), per_model(rows, study)
+    mine = sorted({g for f in found for g in f.measured})
+    stated = [
+        {"figure": f.where, "stated": f.stated, study.published: f.published and f.published["relative_mean"]}
+        | {"differs": f.differs}
+        | {f"{gpu} (measured)": f.measured[gpu]["relative_mean"] for gpu in mine if gpu in f.measured}
+        for f in found
+    ]
+    columns = ("figure", "stated", study.published, "differs", *(f"{gpu} (measured)" for gpu in mine))
+    cells = {f"{precision} x{count}": cell for (precision, count), cell in models.items()}
+    # the per-model ratios without their intervals: four columns of them fit a terminal
     grid = [
-        [name, *(f"{r.relative:.2f}x" if (r := models[cell].get(name)) else "-" for cell in models)]
+        {"model": name} | {c: Ratio(r.value, None) for c, cell in cells.items() if (r := cell.get(name))}
         for name in dict.fromkeys(study.models)
     ]
-    columns = [f"{precision} x{count}" for precision, count in models]
-    return sorted({g for f in found for g in f.measured}), differences(found, rows, study), columns, grid
-
-
-def markdown(found: list[StudyFigure], rows: list[RelativeRow], study) -> list[str]:
-    """report.md's first section: the stated figures, the published and measured ones, per model."""
-    gpus, said, columns, grid = _shown(found, rows, study)
-    head = ("figure", "stated", study.published, "95% CI", *[f"{g} (measured)" for g in gpus])
-    lines = markdown_grid(head, [f.cells(gpus, "no figures", " (differs)") for f in found])
-    lines += ["", *[f"- {line}" for line in said]]
-    lines += ["", f"Per model, {subject(study)} over {study.baseline} [{study.published}]:", ""]
-    return lines + markdown_grid(("model", *columns), grid)
-
-
-def print_study(found: list[StudyFigure], rows: list[RelativeRow], study) -> None:
-    """The same answer in an 80-column terminal."""
-    from rich.markup import escape
-
-    gpus, said, columns, grid = _shown(found, rows, study)
-    console.note(f"{study.title}: {subject(study)} over {study.baseline}, mean of the models' ratios")
-    head = ("category, precision, GPUs", "stated", escape(study.published), "95% CI", *map(escape, gpus))
-    notes = [f"* {escape(line)}" for line in said]
-    if any(f.published and f.published.mean.interval for f in found):
-        notes.append("95% CI: from the logged runs behind the published figures; = it holds 1.0")
-    if gpus:
-        notes.append(
-            f"{', '.join(gpus)}: your runs against {study.baseline} (n: models averaged where fewer)"
-        )
-    print_table(head, {(): [f.cells(gpus, "-", "*") for f in found]}, notes)
-    title = escape(f"per model, {subject(study)} over {study.baseline} [{study.published}]")
-    print_table(("model", *columns), {(): grid}, title_justify="left", title=title)
+    said = [f"* {line}" for line in differences(found, rows, study)]
+    if mine:
+        said.append(f"{', '.join(mine)} (measured): your runs against {study.baseline}")
+    question = f"{study.title}: {subject(study)} over {study.baseline}"
+    per_model_title = f"Per model, {subject(study)} over {study.baseline} [{study.published}]:"
+    return Section(
+        question,
+        tables=[
+            Table(
+                stated,
+                columns,
+                "",
+                columns,
+                columns,
+                title=f"{question}, mean of the models' ratios",
+                notes=said,
+            ),
+            Table(grid, ("model", *cells), "", ("model", *cells), ("model", *cells), title=per_model_title),
+        ],
+    )

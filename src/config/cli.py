@@ -46,6 +46,11 @@ def composition_error(exc: BaseException) -> str:
     the option lists inline, and the first line of the OmegaConf error under it (the key and why)."""
     if isinstance(exc, OverrideParseException):  # Hydra's message names neither the key nor the value
         reason = exc.message.split("See https")[0].strip().rstrip(";")
+        key, _, value = exc.override.partition("=")
+        if any(c in value for c in " ='\""):  # Hydra reads such a value quoted: the shell must pass the quotes
+            quoted = value.replace('"', '\\"')
+            how = f'a value holding spaces, = or quotes is quoted whole, as "{key}=\\"{quoted}\\""'
+            return f"{exc.override}: not an override Hydra can read ({reason}); {how}"
         return f"{exc.override}: not an override Hydra can read ({reason}); lists are written key=[a,b]"
     text = str(exc).split("Config search path:")[0]
     parts: list[str] = []

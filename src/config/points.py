@@ -119,10 +119,6 @@ SOFTWARE = {
 CARD = {"gpu_name": "gpu_name", "power_limit": "power_limit_w", "cpu": CPU_MODEL}
 STACK = SOFTWARE | CARD
 STACK_NAMES = {tag: name for name, tag in STACK.items()}
-# Stack tags a job learns only from its ranks (what torch loaded, the NCCL variables they ran under);
-# its torch build and environment fix them, so a job about to run is matched to a finished run by
-# the rest of its point (src/run/resume.py).
-FROM_RANKS = tuple(SOFTWARE[name] for name in ("cuda", "cudnn", "nccl", "nccl_settings"))
 
 # Run tags that are point fields: the stack, and how the job was laid out (nodes: the ranks per
 # node follow from the point's gpu_count; a CPU job's threads). A run without one (published rows,
@@ -175,11 +171,11 @@ def hashed(data: dict, prefix: str = "") -> dict:
     return kept
 
 
-def point_config(params: dict[str, str], tags: dict[str, str] | None = None, before_run: bool = False) -> tuple:
+def point_config(params: dict[str, str], tags: dict[str, str] | None = None) -> tuple:
     """The point's measured configuration from a run's logged params and tags (the one key that
     compare's grouping, its pairings and resume use): sorted (key, value) pairs of every measured
     key that stands for itself, the batch that ran among them, and the point's tags. A key a run
-    lacks is at its default. `before_run`: without what only the ranks report (FROM_RANKS)."""
+    lacks is at its default."""
     config = {}
     for key, value in params.items():
         if _in_point(declared(key), value):
@@ -187,7 +183,7 @@ def point_config(params: dict[str, str], tags: dict[str, str] | None = None, bef
     if RAN_BATCH not in config and "model.batch_size" in params:  # runs logged before the param
         config[RAN_BATCH] = params["model.batch_size"]
     for name, value in (tags or {}).items():
-        if _in_point(TAGS.get(name), value) and not (before_run and name in FROM_RANKS):
+        if _in_point(TAGS.get(name), value):
             config[f"tag:{name}"] = value
     return tuple(sorted((key, value) for key, value in config.items() if value != "None"))
 

@@ -49,15 +49,17 @@ class Claim:
 
 @dataclass
 class StudyConfig:
-    """The question an experiment asks compare (conf/study/<experiment>.yaml); none: name ''."""
+    """The question an experiment asks compare (conf/study/<experiment>.yaml); none: name '', and
+    what compare asks without one (conf/study/none.yaml)."""
 
     name: str = ""  # the experiment's name, as `python -m src.compare experiment=<name>` gives it
     title: str = ""
-    baseline: str = "rtx3090"
-    gpus: list[str] = field(default_factory=list)  # the published pair
+    baseline: str = MISSING  # the gpu every ratio is taken against when baseline= is not given
+    gpus: list[str] = field(default_factory=list)  # the published pair, shown beside your own gpus
     models: list[str] = field(default_factory=list)
     published: str = ""  # the source the claims are checked against, imported when the store lacks it
     claims: list[Claim] = field(default_factory=list)
+    hint: str = MISSING  # what a store with nothing to compare is told: the command that brings runs
 
 
 @dataclass
@@ -91,6 +93,7 @@ class CompareConfig:
     all: bool = False  # every gpu in the store; by default the baseline, the study's pair and your gpus
     study: StudyConfig = field(default_factory=StudyConfig)
     tag_runs: bool = True  # tag anomalous runs with `anomaly`
+    charts: bool = True  # draw the PNG charts (tests that look at no chart leave them out)
     anomalies: AnomalyConfig = field(default_factory=AnomalyConfig)
     tracking: TrackingConfig = MISSING
 

@@ -4,6 +4,7 @@ keys added beside a schema, naming the key, the value and what is allowed."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -12,11 +13,19 @@ from src.config.groups import benchmark, gpu, launcher, model, precision, teleme
 from src.errors import ConfigError
 
 GROUPS = (gpu, model, precision, benchmark, telemetry, tracking, launcher)  # each with check(cfg, errors)
+# Names that become the run's name, its metric keys (throughput/<model>/<precision>/x<count>) and
+# file names: what MLflow takes in a key on every backend, and no path of its own.
+NAMED = ("gpu.name", "model.name", "benchmark.name")  # precision.name is one of a list
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 
 def validate(cfg: DictConfig) -> None:
     """Range and cross-group checks; raises ConfigError naming key, value and what is allowed."""
     errors = Errors(unknown_keys(cfg))
+    for key in NAMED:
+        value = OmegaConf.select(cfg, key)
+        allowed = "a name of up to 64 letters, digits, '_', '-' and '.', starting with a letter or digit"
+        errors.need(isinstance(value, str) and NAME.fullmatch(value) is not None, key, value, allowed)
     for group in GROUPS:
         group.check(cfg, errors)
     if errors:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
+import json
 import os
 import platform
 import socket
+import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -60,7 +63,8 @@ def software_versions() -> dict:
 
 
 def runtime_versions() -> dict:
-    """The CUDA, cuDNN and NCCL builds torch runs with, read in a rank (which has torch loaded)."""
+    """The CUDA, cuDNN and NCCL builds torch runs with, read in a rank (which has torch loaded), or
+    in a fresh interpreter by `installed_runtime_versions`."""
     import torch
 
     versions = {
@@ -72,6 +76,25 @@ def runtime_versions() -> dict:
     except Exception:  # NCCL library absent in a CPU build
         versions["nccl"] = "none"
     return versions
+
+
+RUNTIME_PROBE_TIMEOUT_S = 120  # importing torch on a loaded host
+
+
+@functools.cache
+def installed_runtime_versions() -> dict:
+    """`runtime_versions()` as this install's ranks will report them, for a job about to run (the
+    job process never imports torch): read once per process in a fresh interpreter that sees no GPU
+    (the versions are the libraries', not a device's). {} when torch does not import there: the
+    ranks then fail with the reason."""
+    code = "import json; from src.hardware.environment import runtime_versions; print(json.dumps(runtime_versions()))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "CUDA_VISIBLE_DEVICES": ""}
+    probe = [sys.executable, "-c", code]
+    try:
+        done = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=RUNTIME_PROBE_TIMEOUT_S)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        return {}
 
 
 # The variables that decide how GPUs talk: NCCL's (transports, algorithms, NVLink SHARP), NVSHMEM's

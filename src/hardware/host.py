@@ -1,6 +1,6 @@
-"""The host's processes, cores and memory, read from /proc (Linux): who owns a run, how many
-threads a CPU rank gets, how much memory the ranks hold and how much the host has left. Every
-reader answers None where /proc cannot tell."""
+"""The host's processes, cores and memory, read from /proc (Linux): how many threads a CPU rank
+gets, how much memory the ranks hold and how much the host has left. Every reader answers None
+where /proc cannot tell."""
 
 from __future__ import annotations
 
@@ -31,22 +31,6 @@ def _stat(pid: int) -> list[str] | None:
     except (OSError, IndexError):
         return None
     return None if fields[0] == "Z" else fields
-
-
-def process_started(pid: int) -> str | None:
-    """When process `pid` started, in seconds since the epoch ("%.2f"); None if no such process.
-
-    A pid is reused once its process has gone: the pair (pid, start time) names one process.
-    """
-    fields = _stat(pid)
-    if fields is None:
-        return None
-    try:
-        with open("/proc/stat") as f:
-            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
-    except (OSError, StopIteration, ValueError):
-        return None
-    return f"{boot + int(fields[19]) / os.sysconf('SC_CLK_TCK'):.2f}"
 
 
 def session_rss_bytes(session_id: int) -> int:

@@ -12,9 +12,9 @@ run different batches (each its profile's), the rest is the capacity factor.
 from __future__ import annotations
 
 from src.projection.model import Projection, project, ratio_band
+from src.recorded import AT_POWER_LIMIT
 
 SHOWN = 0.02  # parts under 2% of the step are left out of the words (not of the figure)
-POWER_BOUND = 0.5  # a source at its power limit for at least this share of its window is said to be
 
 
 def same_batch(a: Projection, b: Projection, model_error: float) -> Projection:
@@ -53,7 +53,7 @@ def pair_sentence(a: Projection, b: Projection, model_error: float) -> str:
 def _power(point) -> str:
     """Where the source ran at its power limit, said: the tensor rates carried over assume each card
     loses as much to its own limit (a spec sheet says nothing of what a card sustains there)."""
-    if point.power_bound is None or point.power_bound < POWER_BOUND:
+    if point.power_bound is None or point.power_bound < AT_POWER_LIMIT:
         return ""
     return (f" {point.gpu} ran at its power limit in {point.power_bound:.0%} of the window: each card's "
             "tensor rate assumes it loses as much to its own.")  # fmt: skip

@@ -68,7 +68,8 @@ def _elastic_launch(spec: dict) -> list[dict]:
         nproc_per_node=spec["nproc"],
         run_id=spec["run_id"],
         rdzv_backend="c10d",  # c10d numbers the ranks itself; node_rank only says which node logs
-        rdzv_endpoint=launcher["rdzv_endpoint"],
+        rdzv_endpoint=launcher["rdzv_endpoint"],  # one node: the loopback address (src/run/launch.py)
+        local_addr=launcher["local_addr"],
         # node 0 hosts the rendezvous store at the endpoint, which names one of its addresses
         rdzv_configs={"timeout": launcher["start_timeout_s"], "is_host": launcher["node_rank"] == 0},
         max_restarts=0,  # a benchmark step that failed once is a result, not something to retry

@@ -5,7 +5,7 @@ and one build of it (+cpu, +cu130, ...). Installed from different indexes, the p
 its C++ ops are missing, and the first detection model dies in a rank with `operator
 torchvision::nms does not exist`. This check says so in one line, with the command that mends it.
 
-    python -m src.rank.stack_check      prints {"torch": ..., "torchvision": ..., "problem": ...}
+    python -m src.rank.stack_check [--without-gpu]   prints {"torch": ..., "torchvision": ..., "problem": ...}
 
 The elastic agents' preloader runs it once before any job's ranks start (src/rank/agent.py);
 `python -m src.doctor` runs it as a subprocess, so that a crashing import cannot take it down.
@@ -17,9 +17,14 @@ import functools
 import importlib.metadata
 import json
 import re
+import sys
+import urllib.error
+import urllib.request
 
 TORCHVISION_MINOR_OFFSET = 15  # torchvision 0.26 <-> torch 2.11, 0.29 <-> 2.14
 WHEEL_INDEX = "https://download.pytorch.org/whl"
+INDEX_TIMEOUT_S = 3
+WHEELS_DIR = "torch-wheels"
 
 
 def _version(dist: str) -> str | None:
@@ -54,6 +59,35 @@ def reinstall_hint(torch_version: str) -> str:
     local = _local(torch_version)
     index = f" --index-url {WHEEL_INDEX}/{local}" if local else ""
     return f"pip install --force-reinstall --no-deps '{pin}'{index}"
+
+
+def index_unreachable(index: str) -> str | None:
+    """Why the package index at `index` does not answer from here (through the proxy the
+    environment names, as pip goes), or None."""
+    request = urllib.request.Request(f"{index}/", method="HEAD")
+    try:
+        urllib.request.build_opener().open(request, timeout=INDEX_TIMEOUT_S).close()  # today's proxy settings
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return getattr(reason, "strerror", None) or str(reason)
+    return None
+
+
+def where_reachable(command: str) -> str:
+    """A pip command naming PyTorch's index, as it is where the index answers; where it does not,
+    the same wheels fetched on a machine that reaches it and installed here from the folder."""
+    index = command.partition(" --index-url ")[2]
+    why = index_unreachable(index) if index else None
+    if why is None:
+        return command
+    download = command.replace("pip install --force-reinstall", "pip download", 1)
+    return (
+        f"PyTorch's index {index} cannot be reached from here ({why}): on a machine that reaches it, "
+        f"with this Python and platform, {download} -d {WHEELS_DIR}; copy {WHEELS_DIR}/ here and run "
+        f"pip install --force-reinstall --no-deps {WHEELS_DIR}/*.whl (or point --index-url at a mirror of it)"
+    )
 
 
 def _version_problem(torch_version: str, vision_version: str) -> str | None:
@@ -101,7 +135,7 @@ def report() -> dict:
     found["cuda"] = torch.version.cuda  # the CUDA it was built for; None in a CPU build
     found["cpu_build"] = cpu_build_command(torch_version)
     if found["torchvision"] is None:
-        found["problem"] = f"torchvision is not installed: {reinstall_hint(torch_version)}"
+        found["problem"] = f"torchvision is not installed: {where_reachable(reinstall_hint(torch_version))}"
         return found
     why = _version_problem(torch_version, found["torchvision"])
     if why is None:
@@ -112,7 +146,7 @@ def report() -> dict:
         else:
             why = _version_problem(torch_version, found["torchvision"])  # now with its build tag
     if why is not None:
-        found["problem"] = f"{why}: reinstall it with {reinstall_hint(torch_version)}"
+        found["problem"] = f"{why}: reinstall it with {where_reachable(reinstall_hint(torch_version))}"
     return found
 
 
@@ -121,4 +155,7 @@ def problem() -> str | None:
 
 
 if __name__ == "__main__":
-    print(json.dumps(report()))
+    found = report()
+    if "--without-gpu" in sys.argv[1:] and found["cuda"]:  # the CPU build's command, as doctor shows it there
+        found["cpu_build"] = where_reachable(found["cpu_build"])
+    print(json.dumps(found))

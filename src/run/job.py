@@ -20,15 +20,48 @@ from src.config import points
 from src.config.finalise import resolve_precision
 from src.errors import ConfigError, DeviceUnavailable, JobFailed
 from src.hardware import devices, environment, gpu_lock, host, occupancy
+from src.paths import PROJECT_ROOT
 from src.run import breakdown, ceilings, launch, phases, resume, signals
 from src.run.job_store import JobStore, note_on_parent
 from src.run.results import JobOutcome, combine_ranks, efficiency
 from src.tracking import job_run, spool
 
+STUDY = "lambda_a6000_vs_3090"  # conf/study/: the question compare answers beside Lambda's published cards
+STRICT_FP32 = "fp32"  # IEEE fp32, TF32 off: compare never pools it with published "fp32" (TF32 math)
 
-def run_name(profile: str, count: int, model: str, precision: str, benchmark: str = "default") -> str:
-    """`h200x2-resnet50-amp`; a benchmark other than the default says so (`cpux1-gpt2-fp32-smoke`)."""
-    return f"{profile}x{count}-{model}-{precision}" + ("" if benchmark == "default" else f"-{benchmark}")
+
+def run_name(
+    profile: str,
+    count: int,
+    model: str,
+    precision: str,
+    benchmark: str = "default",
+    nodes: int = 1,
+    threads: int | None = None,
+) -> str:
+    """`h200x8-resnet50-amp`: the hardware a run's figure came from, its model and precision. What
+    changes that hardware for the same count is in it too, so that two figures never share a name:
+    nodes x GPUs per node where a job spans nodes (`h200x2x8-...`), and a CPU rank's threads
+    (`cpux1t4-...`: one rank of four threads). A benchmark other than the default says so
+    (`cpux1t1-gpt2-fp32-smoke`)."""
+    hardware = f"{profile}x{count}" if nodes == 1 else f"{profile}x{nodes}x{count // nodes}"
+    if threads is not None:
+        hardware += f"t{threads}"
+    return f"{hardware}-{model}-{precision}" + ("" if benchmark == "default" else f"-{benchmark}")
+
+
+def job_name(cfg: DictConfig, selection: devices.Selection) -> str:
+    """The run name of the job `cfg` (finalised) on the devices `selection` found."""
+    threads = None if selection.device_kind == "cuda" else _cpu_threads(cfg)
+    return run_name(
+        selection.profile,
+        _gpu_count(cfg),
+        cfg.model.name,
+        cfg.precision.name,
+        cfg.benchmark.name,
+        cfg.launcher.nnodes,
+        threads,
+    )
 
 
 def run_job(
@@ -55,9 +88,7 @@ def _run_job(
     phases_start: float,
     job_started: float,
 ) -> float | None:
-    name = run_name(
-        selection.profile, _gpu_count(cfg), cfg.model.name, cfg.precision.name, cfg.benchmark.name
-    )
+    name = job_name(cfg, selection)
     if cfg.launcher.node_rank != 0:
         _launch(cfg, selection, job_dir, name, job_started)
         console.console.print(
@@ -70,7 +101,7 @@ def _run_job(
     env = environment.capture(selection.devices)  # the stack and card: part of the point resume matches
     tags = _run_tags(cfg, selection, digest)
     if not cfg.benchmark.rerun:
-        done, why = tracking.finished_run(digest, tags | _environment_tags(env))
+        done, why = tracking.finished_run(digest, tags | _environment_tags(env), lambda: _ranks_stack(cfg, env))
         if done is not None:
             return _skip(cfg, name, done, digest, parent_run_id)
         if why is not None:
@@ -108,7 +139,7 @@ def _run_job(
 
 
 def _where_and_next(cfg: DictConfig, run: job_run.JobRun) -> None:
-    """A single job's last lines: where its result is, and the command that sets it beside the study."""
+    """A single job's last lines: where its result is, the MLflow UI that shows it, and what next."""
     from src.tracking import ui
 
     console.console.print(
@@ -117,9 +148,33 @@ def _where_and_next(cfg: DictConfig, run: job_run.JobRun) -> None:
         soft_wrap=True,
     )
     console.link_line(ui.how_to_open(cfg.tracking.uri, run.experiment_id))
-    console.link_line(
-        "next: `python -m src.compare experiment=lambda_a6000_vs_3090` sets it beside Lambda's "
-        "RTX A6000 and RTX 3090 (imports their figures the first time)"
+    console.link_line(next_line(cfg))
+
+
+def next_line(cfg: DictConfig) -> str:
+    """What shows a single job's run next: the study's compare where its table counts the run, else
+    the MLflow UI (the line before): compare leaves a dry run out, holds only the study's models, and
+    keeps strict fp32 out of its means."""
+    study = OmegaConf.load(PROJECT_ROOT / "conf" / "study" / f"{STUDY}.yaml")
+    command = f"`python -m src.compare experiment={STUDY}`"
+    if cfg.benchmark.name == recorded.SMOKE:
+        return (
+            f"next: the MLflow UI above shows this dry run, which compare leaves out; {command} "
+            "answers the study from Lambda's published figures"
+        )
+    if cfg.model.name not in study.models:
+        models = ", ".join(study.models)
+        return (
+            f"next: the MLflow UI above shows this run; the study's compare, {command}, holds only {models}"
+        )
+    if cfg.precision.name == STRICT_FP32:  # like math against like math: Lambda's "fp32" ran TF32
+        return (
+            f"next: the MLflow UI above shows this run; {command} sets strict fp32 apart from Lambda's "
+            '"fp32", which ran TF32 (precision=tf32 measures its like)'
+        )
+    return (
+        f"next: {command} sets it beside Lambda's RTX A6000 and RTX 3090 (imports their figures the "
+        "first time)"
     )
 
 
@@ -228,6 +283,15 @@ def _environment_tags(env: dict) -> dict:
     return tags
 
 
+def _ranks_stack(cfg: DictConfig, env: dict) -> dict:
+    """The stack tags the job's ranks will report, before they run (as _log_result tags them): this
+    install's CUDA, cuDNN and NCCL, and NCCL's settings where GPUs talk through it."""
+    tags = {f"{k}{recorded.VERSION_SUFFIX}": v for k, v in environment.installed_runtime_versions().items()}
+    if _gpu_count(cfg) > 1 and env["devices"]:
+        tags[recorded.NCCL_SETTINGS] = nccl_settings_tag(environment.communication_settings())
+    return tags
+
+
 def nccl_settings_tag(settings: dict[str, str]) -> str:
     """`NCCL_ALGO=Ring NCCL_NVLS_ENABLE=0`, or `default` where the user set none."""
     return " ".join(f"{name}={value}" for name, value in sorted(settings.items())) or "default"
@@ -251,7 +315,9 @@ def _skip(cfg: DictConfig, name: str, done, digest: str, parent_run_id: str | No
 def skip_unavailable(cfg: DictConfig, exc: DeviceUnavailable, parent_run_id: str | None, num: int) -> None:
     """A sweep's point whose GPUs this host lacks: one line, and a note on the parent (no run)."""
     precision = resolve_precision(cfg).precision.name  # cfg as composed: the device was never found
-    name = run_name(cfg.gpu.name, _gpu_count(cfg), cfg.model.name, precision, cfg.benchmark.name)
+    name = run_name(
+        cfg.gpu.name, _gpu_count(cfg), cfg.model.name, precision, cfg.benchmark.name, cfg.launcher.nnodes
+    )
     console.unavailable_line(name, exc.shortfall)
     note_on_parent(
         cfg.tracking.uri, parent_run_id, f"{recorded.UNAVAILABLE_PREFIX}{num}", f"{name}: {exc.shortfall}"
@@ -304,4 +370,4 @@ def _step_times_csv(step_times_s: list[float]) -> str:
     return out.getvalue()
 
 
-__all__ = ["ConfigError", "run_job", "run_name"]
+__all__ = ["ConfigError", "job_name", "run_job", "run_name"]

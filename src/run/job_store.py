@@ -8,8 +8,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from src.run import owner, resume
-from src.tracking import job_run, store
+from src.run import resume
+from src.tracking import job_run, owner, store
 
 
 class JobStore:
@@ -18,15 +18,13 @@ class JobStore:
         self.experiment_id = store.ensure_experiment(tracking.uri, tracking.experiment)
         owner.close_vanished(tracking.uri, [self.experiment_id])
 
-    def finished_run(self, digest: str, tags: dict):
+    def finished_run(self, digest: str, tags: dict, from_ranks):
         """The latest clean FINISHED run of this job's point, else None and why it measures."""
-        return resume.finished_run(store.client(self.tracking.uri), self.experiment_id, digest, tags)
+        return resume.finished_run(store.client(self.tracking.uri), self.experiment_id, digest, tags, from_ranks)
 
     def open_run(self, name: str, tags: dict, parent_run_id: str | None, spool_dir: Path) -> job_run.JobRun:
-        """This job's run, RUNNING, tagged with its owner so a vanished process's run gets closed."""
-        return job_run.JobRun(
-            self.tracking, self.experiment_id, name, tags | owner.tags(), parent_run_id, spool_dir
-        )
+        """This job's run, RUNNING (tagged with its owner, as every run is)."""
+        return job_run.JobRun(self.tracking, self.experiment_id, name, tags, parent_run_id, spool_dir)
 
 
 def note_on_parent(uri: str, parent_run_id: str | None, key: str, value: str) -> None:

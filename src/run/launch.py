@@ -2,7 +2,7 @@
 
 Each job's elastic agent runs in a session of its own, as the `torchrun` command would, forked
 by the preloader this process starts once (see src/rank/agent.py): fresh worker processes for
-every job, a c10d rendezvous on a free port (or the endpoint a multi-node run names), and the
+every job, a c10d rendezvous on the loopback address (or the endpoint a multi-node run names), and the
 ranks' own stdout/stderr captured under the job's folder. Its own process session lets the job stop
 everything it started in one `killpg`: the agent, the ranks, and whatever the ranks spawned.
 The job waits at most `benchmark.timeout_s` for it, so a rank that hangs outside a collective
@@ -18,6 +18,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,42 @@ from src.run.memory_guard import HostMemoryGuard
 
 GRACE_S = 5.0  # after SIGTERM, how long the ranks get before SIGKILL
 POLL_S = 0.05
+LOOPBACK = "127.0.0.1"
+
+
+def rendezvous(launcher: dict) -> dict:
+    """Where the job's nodes meet, as the agent's `rdzv_endpoint` and `local_addr` (this node's address
+    for the ranks' store; None: its name, as torch looks it up). One node meets on the loopback
+    address at the endpoint's port (0: a free one), as `torchrun --standalone` does, so that a host
+    whose name does not resolve (a container's, a renamed VM's) runs its jobs all the same."""
+    if launcher["nnodes"] > 1:
+        return {"rdzv_endpoint": launcher["rdzv_endpoint"], "local_addr": None}
+    port = launcher["rdzv_endpoint"].rpartition(":")[2]
+    return {"rdzv_endpoint": f"{LOOPBACK}:{port}", "local_addr": LOOPBACK}
+
+
+def rendezvous_problem(launcher: dict) -> str | None:
+    """Why this node's part of the rendezvous cannot start, in one line, or None. Checked before the
+    job: torch's rendezvous waits minutes on a name that does not resolve, and says nothing."""
+    meeting = rendezvous(launcher)
+    host, _, port = meeting["rdzv_endpoint"].rpartition(":")
+    key = f"launcher.rdzv_endpoint={launcher['rdzv_endpoint']!r}"
+    if launcher["nnodes"] > 1:  # every node reaches node 0 by the endpoint, and the ranks' store by a name
+        for name, what in ((host, f"{key}: its host"), (socket.getfqdn(), "this host's name")):
+            try:
+                socket.getaddrinfo(name, None)
+            except OSError as exc:
+                return (
+                    f"{what} {name!r} does not resolve ({exc.strerror}): the nodes find each other by it; "
+                    "add it to /etc/hosts or DNS"
+                )
+    if launcher["nnodes"] == 1 or launcher["node_rank"] == 0:  # this node hosts the rendezvous
+        try:
+            socket.create_server((meeting["local_addr"] or "", int(port))).close()
+        except OSError as exc:
+            why = os.strerror(exc.errno) if exc.errno else str(exc)
+            return f"{key}: port {port} cannot be opened here ({why}); name a free port, or 0 on one node"
+    return None
 
 
 def rendezvous_id(run_name: str, nnodes: int) -> str:
@@ -58,7 +95,7 @@ def launch_ranks(
     spec = {
         "rank_cfg": rank_cfg,
         "nproc": nproc,
-        "launcher": launcher,
+        "launcher": launcher | rendezvous(launcher),
         "run_id": run_id,
         "log_dir": str(log_dir),
         "progress_path": str(progress_path),

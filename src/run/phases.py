@@ -12,6 +12,7 @@ import time
 
 from src import recorded
 from src.reports import RankReport
+from src.tracking import owner
 
 # (phase, the mark that ends it), in order; each phase starts at the previous phase's mark
 PHASES = (
@@ -31,22 +32,12 @@ RANK_MARKS = ("agent_ready", "rank_started", "built", "first_step_done", "window
 _previous_job_end: float | None = None
 
 
-def process_started() -> float:
-    """When this process started (epoch seconds): /proc on Linux, else now."""
-    try:
-        with open("/proc/self/stat") as f:
-            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: start time after boot
-        with open("/proc/stat") as f:
-            boot = next(int(line.split()[1]) for line in f if line.startswith("btime"))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, StopIteration):
-        return time.time()
-
-
 def job_start_mark() -> float:
     """Where this job's `config` phase starts: the previous job's end in this process, or the
     process's own start for its first job (interpreter, imports, Hydra's compose)."""
-    return _previous_job_end if _previous_job_end is not None else process_started()
+    if _previous_job_end is not None:
+        return _previous_job_end
+    return float(owner.process_started(os.getpid()) or time.time())
 
 
 def job_ended() -> None:

@@ -15,6 +15,7 @@ from src.config.finalise import finalize
 from src.config.groups.gpu import check_memory_cap
 from src.errors import ConfigError
 from src.hardware import devices, host
+from src.run import launch
 
 
 def prepare(
@@ -25,9 +26,12 @@ def prepare(
     check_reserve(cfg.launcher.host_memory_reserve_gb)
     if cfg.gpu.device == "auto":
         selection = _select(cfg, found)
-        return finalize(adopt_profile(cfg, selection)), selection
-    cfg = finalize(cfg)
-    return cfg, _select(cfg, found)
+        cfg = finalize(adopt_profile(cfg, selection))
+    else:
+        cfg, selection = finalize(cfg), None
+    if problem := launch.rendezvous_problem(OmegaConf.to_container(cfg.launcher, resolve=True)):
+        raise ConfigError(problem)
+    return cfg, _select(cfg, found) if selection is None else selection
 
 
 def check_reserve(reserve_gb: float) -> None:

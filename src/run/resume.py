@@ -5,9 +5,12 @@ the batch-size rule and, for gpu=auto, the profile of the GPU found) as src/conf
 declares it: its measured and procedure keys, never its plumbing (tracking, the Slurm request,
 `benchmark.rerun`, host guards), and a key added later only once it leaves its default.
 A finished run of the hash is this job's point only where the rest of the point agrees too: the
-stack, the card, the nodes and a CPU job's threads (points.point_config of the run's tags, less
-what only the ranks report). Of those, one whose figure is flawed (it shared its GPU, it missed its
-stopping rule) is not done: the point is measured again and that run is kept as it is.
+whole stack (torch, CUDA, cuDNN, NCCL and its settings, the driver), the card (its name and power
+limit), the nodes and a CPU job's threads (points.point_config of the run's tags, the one key
+compare uses). What the ranks will report (CUDA, cuDNN, NCCL) is read from this install before any
+rank runs, only when a finished run of the hash exists: pip keeps torch's version when the cuDNN
+beside it changes. Of those, one whose figure is flawed (it shared its GPU, it missed its stopping
+rule) is not done: the point is measured again and that run is kept as it is.
 Re-running a sweep after a crash therefore runs only the points that have no clean FINISHED run;
 `benchmark.rerun=true` runs a point anyway.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -32,20 +36,25 @@ def config_hash(cfg: DictConfig) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def finished_run(client, experiment_id: str, digest: str, tags: dict) -> tuple[object | None, str | None]:
+def finished_run(
+    client, experiment_id: str, digest: str, tags: dict, from_ranks: Callable[[], dict]
+) -> tuple[object | None, str | None]:
     """The latest clean FINISHED run of the point of a job with this config hash and these run tags
-    (what it will be tagged with before it runs), else None and why the job measures: a finished
-    run of its config that is another point or is flawed (None: nothing of its config finished)."""
+    (what it is tagged with before it runs, and `from_ranks()`: what its ranks will add), else None
+    and why the job measures: a finished run of its config that is another point or is flawed
+    (None: nothing of its config finished)."""
     runs = client.search_runs(
         [experiment_id],
         filter_string=f"tags.{recorded.CONFIG_HASH} = '{digest}' and attributes.status = 'FINISHED'",
         order_by=["attributes.start_time DESC"],
         max_results=CANDIDATES,
     )
-    ours = points.point_config({}, {k: str(v) for k, v in tags.items()}, before_run=True)  # as stored
+    if not runs:
+        return None, None
+    ours = points.point_config({}, {k: str(v) for k, v in (tags | from_ranks()).items()})  # as stored
     flawed = elsewhere = None
     for run in runs:
-        theirs = points.point_config({}, run.data.tags, before_run=True)
+        theirs = points.point_config({}, run.data.tags)
         if theirs != ours:
             there, here = points.differences(theirs, ours)
             elsewhere = elsewhere or f"run {run.info.run_id} of this config ran with {there}, this job with {here}"

@@ -29,8 +29,8 @@ from src.errors import (
     exit_with_error,
     first_line,
 )
-from src.run import owner, signals, summary
-from src.tracking import spool, store, ui
+from src.run import signals, summary
+from src.tracking import job_run, owner, spool, store, ui
 
 
 class SweepRunCallback(Callback):
@@ -66,20 +66,22 @@ class SweepRunCallback(Callback):
             raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
         experiment_id = store.ensure_experiment(self.uri, config.tracking.experiment)
         owner.close_vanished(self.uri, [experiment_id])
-        run = store.at_start(
-            lambda: store.client(self.uri).create_run(
-                experiment_id,
-                run_name=f"sweep {self.sweep_dir.parent.name} {self.sweep_dir.name}",
-                tags={
-                    recorded.SCHEMA: str(recorded.SCHEMA_VERSION),
-                    recorded.SWEEP: "true",
-                    recorded.OVERRIDES: overrides,
-                    recorded.SWEEP_DIR: str(self.sweep_dir),
-                    **owner.tags(),
-                },
-            ),
-            self.uri,
+        tags, whole = job_run.fit(
+            {
+                recorded.SCHEMA: str(recorded.SCHEMA_VERSION),
+                recorded.SWEEP: "true",
+                recorded.OVERRIDES: overrides,  # a long sweep's: cut to fit, whole in an artifact
+                recorded.SWEEP_DIR: str(self.sweep_dir),
+                **owner.tags(),
+            },
+            job_run.TAG_VALUE_MAX,
+            "tags",
         )
+        client = store.client(self.uri)
+        name = f"sweep {self.sweep_dir.parent.name} {self.sweep_dir.name}"
+        run = store.at_start(lambda: client.create_run(experiment_id, run_name=name, tags=tags), self.uri)
+        for artifact, text in whole.items():
+            store.at_start(lambda a=artifact, t=text: client.log_text(run.info.run_id, t, a), self.uri)
         self.parent_run_id, self.experiment_id = run.info.run_id, experiment_id
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
         (self.sweep_dir / store.PARENT_RUN_FILE).write_text(

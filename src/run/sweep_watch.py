@@ -17,7 +17,8 @@ import signal
 import threading
 from collections.abc import Iterator
 
-from src.run import owner, signals
+from src.run import signals
+from src.tracking import owner
 
 SWEEP_PID_ENV = "GPUBENCH_SWEEP_PID"  # the sweep's main process; its launcher's workers inherit it
 _watching: list[str] = []  # the tracking URI, once this process watches

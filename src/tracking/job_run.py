@@ -13,8 +13,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from src import console, credentials, recorded
 from src.errors import first_line
-from src.tracking import spool
-from src.tracking.store import at_start, client, retry
+from src.tracking import owner, spool
+from src.tracking.store import at_start, away, client, retry
+
+# What every backend MLflow supports takes (MLflow 3.17: mlflow/utils/validation.py and the columns of
+# mlflow/store/tracking/dbmodels/models.py): a tag value is a varchar(8000) in PostgreSQL and MySQL
+# (sqlite keeps anything, so only a team's server finds out), a param value longer than 6,000
+# characters is refused (its column holds 8,000), a run's name is a varchar(250).
+TAG_VALUE_MAX, PARAM_VALUE_MAX, RUN_NAME_MAX = 8000, 6000, 250
+LONG_VALUES_DIR = "long_values"  # the whole of each value cut to fit: long_values/{tags,params}/KEY.txt
 
 
 def flatten(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
@@ -30,7 +37,8 @@ def flatten(cfg: DictConfig | dict, prefix: str = "") -> dict[str, Any]:
 
 
 class JobRun:
-    """One job's MLflow run: opened before training, ended FINISHED, FAILED or KILLED.
+    """One job's MLflow run (or any other run gpubench writes): opened before training, tagged with
+    its owner (src/tracking/owner.py), ended FINISHED, FAILED or KILLED.
 
     What is logged is held until `flush()` or `end()`, which send it in one log_batch and one
     artifact upload: a job writes twice (its set-up before training, its result after), not once
@@ -55,6 +63,7 @@ class JobRun:
         self.client = client(tracking_cfg.uri)
         self.experiment_id = experiment_id
         self.spool_dir, self.retries, self.backoff_s = spool_dir, tracking_cfg.retries, tracking_cfg.backoff_s
+        name = name[:RUN_NAME_MAX]
         self.record = spool.SpooledRun(
             uri=credentials.bare(tracking_cfg.uri),  # a database's password stays in memory
             experiment=tracking_cfg.experiment,
@@ -63,9 +72,19 @@ class JobRun:
             start_time=_now_ms(),
             parent_run_id=parent_run_id,
         )
-        tags = {**_clean(tags), recorded.SCHEMA: str(recorded.SCHEMA_VERSION), recorded.IDEMPOTENCY_KEY: self.record.key}
+        self.online = True
+        self._pending = _Pending()
+        self.spooled: Path | None = None  # the folder holding the result that the store did not take
+        owner.close_vanished_once(tracking_cfg.uri)
+        tags = {
+            **tags,
+            **owner.tags(),  # a process killed outright leaves it RUNNING: the next command ends it
+            recorded.SCHEMA: str(recorded.SCHEMA_VERSION),
+            recorded.IDEMPOTENCY_KEY: self.record.key,
+        }
         if parent_run_id:
             tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
+        tags = self._fit(tags, TAG_VALUE_MAX, "tags")
         self.record.tags.update(tags)
         run = at_start(
             lambda: self.client.create_run(
@@ -74,9 +93,6 @@ class JobRun:
             tracking_cfg.uri,
         )
         self.run_id = self.record.run_id = run.info.run_id
-        self.online = True
-        self._pending = _Pending()
-        self.spooled: Path | None = None  # the folder holding the result that the store did not take
 
     def _send(self, action) -> None:
         """Send now while the server answers; after the first failure, only keep the record.
@@ -93,12 +109,19 @@ class JobRun:
         except Exception as exc:
             self.online = False
             console.warning(
-                f"tracking unreachable ({first_line(exc)}): the run goes on; its result is kept in "
+                f"tracking unreachable ({away(exc) or first_line(exc)}): the run goes on; its result is kept in "
                 f"{self.spool_dir} until the server takes it"
             )
 
+    def _fit(self, values: dict, limit: int, kind: str) -> dict[str, str]:
+        """`values` redacted, each cut to `limit` characters; the whole of a cut one is logged as the
+        artifact its cut value names."""
+        fitted, whole = fit(_clean(values), limit, kind)
+        self.log_files(whole)
+        return fitted
+
     def log_params(self, params: dict) -> None:
-        params = {k: v[:6000] for k, v in _clean(params).items()}
+        params = self._fit(params, PARAM_VALUE_MAX, "params")
         self.record.params.update(params)
         self._pending.params.update(params)
 
@@ -113,7 +136,7 @@ class JobRun:
         self._pending.metrics += items
 
     def set_tags(self, tags: dict) -> None:
-        tags = _clean(tags)
+        tags = self._fit(tags, TAG_VALUE_MAX, "tags")
         self.record.tags.update(tags)
         self._pending.tags.update(tags)
 
@@ -164,7 +187,7 @@ class JobRun:
             retry(lambda: spool.deliver(self.client, folder), self.retries, self.backoff_s)
         except Exception as exc:
             console.warning(
-                f"tracking still unreachable ({first_line(exc)}): run {self.record.run_name} is kept in "
+                f"tracking still unreachable ({away(exc) or first_line(exc)}): run {self.record.run_name} is kept in "
                 f"{folder}; `python -m src.sync` uploads it later"
             )
             self.spooled = folder
@@ -182,6 +205,20 @@ class _Pending:
     tags: dict[str, str] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
+
+
+def fit(values: dict[str, str], limit: int, kind: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(`values` with each cut to `limit` characters, {artifact name: whole text} of those cut): a
+    cut value ends by saying how long it was and which artifact holds all of it."""
+    fitted, whole = {}, {}
+    for key, value in values.items():
+        if len(value) <= limit:
+            fitted[key] = value
+            continue
+        name = f"{LONG_VALUES_DIR}/{kind}/{key}.txt"
+        said = f"\n\n[... {len(value):,} characters in all: the whole text is the run's artifact {name}]"
+        fitted[key], whole[name] = value[: limit - len(said)] + said, value
+    return fitted, whole
 
 
 def _clean(values: dict) -> dict[str, str]:

@@ -109,6 +109,7 @@ def log_artifacts(client, run_id: str, texts: dict[str, str], files: list[str]) 
 def _write_artifacts(folder: Path, texts: dict[str, str], files: list[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)  # a name may hold a folder
         (folder / name).write_text(text)
     for path in files:
         shutil.copy2(path, folder / Path(path).name)

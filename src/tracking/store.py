@@ -8,13 +8,12 @@ import fcntl
 import json
 import logging
 import os
-import socket
 import sqlite3
 import time
-import urllib.parse
 from pathlib import Path
 
 from src import console
+from src.config.groups.tracking import uri_problem
 from src.credentials import redact
 from src.errors import TrackingUnavailable, first_line
 from src.paths import sqlite_path
@@ -36,6 +35,7 @@ START_ATTEMPTS, START_BACKOFF_S = 3, 1.0
 CROSSED = ("already exists", "duplicate column", "expected to match one row")
 UNFINISHED = (*CROSSED, "out-of-date database schema")
 CREATION_ATTEMPTS, CREATION_STILL_S, CREATION_WAIT_MAX_S = 5, 10.0, 120.0
+NOTHING_RUN = "nothing was run"  # what a failure before any work adds
 
 
 class _WarningsOnly(logging.Filter):
@@ -73,8 +73,9 @@ def creation_lock(uri: str):
         yield
 
 
-def client(uri: str):
-    """An MlflowClient; the first in a process opens (and if new, creates) the store, under the lock.
+def client(uri: str) -> Client:
+    """An MlflowClient (as a Client); the first in a process opens (and if new, creates) the store,
+    under the lock.
 
     Raises TrackingUnavailable naming the cause when the store cannot be opened.
     """
@@ -85,9 +86,34 @@ def client(uri: str):
     try:
         prepare_store(uri)
         with creation_lock(uri):
-            return _open(lambda: MlflowClient(tracking_uri=uri), sqlite_path(uri))
+            return Client(_open(lambda: MlflowClient(tracking_uri=uri), sqlite_path(uri)), uri)
     except Exception as exc:
-        raise TrackingUnavailable(problem(uri, exc)) from None
+        raise TrackingUnavailable(f"{problem(uri, exc)}; {NOTHING_RUN}") from None
+
+
+class Client:
+    """An MlflowClient whose calls raise TrackingUnavailable, in one line naming the cause, once the
+    store cannot be reached (a server gone, a database that drops the connection): what the
+    command did so far stands, and its entry point says so instead of MLflow's traceback. Any other
+    error (a value MLflow refuses) passes as it is."""
+
+    def __init__(self, mlflow_client, uri: str):
+        self._client, self._uri = mlflow_client, uri
+
+    def __getattr__(self, name: str):
+        found = getattr(self._client, name)
+        if not callable(found):
+            return found
+
+        def call(*args, **kwargs):
+            try:
+                return found(*args, **kwargs)
+            except Exception as exc:
+                if away(exc) is None:
+                    raise
+                raise TrackingUnavailable(problem(self._uri, exc)) from exc
+
+        return call
 
 
 def _open(open_client, database: Path | None):
@@ -124,46 +150,41 @@ def _wait_still(path: Path) -> None:
 
 def problem(uri: str, exc: BaseException) -> str:
     """One sentence for a store that failed: the cause sqlite names (a corrupt or unwritable file, a
-    full disk) rather than MLflow's or SQLAlchemy's wording around it."""
+    full disk), or what stopped the connection, rather than MLflow's or SQLAlchemy's wording around
+    it. A failure before any work adds `; nothing was run`."""
     text = " ".join(str(e) for e in _chain(exc)).lower()
     database = sqlite_path(uri)
     where = f"tracking.uri={redact(uri)!r}"
+    if (malformed := uri_problem(uri)) and malformed.startswith("not an address"):
+        return f"{where}: {malformed}"
     if database is not None:
         if "file is not a database" in text or "malformed" in text:
             return (
                 f"{where}: {database} is not an sqlite database (file is not a database); "
-                "move it aside to start a new store, or restore it from a backup; nothing was run"
+                "move it aside to start a new store, or restore it from a backup"
             )
         if "disk is full" in text or any(getattr(e, "errno", None) == errno.ENOSPC for e in _chain(exc)):
             return (
                 f"{where}: disk full: {database} cannot grow ({_free(database)} free on its file system); "
-                "free some space and run again; nothing was run"
+                "free some space and run again"
             )
         if "readonly database" in text or "read-only file system" in text or "unable to open" in text:
-            return (
-                f"{where}: {database} cannot be written (read-only file, folder or file system); "
-                "nothing was run"
-            )
-    return f"{where}: the tracking store cannot be reached ({first_line(exc)}); nothing was run"
+            return f"{where}: {database} cannot be written (read-only file, folder or file system)"
+    return f"{where}: the tracking store cannot be reached ({away(exc) or first_line(exc)})"
 
 
-NETWORK_PORTS = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "mssql": 1433}
-
-
-def silent(uri: str, timeout_s: float) -> str | None:
-    """Why nothing answers at a network store's address within timeout_s (a refused or silent
-    port), or None (it answers, or the store is a file): said in seconds where MLflow's retries
-    take tens of them."""
-    parts = urllib.parse.urlsplit(uri)
-    try:
-        address = (parts.hostname, parts.port or NETWORK_PORTS[parts.scheme.split("+")[0]])
-    except (KeyError, ValueError):
-        return None
-    try:
-        socket.create_connection(address, timeout=timeout_s).close()
-    except OSError as exc:
-        return f"nothing answers at {address[0]}:{address[1]}: {exc.strerror or f'no answer in {timeout_s:g} s'}"
-    return None
+def away(exc: BaseException) -> str | None:
+    """What in this failure says the store cannot be reached (a connection refused, reset or silent,
+    a name that does not resolve, a database that drops the connection or answers "unavailable"), in
+    a few words; None for any other failure."""
+    for cause in reversed(_chain(exc)):  # the innermost first: the socket's own words
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror
+        if isinstance(cause, TimeoutError) or type(cause).__name__ in ("Timeout", "ReadTimeout", "ConnectTimeout"):
+            return "no answer in time"
+        if getattr(cause, "error_code", None) == "TEMPORARILY_UNAVAILABLE":
+            return first_line(cause)
+    return next((first_line(c) for c in _chain(exc) if isinstance(c, OSError)), None)
 
 
 def is_write_conflict(exc: BaseException) -> bool:
@@ -205,7 +226,7 @@ def check_intact(uri: str) -> None:
     except sqlite3.DatabaseError as exc:
         if "locked" in str(exc):  # another process is writing to it: not damage; MLflow waits its turn
             return
-        raise TrackingUnavailable(problem(uri, exc)) from None
+        raise TrackingUnavailable(f"{problem(uri, exc)}; {NOTHING_RUN}") from None
     if found != "ok":
         found = " ".join(found.replace("*** in database main ***", "").split())  # one line
         raise TrackingUnavailable(
@@ -258,10 +279,11 @@ def at_start(action, uri: str):
     """A call made before any work: retried briefly (sqlite locks), then a clear error."""
     try:
         return retry(action, START_ATTEMPTS, START_BACKOFF_S)
-    except TrackingUnavailable:
-        raise
     except Exception as exc:
-        raise TrackingUnavailable(problem(uri, exc)) from None
+        cause = exc.__cause__ if isinstance(exc, TrackingUnavailable) else exc  # a Client call's
+        if cause is None:  # said already (the store could not be opened)
+            raise
+        raise TrackingUnavailable(f"{problem(uri, cause)}; {NOTHING_RUN}") from None
 
 
 def read_parent_run(sweep_dir: Path) -> str | None:

@@ -84,7 +84,6 @@ class GpuConfig:
 
 def check(cfg: DictConfig, errors: Errors) -> None:
     g, precision = cfg.gpu, cfg.precision.name
-    errors.need(bool(g.name), "gpu.name", g.name, "a non-empty profile name")
     errors.need(g.device in ("cuda", "cpu", "auto"), "gpu.device", g.device, "one of cuda, cpu, auto")
     errors.need(positive_int(g.count), "gpu.count", g.count, "a positive integer")
     limit = g.slurm.time_limit_min

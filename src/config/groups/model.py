@@ -169,7 +169,6 @@ SIZE_KEYS = tuple(
 def check(cfg: DictConfig, errors: Errors) -> None:
     m, device = cfg.model, cfg.gpu.device
     errors.need(m.kind in KINDS, "model.kind", m.kind, f"one of {', '.join(KINDS)}")
-    errors.need(bool(m.name), "model.name", m.name, "a non-empty name")
     errors.need(
         target_exists(m._target_), "model._target_", m._target_, "'package.module.function' that exists"
     )

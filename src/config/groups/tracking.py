@@ -37,7 +37,7 @@ def check(cfg: DictConfig, errors: Errors) -> None:
 def tracking_errors(t: DictConfig) -> list[str]:
     """Problems with the tracking keys, shared by every entry point (a sweep checks them before its parent run)."""
     errors = Errors()
-    problem = _uri_problem(t.uri)
+    problem = uri_problem(t.uri)
     if problem:
         errors.append(f"tracking.uri={redact(t.uri)!r}: {problem}")
     errors.need(bool(t.experiment), "tracking.experiment", t.experiment, "a non-empty name")
@@ -46,8 +46,12 @@ def tracking_errors(t: DictConfig) -> list[str]:
     return errors
 
 
-def _uri_problem(uri: str) -> str | None:
-    parts = urlsplit(uri)
+def uri_problem(uri: str) -> str | None:
+    """What is wrong with `uri` as a tracking store's address, or None."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError as exc:  # an unclosed [ of an IPv6 address
+        return f"not an address ({exc}); {URI_FORMS}"
     scheme = parts.scheme.split("+")[0]  # postgresql+psycopg2://...
     if scheme == "sqlite":
         path = uri.removeprefix("sqlite:///")
