@@ -44,14 +44,23 @@ STUDY = ("a6000", "rtx3090")
 SOURCES = ("lambda-2021", "lambda-2022")
 MODELS = ("ssd300", "resnet50", "maskrcnn", "txl_base", "txl_large")
 ARTICLE = {  # the article's headline figures: A6000 over 3090, mean of the category's per-model ratios
-    ("vision", "fp32", 1): 0.92, ("vision", "amp", 1): 1.01, ("language", "fp32", 1): 1.34,
-    ("language", "amp", 1): 1.34, ("vision", "fp32", 8): 1.13, ("vision", "amp", 8): 1.14,
-    ("language", "fp32", 8): 1.36, ("language", "amp", 8): 1.33,
-}  # fmt: skip
+    ("vision", "fp32", 1): 0.92,
+    ("vision", "amp", 1): 1.01,
+    ("language", "fp32", 1): 1.34,
+    ("language", "amp", 1): 1.34,
+    ("vision", "fp32", 8): 1.13,
+    ("vision", "amp", 8): 1.14,
+    ("language", "fp32", 8): 1.36,
+    ("language", "amp", 8): 1.33,
+}
 CATEGORIES = {"vision": ("ssd300", "resnet50", "maskrcnn"), "language": ("txl_base", "txl_large")}
 FAR = 2.0  # a published ratio beyond every predictor by this factor: a host-bound or failed run
-PREDICTORS = {"projected": "projection", "bandwidth": "bandwidth alone", "peak": "peak alone",
-              "roofline": "naive roofline"}  # fmt: skip
+PREDICTORS = {
+    "projected": "projection",
+    "bandwidth": "bandwidth alone",
+    "peak": "peak alone",
+    "roofline": "naive roofline",
+}
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,9 @@ def published(source: str) -> dict[tuple, Cell]:
             if r.gpu in named.values() and r.gpu_count == 1 and cell in batches:
                 runs = logged.get(cell)
                 batch = int(shipped_tables.per_gpu_batch(r.task, batches[cell], r.gpu_count))
-                found[(r.gpu, r.model, table["precision"])] = Cell(statistics.fmean(runs) if runs else r.throughput, batch)
+                found[(r.gpu, r.model, table["precision"])] = Cell(
+                    statistics.fmean(runs) if runs else r.throughput, batch
+                )
     return found
 
 
@@ -123,10 +134,16 @@ def naive(point, source: Card, a: Card, b: Card) -> dict[str, float]:
     share = point.shares["matmul"]
 
     def step(card: Card, peak: float) -> float:
-        return share * source.peak_tflops[point.math] / peak + (1 - share) * source.memory_bandwidth_gbs / card.memory_bandwidth_gbs
+        return (
+            share * source.peak_tflops[point.math] / peak
+            + (1 - share) * source.memory_bandwidth_gbs / card.memory_bandwidth_gbs
+        )
 
-    return {"bandwidth": a.memory_bandwidth_gbs / b.memory_bandwidth_gbs, "peak": peak_a / peak_b,
-            "roofline": step(b, peak_b) / step(a, peak_a)}  # fmt: skip
+    return {
+        "bandwidth": a.memory_bandwidth_gbs / b.memory_bandwidth_gbs,
+        "peak": peak_a / peak_b,
+        "roofline": step(b, peak_b) / step(a, peak_a),
+    }
 
 
 def check(source: str, points: list, model_error: float) -> list[Row]:
@@ -136,22 +153,40 @@ def check(source: str, points: list, model_error: float) -> list[Row]:
     cards = {name: Card.from_profile(p) for name, p in profiles({g for g, _, _ in table}).items()}
     by_workload = {(p.model, p.precision): (p, f) for p, f in points if p.gpu_count == 1}
     rows = []
-    for (a, b), model, (precision, ours) in itertools.product(itertools.combinations(sorted(cards), 2), MODELS, OURS.items()):
+    for (a, b), model, (precision, ours) in itertools.product(
+        itertools.combinations(sorted(cards), 2), MODELS, OURS.items()
+    ):
         if (b, a) == STUDY:
             a, b = b, a
-        cells, found = (table.get((a, model, precision)), table.get((b, model, precision))), by_workload.get((model, ours))
+        cells, found = (
+            (table.get((a, model, precision)), table.get((b, model, precision))),
+            by_workload.get((model, ours)),
+        )
         if not (all(cells) and found):
             continue
         point, source_card = found
         try:
-            pa, pb = (project(point, source_card, figures(cards[c], source=source_card), model_error, cell.batch)
-                      for c, cell in zip((a, b), cells, strict=True))  # fmt: skip
+            pa, pb = (
+                project(point, source_card, figures(cards[c], source=source_card), model_error, cell.batch)
+                for c, cell in zip((a, b), cells, strict=True)
+            )
         except ProjectionRefused:
             continue
-        predicted = {"projected": pa.throughput / pb.throughput} | naive(point, source_card.card, cards[a], cards[b])
-        rows.append(Row((a, b), model, precision, cells[0].throughput / cells[1].throughput, predicted,
-                        ratio_band(pa, pb, model_error), (cells[0].batch, cells[1].batch),
-                        pair_sentence(pa, pb, model_error)))  # fmt: skip
+        predicted = {"projected": pa.throughput / pb.throughput} | naive(
+            point, source_card.card, cards[a], cards[b]
+        )
+        rows.append(
+            Row(
+                (a, b),
+                model,
+                precision,
+                cells[0].throughput / cells[1].throughput,
+                predicted,
+                ratio_band(pa, pb, model_error),
+                (cells[0].batch, cells[1].batch),
+                pair_sentence(pa, pb, model_error),
+            )
+        )
     return rows
 
 
@@ -165,15 +200,30 @@ def summary(rows: list[Row]) -> str:
     return "; ".join(f"{PREDICTORS[p]} {stats(rows, p)[0]:.1%} / {stats(rows, p)[1]:.1%}" for p in PREDICTORS)
 
 
+def every_pair(rows: list[Row]) -> str:
+    """The all-pairs row of docs/projection.md's table: ratios, then each predictor's median / worst."""
+    kept = [r for r in rows if not r.far]
+    return (
+        f"| {len(kept)} | "
+        + " | ".join(f"{stats(kept, p)[0]:.1%} / {stats(kept, p)[1]:.1%}" for p in PREDICTORS)
+        + " |"
+    )
+
+
 def markdown(rows: list[Row]) -> list[str]:
     """The study pair's table as docs/projection.md holds it (tests/test_projection_doc.py keeps them one)."""
-    lines = ["| model | precision | published | projected [band] | error | bandwidth alone | peak alone | "
-             "naive roofline | batches A6000 / 3090 |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| model | precision | published | projected [band] | error | bandwidth alone | peak alone | "
+        "naive roofline | batches A6000 / 3090 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         precision = "fp32 (tf32)" if r.precision == "fp32" else r.precision
         errors = " | ".join(f"{r.error(p):+.1%}" for p in PREDICTORS)
-        lines.append(f"| {r.model} | {precision} | {r.published:.3f} | {r.predicted['projected']:.3f} "
-                     f"[{r.band[0]:.2f}-{r.band[1]:.2f}] | {errors} | {r.batches[0]} / {r.batches[1]} |")  # fmt: skip
+        lines.append(
+            f"| {r.model} | {precision} | {r.published:.3f} | {r.predicted['projected']:.3f} "
+            f"[{r.band[0]:.2f}-{r.band[1]:.2f}] | {errors} | {r.batches[0]} / {r.batches[1]} |"
+        )
     medians = " | ".join(f"{stats(rows, p)[0]:.1%} / {stats(rows, p)[1]:.1%}" for p in PREDICTORS)
     lines.append(f"| median / worst | | | | {medians} | |")
     return lines
@@ -181,10 +231,14 @@ def markdown(rows: list[Row]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("uris", nargs="*", metavar="uri", help="stores of the source card's runs (default: shipped)")
+    parser.add_argument(
+        "uris", nargs="*", metavar="uri", help="stores of the source card's runs (default: shipped)"
+    )
     parser.add_argument("--gpu", default="h200", help="the source card (gpu profile)")
     parser.add_argument("--experiment", default="gpubench")
-    parser.add_argument("--published", nargs="+", default=list(SOURCES), help="the shipped generations to check against")
+    parser.add_argument(
+        "--published", nargs="+", default=list(SOURCES), help="the shipped generations to check against"
+    )
     args = parser.parse_args()
     model_error = OmegaConf.load(ROOT / "conf" / "compare.yaml").projection.model_error
     points = source_points(args.uris, args.gpu, args.experiment)
@@ -192,21 +246,27 @@ def main() -> None:
     for source in args.published:
         rows = check(source, points, model_error)
         study = [r for r in rows if r.pair == STUDY]
-        print(f"\n{STUDY[0]} over {STUDY[1]}, 1 GPU, projected from {args.gpu} ({where}) against {source}, "
-              "each card at the batch of its published row:\n")  # fmt: skip
+        print(
+            f"\n{STUDY[0]} over {STUDY[1]}, 1 GPU, projected from {args.gpu} ({where}) against {source}, "
+            "each card at the batch of its published row:\n"
+        )
         print("\n".join(markdown(study)))
         print(f"\n(the band holds the model's error as conf/compare.yaml states it: {model_error:.0%})")
         print("\nwhat each ratio is made of:")
         for r in study:
             print(f"- {r.sentence}")
         others = [r for r in rows if not r.far]
-        print(f"\nevery pair of profiled cards in {source}, 1 GPU ({len(others)} ratios), median / worst absolute error:")
-        print(f"  {summary(others)}")
+        print(
+            f"\nevery pair of profiled cards in {source}, 1 GPU, median / worst absolute error (ratios | "
+            f"{' | '.join(PREDICTORS.values())}):\n{every_pair(rows)}"
+        )
         for pair, group in itertools.groupby(sorted(others, key=lambda r: r.pair), key=lambda r: r.pair):
             print(f"  {'/'.join(pair):<26}{summary(list(group))}")
         for r in (r for r in rows if r.far):
-            print(f"  published {'/'.join(r.pair)} {r.model} {r.precision} {r.published:.2f}x sits beyond every "
-                  f"predictor (projected {r.predicted['projected']:.2f}x): a host-bound or failed run; left out above")  # fmt: skip
+            print(
+                f"  published {'/'.join(r.pair)} {r.model} {r.precision} {r.published:.2f}x sits beyond every "
+                f"predictor (projected {r.predicted['projected']:.2f}x): a host-bound or failed run; left out above"
+            )
         article(study, source)
 
 
@@ -220,8 +280,10 @@ def article(study: list[Row], source: str) -> None:
             continue
         tables = statistics.fmean(r.published for r in found)
         projected = statistics.fmean(r.predicted["projected"] for r in found)
-        print(f"  {category:<9}{precision:<5}x1: article {claimed:.2f}x, tables {tables:.2f}x, projected "
-              f"{projected:.2f}x ({projected / tables - 1:+.1%})")  # fmt: skip
+        print(
+            f"  {category:<9}{precision:<5}x1: article {claimed:.2f}x, tables {tables:.2f}x, projected "
+            f"{projected:.2f}x ({projected / tables - 1:+.1%})"
+        )
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from src.rank.op_count import count_workload
+    from src.rank.worker import counted_ops
 
     register_configs()
     out = args.out or PROJECT_ROOT / "reference" / "measured" / args.export.name
@@ -75,7 +75,7 @@ def main() -> None:
             params[recorded.BATCH_SIZE] = str(int(batch))
         runs[name] = {"tags": tags, "params": params, "metrics": metrics}
         if tags["model"] != recorded.CEILINGS:
-            runs[name]["op_counts"] = count_workload(cfg, torch.device("cpu")).to_json()
+            runs[name]["op_counts"] = counted_ops(cfg, torch.device("cpu")).to_json()
         print(f"{name}: {len(metrics)} metrics, {len(params)} params", file=sys.stderr)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"runs": runs}, indent=1, sort_keys=True) + "\n")

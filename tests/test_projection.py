@@ -17,15 +17,30 @@ BIG = Card("big", SPEC, 6000, 141, 64, 450, sm_count=100, boost_clock_mhz=2000)
 # the source's ceilings run: tf32 400 of its 500 (80%), 5,000 GB/s of its 6,000
 SOURCE = figures(BIG, Ceilings("ceil-run", {"fp32": 50, "tf32": 400, "fp16": 800}, 5000))
 # measured fp16 150 of its spec 200 (75%): its tf32 is 100 x 75%, its clock 1,500 x 75%
-SMALL = Card("small", {"fp32": 40, "tf32": 100, "fp16": 200}, 1000, 24, 32, 32, sm_count=50, boost_clock_mhz=1500,
-             measured_tflops={"fp16": (150.0, "a table, 2025")})  # fmt: skip
+SMALL = Card(
+    "small",
+    {"fp32": 40, "tf32": 100, "fp16": 200},
+    1000,
+    24,
+    32,
+    32,
+    sm_count=50,
+    boost_clock_mhz=1500,
+    measured_tflops={"fp16": (150.0, "a table, 2025")},
+)
 TARGET = figures(SMALL, source=SOURCE)
-VOLTA = figures(Card("volta", {"fp32": 14, "fp16": 112}, 900, 32, 16, 16, sm_count=80, boost_clock_mhz=1380), source=SOURCE)
+VOLTA = figures(
+    Card("volta", {"fp32": 14, "fp16": 112}, 900, 32, 16, 16, sm_count=80, boost_clock_mhz=1380),
+    source=SOURCE,
+)
 
 
 def counts(*ops: tuple[str, str, float, float]) -> OpCounts:
     """Ops whose FLOPs and bytes per item are given: counted at batches 2 and 4, as a rank counts them."""
-    at = {b: [Counted(name, kind, "fp32", flops * b, size * b) for name, kind, flops, size in ops] for b in (2, 4)}
+    at = {
+        b: [Counted(name, kind, "fp32", flops * b, size * b) for name, kind, flops, size in ops]
+        for b in (2, 4)
+    }
     return OpCounts.fit((2, at[2]), (4, at[4]), "by hand")
 
 
@@ -35,19 +50,34 @@ STEP = counts(("mm", MATMUL, 4e11, 1e9), ("add", OTHER, 0, 5e9))
 
 def point(**changes) -> SourcePoint:
     fields = dict(
-        label="big x1 m tf32 [batch 10]", gpu="big", model="m", precision="tf32", math="tf32", gpu_count=1,
-        batch=10, throughput=100.0, interval=(90.0, 110.0),
+        label="big x1 m tf32 [batch 10]",
+        gpu="big",
+        model="m",
+        precision="tf32",
+        math="tf32",
+        gpu_count=1,
+        batch=10,
+        throughput=100.0,
+        interval=(90.0, 110.0),
         shares={"matmul": 0.2, "other": 0.6, "comm": 0.0, "memcpy": 0.1, "idle": 0.1},
-        flops_per_item=None, memory_gb=20.0, run_ids=("run-1",), counts=STEP, tf32=True,
+        flops_per_item=None,
+        memory_gb=20.0,
+        run_ids=("run-1",),
+        counts=STEP,
+        tf32=True,
         remeasure="python -m src.train gpu=big model=m precision=tf32 model.batch_size=10",
-    )  # fmt: skip
+    )
     return SourcePoint(**(fields | changes))
 
 
 def test_two_counts_become_lines_in_the_batch_and_a_loop_over_the_batch_becomes_kernels():
     """FLOPs 10 + 3 x batch (weights plus activations); one op more per two images at batch 4."""
     small = [Counted("conv", MATMUL, "fp16", 16, 2), Counted("add", OTHER, "fp16", 0, 8)]
-    large = [Counted("conv", MATMUL, "fp16", 22, 2), Counted("nms", OTHER, "fp16", 0, 1), Counted("add", OTHER, "fp16", 0, 16)]
+    large = [
+        Counted("conv", MATMUL, "fp16", 22, 2),
+        Counted("nms", OTHER, "fp16", 0, 1),
+        Counted("add", OTHER, "fp16", 0, 16),
+    ]
     found = {r.name: r for r in OpCounts.fit((2, small), (4, large), "by hand").rows}
     assert found["conv"].at(10) == (1.0, 40.0, 2.0)  # 10 + 3 x 10 FLOPs, 2 bytes whatever the batch
     assert found["add"].at(10) == (1.0, 0.0, 40.0)
@@ -62,11 +92,16 @@ def test_a_cards_figures_are_measured_before_spec_and_each_says_which():
     assert TARGET.tensor["tf32"].said == "spec 100 x 75%, its measured fp16 150 of spec 200"
     assert TARGET.bandwidth.value == pytest.approx(1000 * 5000 / 6000)
     assert TARGET.bandwidth.said == "spec 1000 x 83%, big's measured efficiency"
-    assert TARGET.issue.value == pytest.approx(50 * 1500 * 0.75) and TARGET.issue.said == "50 SMs x 1,125 MHz, boost 1,500 x 75%"
+    assert (
+        TARGET.issue.value == pytest.approx(50 * 1500 * 0.75)
+        and TARGET.issue.said == "50 SMs x 1,125 MHz, boost 1,500 x 75%"
+    )
     assert SOURCE.tensor["tf32"].said == "measured by ceilings run ceil-run"
     published = figures(replace(BIG, measured_tflops={"tf32": (420.0, "a table, 2025")}), SOURCE.ceilings)
     assert published.tensor["tf32"].value == 420  # the profile's published figure before its ceilings run's
-    assert figures(replace(SMALL, measured_tflops={})).tensor["tf32"].said == "spec"  # nothing measured, no source
+    assert (
+        figures(replace(SMALL, measured_tflops={})).tensor["tf32"].said == "spec"
+    )  # nothing measured, no source
 
 
 def test_each_class_of_step_time_is_scaled_by_what_bounds_it():
@@ -84,7 +119,9 @@ def test_each_class_of_step_time_is_scaled_by_what_bounds_it():
         "communication": (0.0, 1.0),  # one GPU: nothing to scale
         "idle": (0.1, 1.0),
     }
-    assert p.step_ratio == pytest.approx(3.22444, rel=1e-5) and p.throughput == pytest.approx(100 / 3.22444, rel=1e-5)
+    assert p.step_ratio == pytest.approx(3.22444, rel=1e-5) and p.throughput == pytest.approx(
+        100 / 3.22444, rel=1e-5
+    )
     assert p.projected and p.math == "tf32" and p.batch == 10 and p.ceilings.run_id == "ceil-run"
 
 
@@ -102,7 +139,9 @@ def test_measured_time_the_counts_overexplain_is_all_bound_by_them():
     the bandwidth-bound part is the measured time, scaled by the bytes' ratio."""
     p = project(point(counts=counts(("mm", MATMUL, 4e11, 1e9), ("add", OTHER, 0, 1e11))), SOURCE, TARGET, 0.1)
     parts = {f.part: f for f in p.factors}
-    assert parts["bandwidth-bound"].share == pytest.approx(0.7) and parts["bandwidth-bound"].scale == pytest.approx(6.0)
+    assert parts["bandwidth-bound"].share == pytest.approx(0.7) and parts[
+        "bandwidth-bound"
+    ].scale == pytest.approx(6.0)
     assert parts["clock-bound"].share == pytest.approx(0.1)  # the product's unexplained 0.01 s only
 
 
@@ -132,18 +171,28 @@ def test_the_band_adds_the_measurements_interval_and_the_models_error_on_the_log
 
 
 def test_a_point_without_breakdown_counts_or_math_is_refused_with_the_run_to_make():
-    with pytest.raises(ProjectionRefused, match="no step-time breakdown; measure it with one: python -m src.train gpu=big"):
+    with pytest.raises(
+        ProjectionRefused, match="no step-time breakdown; measure it with one: python -m src.train gpu=big"
+    ):
         project(point(shares=None), SOURCE, TARGET, 0.1)
-    with pytest.raises(ProjectionRefused, match="its step's ops were not counted .*; measure it again: python -m"):
+    with pytest.raises(
+        ProjectionRefused, match="its step's ops were not counted .*; measure it again: python -m"
+    ):
         project(point(counts=None), SOURCE, TARGET, 0.1)
     with pytest.raises(ProjectionRefused, match="has no bf16 math"):
         project(point(precision="bf16", math="bf16"), SOURCE, VOLTA, 0.1)
 
 
 def test_a_profile_without_the_figures_is_refused_naming_them():
-    with pytest.raises(ProjectionRefused, match=r"gpu=odd: its profile states no host_link_gbs, gpu_link_gbs"):
-        Card.from_profile({"name": "odd", "peak_tflops": {"fp32": 1}, "memory_bandwidth_gbs": 1, "memory_gb": 1})
-    with pytest.raises(ProjectionRefused, match=r"gpu=small: its profile states no sm_count or boost_clock_mhz"):
+    with pytest.raises(
+        ProjectionRefused, match=r"gpu=odd: its profile states no host_link_gbs, gpu_link_gbs"
+    ):
+        Card.from_profile(
+            {"name": "odd", "peak_tflops": {"fp32": 1}, "memory_bandwidth_gbs": 1, "memory_gb": 1}
+        )
+    with pytest.raises(
+        ProjectionRefused, match=r"gpu=small: its profile states no sm_count or boost_clock_mhz"
+    ):
         figures(replace(SMALL, sm_count=None))
 
 
@@ -154,7 +203,10 @@ def test_a_card_runs_its_profiles_batch_else_its_largest_that_fits_else_it_is_re
         return choose(curve, replace(SMALL, memory_gb=memory, batch_sizes=batches or {}), OWN)
 
     assert [[(c.point.batch, c.batch, c.note, c.refused) for c in own(m)] for m in (24, 48, 80)] == [
-        [(4, 4, "", "")], [(16, 16, "", "")], [(32, 32, "", "")]]  # fmt: skip
+        [(4, 4, "", "")],
+        [(16, 16, "", "")],
+        [(32, 32, "", "")],
+    ]
     [profiled] = own(80, {"m": {"tf32": 16}})  # the profile's batch, measured: it, not the largest
     assert (profiled.point.batch, profiled.batch, profiled.note) == (16, 16, "")
     [counted] = own(48, {"m": {"tf32": 8}})  # not measured: from the nearest batch, through the counts
@@ -190,8 +242,15 @@ def test_the_sentence_says_what_the_ratio_is_made_of_and_what_the_batch_adds():
     the source's) the tensor-bound part is 0.5333 (17%), bandwidth 0.6 (19%), clock 1.991 (62%),
     idle 0.1 (3%); double's step is 2.9578: 1.09x. At batch 20 every part but idle (per kernel
     launched) doubles: 2 x 2.8578 + 0.1 = 5.8156 for twice the items, 1.02x from the batch."""
-    double = figures(replace(SMALL, name="double", peak_tflops={"fp32": 40, "tf32": 200, "fp16": 400},
-                             measured_tflops={"fp16": (300.0, "a table, 2025")}), source=SOURCE)  # fmt: skip
+    double = figures(
+        replace(
+            SMALL,
+            name="double",
+            peak_tflops={"fp32": 40, "tf32": 200, "fp16": 400},
+            measured_tflops={"fp16": (300.0, "a table, 2025")},
+        ),
+        source=SOURCE,
+    )
     one = point()
     a, b = (project(one, SOURCE, card, 0.1) for card in (double, TARGET))
     assert pair_sentence(a, b, 0.1) == (
@@ -201,8 +260,10 @@ def test_the_sentence_says_what_the_ratio_is_made_of_and_what_the_batch_adds():
     larger = project(one, SOURCE, double, 0.1, batch=20)
     said = pair_sentence(larger, b, 0.1)
     assert said.startswith("double over small, m tf32 x1 (projected from big): 1.00x SMs x clock on 62%")
-    assert said.endswith(f"= 1.09x at batch 10; 1.02x from the batch (20 against 10) = {larger.throughput / b.throughput:.2f}x "
-                         f"[{ratio_band(larger, b, 0.1)[0]:.2f}-{ratio_band(larger, b, 0.1)[1]:.2f}].")  # fmt: skip
+    assert said.endswith(
+        f"= 1.09x at batch 10; 1.02x from the batch (20 against 10) = {larger.throughput / b.throughput:.2f}x "
+        f"[{ratio_band(larger, b, 0.1)[0]:.2f}-{ratio_band(larger, b, 0.1)[1]:.2f}]."
+    )
 
 
 def test_one_workload_projected_from_two_cards_stands_once_from_the_nearer():
@@ -216,10 +277,12 @@ def test_one_workload_projected_from_two_cards_stands_once_from_the_nearer():
     other_target = project(point(), SOURCE, VOLTA, model_error=0.1)
     kept, said = nearest_source([far, close, other_model, other_target], noted=set())
     assert kept == [close, other_model, other_target]
-    assert said == {id(close): (
-        f"small m tf32 x1: projected from near (step time x{close.step_ratio:.2f}), the nearer card; from big "
-        f"(x{far.step_ratio:.2f}) it would be {far.throughput:,.0f} [{far.interval[0]:,.0f}-{far.interval[1]:,.0f}], "
-        f"{far.throughput / close.throughput:.2f}x of that"
-    )}  # fmt: skip
+    assert said == {
+        id(close): (
+            f"small m tf32 x1: projected from near (step time x{close.step_ratio:.2f}), the nearer card; from big "
+            f"(x{far.step_ratio:.2f}) it would be {far.throughput:,.0f} [{far.interval[0]:,.0f}-{far.interval[1]:,.0f}], "
+            f"{far.throughput / close.throughput:.2f}x of that"
+        )
+    }
     kept, _ = nearest_source([far, close], noted={id(close)})  # one at the card's own batch stands first
     assert kept == [far]

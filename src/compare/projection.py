@@ -21,9 +21,9 @@ from src.compare.ratio import Spread
 from src.compare.report import Section, Table
 from src.compare.runs import CAP_KEY, MEASURED, Measurement, aggregate, select, to_record
 from src.logged_spec import Spec, positive_number
+from src.projection import shipped
 from src.projection.cards import known, profiles
 from src.projection.choose import BATCHES, choose, nearest_source
-from src.projection import shipped
 from src.projection.counts import OpCounts
 from src.projection.model import Card, Ceilings, Projection, ProjectionRefused, SourcePoint, figures, project
 from src.projection.sentences import pair_sentence
@@ -60,13 +60,17 @@ def for_compare(cfg, records, runs, baseline):
     measurements = aggregate(select(records, sources)[0])
     targets, model_error = list(cfg.project), cfg.projection.model_error
     cards = profiles([*targets, *(m.gpu for m in measurements)])
-    outcome = project_onto(measurements, runs, targets, cards, cfg.projection.batch, model_error, stored_counts(cfg))
+    outcome = project_onto(
+        measurements, runs, targets, cards, cfg.projection.batch, model_error, stored_counts(cfg)
+    )
     if not outcome.projections:  # none of the store's points can be: the project's own, shipped
         ship = shipped.read()
         measurements = aggregate(select([r for r in map(to_record, ship.runs) if r], sources)[0])
         cards = profiles([*targets, *(m.gpu for m in measurements)])
         from_store = outcome.refused
-        outcome = project_onto(measurements, ship.runs, targets, cards, cfg.projection.batch, model_error, ship.counts.get)
+        outcome = project_onto(
+            measurements, ship.runs, targets, cards, cfg.projection.batch, model_error, ship.counts.get
+        )
         outcome.refused, outcome.shipped = from_store + outcome.refused, ship.name
     per_card = Counter(map(_card_key, outcome.projections))
     for p in outcome.projections:
@@ -97,7 +101,12 @@ def as_measurement(p, m, variant):
     config = tuple((k, v) for k, v in m.config if not k.startswith("tag:") and k != CAP_KEY)
     spec = Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)
     spread = Spread(math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE), NO_DOF_TO_LOSE, PROJECTED)
-    figures = {recorded.THROUGHPUT: p.throughput, "throughput_min": low, "throughput_max": high, "spread": spread}
+    figures = {
+        recorded.THROUGHPUT: p.throughput,
+        "throughput_min": low,
+        "throughput_max": high,
+        "spread": spread,
+    }
     unmeasured = dict.fromkeys(("per_watt", "per_watt_basis", "per_kusd"))
     return replace(
         m,
@@ -132,10 +141,12 @@ def record(p, note):
 
 
 INTRO = (
-    "Each measured point on a card you may not have: its step time split as its breakdown logged it, each class "
-    "scaled by the ratio that governs it on that card, at the batch the card's profile runs, else the largest "
-    f"measured that fits its memory. Projected figures are points of source `{PROJECTED}` in every table and "
-    "chart: never pooled with measured or published ones. docs/projection.md says how, and what the model misses."
+    "Each measured point on a card you may not have: its step split by what bounds it (its counted ops' FLOPs and "
+    "bytes against the card's measured ceilings, the time they do not explain bound by neither), each part scaled "
+    "by what bounds it on that card (tensor rate, memory bandwidth, SMs x clock), at the batch the card's profile "
+    "runs (the nearest measured batch, scaled through the counted ops), else the largest measured that fits its "
+    f"memory. Projected figures are points of source `{PROJECTED}` in every table and chart: never pooled with "
+    "measured or published ones. docs/projection.md says how, and what the model misses."
 )
 
 
@@ -143,19 +154,67 @@ def section(outcome, targets):
     """The report's section, projection.csv, and one console line for what was not projected as asked."""
     if not targets:
         return []
-    lines = [INTRO, "", *([f"- {s}" for s in outcome.sentences] or ["- Nothing projected."])]
-    said = outcome.refused + list(outcome.notes.values())
-    if said:
-        heading = "Not projected, not at the card's own batch, or projected from one card of several:"
-        lines += ["", heading, "", *[f"- {line}" for line in said]]
-    warning = (
-        f"projection: {len(outcome.refused)} point(s) not projected, {len(outcome.notes)} projected otherwise "
-        "than asked (at another batch, or from one card of several); report.md (Projection) says why, "
-        f"{CSV} holds each projected point"
-    )
+    lines = [INTRO, ""]
+    if outcome.shipped:
+        lines += [
+            f"From the points shipped with gpubench ({outcome.shipped}): the store holds none of another card "
+            "that can be projected.",
+            "",
+        ]
+    lines += [f"- {s}" for s in outcome.sentences] or [
+        f"- {nothing_projected(outcome, targets).capitalize()}"
+    ]
+    for heading, said in (("Not projected:", outcome.refused), (COUNTED, list(outcome.notes.values()))):
+        lines += ["", heading, "", *[f"- {line}" for line in said]] if said else []
     rows = [record(p, outcome.notes.get(id(p), "")) for p in outcome.projections]
-    table = Table(rows, COLUMNS, CSV)
-    return [Section("Projection: " + ", ".join(targets), lines, [table], warnings=[warning] if said else [])]
+    return [
+        Section(
+            "Projection: " + ", ".join(targets),
+            lines,
+            [Table(rows, COLUMNS, CSV)],
+            warnings=_said(outcome, targets),
+        )
+    ]
+
+
+COUNTED = "Projected otherwise than measured (at a batch its source did not run, through the counted ops; or from one card of several):"
+
+
+def _said(outcome, targets):
+    """The console's one line: where the points came from, what was not projected, what was projected otherwise."""
+    said = [
+        f"projection: from the points shipped with gpubench ({outcome.shipped}): the store holds none to project"
+    ]
+    said = said if outcome.shipped else []
+    if not outcome.projections:
+        return [*said, f"projection onto {', '.join(targets)}: {nothing_projected(outcome, targets)}"]
+    counts = [f"{len(outcome.refused)} point(s) not projected"] if outcome.refused else []
+    if outcome.notes:
+        counts.append(
+            f"{len(outcome.notes)} projected at a batch their source did not run (through its counted ops) "
+            "or from one card of several"
+        )
+    if counts:
+        said.append(
+            f"projection: {', '.join(counts)}; report.md (Projection) says why and which runs measure them, "
+            f"{CSV} lists each projected point"
+        )
+    return said
+
+
+def nothing_projected(outcome, targets):
+    """Why nothing was projected, and the run that would make a projection: the first refusal's, else
+    a point of another card."""
+    if outcome.refused:
+        more = len(outcome.refused) - 1
+        return (
+            "nothing projected: " + outcome.refused[0] + (f" (and {more} more in report.md)" if more else "")
+        )
+    return (
+        f"nothing projected: no measured point of a card other than {', '.join(targets)} that the filters keep; measure one: "
+        "python -m src.train gpu=<a card you have> model=<model> precision=<precision>, and its ceilings: "
+        "python -m src.train gpu=<that card> model=ceilings"
+    )
 
 
 def errors(cfg):
@@ -212,7 +271,10 @@ def source_figures(point, by_id, profile):
     """The card a point ran on: the spec sheet its run logged (its profile for figures it never
     logged), its profile's measured figures, else its latest ceilings run of the same software."""
     profile = dict(profile or {"name": point.gpu})
-    peak, logged = "gpu.peak_tflops.", {k: positive_number(v) for k, v in by_id[point.run_ids[0]].params.items()}
+    peak, logged = (
+        "gpu.peak_tflops.",
+        {k: positive_number(v) for k, v in by_id[point.run_ids[0]].params.items()},
+    )
     logged_peaks = {k.removeprefix(peak): v for k, v in logged.items() if k.startswith(peak) and v}
     profile["peak_tflops"] = profile.get("peak_tflops", {}) | logged_peaks
     profile |= {key: logged[f"gpu.{key}"] for key in LOGGED_FIGURES if logged.get(f"gpu.{key}")}
@@ -223,7 +285,16 @@ def source_figures(point, by_id, profile):
             f"python -m src.train model=ceilings gpu={point.gpu} gpu.count={point.gpu_count}"
         )
     found = latest.ceilings
-    return figures(Card.from_profile(profile), Ceilings(latest.run_id, found.matmul_tflops, found.memory_copy_gbs))
+    return figures(
+        Card.from_profile(profile), Ceilings(latest.run_id, found.matmul_tflops, found.memory_copy_gbs)
+    )
+
+
+def ensure_store(cfg):
+    """The store and its experiment, made where they are not yet: project= needs no runs of its own."""
+    from src.tracking import store
+
+    store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
 
 
 def stored_counts(cfg):

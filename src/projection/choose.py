@@ -56,9 +56,13 @@ def _own(group: list[SourcePoint], target: Card) -> Chosen:
         nearest = min(group, key=lambda q: (abs(math.log(q.batch / wanted)), q.memory_gb or 0))
         if nearest.batch == wanted:
             return Chosen(nearest, wanted)
-        return Chosen(nearest, wanted, f"{target.name} {p.model} {p.precision}: at batch {wanted}, its profile's, "
-                      f"from {p.gpu}'s batch {nearest.batch} through the counted ops; measure it: "
-                      f"{_command(p)} model.batch_size={wanted}")  # fmt: skip
+        return Chosen(
+            nearest,
+            wanted,
+            f"{target.name} {p.model} {p.precision}: at batch {wanted}, its profile's, "
+            f"from {p.gpu}'s batch {nearest.batch} through the counted ops; measure it: "
+            f"{_command(p)} model.batch_size={wanted}",
+        )
     known = [q for q in group if q.memory_gb is not None]
     fits = [q for q in known if q.memory_gb <= target.memory_gb]
     if fits:
@@ -67,13 +71,23 @@ def _own(group: list[SourcePoint], target: Card) -> Chosen:
     size = f"gpu.memory_limit_gb={target.memory_gb:g} model.batch_size=auto"
     if known:
         least = min(known, key=lambda q: (q.memory_gb, q.batch))
-        return Chosen(least, least.batch, refused=(
-            f"{target.name} {p.model} {p.precision}: no measured batch fits its {target.memory_gb:g} GB (batch "
-            f"{least.batch} needs {least.memory_gb:.0f} GB); measure one that does: {_command(p)} {size}"))  # fmt: skip
+        return Chosen(
+            least,
+            least.batch,
+            refused=(
+                f"{target.name} {p.model} {p.precision}: no measured batch fits its {target.memory_gb:g} GB (batch "
+                f"{least.batch} needs {least.memory_gb:.0f} GB); measure one that does: {_command(p)} {size}"
+            ),
+        )
     smallest = min(group, key=lambda q: q.batch)  # runs without a peak memory (a host that reports none)
-    return Chosen(smallest, smallest.batch, (
-        f"{target.name} {p.model} {p.precision}: no run logged its peak memory, so whether batch {smallest.batch} "
-        f"fits its {target.memory_gb:g} GB is not known; measure it: {_command(p)} {size}"))  # fmt: skip
+    return Chosen(
+        smallest,
+        smallest.batch,
+        (
+            f"{target.name} {p.model} {p.precision}: no run logged its peak memory, so whether batch {smallest.batch} "
+            f"fits its {target.memory_gb:g} GB is not known; measure it: {_command(p)} {size}"
+        ),
+    )
 
 
 def _command(p: SourcePoint) -> str:
@@ -93,7 +107,8 @@ def nearest_source(projections: list[Projection], noted: set[int]) -> tuple[list
     kept, said = set(), {}
     for sources in workloads.values():
         ranked = sorted(
-            sources.values(), key=lambda ps: (id(ps[0]) in noted, min(abs(math.log(p.step_ratio)) for p in ps))
+            sources.values(),
+            key=lambda ps: (id(ps[0]) in noted, min(abs(math.log(p.step_ratio)) for p in ps)),
         )
         kept |= {id(p) for p in ranked[0]}
         if len(ranked) > 1:

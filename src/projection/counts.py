@@ -43,7 +43,9 @@ class OpRow:
 
     def at(self, batch: float) -> tuple[float, float, float]:
         """(kernels, FLOPs per kernel, bytes per kernel) at this per-GPU batch, none below zero."""
-        return tuple(max(0.0, fixed + per_item * batch) for fixed, per_item in (self.kernels, self.flops, self.bytes))
+        return tuple(
+            max(0.0, fixed + per_item * batch) for fixed, per_item in (self.kernels, self.flops, self.bytes)
+        )
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,9 @@ class OpCounts:
     counted: str  # how: the device and software that counted them
 
     @classmethod
-    def fit(cls, small: tuple[int, list[Counted]], large: tuple[int, list[Counted]], counted: str) -> OpCounts:
+    def fit(
+        cls, small: tuple[int, list[Counted]], large: tuple[int, list[Counted]], counted: str
+    ) -> OpCounts:
         """Two counts of the same step at batches b1 < b2 as lines in the batch: ops matched in order
         by name; the extra ops of the larger batch as kernels that number (b - b1) / (b2 - b1)."""
         (b1, ops1), (b2, ops2) = small, large
@@ -66,11 +70,18 @@ class OpCounts:
             total[0] += kernels[0]
             total[1] += kernels[1]
 
-        matcher = difflib.SequenceMatcher(None, [o.name for o in ops1], [o.name for o in ops2], autojunk=False)
+        matcher = difflib.SequenceMatcher(
+            None, [o.name for o in ops1], [o.name for o in ops2], autojunk=False
+        )
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag == "equal":
                 for one, two in zip(ops1[i1:i2], ops2[j1:j2], strict=True):
-                    add(one, (1.0, 0.0), _line(b1, one.flops, b2, two.flops), _line(b1, one.bytes, b2, two.bytes))
+                    add(
+                        one,
+                        (1.0, 0.0),
+                        _line(b1, one.flops, b2, two.flops),
+                        _line(b1, one.bytes, b2, two.bytes),
+                    )
             else:  # a loop over the batch: one more pass per (b2 - b1) items
                 for two in ops2[j1:j2]:
                     add(two, (-b1 / span, 1 / span), (two.flops, 0.0), (two.bytes, 0.0))

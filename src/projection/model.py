@@ -54,7 +54,9 @@ class Card:
     batch_sizes: dict = field(default_factory=dict)  # model -> precision -> the per-GPU batch it runs
     sm_count: int | None = None
     boost_clock_mhz: float | None = None
-    measured_tflops: dict[str, tuple[float, str]] = field(default_factory=dict)  # math -> (value, where, when)
+    measured_tflops: dict[str, tuple[float, str]] = field(
+        default_factory=dict
+    )  # math -> (value, where, when)
     measured_bandwidth: tuple[float, str] | None = None
 
     @classmethod
@@ -63,15 +65,23 @@ class Card:
         needed = ("peak_tflops", "memory_bandwidth_gbs", "memory_gb", "host_link_gbs", "gpu_link_gbs")
         missing = [key for key in needed if not profile.get(key)]
         if missing:
-            raise ProjectionRefused(f"gpu={name}: its profile states no {', '.join(missing)} (conf/gpu/{name}.yaml)")
+            raise ProjectionRefused(
+                f"gpu={name}: its profile states no {', '.join(missing)} (conf/gpu/{name}.yaml)"
+            )
         measured = profile.get("measured") or {}
         tflops = {m: _published(f) for m, f in (measured.get("matmul_tflops") or {}).items()}
         bandwidth = measured.get("memory_bandwidth_gbs")
         return cls(
-            name, dict(profile["peak_tflops"]), *(float(profile[k]) for k in needed[1:]), profile.get("tdp_w"),
-            profile.get("batch_sizes") or {}, profile.get("sm_count"), profile.get("boost_clock_mhz"), tflops,
+            name,
+            dict(profile["peak_tflops"]),
+            *(float(profile[k]) for k in needed[1:]),
+            profile.get("tdp_w"),
+            profile.get("batch_sizes") or {},
+            profile.get("sm_count"),
+            profile.get("boost_clock_mhz"),
+            tflops,
             _published(bandwidth) if bandwidth else None,
-        )  # fmt: skip
+        )
 
     def batch_for(self, model: str, precision: str) -> int | None:
         """The batch this card's profile runs the model at (none: the model's default for every card)."""
@@ -121,10 +131,17 @@ def figures(card: Card, ceilings: Ceilings | None = None, source: Figures | None
     if card.measured_tflops:
         measured = {m: Rate(v, f"measured ({said})") for m, (v, said) in card.measured_tflops.items()}
     elif ceilings:
-        measured = {m: Rate(v, f"measured by ceilings run {ceilings.run_id}") for m, v in ceilings.matmul_tflops.items()}
+        measured = {
+            m: Rate(v, f"measured by ceilings run {ceilings.run_id}")
+            for m, v in ceilings.matmul_tflops.items()
+        }
     else:
         measured = {}
-    efficiency = {m: measured[m].value / card.peak_tflops[m] for m in TENSOR_MATHS if m in measured and m in card.peak_tflops}
+    efficiency = {
+        m: measured[m].value / card.peak_tflops[m]
+        for m in TENSOR_MATHS
+        if m in measured and m in card.peak_tflops
+    }
     best = max(efficiency, key=efficiency.get, default=None)
     tensor = {}
     for math_, spec in card.peak_tflops.items():
@@ -135,10 +152,14 @@ def figures(card: Card, ceilings: Ceilings | None = None, source: Figures | None
             tensor[math_] = Rate(spec * efficiency[best], said)
         elif source and math_ in source.tensor and math_ in source.card.peak_tflops:
             share = source.tensor[math_].value / source.card.peak_tflops[math_]
-            tensor[math_] = Rate(spec * share, f"spec {spec:g} x {share:.0%}, {source.card.name}'s measured efficiency")
+            tensor[math_] = Rate(
+                spec * share, f"spec {spec:g} x {share:.0%}, {source.card.name}'s measured efficiency"
+            )
         else:
             tensor[math_] = Rate(spec, "spec")
-    return Figures(card, tensor, _bandwidth(card, ceilings, source), _issue(card, efficiency.get(best)), ceilings)
+    return Figures(
+        card, tensor, _bandwidth(card, ceilings, source), _issue(card, efficiency.get(best)), ceilings
+    )
 
 
 def _bandwidth(card: Card, ceilings: Ceilings | None, source: Figures | None) -> Rate:
@@ -157,9 +178,15 @@ def _issue(card: Card, efficiency: float | None) -> Rate:
     """SMs x the clock the card sustains: its boost clock x its measured tensor efficiency (a card
     held below its boost clock by its power limit runs its matmuls that much below spec)."""
     if not (card.sm_count and card.boost_clock_mhz):
-        raise ProjectionRefused(f"gpu={card.name}: its profile states no sm_count or boost_clock_mhz (conf/gpu/{card.name}.yaml)")
+        raise ProjectionRefused(
+            f"gpu={card.name}: its profile states no sm_count or boost_clock_mhz (conf/gpu/{card.name}.yaml)"
+        )
     clock = card.boost_clock_mhz * (efficiency or 1.0)
-    how = f"{clock:,.0f} MHz, boost {card.boost_clock_mhz:,.0f} x {efficiency:.0%}" if efficiency else f"boost {clock:,.0f} MHz"
+    how = (
+        f"{clock:,.0f} MHz, boost {card.boost_clock_mhz:,.0f} x {efficiency:.0%}"
+        if efficiency
+        else f"boost {clock:,.0f} MHz"
+    )
     return Rate(card.sm_count * clock, f"{card.sm_count} SMs x {how}")
 
 
@@ -185,7 +212,9 @@ class SourcePoint:
     power_bound: float | None = None  # share of its window the source spent at its power limit (telemetry)
     counts: OpCounts | None = None  # its step's ops, counted
     tf32: bool = False  # its fp32 products ran TF32
-    items_per_step: float | None = None  # all GPUs, in its unit (tokens for a language model); None: the batch's
+    items_per_step: float | None = (
+        None  # all GPUs, in its unit (tokens for a language model); None: the batch's
+    )
 
     @property
     def step_s(self) -> float:
@@ -249,7 +278,9 @@ class Bounds:
         return self.tensor + self.matmul_memory
 
 
-def bounds(counts: OpCounts, batch: int, card: Figures, tf32: bool, classed_on: Figures | None = None) -> Bounds:
+def bounds(
+    counts: OpCounts, batch: int, card: Figures, tf32: bool, classed_on: Figures | None = None
+) -> Bounds:
     """Seconds each class of op takes on `card` at `batch`; an op's class is where it stands against
     the ridge point of `classed_on` (the card itself by default)."""
     classed_on = classed_on or card
@@ -278,17 +309,25 @@ def _rate(row: OpRow, card: Figures, tf32: bool) -> float:
 def _check(point: SourcePoint, target: Card) -> str:
     """The math the target runs the point's matmuls at, or ProjectionRefused naming what is missing."""
     if not point.shares:
-        raise ProjectionRefused(f"{point.label}: no step-time breakdown; measure it with one: {point.remeasure}")
+        raise ProjectionRefused(
+            f"{point.label}: no step-time breakdown; measure it with one: {point.remeasure}"
+        )
     if point.counts is None:
-        raise ProjectionRefused(f"{point.label}: its step's ops were not counted (runs count them from now on); "
-                                f"measure it again: {point.remeasure}")  # fmt: skip
+        raise ProjectionRefused(
+            f"{point.label}: its step's ops were not counted (runs count them from now on); "
+            f"measure it again: {point.remeasure}"
+        )
     math_ = target.runs_math(point.math)
     if math_ is None:
-        raise ProjectionRefused(f"gpu={target.name} has no {point.math} math (conf/gpu/{target.name}.yaml): {point.label} is not projected there")
+        raise ProjectionRefused(
+            f"gpu={target.name} has no {point.math} math (conf/gpu/{target.name}.yaml): {point.label} is not projected there"
+        )
     return math_
 
 
-def project(point: SourcePoint, source: Figures, target: Figures, model_error: float, batch: int | None = None) -> Projection:
+def project(
+    point: SourcePoint, source: Figures, target: Figures, model_error: float, batch: int | None = None
+) -> Projection:
     """The point on the target card at `batch` per GPU (the point's own by default)."""
     math_ = _check(point, target.card)
     batch = batch or point.batch
@@ -305,23 +344,54 @@ def project(point: SourcePoint, source: Figures, target: Figures, model_error: f
     unexplained = [matmul_s - on_matmul * at_source.matmul, other_s - on_other * at_source.other]
     growth = [_ratio(grown.matmul, at_source.matmul), _ratio(grown.other, at_source.other)]
     clock_s = sum(unexplained)
-    clock_t = sum(u * g for u, g in zip(unexplained, growth, strict=True)) * source.issue.value / target.issue.value
+    clock_t = (
+        sum(u * g for u, g in zip(unexplained, growth, strict=True)) * source.issue.value / target.issue.value
+    )
     said = f"{point.math} {_rate_said(source, point.math)} -> {math_} {_rate_said(target, math_)}"
     link = source.card.gpu_link_gbs / target.card.gpu_link_gbs if point.gpu_count > 1 else 1.0
     factors = (
-        Factor("tensor-bound", TENSOR, on_matmul * at_source.tensor / step, _ratio(there.tensor, at_source.tensor), said),
-        Factor("bandwidth-bound", MEMORY, memory_s / step, _ratio(memory_t, memory_s),
-               f"memory {source.bandwidth.value:,.4g} GB/s ({source.bandwidth.said}) -> "
-               f"{target.bandwidth.value:,.4g} GB/s ({target.bandwidth.said})"),
-        Factor("clock-bound", CLOCK, clock_s / step, _ratio(clock_t, clock_s),
-               f"{source.issue.said} -> {target.issue.said}"),
-        Factor("communication", GPU_LINK, s.get("comm", 0.0), link,
-               f"GPU link {source.card.gpu_link_gbs:,.4g} -> {target.card.gpu_link_gbs:,.4g} GB/s"),
-        Factor("idle", KEPT, s.get("idle", 0.0), _ratio(there.kernels, at_source.kernels), "host time per kernel, kept"),
-    )  # fmt: skip
+        Factor(
+            "tensor-bound",
+            TENSOR,
+            on_matmul * at_source.tensor / step,
+            _ratio(there.tensor, at_source.tensor),
+            said,
+        ),
+        Factor(
+            "bandwidth-bound",
+            MEMORY,
+            memory_s / step,
+            _ratio(memory_t, memory_s),
+            f"memory {source.bandwidth.value:,.4g} GB/s ({source.bandwidth.said}) -> "
+            f"{target.bandwidth.value:,.4g} GB/s ({target.bandwidth.said})",
+        ),
+        Factor(
+            "clock-bound",
+            CLOCK,
+            clock_s / step,
+            _ratio(clock_t, clock_s),
+            f"{source.issue.said} -> {target.issue.said}",
+        ),
+        Factor(
+            "communication",
+            GPU_LINK,
+            s.get("comm", 0.0),
+            link,
+            f"GPU link {source.card.gpu_link_gbs:,.4g} -> {target.card.gpu_link_gbs:,.4g} GB/s",
+        ),
+        Factor(
+            "idle",
+            KEPT,
+            s.get("idle", 0.0),
+            _ratio(there.kernels, at_source.kernels),
+            "host time per kernel, kept",
+        ),
+    )
     ratio = sum(f.target_share for f in factors)
     throughput = point.items_per_s(batch, step * ratio)
-    return Projection(point, source, target, math_, batch, factors, throughput, band(throughput, point, model_error))
+    return Projection(
+        point, source, target, math_, batch, factors, throughput, band(throughput, point, model_error)
+    )
 
 
 def _ratio(there: float, here: float) -> float:

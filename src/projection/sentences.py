@@ -51,9 +51,7 @@ def pair_sentence(a: Projection, b: Projection, model_error: float) -> str:
 
 
 def _power(point) -> str:
-    """Where the source ran at its power limit, said: the tensor rates carried over assume each card
-    loses as much to its own limit (a spec sheet says nothing of what a card sustains there)."""
+    """Where the source ran at its power limit, said: its measured step is what it sustained there."""
     if point.power_bound is None or point.power_bound < AT_POWER_LIMIT:
         return ""
-    return (f" {point.gpu} ran at its power limit in {point.power_bound:.0%} of the window: each card's "
-            "tensor rate assumes it loses as much to its own.")  # fmt: skip
+    return f" {point.gpu} ran at its power limit in {point.power_bound:.0%} of the window."

@@ -62,7 +62,13 @@ def read(path: Path = STUDY) -> Shipped:
     for name, run in json.loads(path.read_text())["runs"].items():
         run_id = f"{path.stem}/{name}"
         started = int(float(run["tags"].get("owner.started", 0)) * 1000)
-        runs.append(run_result.read(_Run(_Info(run_id, name, start_time=started), _Data(run["tags"], run["metrics"], run["params"]))))
+        runs.append(
+            run_result.read(
+                _Run(
+                    _Info(run_id, name, start_time=started), _Data(run["tags"], run["metrics"], run["params"])
+                )
+            )
+        )
         if "op_counts" in run:
             counts[run_id] = OpCounts.from_json(run["op_counts"])
     return Shipped(path, tuple(runs), counts)

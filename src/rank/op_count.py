@@ -28,9 +28,22 @@ from src.projection.counts import MATMUL, OTHER, Counted, OpCounts
 from src.rank.breakdown import category
 
 COUNTED_AT = (2, 4)  # per-GPU batches: small enough for any card's memory, large enough for batch norm
-NO_KERNEL = {"_local_scalar_dense", "_unsafe_view", "empty", "empty_like", "empty_strided", "new_empty",
-             "new_empty_strided", "lift_fresh", "_record_function_enter_new", "_record_function_exit", "set_",
-             "resize_", "is_same_size", "_has_compatible_shallow_copy_type"}  # fmt: skip
+NO_KERNEL = {
+    "_local_scalar_dense",
+    "_unsafe_view",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "lift_fresh",
+    "_record_function_enter_new",
+    "_record_function_exit",
+    "set_",
+    "resize_",
+    "is_same_size",
+    "_has_compatible_shallow_copy_type",
+}
 PICKS = {"embedding", "index_select", "gather", "index"}  # read the rows they pick, not the whole table
 MATHS = {torch.float16: "fp16", torch.bfloat16: "bf16"}  # any other float: fp32 (tf32 where it is on)
 
@@ -80,7 +93,11 @@ def _math(args: tuple) -> str:
 
 
 def _to_meta(x):
-    return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta") if isinstance(x, torch.Tensor) else x
+    return (
+        torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+        if isinstance(x, torch.Tensor)
+        else x
+    )
 
 
 def _from_meta(device):
@@ -111,8 +128,13 @@ class OpCounter(TorchDispatchMode):
         else:
             out = func(*args, **kwargs)
         if name not in NO_KERNEL and not _is_view(func):
-            counted = Counted(name, op_kind, _math(args), op_flops(func, args, kwargs, out),
-                              float(op_bytes(func, args, kwargs, out)))  # fmt: skip
+            counted = Counted(
+                name,
+                op_kind,
+                _math(args),
+                op_flops(func, args, kwargs, out),
+                float(op_bytes(func, args, kwargs, out)),
+            )
             self.ops.append(counted)
         return out
 
@@ -153,24 +175,30 @@ def count_step(step, fabricate: bool) -> list[Counted]:
     return counter.ops
 
 
-def count_workload(cfg: dict, device: torch.device) -> OpCounts:
-    """The rank's workload counted at COUNTED_AT, one process and no DDP (communication is measured,
-    not counted), eager (a compiled step's fusions are the compiler's)."""
-    from src.rank.worker import TrainingStep
+def counting_config(cfg: dict) -> dict:
+    """The rank's config for counting: eager (a compiled step's fusions are the compiler's) and
+    without autotuning (the small batches' shapes are never trained)."""
+    return {**cfg, "benchmark": {**cfg["benchmark"], "compile": False, "cudnn_benchmark": False}}
 
+
+def count_workload(build, device: torch.device) -> OpCounts:
+    """The training step `build(batch)` makes (one process, no DDP: communication is measured, not
+    counted), counted at COUNTED_AT."""
     cpu = device.type == "cpu"
-    cfg = {**cfg, "benchmark": {**cfg["benchmark"], "compile": False, "cudnn_benchmark": False}}
     found = []
     with as_on_gpu() if cpu else contextlib.nullcontext():
         for batch in COUNTED_AT:
-            step = TrainingStep(cfg, device, world=1, batch_size=batch)
+            step = build(batch)
             step.optimizer = step.workload.make_optimizer(fused=True)  # as on a GPU, also when a CPU counts
             found.append((batch, count_step(step, fabricate=cpu)))
             del step
             gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    how = (f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}" if not cpu else
-           f"a CPU for a GPU, torch {torch.__version__}: products, convolutions and attention from their "
-           "shapes, dropout and attention as a GPU's fused kernels")  # fmt: skip
+    how = (
+        f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
+        if not cpu
+        else f"a CPU for a GPU, torch {torch.__version__}: products, convolutions and attention from their "
+        "shapes, dropout and attention as a GPU's fused kernels"
+    )
     return OpCounts.fit(*found, counted=how)

@@ -38,7 +38,9 @@ def combine(ranks: list[RankReport]) -> tuple[recorded.Breakdown | None, list[di
     return combined, found[0]["top_kernels"]
 
 
-def bounded(found: recorded.Breakdown, measured: recorded.Window, gpu: dict, precision: dict) -> recorded.Breakdown:
+def bounded(
+    found: recorded.Breakdown, measured: recorded.Window, gpu: dict, precision: dict
+) -> recorded.Breakdown:
     """The breakdown with the step's shares that are tensor-, bandwidth- and clock-bound on this card
     (its profile's figures: measured where it states them, else spec), the arithmetic a projection
     does (src/projection/model.py). As it was without counted ops or a profile with the figures."""
@@ -51,12 +53,24 @@ def bounded(found: recorded.Breakdown, measured: recorded.Window, gpu: dict, pre
     if card.card.runs_math(precision["peak_key"]) is None:
         return found
     point = SourcePoint(
-        label=gpu["name"], gpu=gpu["name"], model="", precision=precision["name"], math=precision["peak_key"],
-        gpu_count=1, batch=measured.batch_size,
-        throughput=measured.throughput, interval=None, shares=found.shares, flops_per_item=None, memory_gb=None,
-        run_ids=(), remeasure="", counts=OpCounts.from_json(found.counts), tf32=precision["allow_tf32"],
+        label=gpu["name"],
+        gpu=gpu["name"],
+        model="",
+        precision=precision["name"],
+        math=precision["peak_key"],
+        gpu_count=1,
+        batch=measured.batch_size,
+        throughput=measured.throughput,
+        interval=None,
+        shares=found.shares,
+        flops_per_item=None,
+        memory_gb=None,
+        run_ids=(),
+        remeasure="",
+        counts=OpCounts.from_json(found.counts),
+        tf32=precision["allow_tf32"],
         items_per_step=measured.items_per_step,
-    )  # fmt: skip
+    )
     factors = project(point, card, card, model_error=0.0).factors
     return replace(found, bounds={BOUND_PARTS[f.part]: f.share for f in factors if f.part in BOUND_PARTS})
 

@@ -148,6 +148,10 @@ def check_measured(measured: DictConfig, errors: Errors) -> None:
         key = f"gpu.measured.matmul_tflops.{math_}"
         errors.need(math_ in PEAK_MATHS, key, math_, f"a math of {', '.join(PEAK_MATHS)}")
     for key, figure in figures.items():
-        errors.need(positive_or_none(figure.value) and figure.value, f"{key}.value", figure.value, "a positive number")
+        errors.need(
+            positive_or_none(figure.value) and figure.value, f"{key}.value", figure.value, "a positive number"
+        )
         for said in ("source", "date", "method"):
-            errors.need(bool(str(figure[said]).strip()), f"{key}.{said}", figure[said], "non-empty: where, when, how")
+            errors.need(
+                bool(str(figure[said]).strip()), f"{key}.{said}", figure[said], "non-empty: where, when, how"
+            )
