@@ -12,6 +12,8 @@ from pathlib import Path
 
 from mlflow.entities import Metric, Param, RunTag
 
+from src.projection.counts import MATMUL, OTHER, Counted, OpCounts
+
 EXPERIMENT = "gpubench"
 S1 = {"torch_version": "2.11.0", "cuda_version": "12.8", "cudnn_version": "91000",
       "nccl_version": "2.27.3", "driver_version": "580.1"}  # fmt: skip
@@ -29,6 +31,9 @@ CATEGORIES = {"resnet50": "vision", "ssd300": "vision", "txl_base": "language", 
               "gpt2": "language"}  # fmt: skip
 UNITS = {"vision": "images/s", "language": "tokens/s"}
 SHARES = ("matmul", "other", "comm", "memcpy", "idle")
+# every measured run's step, per sample: a product of 1e11 FLOPs over 1e8 bytes, other ops over 1e9 bytes
+COUNTED = OpCounts.fit(*((b, [Counted("mm", MATMUL, "fp16", 1e11 * b, 1e8 * b),
+                              Counted("add", OTHER, "fp16", 0, 1e9 * b)]) for b in (2, 4)), "fixed")  # fmt: skip
 
 # (gpu, count, model, precision, throughputs (one run each), stack, extra: tags/metrics/params)
 MEASURED = [
@@ -129,6 +134,7 @@ def _measured(client, experiment_id: str, n: int, gpu, count, model, precision, 
         tags["memory_limit_gb"] = float(extra["cap"])
     run = client.create_run(experiment_id, run_name=f"{gpu}x{count}-{model}-{precision}-{n}",
                             tags={}, start_time=1_000_000 + n)  # fmt: skip
+    client.log_text(run.info.run_id, COUNTED.dumps(), "op_counts.json")  # its step's ops, as a job counts them
     _log(client, run.info.run_id, metrics, params, tags)
 
 

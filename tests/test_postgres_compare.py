@@ -8,16 +8,9 @@ import pytest
 from conftest import run_cli
 
 from src.tracking.job_run import LONG_VALUES_DIR, TAG_VALUE_MAX
+from tests.test_projection_compare import COUNTED, SHARES, STACK
 
 NOTE = "mlflow.note.content"  # the report, as the report run's description in MLflow's UI
-STACK = {
-    "torch_version": "2.11.0",
-    "cuda_version": "13.0",
-    "cudnn_version": "91000",
-    "nccl_version": "2.27.3",
-    "driver_version": "580.1",
-}
-SHARES = {"matmul": 0.3, "other": 0.6, "comm": 0.0, "memcpy": 0.05, "idle": 0.05}
 
 
 def report_run(url: str):
@@ -79,6 +72,8 @@ def _job_run(client, experiment_id: str, model: str, metrics: dict, kind: str = 
     client.log_param(run_id, "precision.peak_key", "fp16")
     for key, value in metrics.items():
         client.log_metric(run_id, key, value)
+    if kind == "training":  # its step's ops, counted, as a job logs them
+        client.log_text(run_id, COUNTED.dumps(), "op_counts.json")
     client.set_terminated(run_id, "FINISHED")
     return run_id
 

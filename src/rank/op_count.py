@@ -186,6 +186,7 @@ def count_workload(build, device: torch.device) -> OpCounts:
     counted), counted at COUNTED_AT."""
     cpu = device.type == "cpu"
     found = []
+    gc.collect()  # the measured step's model and optimizer, let go of by the caller, before two more are built
     with as_on_gpu() if cpu else contextlib.nullcontext():
         for batch in COUNTED_AT:
             step = build(batch)
