@@ -12,17 +12,16 @@ import pytest
 
 from tests.conftest import store_copy
 from tests.test_compare import run
+from tests.test_explain import STACK
 
-STACK = {"torch_version": "2.11.0", "cuda_version": "13.0", "cudnn_version": "91000",
-         "nccl_version": "2.27.3", "driver_version": "580.1"}  # fmt: skip
 NAMES = {"h200": "NVIDIA H200", "h100": "NVIDIA H100 80GB HBM3", "rtx3090": "NVIDIA GeForce RTX 3090"}
 SHARES = {"matmul": 0.3, "other": 0.6, "comm": 0.0, "memcpy": 0.05, "idle": 0.05}
 FLOPS, BATCH, THROUGHPUT, CEILING = 2.45e10, 256, 6000.0, 660.0
 
 
 def _run(client, experiment_id, gpu, model, metrics, params=None, category="vision"):
-    tags = {"gpu": gpu, "gpu_name": NAMES[gpu], "gpu_count": "1", "model": model, "category": category,
-            "precision": "amp", "unit": "images/s", **STACK}  # fmt: skip
+    point = dict(gpu=gpu, gpu_name=NAMES[gpu], gpu_count="1", model=model, category=category, precision="amp")
+    tags = point | {"unit": "images/s"} | STACK
     run_id = client.create_run(experiment_id, tags=tags).info.run_id
     for key, value in {"precision.peak_key": "fp16", **(params or {})}.items():
         client.log_param(run_id, key, value)
@@ -51,7 +50,9 @@ def compared(tmp_path_factory, empty_store):
     at_limit = _workload() | {"throttled_power_share": 0.5}
     ids = {
         "h200": _run(client, experiment, "h200", "resnet50", at_limit, {"batch_size": str(BATCH)}),
-        "no_breakdown": _run(client, experiment, "h200", "txl_large", _workload(shares=None), category="language"),
+        "no_breakdown": _run(
+            client, experiment, "h200", "txl_large", _workload(shares=None), category="language"
+        ),
         "no_ceilings": _run(client, experiment, "h100", "resnet50", _workload()),
         "rtx3090": _run(client, experiment, "rtx3090", "resnet50", {"throughput": 900.0, "batch_size": 224}),
     }
@@ -66,9 +67,12 @@ def _expected(peak: float, bandwidth: float, host_link: float) -> float:
     factor): FLOPs at the measured fp16 ceiling are the tensor-bound part of the matmul time."""
     efficiency = CEILING / 989.5  # measured fp16 over the h200's spec
     tensor = (FLOPS * BATCH / (CEILING * 1e12)) / (SHARES["matmul"] * BATCH / THROUGHPUT)
-    step = (SHARES["matmul"] * tensor * CEILING / (peak * efficiency)
-            + (SHARES["matmul"] * (1 - tensor) + SHARES["other"]) * 4800 / bandwidth
-            + SHARES["memcpy"] * 63 / host_link + SHARES["idle"])  # fmt: skip
+    step = (
+        SHARES["matmul"] * tensor * CEILING / (peak * efficiency)
+        + (SHARES["matmul"] * (1 - tensor) + SHARES["other"]) * 4800 / bandwidth
+        + SHARES["memcpy"] * 63 / host_link
+        + SHARES["idle"]
+    )
     return THROUGHPUT / step
 
 
@@ -76,13 +80,18 @@ def test_projected_points_stand_beside_measured_ones_and_never_pool(compared):
     out, ids, _, _ = compared
     with open(out / "relative_throughput.csv") as f:
         rows = {(r["gpu"], r["model"], r["source"]): r for r in csv.DictReader(f)}
-    measured, projected = rows[("rtx3090", "resnet50", "measured")], rows[("rtx3090", "resnet50", "projected")]
+    measured, projected = (
+        rows[("rtx3090", "resnet50", "measured")],
+        rows[("rtx3090", "resnet50", "projected")],
+    )
     assert (measured["n_runs"], float(measured["throughput"])) == ("1", 900.0)
     assert float(projected["throughput"]) == pytest.approx(_expected(71, 936, 31.5), rel=1e-4)
     a6000 = rows[("a6000", "resnet50", "projected")]
     assert float(a6000["throughput"]) == pytest.approx(_expected(154.8, 768, 31.5), rel=1e-4)
     # the projected a6000 is divided by the projected 3090: its own source's baseline
-    assert float(a6000["relative"]) == pytest.approx(_expected(154.8, 768, 31.5) / _expected(71, 936, 31.5), rel=1e-3)
+    assert float(a6000["relative"]) == pytest.approx(
+        _expected(154.8, 768, 31.5) / _expected(71, 936, 31.5), rel=1e-3
+    )
     assert ids["h200"] in a6000["run_ids"]  # the runs it was made from
     with open(out / "projection.csv") as f:
         made = {(r["gpu"], r["model"]): r for r in csv.DictReader(f)}
@@ -122,6 +131,8 @@ def test_a_point_at_its_power_limit_for_half_its_window_is_said_so_by_the_explan
 def test_a_card_without_a_profile_is_refused_before_anything_is_read(tmp_path, tracking_uri):
     from src.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"project=\['a6000', 'rtx9999'\]: 'rtx9999' is not a gpu profile; one of"):
+    with pytest.raises(
+        ConfigError, match=r"project=\['a6000', 'rtx9999'\]: 'rtx9999' is not a gpu profile; one of"
+    ):
         run(tracking_uri, tmp_path / "out", "project=[a6000,rtx9999]")
     assert not (tmp_path / "out").exists()
