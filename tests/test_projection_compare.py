@@ -13,30 +13,16 @@ import pytest
 from src.projection.counts import MATMUL, OTHER, Counted, OpCounts
 from tests.conftest import store_copy
 from tests.test_compare import run
+from tests.test_explain import STACK
 
-STACK = {
-    "torch_version": "2.11.0",
-    "cuda_version": "13.0",
-    "cudnn_version": "91000",
-    "nccl_version": "2.27.3",
-    "driver_version": "580.1",
-}
 NAMES = {"h200": "NVIDIA H200", "h100": "NVIDIA H100 80GB HBM3", "rtx3090": "NVIDIA GeForce RTX 3090"}
 SHARES = {"matmul": 0.3, "other": 0.6, "comm": 0.0, "memcpy": 0.05, "idle": 0.05}
 FLOPS, BATCH, THROUGHPUT, CEILING = 2.45e10, 256, 6000.0, 660.0
 
 
 def _run(client, experiment_id, gpu, model, metrics, params=None, category="vision", counted=False):
-    tags = {
-        "gpu": gpu,
-        "gpu_name": NAMES[gpu],
-        "gpu_count": "1",
-        "model": model,
-        "category": category,
-        "precision": "amp",
-        "unit": "images/s",
-        **STACK,
-    }
+    point = dict(gpu=gpu, gpu_name=NAMES[gpu], gpu_count="1", model=model, category=category, precision="amp")
+    tags = point | {"unit": "images/s"} | STACK
     run_id = client.create_run(experiment_id, tags=tags).info.run_id
     for key, value in {"precision.peak_key": "fp16", **(params or {})}.items():
         client.log_param(run_id, key, value)

@@ -263,7 +263,8 @@ def scope(records, cfg, baseline):
     else:
         wanted = {baseline, *cfg.study.gpus} | {r.gpu for r in records if r.source == runs.MEASURED}
         inside, shows = [r for r in records if r.gpu in wanted], "all=true or gpus=[...] shows them"
-    outside = [r for r in records if r not in inside]
+    kept = set(map(id, inside))
+    outside = [r for r in records if id(r) not in kept]
     if not outside:
         return inside, ""
     gpus = sorted({r.gpu for r in outside})
