@@ -12,6 +12,8 @@ from pathlib import Path
 
 from mlflow.entities import Metric, Param, RunTag
 
+from src.projection.counts import MATMUL, OTHER, Counted, OpCounts
+
 EXPERIMENT = "gpubench"
 S1 = {
     "torch_version": "2.11.0",
@@ -39,6 +41,11 @@ CATEGORIES = {
 }
 UNITS = {"vision": "images/s", "language": "tokens/s"}
 SHARES = ("matmul", "other", "comm", "memcpy", "idle")
+# every measured run's step, per sample: a product of 1e11 FLOPs over 1e8 bytes, other ops over 1e9 bytes
+COUNTED = OpCounts.fit(
+    *((b, [Counted("mm", MATMUL, "fp16", 1e11 * b, 1e8 * b), Counted("add", OTHER, "fp16", 0, 1e9 * b)]) for b in (2, 4)),
+    "fixed",
+)
 
 # (gpu, count, model, precision, throughputs (one run each), stack, extra: tags/metrics/params)
 MEASURED = [
@@ -168,6 +175,7 @@ def _measured(client, experiment_id: str, n: int, gpu, count, model, precision, 
     run = client.create_run(
         experiment_id, run_name=f"{gpu}x{count}-{model}-{precision}-{n}", tags={}, start_time=1_000_000 + n
     )
+    client.log_text(run.info.run_id, COUNTED.dumps(), "op_counts.json")  # its step's ops, as a job counts them
     _log(client, run.info.run_id, metrics, params, tags)
 
 

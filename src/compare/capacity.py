@@ -99,7 +99,7 @@ def split(measurements, cards):
     """The split of card cards[0] against cards[1] for every model either ran, and the runs missing."""
     card, baseline = cards
     rows, missing = [], []
-    published = [m for m in measurements if m.source != MEASURED]
+    published = [m for m in measurements if m.source not in (MEASURED, recorded.PROJECTED)]  # projected: no one's
     stand_ins = [stands_for(published, c) for c in cards]
     for (model, precision, count), batches in sorted(by_batch(measurements).items()):
         a, b = batches.get(card, {}), batches.get(baseline, {})

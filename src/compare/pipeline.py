@@ -189,6 +189,8 @@ def validate_compare(cfg):
 def compare(cfg):
     """The runs read and kept, their points (each the median of its runs), ratios, means and anomalies."""
     experiments = [e for e in (cfg.tracking.experiment, cfg.tracking.published_experiment) if e]
+    if cfg.project:  # a store without runs still projects the project's own shipped points
+        projection.ensure_store(cfg)
     finished, ids = runs.search_finished(cfg.tracking.uri, experiments, cfg.filter_string, cfg.study.hint)
     records = [r for r in map(runs.to_record, finished) if r is not None]
     kept, smoke = runs.select(records, cfg)
@@ -219,6 +221,8 @@ def compare(cfg):
         cfg.by,
     )
     c.rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, cfg.by)
+    if cfg.project and not measurements:  # nothing to show but a projection, and it projected nothing
+        raise runs.CompareError(f"project={list(cfg.project)}: {projection.nothing_projected(projected, list(cfg.project))}")
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, c.rows, baseline, cfg.study.hint)
     c.summary, c.nothing_common = analysis.summarize(c.rows, baseline)
