@@ -254,6 +254,8 @@ def _log_result(
     workload = recorded.workload_metric(cfg.model.name, cfg.precision.name, _gpu_count(cfg))
     metrics = measured.metrics() | telemetry_figures.metrics() | phase_figures | {workload: measured.throughput}
     if outcome.breakdown is not None:  # taken after the window
+        gpu, precision = (OmegaConf.to_container(group, resolve=True) for group in (cfg.gpu, cfg.precision))
+        outcome.breakdown = breakdown.bounded(outcome.breakdown, measured, gpu, precision)
         metrics |= outcome.breakdown.metrics()
     run.log_metrics(metrics)
     run.set_tags(
@@ -261,7 +263,7 @@ def _log_result(
         | {f"{recorded.MATH_PREFIX}{k}": v for k, v in outcome.precision_math.items()}
     )
     run.log_files(
-        {"step_times.csv": _step_times_csv(outcome.step_times_s)} | breakdown.files(outcome.top_kernels)
+        {"step_times.csv": _step_times_csv(outcome.step_times_s)} | breakdown.files(outcome.top_kernels, outcome.breakdown)
     )
     run.end("FINISHED")
     return metrics
