@@ -56,28 +56,21 @@ def for_compare(cfg, records, runs, baseline):
     `gpus=` and `sources=` select what is shown beside the projection."""
     if not cfg.project:
         return Outcome()
-    sources = OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]})
-    measurements = aggregate(select(records, sources)[0])
-    targets, model_error = list(cfg.project), cfg.projection.model_error
-    cards = profiles([*targets, *(m.gpu for m in measurements)])
-    outcome = project_onto(
-        measurements, runs, targets, cards, cfg.projection.batch, model_error, stored_counts(cfg)
-    )
+    measurements, outcome = _project(cfg, records, runs, stored_counts(cfg))
     if not outcome.projections:  # none of the store's points can be: the project's own, shipped
         ship = shipped.read()
-        measurements = aggregate(select([r for r in map(to_record, ship.runs) if r], sources)[0])
-        cards = profiles([*targets, *(m.gpu for m in measurements)])
         from_store = outcome.refused
-        outcome = project_onto(
-            measurements, ship.runs, targets, cards, cfg.projection.batch, model_error, ship.counts.get
+        measurements, outcome = _project(
+            cfg, [r for r in map(to_record, ship.runs) if r], ship.runs, ship.counts.get
         )
         outcome.refused, outcome.shipped = from_store + outcome.refused, ship.name
     per_card = Counter(map(_card_key, outcome.projections))
     for p in outcome.projections:
-        [m] = [m for m in measurements if m.runs and m.runs[0].run_id == p.source.run_ids[0]]
+        [m] = [m for m in measurements if m.runs[0].run_id == p.source.run_ids[0]]
         variant = f"batch_size={p.batch}" if per_card[_card_key(p)] > 1 else ""
         outcome.measurements.append(as_measurement(p, m, variant))
     # each card over the baseline where the baseline is projected too, else over the card measured
+    model_error = cfg.projection.model_error
     keyed = {_card_key(p): p for p in outcome.projections}
     for (gpu, model, precision, count, group), p in sorted(keyed.items(), key=lambda item: item[0][:4]):
         if gpu != baseline:
@@ -86,6 +79,18 @@ def for_compare(cfg, records, runs, baseline):
                 base = project(p.source, p.source_figures, p.source_figures, model_error, p.batch)
             outcome.sentences.append(pair_sentence(p, base, model_error))
     return outcome
+
+
+def _project(cfg, records, runs, counts):
+    """The measured points of `records` that the filters of a projection's sources keep, and their
+    projections onto each card of `project=`."""
+    sources = OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]})
+    measurements = aggregate(select(records, sources)[0])
+    cards = profiles([*cfg.project, *(m.gpu for m in measurements)])
+    outcome = project_onto(
+        measurements, runs, list(cfg.project), cards, cfg.projection.batch, cfg.projection.model_error, counts
+    )
+    return measurements, outcome
 
 
 def _card_key(p):
@@ -101,13 +106,6 @@ def as_measurement(p, m, variant):
     config = tuple((k, v) for k, v in m.config if not k.startswith("tag:") and k != CAP_KEY)
     spec = Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)
     spread = Spread(math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE), NO_DOF_TO_LOSE, PROJECTED)
-    figures = {
-        recorded.THROUGHPUT: p.throughput,
-        "throughput_min": low,
-        "throughput_max": high,
-        "spread": spread,
-    }
-    unmeasured = dict.fromkeys(("per_watt", "per_watt_basis", "per_kusd"))
     return replace(
         m,
         gpu=t.name,
@@ -116,8 +114,13 @@ def as_measurement(p, m, variant):
         config=config,
         spec=spec,
         variant=variant,
-        **figures,
-        **unmeasured,
+        throughput=p.throughput,
+        throughput_min=low,
+        throughput_max=high,
+        spread=spread,
+        per_watt=None,
+        per_watt_basis=None,
+        per_kusd=None,
     )
 
 
@@ -260,7 +263,7 @@ def source_point(m, counts):
         run_ids=tuple(r.run_id for r in m.runs),
         remeasure=f"{train} model.batch_size={batch}{cap_set}",
         group=tuple((k, v) for k, v in m.config if k not in NOT_THE_WORKLOAD),
-        power_bound=m.power_share,
+        power_bound=m.throttled_power_share,
         counts=next(filter(None, map(counts, (r.run_id for r in m.runs))), None),
         tf32=first.tf32_math,
         items_per_step=first.window.items_per_step,
@@ -288,13 +291,6 @@ def source_figures(point, by_id, profile):
     return figures(
         Card.from_profile(profile), Ceilings(latest.run_id, found.matmul_tflops, found.memory_copy_gbs)
     )
-
-
-def ensure_store(cfg):
-    """The store and its experiment, made where they are not yet: project= needs no runs of its own."""
-    from src.tracking import store
-
-    store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
 
 
 def stored_counts(cfg):
