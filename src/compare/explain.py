@@ -95,7 +95,7 @@ def _card(run):
 def matching_ceilings(runs, *of):
     """The latest ceilings run in `runs` of the card and stack of any of `of` (smoke with smoke only)."""
     cards = {_card(r) for r in of}
-    same = [c for c in runs if c.kind == recorded.CEILINGS and c.gpu_count is not None and _card(c) in cards]
+    same = [c for c in runs if c.kind == recorded.CEILINGS and _card(c) in cards]
     return max(same, key=lambda c: c.started_ms, default=None)
 
 

@@ -223,9 +223,7 @@ def compare(cfg):
     )
     c.rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, cfg.by)
     if cfg.project and not measurements:  # nothing to show but a projection, and it projected nothing
-        raise runs.CompareError(
-            f"project={list(cfg.project)}: {projection.nothing_projected(projected, list(cfg.project))}"
-        )
+        raise runs.CompareError(f"project={list(cfg.project)}: {projection.nothing_projected(projected)}")
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, c.rows, baseline, cfg.study.hint)
     c.summary, c.nothing_common = analysis.summarize(c.rows, baseline)
@@ -249,7 +247,7 @@ def sections_of(c, cfg):
     parts += explain.section(c.runs, c.measurements, c.rows) + capacity.section(
         c.measurements, list(cfg.capacity_split)
     )
-    parts += projection.section(c.projected, list(cfg.project))
+    parts += projection.section(c.projected)
     parts[0].warnings += unanswered
     return parts
 

@@ -42,6 +42,7 @@ LOGGED_FIGURES = ("memory_gb", "memory_bandwidth_gbs", "host_link_gbs", "gpu_lin
 
 @dataclass
 class Outcome:
+    targets: list[str] = field(default_factory=list)  # the cards asked for: project=[...]
     projections: list[Projection] = field(default_factory=list)
     notes: dict[int, str] = field(default_factory=dict)  # id(projection): why not at the card's own batch
     refused: list[str] = field(default_factory=list)  # one line each: the run to make first
@@ -153,9 +154,9 @@ INTRO = (
 )
 
 
-def section(outcome, targets):
+def section(outcome):
     """The report's section, projection.csv, and one console line for what was not projected as asked."""
-    if not targets:
+    if not outcome.targets:
         return []
     lines = [INTRO, ""]
     if outcome.shipped:
@@ -164,18 +165,16 @@ def section(outcome, targets):
             "that can be projected.",
             "",
         ]
-    lines += [f"- {s}" for s in outcome.sentences] or [
-        f"- {nothing_projected(outcome, targets).capitalize()}"
-    ]
+    lines += [f"- {s}" for s in outcome.sentences] or [f"- {nothing_projected(outcome).capitalize()}"]
     for heading, said in (("Not projected:", outcome.refused), (COUNTED, list(outcome.notes.values()))):
         lines += ["", heading, "", *[f"- {line}" for line in said]] if said else []
     rows = [record(p, outcome.notes.get(id(p), "")) for p in outcome.projections]
     return [
         Section(
-            "Projection: " + ", ".join(targets),
+            "Projection: " + ", ".join(outcome.targets),
             lines,
             [Table(rows, COLUMNS, CSV)],
-            warnings=_said(outcome, targets),
+            warnings=_said(outcome),
         )
     ]
 
@@ -183,14 +182,14 @@ def section(outcome, targets):
 COUNTED = "Projected otherwise than measured (at a batch its source did not run, through the counted ops; or from one card of several):"
 
 
-def _said(outcome, targets):
+def _said(outcome):
     """The console's one line: where the points came from, what was not projected, what was projected otherwise."""
-    said = [
-        f"projection: from the points shipped with gpubench ({outcome.shipped}): the store holds none to project"
-    ]
-    said = said if outcome.shipped else []
+    shipped_from = (
+        f"from the points shipped with gpubench ({outcome.shipped}): the store holds none to project"
+    )
+    said = [f"projection: {shipped_from}"] if outcome.shipped else []
     if not outcome.projections:
-        return [*said, f"projection onto {', '.join(targets)}: {nothing_projected(outcome, targets)}"]
+        return [*said, f"projection onto {', '.join(outcome.targets)}: {nothing_projected(outcome)}"]
     counts = [f"{len(outcome.refused)} point(s) not projected"] if outcome.refused else []
     if outcome.notes:
         counts.append(
@@ -205,7 +204,7 @@ def _said(outcome, targets):
     return said
 
 
-def nothing_projected(outcome, targets):
+def nothing_projected(outcome):
     """Why nothing was projected, and the run that would make a projection: the first refusal's, else
     a point of another card."""
     if outcome.refused:
@@ -214,7 +213,7 @@ def nothing_projected(outcome, targets):
             "nothing projected: " + outcome.refused[0] + (f" (and {more} more in report.md)" if more else "")
         )
     return (
-        f"nothing projected: no measured point of a card other than {', '.join(targets)} that the filters keep; measure one: "
+        f"nothing projected: no measured point of a card other than {', '.join(outcome.targets)} that the filters keep; measure one: "
         "python -m src.train gpu=<a card you have> model=<model> precision=<precision>, and its ceilings: "
         "python -m src.train gpu=<that card> model=ceilings"
     )
@@ -316,7 +315,7 @@ def project_onto(measurements, runs, targets, profiles, batch, model_error, coun
     """The measured points of every gpu that is not itself a target, onto each target. `profiles`:
     the targets' spec sheets and the measured cards' (for figures their runs never logged); `counts`:
     a run's counted ops by its id."""
-    by_id, done = {r.run_id: r for r in runs}, Outcome()
+    by_id, done = {r.run_id: r for r in runs}, Outcome(targets)
     points = [source_point(m, counts) for m in measurements if m.gpu not in targets and m.source == MEASURED]
     for name in targets:
         try:
@@ -333,12 +332,12 @@ def project_onto(measurements, runs, targets, profiles, batch, model_error, coun
                 source = source_figures(point, by_id, profiles.get(point.gpu))
                 projection = project(point, source, figures(target, source=source), model_error, chosen.batch)
             except ProjectionRefused as exc:
-                if str(exc) not in done.refused:  # a point without its breakdown: once, not per target
-                    done.refused.append(str(exc))
+                done.refused.append(str(exc))
                 continue
             done.projections.append(projection)
             if chosen.note:
                 done.notes[id(projection)] = chosen.note
+    done.refused = list(dict.fromkeys(done.refused))  # a point without its breakdown: once, not per target
     done.projections, set_aside = nearest_source(done.projections, set(done.notes))
     said = {id(p): [done.notes.get(id(p)), set_aside.get(id(p))] for p in done.projections}
     done.notes = {i: "; ".join(filter(None, notes)) for i, notes in said.items() if any(notes)}
