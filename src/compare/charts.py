@@ -247,5 +247,6 @@ def breakdown(placements, new):
         xticks=[0, 0.25, 0.5, 0.75, 1],
         xlabel="share of the step time",
     )
+    ax.tick_params(axis="y", labelsize="small")  # the size figure() leaves room for
     title = "Where each point's step time goes, and its TFLOP/s against its card's measured ceiling"
     return [save(fig, new("ceilings_and_step_time.png"), title, ax.get_legend_handles_labels()[0])]
