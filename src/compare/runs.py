@@ -132,10 +132,6 @@ class Measurement(Workpoint):
         return self.spread.interval(self.throughput) if self.spread else None
 
     @property
-    def key(self):  # as a figure of src/compare/ratio.py
-        return self.point
-
-    @property
     def value(self):
         return self.throughput
 
