@@ -178,9 +178,9 @@ def section(runs, measurements, rows):
         for m in measurements
         if m.source == MEASURED
     ]
-    said = sentences(rows, {p.point.point: p for p in placements})
-    if not placements and not said:  # nothing measured to place
+    if not placements:  # nothing measured to place
         return []
+    said = sentences(rows, {p.point.point: p for p in placements})
     lines = [INTRO, "", *([f"- {s}" for s in said] or ["- No model pair has runs on two GPUs to explain."])]
     table = Table(
         [record(p) for p in placements], COLUMNS, "explain.csv", SHOWN, title="Points against their ceilings:"

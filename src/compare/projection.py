@@ -57,19 +57,12 @@ def for_compare(cfg, records, runs, baseline):
     `gpus=` and `sources=` select what is shown beside the projection."""
     if not cfg.project:
         return Outcome()
-    measurements, outcome = _project(cfg, records, runs, stored_counts(cfg))
+    outcome = _project(cfg, records, runs, stored_counts(cfg))
     if not outcome.projections:  # none of the store's points can be: the project's own, shipped
         ship = shipped.read()
         from_store = outcome.refused
-        measurements, outcome = _project(
-            cfg, [r for r in map(to_record, ship.runs) if r], ship.runs, ship.counts.get
-        )
+        outcome = _project(cfg, [r for r in map(to_record, ship.runs) if r], ship.runs, ship.counts.get)
         outcome.refused, outcome.shipped = from_store + outcome.refused, ship.name
-    per_card = Counter(map(_card_key, outcome.projections))
-    for p in outcome.projections:
-        [m] = [m for m in measurements if m.runs[0].run_id == p.source.run_ids[0]]
-        variant = f"batch_size={p.batch}" if per_card[_card_key(p)] > 1 else ""
-        outcome.measurements.append(as_measurement(p, m, variant))
     # each card over the baseline where the baseline is projected too, else over the card measured
     model_error = cfg.projection.model_error
     keyed = {_card_key(p): p for p in outcome.projections}
@@ -80,18 +73,6 @@ def for_compare(cfg, records, runs, baseline):
                 base = project(p.source, p.source_figures, p.source_figures, model_error, p.batch)
             outcome.sentences.append(pair_sentence(p, base, model_error))
     return outcome
-
-
-def _project(cfg, records, runs, counts):
-    """The measured points of `records` that the filters of a projection's sources keep, and their
-    projections onto each card of `project=`."""
-    sources = OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]})
-    measurements = aggregate(select(records, sources)[0])
-    cards = profiles([*cfg.project, *(m.gpu for m in measurements)])
-    outcome = project_onto(
-        measurements, runs, list(cfg.project), cards, cfg.projection.batch, cfg.projection.model_error, counts
-    )
-    return measurements, outcome
 
 
 def _card_key(p):
@@ -311,25 +292,30 @@ def stored_counts(cfg):
     return read
 
 
-def project_onto(measurements, runs, targets, profiles, batch, model_error, counts):
-    """The measured points of every gpu that is not itself a target, onto each target. `profiles`:
-    the targets' spec sheets and the measured cards' (for figures their runs never logged); `counts`:
-    a run's counted ops by its id."""
+def _project(cfg, records, runs, counts):
+    """The measured points of `records` that the filters of a projection's sources keep, of every gpu
+    that is not itself a target, onto each card of `project=`, and as compare's points. `counts`: a
+    run's counted ops by its id."""
+    targets, model_error = list(cfg.project), cfg.projection.model_error
+    sources = OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]})
+    measured = [m for m in aggregate(select(records, sources)[0]) if m.gpu not in targets]
+    # the targets' spec sheets and the measured cards' (for figures their runs never logged)
+    cards = profiles([*targets, *(m.gpu for m in measured)])
     by_id, done = {r.run_id: r for r in runs}, Outcome(targets)
-    points = [source_point(m, counts) for m in measurements if m.gpu not in targets and m.source == MEASURED]
+    points = [source_point(m, counts) for m in measured]
     for name in targets:
         try:
-            target = Card.from_profile(profiles.get(name) or {"name": name})
+            target = Card.from_profile(cards.get(name) or {"name": name})
         except ProjectionRefused as exc:
             done.refused.append(str(exc))
             continue
-        for chosen in choose(points, target, batch):
+        for chosen in choose(points, target, cfg.projection.batch):
             point = chosen.point
             if chosen.refused:
                 done.refused.append(chosen.refused)
                 continue
             try:
-                source = source_figures(point, by_id, profiles.get(point.gpu))
+                source = source_figures(point, by_id, cards.get(point.gpu))
                 projection = project(point, source, figures(target, source=source), model_error, chosen.batch)
             except ProjectionRefused as exc:
                 done.refused.append(str(exc))
@@ -341,4 +327,9 @@ def project_onto(measurements, runs, targets, profiles, batch, model_error, coun
     done.projections, set_aside = nearest_source(done.projections, set(done.notes))
     said = {id(p): [done.notes.get(id(p)), set_aside.get(id(p))] for p in done.projections}
     done.notes = {i: "; ".join(filter(None, notes)) for i, notes in said.items() if any(notes)}
+    per_card = Counter(map(_card_key, done.projections))
+    for p in done.projections:
+        [m] = [m for m in measured if m.runs[0].run_id == p.source.run_ids[0]]
+        variant = f"batch_size={p.batch}" if per_card[_card_key(p)] > 1 else ""
+        done.measurements.append(as_measurement(p, m, variant))
     return done
