@@ -143,7 +143,9 @@ def relative(items, baseline, title, stem, new):
     names = list(groups)
     found, paths = pages([BAR_IN * (len(groups[n]) + 1) for n in names]), []
     for page, shown in enumerate(found, start=1):
-        rows = [row for n in shown for row in ((names[n], None), *((b.label, b) for b in groups[names[n]]))]
+        rows = []  # (label, bar): a group's name in bold, then its bars
+        for name in (names[n] for n in shown):
+            rows += [(name, None), *((b.label, b) for b in groups[name])]
         fig, ax = figure([b.label for b in bars], len(rows))
         ys = [y for y, (_, bar) in enumerate(rows) if bar]
         drawn = [rows[y][1] for y in ys]
