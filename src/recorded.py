@@ -129,7 +129,8 @@ ENERGY_J, ENERGY_PER_ITEM_J = "energy_j", "energy_per_item_j"
 SHARES = ("matmul", "other", "comm", "memcpy", "idle")  # src/rank/breakdown.py's categories
 BREAKDOWN_STEPS, BREAKDOWN_STEP_MS, BREAKDOWN_S = "breakdown_steps", "breakdown_step_ms", "breakdown_s"
 # ...and what bounds the step on its own card: each op's FLOPs and bytes, counted, against its ridge point
-BOUNDS = ("tensor", "bandwidth", "clock")  # src/projection/model.py's classes (tensor-, bandwidth-, clock-bound)
+# src/projection/model.py's classes: tensor-, bandwidth- and clock-bound
+BOUNDS = ("tensor", "bandwidth", "clock")
 OP_COUNTS = "op_counts.json"  # the run's artifact: its step's ops, counted (src/projection/counts.py)
 
 # the card's ceilings, a model=ceilings job's figures (src/run/ceilings.py)
@@ -139,7 +140,13 @@ MEMORY_READ_GBS = "memory_read_gbs"
 HOST_TO_DEVICE_GBS, DEVICE_TO_HOST_GBS = "host_to_device_gbs", "device_to_host_gbs"  # pinned host memory
 ALLREDUCE_BUSBW_GBS = "allreduce_busbw_gbs"  # the best over message sizes; per size: ..._gbs_<size>mb
 # a ceilings job's figures of fixed name, each a field of CeilingFigures
-CEILING_FIGURES = (MEMORY_COPY_GBS, MEMORY_READ_GBS, HOST_TO_DEVICE_GBS, DEVICE_TO_HOST_GBS, ALLREDUCE_BUSBW_GBS)
+CEILING_FIGURES = (
+    MEMORY_COPY_GBS,
+    MEMORY_READ_GBS,
+    HOST_TO_DEVICE_GBS,
+    DEVICE_TO_HOST_GBS,
+    ALLREDUCE_BUSBW_GBS,
+)
 CI_SUFFIX = "_ci95_rel"  # ceiling_<figure>_ci95_rel: the widest of the ranks' 95% CIs, relative
 SHAPE_DIMS = ("m", "n", "k")  # ceiling_matmul_<math>_<dim>: the best matmul's shape
 
@@ -360,7 +367,11 @@ class CeilingFigures(Figures):
         shapes = {name: tuple(d[dim] for dim in SHAPE_DIMS) for name, d in dims.items() if len(d) == 3}
         return cls.named(values, ci, shapes)
 
+
 METRICS = (
-    *Window.metric_names(), PUBLISHED_RUNS, PUBLISHED_RUNS_LOG_SE, *Telemetry.metric_names(),
+    *Window.metric_names(),
+    PUBLISHED_RUNS,
+    PUBLISHED_RUNS_LOG_SE,
+    *Telemetry.metric_names(),
     *Breakdown.metric_names(),
-)  # fmt: skip  # every metric logged under a fixed name (the others: the functions above)
+)  # every metric logged under a fixed name (the others: the functions above)

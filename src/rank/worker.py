@@ -291,9 +291,15 @@ def _measure(
             break
     _sync(device)
     return Window(
-        clock, window_start, time.time(), first_step_done, float(first_loss), float(last_loss),
-        bool(step.finite), stop_reason,  # finite: the window's, before any step outside it
-    )  # fmt: skip
+        clock,
+        window_start,
+        time.time(),
+        first_step_done,
+        float(first_loss),
+        float(last_loss),
+        bool(step.finite),
+        stop_reason,  # finite: the window's, before any step outside it
+    )
 
 
 def _report(rank: Rank, step, window: Window, breakdown, started: float, built: float) -> RankReport:

@@ -26,8 +26,17 @@ class SlurmRequest:
 
 
 # The spec sheet's single figures (peak_tflops is a table of them); each states its source in `sources`
-SPEC_FIGURES = ("memory_gb", "memory_bandwidth_gbs", "tdp_w", "price_usd", "sm_count", "boost_clock_mhz",
-                "l2_cache_mb", "host_link_gbs", "gpu_link_gbs")  # fmt: skip
+SPEC_FIGURES = (
+    "memory_gb",
+    "memory_bandwidth_gbs",
+    "tdp_w",
+    "price_usd",
+    "sm_count",
+    "boost_clock_mhz",
+    "l2_cache_mb",
+    "host_link_gbs",
+    "gpu_link_gbs",
+)
 
 
 @dataclass
