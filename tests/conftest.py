@@ -95,13 +95,14 @@ def hash_before(cfg, *keys: str) -> str:
     return config_hash(OmegaConf.create(older))
 
 
-def cpu_hardware(ranks: int = 1, nodes: int = 1) -> str:
+def cpu_hardware(ranks: int = 1, nodes: int = 1, profile: str = "cpu") -> str:
     """The start of a CPU job's run name on this host, `cpux1t2`: `ranks` ranks per node, each with
-    the threads benchmark.cpu_threads=null gives it (the cores shared among the node's ranks)."""
+    the threads benchmark.cpu_threads=null gives it (the cores shared among the node's ranks). With a
+    GPU `profile`, a pretend GPU's job (tests/fake_host.py), whose ranks train on this CPU: `h200x1t2`."""
     from src.hardware.host import threads_per_rank
     from src.run.job import run_name
 
-    name = run_name("cpu", ranks * nodes, "m", "p", nodes=nodes, threads=threads_per_rank(ranks))
+    name = run_name(profile, ranks * nodes, "m", "p", nodes=nodes, threads=threads_per_rank(ranks))
     return name.removesuffix("-m-p")
 
 
