@@ -1,24 +1,27 @@
-"""How far the projection lands from data nobody here wrote: one card's runs projected onto every GPU
-of Lambda's tables that has a profile, each projected ratio between two target cards against the
-published ratio, beside two naive predictors (the memory-bandwidth ratio alone, the peak-TFLOP ratio
-alone). Nothing in the model is fitted to published throughput: the tables are the test.
+"""How far the projection lands from data nobody here wrote: one card's measured points projected onto
+every GPU of Lambda's tables that has a profile, each projected ratio between two of those cards set
+against the published ratio, beside three naive predictors: the memory-bandwidth ratio alone, the
+peak-TFLOP ratio alone, and the naive breakdown roofline (the source's matmul share at the spec
+tensor-rate ratio, the rest at the bandwidth ratio). Nothing in the model is fitted to published
+throughput: the tables are the test.
 
-    python benchmarks/projection_check.py sqlite:////path/mlflow.db [--gpu h200] [--batch own|same]
-        [--published lambda-2021] [--csv FILE]
+    python benchmarks/projection_check.py [URI ...] [--gpu h200] [--published lambda-2021 lambda-2022]
 
-Prints: the RTX A6000 over RTX 3090 per model and precision (the study's pair), then every pair of
-profiled cards of that generation, with median and worst absolute error of each predictor; the
-article's eight figures projected. Lambda's "fp32" is TF32 math on Ampere and newer: it is set
-against the runs at precision tf32 (and Volta's fp32 rate where a card has no TF32), amp against amp.
+Without a URI the points are the project's own, shipped (reference/measured/): it runs on a CPU
+from a fresh clone. Each card is projected at the batch the published row ran (the table's batch
+sizes). Prints, per generation: the RTX A6000 over the RTX 3090 per model and precision (the study's
+pair) as the markdown table docs/projection.md holds, what each ratio is made of, every pair of
+profiled cards, and the article's eight figures. Lambda's "fp32" is TF32 math on Ampere and newer:
+it is set against the points at precision tf32 (Volta runs them at its fp32 rate), amp against amp.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import itertools
 import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,152 +30,260 @@ sys.path.insert(0, str(ROOT))  # the suite's own modules
 from omegaconf import OmegaConf  # noqa: E402
 
 from src import recorded  # noqa: E402
-from src.compare.projection import project_onto  # noqa: E402
+from src.compare.projection import source_figures, source_point, stored_counts  # noqa: E402
 from src.compare.runs import aggregate, search_finished, to_record  # noqa: E402
-from src.hardware import devices  # noqa: E402
 from src.import_results import SHIPPED, _batches_and_runs, generation  # noqa: E402
+from src.projection import shipped  # noqa: E402
 from src.projection.cards import profiles  # noqa: E402
-from src.projection.choose import BATCHES, OWN  # noqa: E402
-from src.projection.model import ratio_band  # noqa: E402
+from src.projection.model import Card, ProjectionRefused, figures, project, ratio_band  # noqa: E402
 from src.projection.sentences import pair_sentence  # noqa: E402
 from src.published import read_table  # noqa: E402
 
-OURS = {"fp32": "tf32", "amp": "amp"}  # published precision -> the runs set against it
+OURS = {"fp32": "tf32", "amp": "amp"}  # published precision -> the points set against it
 STUDY = ("a6000", "rtx3090")
+SOURCES = ("lambda-2021", "lambda-2022")
+MODELS = ("ssd300", "resnet50", "maskrcnn", "txl_base", "txl_large")
 ARTICLE = {  # the article's headline figures: A6000 over 3090, mean of the category's per-model ratios
-    ("vision", "fp32", 1): 0.92, ("vision", "amp", 1): 1.01, ("language", "fp32", 1): 1.34,
-    ("language", "amp", 1): 1.34, ("vision", "fp32", 8): 1.13, ("vision", "amp", 8): 1.14,
-    ("language", "fp32", 8): 1.36, ("language", "amp", 8): 1.33,
-}  # fmt: skip
+    ("vision", "fp32", 1): 0.92,
+    ("vision", "amp", 1): 1.01,
+    ("language", "fp32", 1): 1.34,
+    ("language", "amp", 1): 1.34,
+    ("vision", "fp32", 8): 1.13,
+    ("vision", "amp", 8): 1.14,
+    ("language", "fp32", 8): 1.36,
+    ("language", "amp", 8): 1.33,
+}
 CATEGORIES = {"vision": ("ssd300", "resnet50", "maskrcnn"), "language": ("txl_base", "txl_large")}
 FAR = 2.0  # a published ratio beyond every predictor by this factor: a host-bound or failed run
+PREDICTORS = {
+    "projected": "projection",
+    "bandwidth": "bandwidth alone",
+    "peak": "peak alone",
+    "roofline": "naive roofline",
+}
 
 
-def published(source: str) -> dict[tuple, float]:
-    """(gpu profile, gpu count, model, precision) -> throughput, through the importer's readers. The
-    2021 tables truncate each figure to a whole number (Mask R-CNN: 12 and 14 images/s); where Lambda's
-    logs hold the runs behind a cell (the study's pair), their mean is the figure."""
+@dataclass(frozen=True)
+class Cell:
+    throughput: float
+    batch: int  # per GPU
+
+
+@dataclass(frozen=True)
+class Row:
+    pair: tuple[str, str]
+    model: str
+    precision: str  # as published
+    published: float
+    predicted: dict[str, float]  # predictor -> ratio
+    band: tuple[float, float]
+    batches: tuple[int, int]
+    sentence: str
+
+    def error(self, predictor: str) -> float:
+        return self.predicted[predictor] / self.published - 1
+
+    @property
+    def far(self) -> bool:
+        return all(max(r / self.published, self.published / r) > FAR for r in self.predicted.values())
+
+
+def published(source: str) -> dict[tuple, Cell]:
+    """(gpu profile, model, precision) -> the 1-GPU figure and its per-GPU batch, through the importer's
+    readers. The 2021 tables truncate each figure to a whole number (Mask R-CNN: 12 and 14 images/s);
+    where Lambda's logs hold the runs behind a cell (the study's pair), their mean is the figure."""
     importer = OmegaConf.load(ROOT / "conf" / "import_results.yaml")
-    tasks, profiles = (OmegaConf.to_container(importer[k]) for k in ("tasks", "gpu_profiles"))
-    shipped = generation(source)
+    tasks, named = (OmegaConf.to_container(importer[k]) for k in ("tasks", "gpu_profiles"))
+    shipped_tables = generation(source)
     found = {}
-    for table in shipped.tables:
-        _, logged = _batches_and_runs(shipped, table["precision"], tasks, profiles)
-        for r in read_table(SHIPPED / table[recorded.THROUGHPUT], tasks, profiles).results:
-            if r.gpu in profiles.values():
-                runs = logged.get((r.system, r.gpu_count, r.task))
-                found[(r.gpu, r.gpu_count, r.model, table["precision"])] = statistics.fmean(runs) if runs else r.throughput
+    for table in shipped_tables.tables:
+        batches, logged = _batches_and_runs(shipped_tables, table["precision"], tasks, named)
+        for r in read_table(SHIPPED / table[recorded.THROUGHPUT], tasks, named).results:
+            cell = (r.system, r.gpu_count, r.task)
+            if r.gpu in named.values() and r.gpu_count == 1 and cell in batches:
+                runs = logged.get(cell)
+                batch = int(shipped_tables.per_gpu_batch(r.task, batches[cell], r.gpu_count))
+                found[(r.gpu, r.model, table["precision"])] = Cell(
+                    statistics.fmean(runs) if runs else r.throughput, batch
+                )
     return found
 
 
-def naive(a, b, math_: str) -> tuple[float, float]:
-    """The bandwidth ratio and the peak ratio of the math each card runs."""
-    peak = a.peak_tflops[a.runs_math(math_)] / b.peak_tflops[b.runs_math(math_)]
-    return a.memory_bandwidth_gbs / b.memory_bandwidth_gbs, peak
+def source_points(uris: list[str], gpu: str, experiment: str) -> list:
+    """The measured points of `gpu` with their card's figures: from the stores named, else shipped."""
+    if uris:
+        runs = [run for uri in uris for run in search_finished(uri, [experiment], "", "")[0]]
+        counts = [stored_counts(OmegaConf.create({"tracking": {"uri": uri}})) for uri in uris]
+        counted = lambda run_id: next(filter(None, (read(run_id) for read in counts)), None)  # noqa: E731
+    else:
+        found = shipped.read()
+        runs, counted = list(found.runs), found.counts.get
+    records = [r for r in map(to_record, runs) if r and r.gpu == gpu and not r.result.smoke]
+    by_id = {r.run_id: r for r in runs}
+    cards = profiles([gpu])
+    points = []
+    for m in aggregate(records):
+        point = source_point(m, counted)
+        points.append((point, source_figures(point, by_id, cards.get(gpu))))
+    return points
+
+
+def naive(point, source: Card, a: Card, b: Card) -> dict[str, float]:
+    """The three back-of-envelope ratios of A over B, from the spec sheets (and the source's matmul share)."""
+    peak_a, peak_b = (c.peak_tflops[c.runs_math(point.math)] for c in (a, b))
+    share = point.shares["matmul"]
+
+    def step(card: Card, peak: float) -> float:
+        return (
+            share * source.peak_tflops[point.math] / peak
+            + (1 - share) * source.memory_bandwidth_gbs / card.memory_bandwidth_gbs
+        )
+
+    return {
+        "bandwidth": a.memory_bandwidth_gbs / b.memory_bandwidth_gbs,
+        "peak": peak_a / peak_b,
+        "roofline": step(b, peak_b) / step(a, peak_a),
+    }
+
+
+def check(source: str, points: list, model_error: float) -> list[Row]:
+    """Every published ratio of two profiled cards that both have a projection, the study's pair as
+    the article has it (A6000 over 3090), the others in name order."""
+    table = published(source)
+    cards = {name: Card.from_profile(p) for name, p in profiles({g for g, _, _ in table}).items()}
+    by_workload = {(p.model, p.precision): (p, f) for p, f in points if p.gpu_count == 1}
+    rows = []
+    for (a, b), model, (precision, ours) in itertools.product(
+        itertools.combinations(sorted(cards), 2), MODELS, OURS.items()
+    ):
+        if (b, a) == STUDY:
+            a, b = b, a
+        cells, found = (
+            (table.get((a, model, precision)), table.get((b, model, precision))),
+            by_workload.get((model, ours)),
+        )
+        if not (all(cells) and found):
+            continue
+        point, source_card = found
+        try:
+            pa, pb = (
+                project(point, source_card, figures(cards[c], source=source_card), model_error, cell.batch)
+                for c, cell in zip((a, b), cells, strict=True)
+            )
+        except ProjectionRefused:
+            continue
+        predicted = {"projected": pa.throughput / pb.throughput} | naive(
+            point, source_card.card, cards[a], cards[b]
+        )
+        rows.append(
+            Row(
+                (a, b),
+                model,
+                precision,
+                cells[0].throughput / cells[1].throughput,
+                predicted,
+                ratio_band(pa, pb, model_error),
+                (cells[0].batch, cells[1].batch),
+                pair_sentence(pa, pb, model_error),
+            )
+        )
+    return rows
+
+
+def stats(rows: list[Row], predictor: str) -> tuple[float, float]:
+    """Median and worst absolute error."""
+    errors = [abs(r.error(predictor)) for r in rows]
+    return statistics.median(errors), max(errors)
+
+
+def summary(rows: list[Row]) -> str:
+    return "; ".join(f"{PREDICTORS[p]} {stats(rows, p)[0]:.1%} / {stats(rows, p)[1]:.1%}" for p in PREDICTORS)
+
+
+def every_pair(rows: list[Row]) -> str:
+    """The all-pairs row of docs/projection.md's table: ratios, then each predictor's median / worst."""
+    kept = [r for r in rows if not r.far]
+    return (
+        f"| {len(kept)} | "
+        + " | ".join(f"{stats(kept, p)[0]:.1%} / {stats(kept, p)[1]:.1%}" for p in PREDICTORS)
+        + " |"
+    )
+
+
+def markdown(rows: list[Row]) -> list[str]:
+    """The study pair's table as docs/projection.md holds it (tests/test_projection_doc.py keeps them one)."""
+    lines = [
+        "| model | precision | published | projected [band] | error | bandwidth alone | peak alone | "
+        "naive roofline | batches A6000 / 3090 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        precision = "fp32 (tf32)" if r.precision == "fp32" else r.precision
+        errors = " | ".join(f"{r.error(p):+.1%}" for p in PREDICTORS)
+        lines.append(
+            f"| {r.model} | {precision} | {r.published:.3f} | {r.predicted['projected']:.3f} "
+            f"[{r.band[0]:.2f}-{r.band[1]:.2f}] | {errors} | {r.batches[0]} / {r.batches[1]} |"
+        )
+    medians = " | ".join(f"{stats(rows, p)[0]:.1%} / {stats(rows, p)[1]:.1%}" for p in PREDICTORS)
+    lines.append(f"| median / worst | | | | {medians} | |")
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("uris", nargs="+", metavar="uri",
-                        help="the MLflow store(s) of the source card's runs, e.g. sqlite:////data/mlflow.db")
+    parser.add_argument(
+        "uris", nargs="*", metavar="uri", help="stores of the source card's runs (default: shipped)"
+    )
     parser.add_argument("--gpu", default="h200", help="the source card (gpu profile)")
     parser.add_argument("--experiment", default="gpubench")
-    parser.add_argument("--batch", choices=BATCHES, default=OWN)
-    parser.add_argument("--published", default="lambda-2021", help="the shipped generation to check against")
-    parser.add_argument("--csv", type=Path, help="write every pair's row here")
+    parser.add_argument(
+        "--published", nargs="+", default=list(SOURCES), help="the shipped generations to check against"
+    )
     args = parser.parse_args()
     model_error = OmegaConf.load(ROOT / "conf" / "compare.yaml").projection.model_error
-
-    table = published(args.published)
-    targets = sorted({gpu for gpu, count, _, _ in table if count == 1 and devices.load_profile(gpu)})
-    runs = [run for uri in args.uris for run in search_finished(uri, [args.experiment], "", "")[0]]
-    records = [r for r in map(to_record, runs) if r and r.gpu == args.gpu and not r.result.smoke]
-    cards = profiles([*targets, args.gpu])
-    done = project_onto(aggregate(records), runs, targets, cards, args.batch, model_error)
-    for line in done.refused:
-        print(f"not projected: {line}")
-    for p in done.projections:
-        if p.target.name in STUDY and id(p) in done.notes:
-            print(f"not at the card's own batch: {done.notes[id(p)]}")
-    projected = {(p.target.name, p.source.model, p.source.precision, p.source.gpu_count): p for p in done.projections}
-    rows = []
-    for precision, ours in OURS.items():
-        models = sorted({m for _, _, m, pr in table if pr == precision})
-        for a, b in itertools.permutations(targets, 2):
-            for model in models:
-                pa, pb = projected.get((a, model, ours, 1)), projected.get((b, model, ours, 1))
-                ta, tb = table.get((a, 1, model, precision)), table.get((b, 1, model, precision))
-                if not (pa and pb and ta and tb) or (a > b and (a, b) != STUDY) or (a, b) == STUDY[::-1]:
-                    continue  # each pair once, in name order; the study's as the article has it
-                bw, peak = naive(pa.target, pb.target, pa.source.math)
-                ratio, truth = pa.throughput / pb.throughput, ta / tb
-                far = all(max(x / truth, truth / x) > FAR for x in (ratio, bw, peak))
-                rows.append(dict(pair=f"{a}/{b}", model=model, precision=precision, published=truth,
-                                 projected=ratio, band=ratio_band(pa, pb, model_error), bandwidth=bw, peak=peak,
-                                 batches=f"{pa.source.batch}/{pb.source.batch}", far=far,
-                                 sentence=pair_sentence(pa, pb, model_error)))  # fmt: skip
-    report(rows, args, done, projected, table, model_error)
-    if args.csv:
-        with args.csv.open("w", newline="") as f:
-            writer = csv.DictWriter(f, [k for k in rows[0] if k != "sentence"], extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(rows)
+    points = source_points(args.uris, args.gpu, args.experiment)
+    where = ", ".join(args.uris) or shipped.read().name
+    for source in args.published:
+        rows = check(source, points, model_error)
+        study = [r for r in rows if r.pair == STUDY]
+        print(
+            f"\n{STUDY[0]} over {STUDY[1]}, 1 GPU, projected from {args.gpu} ({where}) against {source}, "
+            "each card at the batch of its published row:\n"
+        )
+        print("\n".join(markdown(study)))
+        print(f"\n(the band holds the model's error as conf/compare.yaml states it: {model_error:.0%})")
+        print("\nwhat each ratio is made of:")
+        for r in study:
+            print(f"- {r.sentence}")
+        others = [r for r in rows if not r.far]
+        print(
+            f"\nevery pair of profiled cards in {source}, 1 GPU, median / worst absolute error (ratios | "
+            f"{' | '.join(PREDICTORS.values())}):\n{every_pair(rows)}"
+        )
+        for pair, group in itertools.groupby(sorted(others, key=lambda r: r.pair), key=lambda r: r.pair):
+            print(f"  {'/'.join(pair):<26}{summary(list(group))}")
+        for r in (r for r in rows if r.far):
+            print(
+                f"  published {'/'.join(r.pair)} {r.model} {r.precision} {r.published:.2f}x sits beyond every "
+                f"predictor (projected {r.predicted['projected']:.2f}x): a host-bound or failed run; left out above"
+            )
+        article(study, source)
 
 
-def error(row: dict, key: str) -> float:
-    return row[key] / row["published"] - 1
-
-
-def stats(rows: list[dict]) -> str:
-    cells = []
-    for key in ("projected", "bandwidth", "peak"):
-        errors = [abs(error(r, key)) for r in rows]
-        cells.append(f"{key}: median {statistics.median(errors):.1%}, worst {max(errors):.1%}" if errors else f"{key}: -")
-    return "; ".join(cells)
-
-
-def report(rows: list[dict], args, done, projected: dict, table: dict, model_error: float) -> None:
-    study = [r for r in rows if r["pair"] == "/".join(STUDY)]
-    print(f"\n{STUDY[0]} over {STUDY[1]}, 1 GPU: projected from {args.gpu} ({args.batch} batch) against {args.published}")
-    print(f"{'model':<10}{'prec':<6}{'published':>10}{'projected':>10}{'band':>13}{'error':>8}{'bw err':>8}{'peak err':>9}  batches")
-    for r in study:
-        band = f"{r['band'][0]:.2f}-{r['band'][1]:.2f}"
-        print(f"{r['model']:<10}{r['precision']:<6}{r['published']:>10.3f}{r['projected']:>10.3f}{band:>13}"
-              f"{error(r, 'projected'):>+8.1%}{error(r, 'bandwidth'):>+8.1%}{error(r, 'peak'):>+9.1%}  {r['batches']}")  # fmt: skip
-    print(f"absolute error, {len(study)} ratios: {stats(study)}")
-    print(f"(the band holds the model's error as conf/compare.yaml states it: {model_error:.0%})")
-    print("\nwhat each ratio is made of:")
-    for r in study:
-        print(f"- {r['sentence']}")
-    others = [r for r in rows if not r["far"]]
-    print(f"\nevery pair of profiled cards in {args.published}, 1 GPU ({len(others)} ratios):")
-    print(f"  {stats(others)}")
-    for pair, group in itertools.groupby(sorted(others, key=lambda r: r["pair"]), key=lambda r: r["pair"]):
-        print(f"  {pair:<26}{stats(list(group))}")
-    for r in (r for r in rows if r["far"]):
-        print(f"  published {r['pair']} {r['model']} {r['precision']} {r['published']:.2f}x sits beyond every "
-              f"predictor (projected {r['projected']:.2f}x, bandwidth {r['bandwidth']:.2f}x, peak {r['peak']:.2f}x): "
-              "a host-bound or failed run; left out of the figures above")  # fmt: skip
-    article(study, table)
-
-
-def article(study: list[dict], table: dict) -> None:
-    print("\nthe article's eight figures (A6000 over 3090, mean of the category's per-model ratios):")
-    ratios = {(r["model"], r["precision"]): r["projected"] for r in study}
+def article(study: list[Row], source: str) -> None:
+    """The article's category means (A6000 over 3090), from the tables and projected; 1 GPU only."""
+    print(f"\nthe article's figures at 1 GPU (A6000 over 3090, mean of the category's ratios), {source}:")
+    ratios = {(r.model, r.precision): r for r in study}
     for (category, precision, count), claimed in ARTICLE.items():
-        models = CATEGORIES[category]
-        found = [ratios.get((m, precision)) for m in models]
-        pub = [table.get((STUDY[0], count, m, precision)) / table[(STUDY[1], count, m, precision)] for m in models
-               if table.get((STUDY[0], count, m, precision)) and table.get((STUDY[1], count, m, precision))]  # fmt: skip
-        from_tables = f"{statistics.fmean(pub):.2f}x" if len(pub) == len(models) else "-"
-        if None in found:
-            print(f"  {category:<9}{precision:<5}x{count}: article {claimed:.2f}x, tables {from_tables}, projected: "
-                  f"missing {', '.join(m for m, v in zip(models, found, strict=True) if v is None)}")  # fmt: skip
+        found = [ratios.get((m, precision)) for m in CATEGORIES[category]]
+        if count != 1 or None in found:
             continue
-        mean = statistics.fmean(found)
-        said = "" if count == 1 else " (from the 1-GPU points: communication not projected without a multi-GPU run)"
-        print(f"  {category:<9}{precision:<5}x{count}: article {claimed:.2f}x, tables {from_tables}, projected "
-              f"{mean:.2f}x ({mean / claimed - 1:+.1%}){said}")  # fmt: skip
+        tables = statistics.fmean(r.published for r in found)
+        projected = statistics.fmean(r.predicted["projected"] for r in found)
+        print(
+            f"  {category:<9}{precision:<5}x1: article {claimed:.2f}x, tables {tables:.2f}x, projected "
+            f"{projected:.2f}x ({projected / tables - 1:+.1%})"
+        )
 
 
 if __name__ == "__main__":

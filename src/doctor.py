@@ -148,8 +148,12 @@ def check_tracking(cfg) -> Check:
         return Check("FAIL", "tracking", "; ".join(errors))
     nothing = probe.silent(cfg.tracking.uri, CONNECT_TIMEOUT_S)
     if nothing:
-        return Check("FAIL", "tracking", f"tracking.uri={uri!r}: the tracking store cannot be reached "
-                                         f"({nothing}); start it, or check tracking.uri")  # fmt: skip
+        return Check(
+            "FAIL",
+            "tracking",
+            f"tracking.uri={uri!r}: the tracking store cannot be reached "
+            f"({nothing}); start it, or check tracking.uri",
+        )
     try:
         experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
         stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -9,8 +9,12 @@ from dataclasses import dataclass
 # the config's flattened keys the spec figures are logged under
 PEAK_PARAM = "gpu.peak_tflops"  # logged flattened: gpu.peak_tflops.<peak key>, or "{}" when empty
 PEAK_KEY_PARAM = "precision.peak_key"
-SPEC_PARAMS = {"memory_bandwidth_gbs": "gpu.memory_bandwidth_gbs", "tdp_w": "gpu.tdp_w", "price_usd": "gpu.price_usd",
-               "memory_gb": "gpu.memory_gb"}  # fmt: skip
+SPEC_PARAMS = {
+    "memory_bandwidth_gbs": "gpu.memory_bandwidth_gbs",
+    "tdp_w": "gpu.tdp_w",
+    "price_usd": "gpu.price_usd",
+    "memory_gb": "gpu.memory_gb",
+}
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ FIRST_SCHEMA = 1  # runs without the tag
 TRAINING, CEILINGS = "training", "ceilings"
 KINDS = (TRAINING, CEILINGS)
 REPORT_KIND, SWEEP_KIND = "report", "sweep"  # runs that are no job: compare's report, a sweep's parent
-PROJECTION_KIND = "projection"  # no job either: a point compare projected onto a card (src/compare/projection.py)
 MEASURED = "measured"  # the source of this project's own runs (they carry no `source` tag)
 PROJECTED = "projected"  # the source of a point projected onto a card (src/compare/projection.py)
 
@@ -83,8 +82,6 @@ PUBLISHED_BATCH = "published_batch_size"  # per GPU, from the table's batch size
 
 # compare
 ANOMALY = "anomaly"  # on a run behind a flagged figure: what was flagged
-PROJECTED_FROM, PROJECTED_FROM_GPU = "projected_from", "projected_from_gpu"  # a projection run's inputs: run ids, card
-CEILINGS_RUN = "ceilings_run"  # ... and the ceilings run it carried the efficiency from
 REPORT = "report"  # "true" on compare's report run
 BASELINE, ANOMALIES, ANOMALY_KINDS = "baseline", "anomalies", "anomaly_kinds"
 
@@ -130,6 +127,10 @@ ENERGY_J, ENERGY_PER_ITEM_J = "energy_j", "energy_per_item_j"
 # the step-time breakdown, profiled after the window (src/run/breakdown.py)
 SHARES = ("matmul", "other", "comm", "memcpy", "idle")  # src/rank/breakdown.py's categories
 BREAKDOWN_STEPS, BREAKDOWN_STEP_MS, BREAKDOWN_S = "breakdown_steps", "breakdown_step_ms", "breakdown_s"
+# ...and what bounds the step on its own card: each op's FLOPs and bytes, counted, against its ridge point
+# src/projection/model.py's classes: tensor-, bandwidth- and clock-bound
+BOUNDS = ("tensor", "bandwidth", "clock")
+OP_COUNTS = "op_counts.json"  # the run's artifact: its step's ops, counted (src/projection/counts.py)
 
 # the card's ceilings, a model=ceilings job's figures (src/run/ceilings.py)
 CEILING_PREFIX = "ceiling_"
@@ -138,7 +139,13 @@ MEMORY_READ_GBS = "memory_read_gbs"
 HOST_TO_DEVICE_GBS, DEVICE_TO_HOST_GBS = "host_to_device_gbs", "device_to_host_gbs"  # pinned host memory
 ALLREDUCE_BUSBW_GBS = "allreduce_busbw_gbs"  # the best over message sizes; per size: ..._gbs_<size>mb
 # a ceilings job's figures of fixed name, each a field of CeilingFigures
-CEILING_FIGURES = (MEMORY_COPY_GBS, MEMORY_READ_GBS, HOST_TO_DEVICE_GBS, DEVICE_TO_HOST_GBS, ALLREDUCE_BUSBW_GBS)
+CEILING_FIGURES = (
+    MEMORY_COPY_GBS,
+    MEMORY_READ_GBS,
+    HOST_TO_DEVICE_GBS,
+    DEVICE_TO_HOST_GBS,
+    ALLREDUCE_BUSBW_GBS,
+)
 CI_SUFFIX = "_ci95_rel"  # ceiling_<figure>_ci95_rel: the widest of the ranks' 95% CIs, relative
 SHAPE_DIMS = ("m", "n", "k")  # ceiling_matmul_<math>_<dim>: the best matmul's shape
 
@@ -161,6 +168,11 @@ def share_metric(category: str) -> str:
 
 def breakdown_phase_metric(phase: str) -> str:
     return f"breakdown_{phase}_s"
+
+
+def bound_metric(bound: str) -> str:
+    """`breakdown_tensor_bound_share`: the share of the step bound by the tensor rate (or bandwidth, clock)."""
+    return share_metric(f"{bound}_bound")
 
 
 _RANK_MEMORY = re.compile(PEAK_MEMORY_GB + r"_rank(\d+)")  # peak_memory_of_rank's, read back
@@ -250,20 +262,24 @@ class Breakdown(Figures):
     step_ms: float | None = figure(BREAKDOWN_STEP_MS)
     seconds: float | None = figure(BREAKDOWN_S)
     phase_seconds: dict[str, float] = field(default_factory=dict)  # breakdown_phase_metric(phase)
+    bounds: dict[str, float] = field(default_factory=dict)  # bound_metric(bound): BOUNDS' shares of the step
+    counts: dict | None = None  # the step's ops, counted (OP_COUNTS, an artifact: not a metric)
 
     def metrics(self) -> dict[str, float]:
         shares = {share_metric(c): v for c, v in self.shares.items() if v is not None}
         phases = {breakdown_phase_metric(p): s for p, s in self.phase_seconds.items()}
-        return shares | super().metrics() | phases
+        bounds = {bound_metric(b): v for b, v in self.bounds.items()}
+        return shares | super().metrics() | phases | bounds
 
     @classmethod
     def from_metrics(cls, metrics: dict) -> Breakdown | None:
         """None for a run without one (its matmul share is the mark of one)."""
         if share_metric(SHARES[0]) not in metrics:
             return None
-        phases = {m[1]: v for k, v in metrics.items() if (m := _BREAKDOWN_PHASE.fullmatch(k))}
         shares = {c: metrics.get(share_metric(c)) for c in SHARES}
-        return cls.read_named(metrics, shares=shares, phase_seconds=phases)
+        bounds = {b: metrics[bound_metric(b)] for b in BOUNDS if bound_metric(b) in metrics}
+        phases = {m[1]: v for k, v in metrics.items() if (m := _BREAKDOWN_PHASE.fullmatch(k))}
+        return cls.read_named(metrics, shares=shares, phase_seconds=phases, bounds=bounds)
 
 
 @dataclass(frozen=True)
@@ -350,7 +366,11 @@ class CeilingFigures(Figures):
         shapes = {name: tuple(d[dim] for dim in SHAPE_DIMS) for name, d in dims.items() if len(d) == 3}
         return cls.named(values, ci, shapes)
 
+
 METRICS = (
-    *Window.metric_names(), PUBLISHED_RUNS, PUBLISHED_RUNS_LOG_SE, *Telemetry.metric_names(),
+    *Window.metric_names(),
+    PUBLISHED_RUNS,
+    PUBLISHED_RUNS_LOG_SE,
+    *Telemetry.metric_names(),
     *Breakdown.metric_names(),
-)  # fmt: skip  # every metric logged under a fixed name (the others: the functions above)
+)  # every metric logged under a fixed name (the others: the functions above)

@@ -139,8 +139,10 @@ def main(argv: list[str] | None = None) -> None:
     prepare_local_paths(args)
     problem = connect_problem(args.backend_store_uri)
     if problem:
-        print(f"error: --backend-store-uri={credentials.redact(args.backend_store_uri)}: {credentials.redact(problem)}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"error: --backend-store-uri={credentials.redact(args.backend_store_uri)}: {credentials.redact(problem)}",
+            file=sys.stderr,
+        )
         sys.exit(2)
     url_host = f"[{args.host}]" if ":" in args.host else args.host
     if args.host in ("0.0.0.0", "::"):

@@ -12,9 +12,16 @@ from pathlib import Path
 
 from mlflow.entities import Metric, Param, RunTag
 
+from src.projection.counts import MATMUL, OTHER, Counted, OpCounts
+
 EXPERIMENT = "gpubench"
-S1 = {"torch_version": "2.11.0", "cuda_version": "12.8", "cudnn_version": "91000",
-      "nccl_version": "2.27.3", "driver_version": "580.1"}  # fmt: skip
+S1 = {
+    "torch_version": "2.11.0",
+    "cuda_version": "12.8",
+    "cudnn_version": "91000",
+    "nccl_version": "2.27.3",
+    "driver_version": "580.1",
+}
 S2 = S1 | {"torch_version": "2.12.0"}
 NAMES = {"rtx3090": "NVIDIA GeForce RTX 3090", "a6000": "NVIDIA RTX A6000", "h200": "NVIDIA H200"}
 # the spec sheet a measured run logs from its profile: peak TFLOP/s per key, GB/s, W, USD
@@ -25,10 +32,20 @@ SPECS = {
 }
 MEMORY = {"rtx3090": 24, "a6000": 48, "h200": 141}
 PEAK_KEYS = {"fp32": "fp32", "tf32": "tf32", "amp": "fp16", "bf16": "bf16"}
-CATEGORIES = {"resnet50": "vision", "ssd300": "vision", "txl_base": "language", "txl_large": "language",
-              "gpt2": "language"}  # fmt: skip
+CATEGORIES = {
+    "resnet50": "vision",
+    "ssd300": "vision",
+    "txl_base": "language",
+    "txl_large": "language",
+    "gpt2": "language",
+}
 UNITS = {"vision": "images/s", "language": "tokens/s"}
 SHARES = ("matmul", "other", "comm", "memcpy", "idle")
+# every measured run's step, per sample: a product of 1e11 FLOPs over 1e8 bytes, other ops over 1e9 bytes
+COUNTED = OpCounts.fit(
+    *((b, [Counted("mm", MATMUL, "fp16", 1e11 * b, 1e8 * b), Counted("add", OTHER, "fp16", 0, 1e9 * b)]) for b in (2, 4)),
+    "fixed",
+)
 
 # (gpu, count, model, precision, throughputs (one run each), stack, extra: tags/metrics/params)
 MEASURED = [
@@ -58,8 +75,11 @@ MEASURED = [
     ("h200", 1, "txl_large", "amp", (41000.0,), S1, {"cap": 48, "batch": 16}),
 ]
 # gpu -> matmul ceilings (fp16, tf32, fp32) TFLOP/s and memory copy GB/s
-CEILINGS = {"rtx3090": (68.0, 34.0, 31.0, 850.0), "a6000": (120.0, 62.0, 30.0, 690.0),
-            "h200": (700.0, 350.0, 50.0, 4000.0)}  # fmt: skip
+CEILINGS = {
+    "rtx3090": (68.0, 34.0, 31.0, 850.0),
+    "a6000": (120.0, 62.0, 30.0, 690.0),
+    "h200": (700.0, 350.0, 50.0, 4000.0),
+}
 # Lambda-format tables (name_gpu,num_gpu,watt,price,<task>...), imported as source=lambda
 PUBLISHED = {
     "fp32": "name_gpu,num_gpu,watt,price,resnet50,ssd,transformerxlbase,transformerxllarge\n"
@@ -107,38 +127,79 @@ def _measured(client, experiment_id: str, n: int, gpu, count, model, precision, 
     category = CATEGORIES[model]
     peak = SPECS[gpu][0][PEAK_KEYS[precision]]
     batch = extra.get("batch", 32)
-    tags = {"gpu": gpu, "gpu_name": NAMES[gpu], "gpu_count": count, "nnodes": 1, "gpus_per_node": count,
-            "model": model, "category": category, "precision": precision, "benchmark": "default",
-            "host": "node1", "unit": UNITS[category], "stop_reason": extra.get("stop_reason", "ci"),
-            "compile": False, "channels_last": False, "cudnn_benchmark": True, "power_limit_w": SPECS[gpu][2],
-            "math_matmul_tf32": extra.get("tf32", precision == "tf32"), **stack}  # fmt: skip
+    tags = {
+        "gpu": gpu,
+        "gpu_name": NAMES[gpu],
+        "gpu_count": count,
+        "nnodes": 1,
+        "gpus_per_node": count,
+        "model": model,
+        "category": category,
+        "precision": precision,
+        "benchmark": "default",
+        "host": "node1",
+        "unit": UNITS[category],
+        "stop_reason": extra.get("stop_reason", "ci"),
+        "compile": False,
+        "channels_last": False,
+        "cudnn_benchmark": True,
+        "power_limit_w": SPECS[gpu][2],
+        "math_matmul_tf32": extra.get("tf32", precision == "tf32"),
+        **stack,
+    }
     if "gpu_foreign_processes" in extra:
         tags["gpu_foreign_processes"] = extra["gpu_foreign_processes"]
     achieved = throughput * 1e9 / count / 1e12 * (4 if category == "vision" else 0.5)
-    metrics = {"throughput": throughput, "throughput_per_gpu": throughput / count,
-               "step_time_ms": 1000.0 * batch * count / throughput, "step_time_ci95_rel": extra.get("ci", 0.004 + n / 1000),
-               "measured_steps": 120, "batch_size": batch, "achieved_tflops_per_gpu": achieved,
-               "mfu": achieved / peak, "power_mean_w": SPECS[gpu][2] * 0.9,
-               "throughput_per_watt": throughput / (SPECS[gpu][2] * 0.9 * count)}  # fmt: skip
+    metrics = {
+        "throughput": throughput,
+        "throughput_per_gpu": throughput / count,
+        "step_time_ms": 1000.0 * batch * count / throughput,
+        "step_time_ci95_rel": extra.get("ci", 0.004 + n / 1000),
+        "measured_steps": 120,
+        "batch_size": batch,
+        "achieved_tflops_per_gpu": achieved,
+        "mfu": achieved / peak,
+        "power_mean_w": SPECS[gpu][2] * 0.9,
+        "throughput_per_watt": throughput / (SPECS[gpu][2] * 0.9 * count),
+    }
     shares = (0.6, 0.25, 0.05 if count > 1 else 0.0, 0.02, 0.08 if count == 1 else 0.03)
     metrics |= {f"breakdown_{s}_share": v for s, v in zip(SHARES, shares, strict=True)}
-    params = _spec_params(gpu, precision, count) | {"model.name": model, "model.batch_size": batch,
-                                                    "batch_size": batch}  # fmt: skip
+    params = _spec_params(gpu, precision, count) | {
+        "model.name": model,
+        "model.batch_size": batch,
+        "batch_size": batch,
+    }
     if "cap" in extra:
         params["gpu.memory_limit_gb"] = float(extra["cap"])
         tags["memory_limit_gb"] = float(extra["cap"])
-    run = client.create_run(experiment_id, run_name=f"{gpu}x{count}-{model}-{precision}-{n}",
-                            tags={}, start_time=1_000_000 + n)  # fmt: skip
+    run = client.create_run(
+        experiment_id, run_name=f"{gpu}x{count}-{model}-{precision}-{n}", tags={}, start_time=1_000_000 + n
+    )
+    client.log_text(run.info.run_id, COUNTED.dumps(), "op_counts.json")  # its step's ops, as a job counts them
     _log(client, run.info.run_id, metrics, params, tags)
 
 
 def _ceilings(client, experiment_id: str, gpu: str, figures: tuple) -> None:
     fp16, tf32, fp32, copy = figures
-    tags = {"gpu": gpu, "gpu_name": NAMES[gpu], "gpu_count": 1, "model": "ceilings", "category": "ceilings",
-            "precision": "fp32", "benchmark": "default", "unit": "TFLOP/s", "stop_reason": "complete",
-            "power_limit_w": SPECS[gpu][2], **S1}  # fmt: skip
-    metrics = {"ceiling_matmul_fp16_tflops": fp16, "ceiling_matmul_tf32_tflops": tf32,
-               "ceiling_matmul_fp32_tflops": fp32, "ceiling_memory_copy_gbs": copy}  # fmt: skip
+    tags = {
+        "gpu": gpu,
+        "gpu_name": NAMES[gpu],
+        "gpu_count": 1,
+        "model": "ceilings",
+        "category": "ceilings",
+        "precision": "fp32",
+        "benchmark": "default",
+        "unit": "TFLOP/s",
+        "stop_reason": "complete",
+        "power_limit_w": SPECS[gpu][2],
+        **S1,
+    }
+    metrics = {
+        "ceiling_matmul_fp16_tflops": fp16,
+        "ceiling_matmul_tf32_tflops": tf32,
+        "ceiling_matmul_fp32_tflops": fp32,
+        "ceiling_memory_copy_gbs": copy,
+    }
     run = client.create_run(experiment_id, run_name=f"{gpu}x1-ceilings", tags={}, start_time=2_000_000)
     _log(client, run.info.run_id, metrics, {"model.name": "ceilings", "gpu.count": 1}, tags)
 
@@ -166,8 +227,10 @@ def build(uri: str, folder: Path) -> None:
         path = folder / f"published-{precision}.csv"
         path.write_text(table)
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            cfg = compose("import_results", overrides=[f"file={path}", f"precision={precision}",
-                                                       "source=lambda", f"tracking.uri={uri}"])  # fmt: skip
+            cfg = compose(
+                "import_results",
+                overrides=[f"file={path}", f"precision={precision}", "source=lambda", f"tracking.uri={uri}"],
+            )
         import_table(cfg, path)
     # the per-GPU batches a shipped generation's import tags its figures with
     for run in client.search_runs([client.get_experiment_by_name("gpubench-published").experiment_id]):

@@ -126,11 +126,13 @@ def _oom_above(monkeypatch, fits_up_to: int, searched: int) -> list[int]:
 
 
 def test_an_auto_batch_that_runs_out_of_memory_in_warm_up_steps_down_and_says_so(monkeypatch, capsys):
+    from src.rank.op_count import COUNTED_AT
     from src.rank.worker import train_rank
 
     built = _oom_above(monkeypatch, fits_up_to=8, searched=24)
     [report] = train_rank(_auto_cfg())
-    assert built == [24, 16, 8] and report.batch_size == 8  # the batch measured is the one logged
+    # the batch measured is the one logged; the two after the window count the step's ops
+    assert built == [24, 16, 8, *COUNTED_AT] and report.batch_size == 8
     err = capsys.readouterr().err
     assert "model.batch_size=auto: batch 24 ran out of memory in warm-up; running batch 16" in err
 

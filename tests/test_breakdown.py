@@ -3,6 +3,8 @@ profiled stretch running after the measured window (src/rank/breakdown.py, src/r
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from src.rank.breakdown import PHASES, category, shares, steps_within_budget
@@ -69,3 +71,32 @@ def test_the_profiled_steps_follow_the_window_and_leave_it_as_it_was():
 def test_long_steps_are_profiled_fewer_times_but_never_none(asked, step_s, expected):
     # about 1 s of profiled steps: Mask R-CNN's 540 ms steps once, ResNet-50's 42 ms three times
     assert steps_within_budget(asked, step_s) == expected
+
+
+def test_the_rank_counts_its_steps_ops_and_the_job_splits_its_step_by_what_bounds_it():
+    """The tiny MLP (16 -> 16 -> 4, batch b): its products' FLOPs are 2 x b x (16 x 16 + 16 x 4) forward
+    and, backward, the same for the weights' gradients plus the second layer's input gradient (the
+    first layer's input needs none): 2 x b x (2 x 320 + 64) = 1,408 x b."""
+    from omegaconf import OmegaConf
+
+    from src.projection.counts import MATMUL, OpCounts
+    from src.run import breakdown
+    from src.run.results import combine_ranks
+    from tests.conftest import compose_cfg
+
+    [report] = train_rank(rank_cfg("model.name=tiny", "benchmark.breakdown_steps=2"))
+    counts = OpCounts.from_json(report.breakdown["op_counts"])
+    flops = sum(n * f for n, f, _ in (r.at(8) for r in counts.rows if r.kind == MATMUL))
+    assert counts.batches == (2, 4) and flops == 1408 * 8
+    outcome = combine_ranks([report], report.rank_started)
+    assert outcome.breakdown.counts == report.breakdown["op_counts"]
+    on_h200 = compose_cfg(["gpu=h200", "precision=fp32"])
+    h200, fp32 = (OmegaConf.to_container(group, resolve=True) for group in (on_h200.gpu, on_h200.precision))
+    split = breakdown.bounded(outcome.breakdown, outcome.measured, h200, fp32)
+    busy = 1 - split.shares["idle"] - split.shares["comm"]
+    assert set(split.bounds) == {"tensor", "bandwidth", "clock"}
+    assert sum(split.bounds.values()) == pytest.approx(busy)
+    metrics = split.metrics()
+    assert {f"breakdown_{b}_bound_share" for b in ("tensor", "bandwidth", "clock")} <= set(metrics)
+    assert breakdown.files([], split)["op_counts.json"] == json.dumps(report.breakdown["op_counts"])
+    assert breakdown.bounded(outcome.breakdown, outcome.measured, {"name": "cpu"}, fp32).bounds == {}

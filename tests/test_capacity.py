@@ -16,20 +16,31 @@ from tests.conftest import read_back
 
 
 def point(
-    gpu, cap, model, precision, batch, throughput, source="measured", category="language", spread_d=None,
-    tags=None, params=None,
-):  # fmt: skip
+    gpu,
+    cap,
+    model,
+    precision,
+    batch,
+    throughput,
+    source="measured",
+    category="language",
+    spread_d=None,
+    tags=None,
+    params=None,
+):
     """A measurement, from runs as compare reads them; with spread_d, of three repeats at
     throughput x e^-d, x, x e^d (median x, the log's standard deviation d: standard error d / sqrt(3),
     2 degrees of freedom)."""
     params = {"batch_size": str(batch)} | (params or {}) if batch is not None else dict(params or {})
     if cap is not None:
         params["gpu.memory_limit_gb"] = f"{cap:.1f}"
-    tags = {"gpu": gpu, "gpu_count": "1", "model": model, "category": category, "precision": precision,
-            "unit": "tokens/s", **({} if source == "measured" else {"source": source}), **(tags or {})}  # fmt: skip
+    own = dict(gpu=gpu, gpu_count="1", model=model, category=category, precision=precision, unit="tokens/s")
+    tags = own | ({} if source == "measured" else {"source": source}) | (tags or {})
     repeats = [throughput * math.exp(k * spread_d) for k in (-1, 0, 1)] if spread_d else [throughput]
-    records = [to_record(read_back(tags, params, {"throughput": t}, run_id=f"{gpu}{cap}{model}{batch}{t}"))
-               for t in repeats]  # fmt: skip
+    records = [
+        to_record(read_back(tags, params, {"throughput": t}, run_id=f"{gpu}{cap}{model}{batch}{t}"))
+        for t in repeats
+    ]
     (m,) = aggregate(records)
     return m
 
@@ -116,12 +127,14 @@ def test_category_means_carry_intervals_that_count_each_point_once():
 
 def test_category_means_take_the_models_with_both_ratios():
     runs = [
-        point("a6000", None, "txl_base", "amp", 24, 120.0), point("rtx3090", None, "txl_base", "amp", 24, 100.0),
+        point("a6000", None, "txl_base", "amp", 24, 120.0),
+        point("rtx3090", None, "txl_base", "amp", 24, 100.0),
         point("a6000", None, "txl_base", "amp", 64, 150.0),
-        point("a6000", None, "txl_large", "amp", 8, 60.0), point("rtx3090", None, "txl_large", "amp", 8, 50.0),
+        point("a6000", None, "txl_large", "amp", 8, 60.0),
+        point("rtx3090", None, "txl_large", "amp", 8, 50.0),
         point("a6000", None, "txl_large", "amp", 32, 90.0),
         point("a6000", None, "resnet50", "amp", 448, 10.0, category="vision"),  # no baseline run
-    ]  # fmt: skip
+    ]
     rows, missing = capacity.split(runs, ["a6000", "rtx3090"])
     (mean,) = capacity.category_means(rows)
     assert mean["iso_ratio"].value == pytest.approx(1.2)
@@ -154,10 +167,20 @@ def test_a_pair_without_a_common_batch_names_the_iso_batch_run_to_add():
 
 def test_capped_cards_stand_for_the_profile_of_their_memory_beside_its_published_ratio():
     published = [
-        point(gpu, None, "resnet50", "fp32", None, t, source="lambda", category="vision",
-              tags={"published_batch_size": batch}, params={"gpu.memory_gb": memory})
+        point(
+            gpu,
+            None,
+            "resnet50",
+            "fp32",
+            None,
+            t,
+            source="lambda",
+            category="vision",
+            tags={"published_batch_size": batch},
+            params={"gpu.memory_gb": memory},
+        )
         for gpu, t, batch, memory in (("a6000", 420.0, "496", "48"), ("rtx3090", 400.0, "224", "24"))
-    ]  # fmt: skip
+    ]
     stand_ins = [capacity.stands_for(published, card) for card in ("h200@24", "h200@48", "h100")]
     assert stand_ins == ["rtx3090", "a6000", "h100"]
     runs = [
@@ -185,28 +208,38 @@ def test_the_split_chart_shows_each_ratio_as_a_bar_with_its_label_inside_the_pan
     (ax,) = fig.axes
     assert png.read_bytes().startswith(b"\x89PNG") and png.name == "capacity_split.png"
     assert fig.texts[0].get_text() == "Speed and capacity: h200@48 against h200@24"  # one line
-    assert ax.get_title() == "txl_large, 1 GPU"
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["iso-batch tf32", "max-batch tf32"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["", "iso-batch tf32", "max-batch tf32"]
     (bars,) = [c for c in ax.containers if isinstance(c, BarContainer)]
     # iso-batch 1000 / 1000 at batch 4; max-batch 1650 (batch 16) / 1000 (batch 4); nothing published
     assert [p.get_width() for p in bars] == [pytest.approx(1.0), pytest.approx(1.65)]
-    assert [t.get_text() for t in ax.texts] == ["1.00x", "1.65x"]
-    assert [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == "-"] == [1.0]  # the baseline's line
+    assert [t.get_text() for t in ax.texts] == [
+        "txl_large, 1 GPU",
+        "1.00x",
+        "1.65x",
+    ]  # the model, then the bars
+    assert [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == "-"] == [1.0]  # the baseline
     assert_labels_inside_and_past_the_bars(fig, ax)
 
 
 def assert_labels_inside_and_past_the_bars(fig, ax):
-    """Every bar's label inside its panel, clear of its bar and whisker."""
+    """Every text inside the axes; each bar's label clear of its bar and whisker."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.container import BarContainer
 
     renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw_without_rendering()
     panel = ax.get_window_extent(renderer)
-    ends = [max(bar.get_width(), *line.get_xdata()) for bar, line in zip(ax.patches, ax.lines, strict=False)]
-    for label, end in zip(ax.texts, ends or [0] * len(ax.texts), strict=False):
-        box = label.get_window_extent(renderer)
-        assert panel.x0 <= box.x0 and box.x1 <= panel.x1, label.get_text()
-        assert box.x0 > ax.transData.transform((end, 0))[0], label.get_text()
+    (bars,) = [c for c in ax.containers if isinstance(c, BarContainer)]
+    whiskers = bars.errorbar.lines[2][0].get_segments() if bars.errorbar else [[(0, 0)]] * len(bars)
+    ends = [
+        max(bar.get_width(), *(x for x, _ in whisker)) for bar, whisker in zip(bars, whiskers, strict=True)
+    ]
+    labels = [t for t in ax.texts if t.get_fontweight() != "bold"]
+    for text in ax.texts:
+        box = text.get_window_extent(renderer)
+        assert panel.x0 <= box.x0 and box.x1 <= panel.x1, text.get_text()
+    for label, end in zip(labels, ends, strict=True):
+        assert label.get_window_extent(renderer).x0 > ax.transData.transform((end, 0))[0], label.get_text()
 
 
 def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys, tracking_uri):
@@ -243,7 +276,10 @@ def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys, 
         "1.65x [1.61-1.69] at each card's largest batch = 1.10x [1.08-1.13] speed at the same batch x "
         "1.50x [1.47-1.53] capacity" in report
     )
-    assert "| txl_large | fp32 | 1 GPU | 4 | 16 | 4 | 1.10x [1.08-1.13] | 1.65x [1.61-1.69] | 1.50x [1.47-1.53] |" in report
+    assert (
+        "| txl_large | fp32 | 1 GPU | 4 | 16 | 4 | 1.10x [1.08-1.13] | 1.65x [1.61-1.69] | 1.50x [1.47-1.53] |"
+        in report
+    )
     assert f"run: {command}" in report
     printed = capsys.readouterr().out
     # on the console: one line for the runs to add, where report.md names them, then the split's tables
@@ -252,7 +288,9 @@ def test_compare_writes_the_split_and_names_the_runs_it_lacks(tmp_path, capsys, 
     lines = [line.split() for line in printed.splitlines()]
     assert ["1.10x", "[1.08-1.13]", "1.65x", "[1.61-1.69]", "1.50x", "[1.47-1.53]"] in lines
     assert ["txl_large,", "fp32,", "1", "GPU"] in lines and ["language,", "fp32,", "1", "GPU"] in lines
-    assert "memory_limit_gb=24.0" in (result.out / "relative_throughput.csv").read_text()  # labels say the cap
+    assert (
+        "memory_limit_gb=24.0" in (result.out / "relative_throughput.csv").read_text()
+    )  # labels say the cap
 
 
 def test_a_split_of_one_card_is_refused_before_any_work(tmp_path):
@@ -262,7 +300,9 @@ def test_a_split_of_one_card_is_refused_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match=r"capacity_split=\['h200@48'\]: must be two different cards"):
         run(f"sqlite:///{tmp_path}/none.db", tmp_path / "out", "capacity_split=[h200@48]")
     for cap in ("abc", "-1", "0", "inf"):  # a memory limit must be a number of GB above 0
-        with pytest.raises(ConfigError, match=rf"capacity_split=\['h200@{cap}', 'h200@24'\]: must be two different cards"):
+        with pytest.raises(
+            ConfigError, match=rf"capacity_split=\['h200@{cap}', 'h200@24'\]: must be two different cards"
+        ):
             run(f"sqlite:///{tmp_path}/none.db", tmp_path / "out", f"capacity_split=[h200@{cap},h200@24]")
     assert not (tmp_path / "none.db").exists()
 

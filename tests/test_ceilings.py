@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from src import run_result
 from src.config.finalise import finalize
 from src.hardware import environment
+from src.projection.counts import OpCounts
 from src.rank.ceilings import bus_bandwidth_factor, figure
 from src.rank.matmul import best_matmul, grid
 from src.rank.worker import train_rank
@@ -139,6 +140,8 @@ def test_two_cpu_ranks_log_all_reduce_bus_bandwidth_and_a_workloads_global_throu
         runs[f"{CPUX2}-gpt2-fp32-smoke"].info.run_id, "top_kernels.csv", str(tmp_path)
     )
     assert open(kernels).readline().strip() == "kernel,category,calls,total_ms,share_of_span"
+    counted = client.download_artifacts(runs[f"{CPUX2}-gpt2-fp32-smoke"].info.run_id, "op_counts.json", str(tmp_path))
+    assert OpCounts.from_json(json.loads(open(counted).read())).batches == (2, 4)  # its step's ops, counted
 
     # bf16's ceilings point is the run fp32's measured (one point whatever the precision): the
     # summary names its row bf16, and says which run did it

@@ -66,15 +66,21 @@ def make_run(
     return run.info.run_id
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory, empty_store) -> str:
+def runs_store(folder: Path, empty_store: Path):
+    """A store of RUNS: (its URI, its client, its experiment's id)."""
     from mlflow.tracking import MlflowClient
 
-    uri = store_copy(empty_store, tmp_path_factory.mktemp("compare"))
+    uri = store_copy(empty_store, folder)
     client = MlflowClient(tracking_uri=uri)
     experiment_id = client.create_experiment(EXPERIMENT)
     for gpu, count, model, category, precision, throughput, tags in RUNS:
         make_run(client, experiment_id, gpu, count, model, category, precision, throughput, tags)
+    return uri, client, experiment_id
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, empty_store) -> str:
+    uri, client, experiment_id = runs_store(tmp_path_factory.mktemp("compare"), empty_store)
     # neither a failed run nor a sweep parent may count
     make_run(client, experiment_id, "a6000", 1, "ssd300", "vision", "fp32", 9999.0, {}, status="FAILED")
     client.create_run(experiment_id, tags={"sweep": "true"})
@@ -128,7 +134,9 @@ def test_per_model_ratios_and_category_means_are_exact(store, result, tmp_path):
     report = (result.out / "report.md").read_text()
     assert "| vision | fp32 | 1 GPU | a6000 | measured | 1.00x |" in report
     measured = run(store, tmp_path, "sources=[measured]").summary
-    alone = next(s for s in measured if (s["category"], s["precision"], s["gpu"]) == ("vision", "fp32", "a6000"))
+    alone = next(
+        s for s in measured if (s["category"], s["precision"], s["gpu"]) == ("vision", "fp32", "a6000")
+    )
     assert alone["relative_mean"].value == pytest.approx(float(vision["relative_mean"]))
     assert alone["models"] == "resnet50 ssd300"
     language = row(
@@ -155,7 +163,9 @@ def test_by_default_the_question_is_the_pair_and_your_gpus_and_one_line_says_wha
 ):
     default = run(store, tmp_path / "default")
     assert {m.gpu for m in default.measurements} == {"a6000", "rtx3090"}
-    line = "left out: 1 run(s) outside the question, of h100 (source lambda); all=true or gpus=[...] shows them"
+    line = (
+        "left out: 1 run(s) outside the question, of h100 (source lambda); all=true or gpus=[...] shows them"
+    )
     assert line in capsys.readouterr().out and line in (default.out / "report.md").read_text()
     assert not list(default.out.glob("*h100*"))
 
@@ -186,7 +196,10 @@ def test_filters_keep_only_what_they_name(store, tmp_path):
     assert {(m.model, m.precision, m.source) for m in result.measurements} == {
         ("txl_base", "fp32", "measured")
     }
-    assert [(s["category"], s["gpu"]) for s in result.summary] == [("language", "a6000"), ("language", "rtx3090")]
+    assert [(s["category"], s["gpu"]) for s in result.summary] == [
+        ("language", "a6000"),
+        ("language", "rtx3090"),
+    ]
 
 
 def test_figures_without_spec_sheets_are_said_and_per_watt_falls_back_to_tdp(result):
@@ -194,7 +207,8 @@ def test_figures_without_spec_sheets_are_said_and_per_watt_falls_back_to_tdp(res
     # no run of this store logged peak, bandwidth or peak key, most not TDP or price: said so
     assert (
         "- 16 run(s) of a6000, h100, rtx3090 never logged memory_bandwidth_gbs, peak_key, peak_tflops, "
-        "price_usd, tdp_w: the figures that need them (per-watt, per-kUSD, the spec range) are left out" in report
+        "price_usd, tdp_w: the figures that need them (per-watt, per-kUSD, the spec range) are left out"
+        in report
     )
     rel = read_csv(result.out / "relative_throughput.csv")
     base = row(rel, model="resnet50", precision="fp32", gpu="rtx3090", gpu_count=1, source="measured")
@@ -258,14 +272,20 @@ def test_a_filter_that_leaves_out_what_a_check_needs_keeps_its_tag(empty_store, 
     uri = store_copy(empty_store, tmp_path / "store")
     client = MlflowClient(tracking_uri=uri)
     experiment_id = client.create_experiment(EXPERIMENT)
-    for gpu, count, throughput in (("rtx3090", 1, 500.0), ("rtx3090", 2, 950.0), ("a6000", 1, 450.0),
-                                   ("a6000", 2, 1000.0)):  # fmt: skip
+    for gpu, count, throughput in (
+        ("rtx3090", 1, 500.0),
+        ("rtx3090", 2, 950.0),
+        ("a6000", 1, 450.0),
+        ("a6000", 2, 1000.0),
+    ):
         make_run(client, experiment_id, gpu, count, "resnet50", "vision", "fp32", throughput, {})
     first = run(uri, tmp_path / "all")
     [flagged] = [a for a in first.found if a.kind == "scaling_above_100"]
     [run_id] = flagged.run_ids
     run(uri, tmp_path / "two", "gpu_counts=[2]")
-    assert client.get_run(run_id).data.tags["anomaly"].startswith("scaling_above_100: scaling efficiency 111%")
+    assert (
+        client.get_run(run_id).data.tags["anomaly"].startswith("scaling_above_100: scaling efficiency 111%")
+    )
 
 
 def test_out_holding_an_earlier_comparison_gets_only_the_new_ones_files(store, tmp_path, capsys):
@@ -281,7 +301,9 @@ def test_out_holding_an_earlier_comparison_gets_only_the_new_ones_files(store, t
     logged = [a.path for a in MlflowClient(tracking_uri=store).list_artifacts(second.report_run_id)]
     assert sorted(logged) == written
     (folder / "notes.txt").write_text("mine")
-    with pytest.raises(ConfigError, match=r"out='.*/report': holds files compare did not write \(notes.txt\); must be"):
+    with pytest.raises(
+        ConfigError, match=r"out='.*/report': holds files compare did not write \(notes.txt\); must be"
+    ):
         run(store, folder, "models=[ssd300]")
     assert (folder / "report.md").exists()  # refused before anything was removed
 
@@ -289,7 +311,10 @@ def test_out_holding_an_earlier_comparison_gets_only_the_new_ones_files(store, t
 def test_a_folder_another_compare_is_writing_into_is_refused(store, tmp_path):
     from src.compare.folder import OutFolder
 
-    with OutFolder(tmp_path / "busy"), pytest.raises(ConfigError, match="another compare is writing there now"):
+    with (
+        OutFolder(tmp_path / "busy"),
+        pytest.raises(ConfigError, match="another compare is writing there now"),
+    ):
         run(store, tmp_path / "busy", "models=[ssd300]")
 
 
@@ -302,8 +327,10 @@ def test_an_out_that_cannot_be_a_folder_is_one_line_before_any_work(store, tmp_p
             return compose("compare", overrides=[f"out={out}"], return_hydra_config=True).hydra.run.dir
 
     (tmp_path / "a_file").write_text("")
-    for out, said in (("a_file", "is a file; must be a folder (made when missing)"),
-                      ("a_file/sub", "cannot be made (Not a directory); must be a folder you can write")):  # fmt: skip
+    for out, said in (
+        ("a_file", "is a file; must be a folder (made when missing)"),
+        ("a_file/sub", "cannot be made (Not a directory); must be a folder you can write"),
+    ):
         with pytest.raises(SystemExit) as done:
             cli.run_app(lambda: hydra_makes_its_folder(tmp_path / out))  # noqa: B023
         assert done.value.code == 2
@@ -316,7 +343,9 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_any_work(store, 
     folder, access = tmp_path / "theirs", os.access
     folder.mkdir()  # another user's folder (root writes anywhere, so its access is what says so)
     monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != folder and access(path, mode))
-    with pytest.raises(ConfigError, match=r"^out='.*/theirs': cannot be written; must be a folder you can write$"):
+    with pytest.raises(
+        ConfigError, match=r"^out='.*/theirs': cannot be written; must be a folder you can write$"
+    ):
         run(store, folder)
 
 
@@ -356,7 +385,9 @@ def test_the_documented_filter_string_works_as_written_and_a_wrong_one_gets_a_wo
     from src.compare.runs import search_finished
     from src.config.cli import composition_error
 
-    [written] = re.findall(r"`python -m src.compare (\"filter_string=[^`]+)`", (PROJECT_ROOT / "docs" / "compare.md").read_text())
+    [written] = re.findall(
+        r"`python -m src.compare (\"filter_string=[^`]+)`", (PROJECT_ROOT / "docs" / "compare.md").read_text()
+    )
     [override] = shlex.split(written)  # what the shell hands over
     cfg = compare_cfg(store, tmp_path, override)
     assert cfg.filter_string == "tags.compile = 'False'"
@@ -397,10 +428,18 @@ def test_cli_prints_the_summary_and_writes_the_folder(store, tmp_path):
     assert missing.returncode == 2 and "error: baseline=nosuchgpu" in missing.stderr
     # another process's compare holds the folder: this one is refused before it writes a file
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from src.compare.folder import OutFolder; f = OutFolder(sys.argv[1]); "
-         "print('held', flush=True); sys.stdin.read()", str(tmp_path / "cli")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=PROJECT_ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sys; from src.compare.folder import OutFolder; f = OutFolder(sys.argv[1]); "
+            "print('held', flush=True); sys.stdin.read()",
+            str(tmp_path / "cli"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=PROJECT_ROOT,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         before = sorted(p.stat().st_mtime_ns for p in (tmp_path / "cli").iterdir())
@@ -415,8 +454,15 @@ def measurement(gpu: str, model: str, throughput: float, tf32_math: bool = False
     """One run's measurement; its spec figures are the `params` it logged."""
     from src.compare.runs import aggregate, to_record
 
-    tags = {"gpu": gpu, "gpu_count": "1", "model": model, "category": "vision", "precision": "fp32",
-            "unit": "images/s", "math_matmul_tf32": str(tf32_math)}  # fmt: skip
+    tags = {
+        "gpu": gpu,
+        "gpu_count": "1",
+        "model": model,
+        "category": "vision",
+        "precision": "fp32",
+        "unit": "images/s",
+        "math_matmul_tf32": str(tf32_math),
+    }
     params = {k: str(v) for k, v in (params or {}).items()}
     record = to_record(read_back(tags, params, {"throughput": throughput}, run_id=f"{gpu}-{model}"))
     return aggregate([record])[0]
@@ -424,7 +470,9 @@ def measurement(gpu: str, model: str, throughput: float, tf32_math: bool = False
 
 def logged_spec(peaks: dict, bandwidth: float) -> dict:
     return {f"gpu.peak_tflops.{k}": str(v) for k, v in peaks.items()} | {
-        "gpu.memory_bandwidth_gbs": str(bandwidth), "precision.peak_key": "fp32"}  # fmt: skip
+        "gpu.memory_bandwidth_gbs": str(bandwidth),
+        "precision.peak_key": "fp32",
+    }
 
 
 def test_a_ratio_beyond_the_spec_sheets_is_flagged():
@@ -437,7 +485,9 @@ def test_a_ratio_beyond_the_spec_sheets_is_flagged():
         measurement("base", "c", 100.0, tf32_math=True, params=base),
         measurement("fast", "a", 200.0, params=fast),  # 2.0x: strict fp32 allows 0.85-1.12x (+25%)
         measurement("fast", "b", 50.0, params=fast),  # 0.5x: below 0.85x / 1.25
-        measurement("tf32", "c", 200.0, tf32_math=True, params=fast),  # TF32 math: up to 2.25x, so 2.0x is fine
+        measurement(
+            "tf32", "c", 200.0, tf32_math=True, params=fast
+        ),  # TF32 math: up to 2.25x, so 2.0x is fine
         measurement("bare", "a", 1000.0, params={"gpu.peak_tflops": "None"}),  # nothing to check against
     ]
     found = anomalies.spec_anomalies(relative_table(measurements, "base"), tolerance=0.25)
@@ -463,8 +513,15 @@ def test_a_run_is_judged_by_the_spec_figures_it_logged_and_only_by_them():
     assert spec_of("a6000", "fp32", True, LOGGED_SPEC).peak_tflops == 20.0  # fp32 that ran as TF32
     assert spec_of("a6000", "fp32", False, {"gpu.tdp_w": "None"}).tdp_w is None  # its profile had none then
     never_logged = spec_of("a6000", "fp32", False, {})  # today's profile does not stand in
-    assert never_logged == Spec(None, None, None, None, None, None, unlogged=(
-        "peak_key", "peak_tflops", "memory_bandwidth_gbs", "tdp_w", "price_usd", "memory_gb"))  # fmt: skip
+    assert never_logged == Spec(
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        unlogged=("peak_key", "peak_tflops", "memory_bandwidth_gbs", "tdp_w", "price_usd", "memory_gb"),
+    )
     from src.compare import anomalies
     from src.compare.analysis import relative_table
 
@@ -634,7 +691,13 @@ def test_an_interval_too_wide_to_state_says_so_within_80_columns(terminal):
 
     wide = Ratio(0.85, Spread(2.28, 1, "repeats"))
     assert wide.interval[0] < 1e-9 and wide.interval[1] > 1e12
-    show(Table([{"gpu": "a6000", "relative_mean": wide}], ("gpu", "relative_mean"), printed=("gpu", "relative_mean")))
+    show(
+        Table(
+            [{"gpu": "a6000", "relative_mean": wide}],
+            ("gpu", "relative_mean"),
+            printed=("gpu", "relative_mean"),
+        )
+    )
     lines = terminal.getvalue().splitlines()
     assert max(map(len, lines)) <= 80
     assert ["a6000", "0.85x", "[too", "wide]", "~1"] in [line.split() for line in lines]
@@ -651,7 +714,9 @@ def test_no_category_mean_is_said_in_a_line_not_an_empty_table(empty_store, tmp_
     client = MlflowClient(tracking_uri=uri)
     experiment_id = client.create_experiment(EXPERIMENT)
     for cap in (24.0, 48.0):
-        make_measured_run(client, experiment_id, "h200", "txl_large", 100.0, {"gpu.memory_limit_gb": cap, "batch_size": 4})
+        make_measured_run(
+            client, experiment_id, "h200", "txl_large", 100.0, {"gpu.memory_limit_gb": cap, "batch_size": 4}
+        )
     run(uri, tmp_path / "out", "baseline=h200", "capacity_split=[h200@48,h200@24]", "tag_runs=false")
     said = " ".join(terminal.getvalue().split())
     assert (

@@ -21,8 +21,8 @@ NEW = {"torch_version": "2.14.1", "cuda_version": "12.8"}
 def make(
     client, experiment_id, gpu, model, precision, throughput, tags=None, ci=0.01, steps=100, category="vision"
 ):
-    tags = {"gpu": gpu, "gpu_count": "1", "model": model, "category": category, "precision": precision,
-            "unit": "images/s", **(tags or {})}  # fmt: skip
+    point = dict(gpu=gpu, gpu_count="1", model=model, category=category, precision=precision, unit="images/s")
+    tags = point | (tags or {})
     run = client.create_run(experiment_id, run_name=f"{gpu}-{model}-{precision}", tags=tags)
     client.log_metric(run.info.run_id, "throughput", throughput)
     if tags.get("source") is None:  # a measured run logs its step-time CI
@@ -159,12 +159,16 @@ def test_compare_by_torch_sets_one_version_against_the_oldest_on_the_same_gpu(st
 
 
 def test_by_a_key_with_one_value_says_so(store, tmp_path):
-    with pytest.raises(CompareError, match=r"^by=cuda: only one value \(12.8\) among the runs the filters keep"):
+    with pytest.raises(
+        CompareError, match=r"^by=cuda: only one value \(12.8\) among the runs the filters keep"
+    ):
         compare(store, tmp_path, "by=cuda")
 
 
 def test_an_unknown_baseline_source_is_named_with_the_known_ones(store, tmp_path):
-    with pytest.raises(ConfigError, match=r"^baseline_source=lambda2: unknown source; .* have lambda, measured$"):
+    with pytest.raises(
+        ConfigError, match=r"^baseline_source=lambda2: unknown source; .* have lambda, measured$"
+    ):
         compare(store, tmp_path, "baseline_source=lambda2")
 
 

@@ -11,8 +11,8 @@ from tests.conftest import store_copy
 from tests.test_compare import run
 
 EXPERIMENT = "gpubench"
-STACK = {"torch_version": "2.11.0", "cuda_version": "13.0", "cudnn_version": "91000",
-         "nccl_version": "2.27.3", "driver_version": "580.1"}  # fmt: skip
+VERSIONS = {"torch": "2.11.0", "cuda": "13.0", "cudnn": "91000", "nccl": "2.27.3", "driver": "580.1"}
+STACK = {f"{name}_version": version for name, version in VERSIONS.items()}  # the tags a job logs
 NAMES = {"a6000": "NVIDIA RTX A6000", "rtx3090": "NVIDIA GeForce RTX 3090", "h100": "NVIDIA H100 80GB HBM3"}
 # gpu -> (fp16 ceiling, tf32, fp32, memory copy GB/s)
 CEILINGS = {"a6000": (120.0, 62.0, 30.0, 690.0), "rtx3090": (68.0, 34.0, 31.0, 850.0)}
@@ -25,8 +25,12 @@ WORKLOADS = [
     ("h100", "resnet50", "vision", "amp", 3000.0, 72.0, 0.09, (0.40, 0.50, 0.0, 0.02, 0.08)),
 ]
 # telemetry: (gpu, model) -> share of the window at the power limit, mean power W, mean SM clock MHz
-POWER = {("rtx3090", "resnet50"): (0.9, 340.0, 1695.0), ("a6000", "resnet50"): (1.0, 298.0, 1455.0),
-         ("rtx3090", "txl_large"): (0.0, 250.0, 1860.0), ("a6000", "txl_large"): (0.6, 296.0, 1500.0)}  # fmt: skip
+POWER = {
+    ("rtx3090", "resnet50"): (0.9, 340.0, 1695.0),
+    ("a6000", "resnet50"): (1.0, 298.0, 1455.0),
+    ("rtx3090", "txl_large"): (0.0, 250.0, 1860.0),
+    ("a6000", "txl_large"): (0.6, 296.0, 1500.0),
+}
 LIMITS = {"rtx3090": "350", "a6000": "300"}  # power_limit_w
 # Lambda-like published category means at x1, mixed: vision 1.1x, language 1.3x
 PUBLISHED = [
@@ -38,8 +42,10 @@ PUBLISHED = [
 
 
 def _run(client, experiment_id, gpu, model, category, precision, tags=None, start=None):
-    tags = {"gpu": gpu, "gpu_name": NAMES[gpu], "gpu_count": "1", "model": model, "category": category,
-            "precision": precision, **STACK, **(tags or {})}  # fmt: skip
+    point = dict(
+        gpu=gpu, gpu_name=NAMES[gpu], gpu_count="1", model=model, category=category, precision=precision
+    )
+    tags = point | STACK | (tags or {})
     run = client.create_run(
         experiment_id, run_name=f"{gpu}x1-{model}-{precision}", tags=tags, start_time=start
     )
@@ -49,8 +55,12 @@ def _run(client, experiment_id, gpu, model, category, precision, tags=None, star
 def _ceilings(client, experiment_id, gpu, figures, start, tags=None):
     fp16, tf32, fp32, copy = figures
     run_id = _run(client, experiment_id, gpu, "ceilings", "ceilings", "fp32", tags, start)
-    metrics = {"ceiling_matmul_fp16_tflops": fp16, "ceiling_matmul_tf32_tflops": tf32,
-               "ceiling_matmul_fp32_tflops": fp32, "ceiling_memory_copy_gbs": copy}  # fmt: skip
+    metrics = {
+        "ceiling_matmul_fp16_tflops": fp16,
+        "ceiling_matmul_tf32_tflops": tf32,
+        "ceiling_matmul_fp32_tflops": fp32,
+        "ceiling_memory_copy_gbs": copy,
+    }
     for key, value in metrics.items():
         client.log_metric(run_id, key, value)
     client.set_terminated(run_id, "FINISHED")
@@ -179,7 +189,9 @@ def test_a_power_limited_run_against_a_published_figure_says_the_other_sides_pow
     assert "h100 vs rtx3090" not in text.split("Points against their ceilings")[0]  # no telemetry: nothing
 
 
-def test_the_chart_shows_each_points_step_time_and_its_share_of_its_ceiling_inside_the_panel(store, tmp_path, drawn):
+def test_the_chart_shows_each_points_step_time_and_its_share_of_its_ceiling_inside_the_panel(
+    store, tmp_path, drawn
+):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.container import BarContainer
 
@@ -189,9 +201,12 @@ def test_the_chart_shows_each_points_step_time_and_its_share_of_its_ceiling_insi
     (ax,) = fig.axes
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == [
-        "a6000 x1 resnet50 amp", "h100 x1 resnet50 amp", "rtx3090 x1 resnet50 amp",
-        "a6000 x1 txl_large amp", "rtx3090 x1 txl_large amp",
-    ]  # fmt: skip
+        "a6000 x1 resnet50 amp",
+        "h100 x1 resnet50 amp",
+        "rtx3090 x1 resnet50 amp",
+        "a6000 x1 txl_large amp",
+        "rtx3090 x1 txl_large amp",
+    ]
     shares = {c.get_label(): [p.get_width() for p in c] for c in ax.containers if isinstance(c, BarContainer)}
     assert shares["matmul"] == pytest.approx([0.45, 0.40, 0.55, 0.70, 0.62])
     said = [t.get_text() for t in ax.texts]
@@ -199,5 +214,8 @@ def test_the_chart_shows_each_points_step_time_and_its_share_of_its_ceiling_insi
     renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw_without_rendering()
     panel = ax.get_window_extent(renderer)
-    assert all(panel.x0 <= t.get_window_extent(renderer).x0 and t.get_window_extent(renderer).x1 <= panel.x1 for t in ax.texts)
+    assert all(
+        panel.x0 <= t.get_window_extent(renderer).x0 and t.get_window_extent(renderer).x1 <= panel.x1
+        for t in ax.texts
+    )
     assert (tmp_path / "out" / "ceilings_and_step_time.png").read_bytes()[:4] == b"\x89PNG"

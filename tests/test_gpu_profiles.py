@@ -71,3 +71,25 @@ def test_tensor_rates_are_dense_with_fp32_accumulate(card):
         assert peaks["fp32"] <= peaks["tf32"] and abs(peaks["fp16"] / peaks["tf32"] - 2) < 0.02
     if "bf16" in peaks:
         assert peaks["bf16"] == peaks["fp16"]
+
+
+@pytest.mark.parametrize("card", CARDS)
+def test_every_measured_figure_names_its_source_date_and_method_and_stays_near_its_spec_sheet(card):
+    """A published measurement of dense matmul: a source a reader can open, when, how; no more than
+    the spec's rate by the margin a card's boost above its rated clock allows (the RTX 3090's 108%)."""
+    found = profile(card)
+    for math_, figure in (found.get("measured") or {}).get("matmul_tflops", {}).items():
+        assert all(str(figure[said]).strip() for said in ("source", "date", "method")), (card, math_)
+        assert 0 < figure["value"] <= 1.1 * found["peak_tflops"][math_], (card, math_)
+
+
+def test_the_studys_cards_carry_measured_matmul_and_a_figure_without_its_source_is_refused():
+    from src.config.finalise import finalize
+    from src.errors import ConfigError
+    from tests.conftest import compose_cfg
+
+    measured = profile("a6000")["measured"]["matmul_tflops"]
+    assert {"bf16", "fp16"} <= set(measured) <= set(profile("a6000")["peak_tflops"])
+    assert profile("rtx3090")["measured"]["matmul_tflops"]["bf16"]["value"] == 76.58
+    with pytest.raises(ConfigError, match=r"gpu.measured.matmul_tflops.bf16.source='': must be non-empty"):
+        finalize(compose_cfg(["gpu=a6000", "gpu.measured.matmul_tflops.bf16.source=''"]))

@@ -30,7 +30,12 @@ def client_and_store(tmp_path, empty_store):
 
 def means(result) -> dict[tuple, tuple]:
     return {
-        (s["gpu"], s["category"]): (s["relative_mean"].value, s["relative_mean"].interval, s["models"], s["models_left_out"])
+        (s["gpu"], s["category"]): (
+            s["relative_mean"].value,
+            s["relative_mean"].interval,
+            s["models"],
+            s["models_left_out"],
+        )
         for s in result.summary
         if s["gpu"] == "a6000"
     }
@@ -60,7 +65,9 @@ def test_a_model_the_gpu_lacks_is_named_where_its_mean_is_shown(client_and_store
     result = run(uri, tmp_path / "out")
     vision = next(s for s in result.summary if (s["gpu"], s["category"]) == ("a6000", "vision"))
     assert (vision["models"], vision["models_left_out"]) == ("resnet50 ssd300", "maskrcnn (no a6000 run)")
-    assert "a6000 [lambda-2021]: left out of vision fp32 x1: maskrcnn (no a6000 run)" in capsys.readouterr().out
+    assert (
+        "a6000 [lambda-2021]: left out of vision fp32 x1: maskrcnn (no a6000 run)" in capsys.readouterr().out
+    )
     assert "maskrcnn (no a6000 run)" in (result.out / "report.md").read_text()
     language = next(s for s in result.summary if (s["gpu"], s["category"]) == ("a6000", "language"))
     assert language["models_left_out"] == ""

@@ -1,23 +1,18 @@
 """compare on the team set-up: `mlflow server` on a real PostgreSQL, whose columns hold what
-MLflow's schema says (a tag value 8,000 characters, where sqlite keeps anything). The study's
-report and a projected comparison are longer than that: their runs must still be written whole."""
+MLflow's schema says (a tag value 8,000 characters, where sqlite keeps anything): the study's
+compare and a projected one end to end, and values longer than the columns (the study's report
+ran past 8,000 characters) written whole."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import run_cli
 
+from src.tracking import job_run
 from src.tracking.job_run import LONG_VALUES_DIR, TAG_VALUE_MAX
+from tests.test_projection_compare import COUNTED, SHARES, STACK
 
 NOTE = "mlflow.note.content"  # the report, as the report run's description in MLflow's UI
-STACK = {
-    "torch_version": "2.11.0",
-    "cuda_version": "13.0",
-    "cudnn_version": "91000",
-    "nccl_version": "2.27.3",
-    "driver_version": "580.1",
-}
-SHARES = {"matmul": 0.3, "other": 0.6, "comm": 0.0, "memcpy": 0.05, "idle": 0.05}
 
 
 def report_run(url: str):
@@ -57,9 +52,35 @@ def test_the_study_compare_is_written_whole_through_a_server_on_postgresql(
         timeout=900,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    report = (out / "report.md").read_text()
-    assert len(report) > TAG_VALUE_MAX  # longer than the column: the case PostgreSQL refused
+    assert_whole_report_is_kept(server.url, (out / "report.md").read_text())
+
+
+@pytest.mark.slow  # PostgreSQL and the server
+def test_values_longer_than_postgresql_s_columns_are_written_whole_through_a_server(
+    postgres_uri, start_server
+):
+    """A report of 50,000 characters as a run's description, a long param and a long run name: the
+    lengths the study's report, a long config value or a long name reach."""
+    from mlflow.tracking import MlflowClient
+    from omegaconf import OmegaConf
+
+    from src.tracking import store
+
+    server = start_server(postgres_uri)
+    tracking = OmegaConf.create({"uri": server.url, "experiment": "gpubench", "retries": 1, "backoff_s": 0})
+    report = "# a report\n" + "one line of a long report\n" * 2000
+    run = job_run.JobRun(
+        tracking,
+        store.ensure_experiment(server.url, "gpubench-reports"),
+        "r" * 300,
+        {"report": "true", NOTE: report},
+    )
+    run.log_params({"long.setting": "x" * 7000})
+    run.end("FINISHED")
     assert_whole_report_is_kept(server.url, report)
+    kept = MlflowClient(server.url).get_run(run.run_id)
+    assert len(kept.data.params["long.setting"]) == job_run.PARAM_VALUE_MAX
+    assert kept.info.run_name == "r" * job_run.RUN_NAME_MAX
 
 
 def _job_run(client, experiment_id: str, model: str, metrics: dict, kind: str = "training") -> str:
@@ -79,6 +100,8 @@ def _job_run(client, experiment_id: str, model: str, metrics: dict, kind: str = 
     client.log_param(run_id, "precision.peak_key", "fp16")
     for key, value in metrics.items():
         client.log_metric(run_id, key, value)
+    if kind == "training":  # its step's ops, counted, as a job logs them
+        client.log_text(run_id, COUNTED.dumps(), "op_counts.json")
     client.set_terminated(run_id, "FINISHED")
     return run_id
 
@@ -105,9 +128,6 @@ def test_a_projected_compare_is_written_whole_through_a_server_on_postgresql(
         timeout=600,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    assert_whole_report_is_kept(server.url, (out / "report.md").read_text())
-    _, report = report_run(server.url)
-    projected = client.search_runs(
-        [report.info.experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{report.info.run_id}'"
-    )
-    assert [(r.data.tags["gpu"], r.info.status) for r in projected] == [("a6000", "FINISHED")]
+    report = (out / "report.md").read_text()
+    assert "## Projection: a6000" in report  # the a6000's point, projected from the h200's
+    assert_whole_report_is_kept(server.url, report)

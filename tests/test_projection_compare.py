@@ -10,26 +10,44 @@ import io
 
 import pytest
 
+from src.projection.counts import MATMUL, OTHER, Counted, OpCounts
 from tests.conftest import store_copy
 from tests.test_compare import run
+from tests.test_explain import STACK
 
-STACK = {"torch_version": "2.11.0", "cuda_version": "13.0", "cudnn_version": "91000",
-         "nccl_version": "2.27.3", "driver_version": "580.1"}  # fmt: skip
 NAMES = {"h200": "NVIDIA H200", "h100": "NVIDIA H100 80GB HBM3", "rtx3090": "NVIDIA GeForce RTX 3090"}
 SHARES = {"matmul": 0.3, "other": 0.6, "comm": 0.0, "memcpy": 0.05, "idle": 0.05}
 FLOPS, BATCH, THROUGHPUT, CEILING = 2.45e10, 256, 6000.0, 660.0
 
 
-def _run(client, experiment_id, gpu, model, metrics, params=None, category="vision"):
-    tags = {"gpu": gpu, "gpu_name": NAMES[gpu], "gpu_count": "1", "model": model, "category": category,
-            "precision": "amp", "unit": "images/s", **STACK}  # fmt: skip
+def _run(client, experiment_id, gpu, model, metrics, params=None, category="vision", counted=False):
+    point = dict(gpu=gpu, gpu_name=NAMES[gpu], gpu_count="1", model=model, category=category, precision="amp")
+    tags = point | {"unit": "images/s"} | STACK
     run_id = client.create_run(experiment_id, tags=tags).info.run_id
     for key, value in {"precision.peak_key": "fp16", **(params or {})}.items():
         client.log_param(run_id, key, value)
     for key, value in metrics.items():
         client.log_metric(run_id, key, value)
+    if counted:
+        client.log_text(run_id, COUNTED.dumps(), "op_counts.json")
     client.set_terminated(run_id, "FINISHED")
     return run_id
+
+
+# per image: one product of FLOPS over 1e7 bytes, one other op over 1e8 bytes (counted at batches 2 and 4)
+COUNTED = OpCounts.fit(
+    *(
+        (
+            b,
+            [
+                Counted("convolution", MATMUL, "fp16", FLOPS * b, 1e7 * b),
+                Counted("add", OTHER, "fp16", 0, 1e8 * b),
+            ],
+        )
+        for b in (2, 4)
+    ),
+    "by hand",
+)
 
 
 def _workload(shares=SHARES, throughput=THROUGHPUT) -> dict:
@@ -50,8 +68,12 @@ def compared(tmp_path_factory, empty_store):
     # at its power limit for exactly half of its window: "at its power limit" by one threshold
     at_limit = _workload() | {"throttled_power_share": 0.5}
     ids = {
-        "h200": _run(client, experiment, "h200", "resnet50", at_limit, {"batch_size": str(BATCH)}),
-        "no_breakdown": _run(client, experiment, "h200", "txl_large", _workload(shares=None), category="language"),
+        "h200": _run(
+            client, experiment, "h200", "resnet50", at_limit, {"batch_size": str(BATCH)}, counted=True
+        ),
+        "no_breakdown": _run(
+            client, experiment, "h200", "txl_large", _workload(shares=None), category="language"
+        ),
         "no_ceilings": _run(client, experiment, "h100", "resnet50", _workload()),
         "rtx3090": _run(client, experiment, "rtx3090", "resnet50", {"throughput": 900.0, "batch_size": 224}),
     }
@@ -61,28 +83,43 @@ def compared(tmp_path_factory, empty_store):
     return out, ids, said.getvalue(), client
 
 
-def _expected(peak: float, bandwidth: float, host_link: float) -> float:
-    """The h200 point on a card, by the model's arithmetic (tests/test_projection.py checks each
-    factor): FLOPs at the measured fp16 ceiling are the tensor-bound part of the matmul time."""
-    efficiency = CEILING / 989.5  # measured fp16 over the h200's spec
-    tensor = (FLOPS * BATCH / (CEILING * 1e12)) / (SHARES["matmul"] * BATCH / THROUGHPUT)
-    step = (SHARES["matmul"] * tensor * CEILING / (peak * efficiency)
-            + (SHARES["matmul"] * (1 - tensor) + SHARES["other"]) * 4800 / bandwidth
-            + SHARES["memcpy"] * 63 / host_link + SHARES["idle"])  # fmt: skip
-    return THROUGHPUT / step
+def _expected(card: str, batch: int) -> float:
+    """The h200 point on a card at its profile's batch, by the model's arithmetic (tests/test_projection.py
+    checks each factor). The h200 runs fp16 at its published 759.4 TFLOP/s (its ceilings run's 660
+    comes after its profile's figures); its memory at its spec 4,800 GB/s (its ceilings run logged
+    none); SMs x clock: 132 x 1,980 x 790.29 / 989.5."""
+    rate, bandwidth, issue = {
+        "a6000": (120.49, 768, 84 * 1800 * 123.34 / 154.8),
+        "rtx3090": (75.48, 936, 82 * 1695 * 76.58 / 71),
+    }[card]
+    step = BATCH / THROUGHPUT
+    matmul, other = SHARES["matmul"] * step, (SHARES["other"] + SHARES["memcpy"]) * step
+    tensor, memory = FLOPS * BATCH / 759.4e12, 1e8 * BATCH / 4800e9  # both below the measured time
+    grown = batch / BATCH
+    there = (
+        tensor * 759.4 / rate
+        + memory * 4800 / bandwidth
+        + (matmul - tensor + other - memory) * 132 * 1980 * 790.29 / 989.5 / issue
+    ) * grown + SHARES["idle"] * step
+    return THROUGHPUT * grown * step / there
 
 
 def test_projected_points_stand_beside_measured_ones_and_never_pool(compared):
     out, ids, _, _ = compared
     with open(out / "relative_throughput.csv") as f:
         rows = {(r["gpu"], r["model"], r["source"]): r for r in csv.DictReader(f)}
-    measured, projected = rows[("rtx3090", "resnet50", "measured")], rows[("rtx3090", "resnet50", "projected")]
+    measured, projected = (
+        rows[("rtx3090", "resnet50", "measured")],
+        rows[("rtx3090", "resnet50", "projected")],
+    )
     assert (measured["n_runs"], float(measured["throughput"])) == ("1", 900.0)
-    assert float(projected["throughput"]) == pytest.approx(_expected(71, 936, 31.5), rel=1e-4)
+    assert float(projected["throughput"]) == pytest.approx(_expected("rtx3090", 448), rel=1e-4)
     a6000 = rows[("a6000", "resnet50", "projected")]
-    assert float(a6000["throughput"]) == pytest.approx(_expected(154.8, 768, 31.5), rel=1e-4)
+    assert float(a6000["throughput"]) == pytest.approx(_expected("a6000", 928), rel=1e-4)
     # the projected a6000 is divided by the projected 3090: its own source's baseline
-    assert float(a6000["relative"]) == pytest.approx(_expected(154.8, 768, 31.5) / _expected(71, 936, 31.5), rel=1e-3)
+    assert float(a6000["relative"]) == pytest.approx(
+        _expected("a6000", 928) / _expected("rtx3090", 448), rel=1e-3
+    )
     assert ids["h200"] in a6000["run_ids"]  # the runs it was made from
     with open(out / "projection.csv") as f:
         made = {(r["gpu"], r["model"]): r for r in csv.DictReader(f)}
@@ -122,6 +159,73 @@ def test_a_point_at_its_power_limit_for_half_its_window_is_said_so_by_the_explan
 def test_a_card_without_a_profile_is_refused_before_anything_is_read(tmp_path, tracking_uri):
     from src.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"project=\['a6000', 'rtx9999'\]: 'rtx9999' is not a gpu profile; one of"):
+    with pytest.raises(
+        ConfigError, match=r"project=\['a6000', 'rtx9999'\]: 'rtx9999' is not a gpu profile; one of"
+    ):
         run(tracking_uri, tmp_path / "out", "project=[a6000,rtx9999]")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_store_without_a_point_to_project_projects_the_points_shipped_with_gpubench(tmp_path, empty_store):
+    """A store whose only point was never counted (a run from before runs counted their ops): it is
+    refused with the run to make, and the study's H200 points shipped under reference/measured/ stand in."""
+    from mlflow.tracking import MlflowClient
+
+    uri = store_copy(empty_store, tmp_path)
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("gpubench")
+    client.set_tag(
+        _run(client, experiment, "h200", "ceilings", {"ceiling_matmul_fp16_tflops": CEILING}),
+        "job_kind",
+        "ceilings",
+    )
+    _run(client, experiment, "h200", "resnet50", _workload(), {"batch_size": str(BATCH)})
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+        run(
+            uri,
+            tmp_path / "out",
+            "baseline=rtx3090",
+            "project=[a6000,rtx3090]",
+            "tracking.published_experiment=",
+        )
+    with open(tmp_path / "out" / "projection.csv") as f:
+        made = {(r["gpu"], r["model"], r["precision"]): r for r in csv.DictReader(f)}
+    models = ("ssd300", "resnet50", "maskrcnn", "txl_base", "txl_large")
+    assert set(made) == {(g, m, p) for g in ("a6000", "rtx3090") for m in models for p in ("tf32", "amp")}
+    assert made[("a6000", "txl_large", "tf32")]["from_runs"] == "h200-study-2026-12-02/h200x1-txl_large-tf32"
+    assert (
+        made[("a6000", "txl_large", "tf32")]["batch"],
+        made[("rtx3090", "txl_large", "tf32")]["batch"],
+    ) == ("16", "4")
+    text = " ".join((tmp_path / "out" / "report.md").read_text().split())
+    assert (
+        "- h200 x1 resnet50 amp [batch 256]: its step's ops were not counted (runs count them from now on); "
+        "measure it again: python -m src.train gpu=h200 model=resnet50 precision=amp gpu.count=1 "
+        "model.batch_size=256"
+    ) in text
+    assert "From the points shipped with gpubench (reference/measured/h200-study-2026-12-02.json)" in text
+    assert (
+        " ".join(said.getvalue().split()).count(
+            "projection: from the points shipped with gpubench (reference/measured/h200-study-2026-12-02.json)"
+        )
+        == 1
+    )
+
+
+def test_a_projection_that_projects_nothing_says_why_with_the_run_to_make(tmp_path, empty_store):
+    """An empty store, and the card asked for is the one the shipped points ran on: nothing to show."""
+    from src.compare.runs import CompareError
+
+    with pytest.raises(CompareError) as said:
+        run(
+            store_copy(empty_store, tmp_path),
+            tmp_path / "out",
+            "project=[h200]",
+            "tracking.published_experiment=",
+        )
+    assert str(said.value) == (
+        "project=['h200']: nothing projected: no measured point of a card other than h200 that the filters keep; "
+        "measure one: python -m src.train gpu=<a card you have> model=<model> precision=<precision>, and its "
+        "ceilings: python -m src.train gpu=<that card> model=ceilings"
+    )

@@ -118,6 +118,7 @@ def test_the_typed_figures_read_back_as_the_job_wrote_them():
     breakdown = recorded.Breakdown(
         shares=dict(zip(recorded.SHARES, (0.5, 0.2, 0.1, 0.1, 0.1), strict=True)),
         steps=2, step_ms=12.5, seconds=3.5, phase_seconds={"steps": 2.0, "parse": 1.5},
+        bounds=dict(zip(recorded.BOUNDS, (0.3, 0.4, 0.1), strict=True)),
     )  # fmt: skip
     logged = {k: float(v) for k, v in (window.metrics() | breakdown.metrics()).items()}  # MLflow's floats
     result = read_back(metrics=logged)

@@ -37,8 +37,9 @@ def main(cfg):
     except (ConfigError, TrackingUnavailable, CompareError, TableError) as exc:
         exit_with_error(exc)
     except (ImportInterrupted, signals.Interrupted) as exc:  # Ctrl-C or SIGTERM: 130 or 143
-        said = str(exc) if isinstance(exc, ImportInterrupted) else f"interrupted ({exc}); nothing was written"
-        print(f"error: {said}", file=sys.stderr)
+        print(
+            f"error: {exc if isinstance(exc, ImportInterrupted) else f'interrupted ({exc})'}", file=sys.stderr
+        )
         sys.exit(signals.exit_code())
     found = len(result.found)
     console.print(

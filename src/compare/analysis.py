@@ -105,10 +105,12 @@ def relative_table(measurements, baseline, source=None, by=None):
 
 def scaling(measurements):
     """Point -> its throughput over gpu_count x that of the like point on one GPU."""
-    singles = [m for m in measurements if m.gpu_count == 1]
+    singles = {}  # (side, model) -> its points on one GPU
+    for m in (m for m in measurements if m.gpu_count == 1):
+        singles.setdefault((m.side, m.model), []).append(m)
     found = {}
     for m in (m for m in measurements if m.gpu_count > 1):
-        if one := alike(m, singles, ("gpu_count",)):
+        if one := alike(m, singles.get((m.side, m.model), []), ("gpu_count",)):
             found[m.point] = m.throughput / (m.gpu_count * one.throughput)
     return found
 
@@ -212,12 +214,11 @@ def sections(c, console, stated):
             f"Throughput relative to {c.baseline}, mean over the models each gpu and {c.baseline} both have"
         )
         means.printed, means.heads = (*point, "n_models") if console else (), 3
-        said = [
-            f"{s['gpu']} [{s['source']}]: left out of {s['category']} {s['precision']} x{s['gpu_count']}: "
-            f"{s['models_left_out']}"
-            for s in shown
-            if s["models_left_out"]
-        ]
+        left_out = {}  # (gpu, what its means leave out) -> those means: a line each, not one per mean
+        for s in (s for s in shown if s["models_left_out"]):
+            key = (f"{s['gpu']} [{s['source']}]", s["models_left_out"])
+            left_out.setdefault(key, []).append(f"{s['category']} {s['precision']} x{s['gpu_count']}")
+        said = [f"{gpu}: left out of {', '.join(means)}: {why}" for (gpu, why), means in left_out.items()]
     relative = Table(per_model, RELATIVE, "relative_throughput.csv", RELATIVE_SHOWN)
     relative.read = [r for r in per_model if r["gpu"] != c.baseline]
     category = functools.partial(charts.category, c.summary, c.baseline, stated)
@@ -244,9 +245,7 @@ def _relative_row(row, efficiency, flagged):
         "stack_differs": row.stack_differs,
         "throughput_low": low,
         "throughput_high": high,
-        **{
-            f"baseline_{name}": base and getattr(base, name) for name in ("precision", "source", THROUGHPUT)
-        },
+        **{f"baseline_{name}": base and getattr(base, name) for name in ("precision", "source", THROUGHPUT)},
         "baseline_gpu": base and base.side,
         "scaling_efficiency": efficiency.get(m.point),
         "anomalies": " ".join(flagged.get(m.point, [])),

@@ -65,7 +65,10 @@ def pair(ours, theirs):
 
     def rank(two):
         a, b = two
-        return (unlike(a, b, ("side", "gpu", "cap", "card", "batch"), ("setting", "software")), -a.n_runs - b.n_runs)
+        return (
+            unlike(a, b, ("side", "gpu", "cap", "card", "batch"), ("setting", "software")),
+            -a.n_runs - b.n_runs,
+        )
 
     a, b = min(itertools.product(ours, theirs), key=rank)
     return quotient(
@@ -96,7 +99,7 @@ def split(measurements, cards):
     """The split of card cards[0] against cards[1] for every model either ran, and the runs missing."""
     card, baseline = cards
     rows, missing = [], []
-    published = [m for m in measurements if m.source != MEASURED]
+    published = [m for m in measurements if m.source not in (MEASURED, recorded.PROJECTED)]  # projected: no one's
     stand_ins = [stands_for(published, c) for c in cards]
     for (model, precision, count), batches in sorted(by_batch(measurements).items()):
         a, b = batches.get(card, {}), batches.get(baseline, {})

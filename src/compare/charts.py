@@ -38,7 +38,7 @@ SHARE_COLOURS = {
     "idle": "#ccc",
 }
 PANEL_IN, BAR_IN, PANEL_PAD_IN, PAGE_IN = 4.6, 0.26, 0.8, 18.0  # widths and heights, in inches
-CHAR_IN = 0.55 * 8.3 / 72  # one character of a label ("small": 8.3 pt DejaVu Sans)
+CHAR_IN = 0.62 * 8.3 / 72  # one character of a label ("small": 8.3 pt DejaVu Sans, names and digits)
 
 
 def colours(gpus):
@@ -66,19 +66,28 @@ def pages(heights, budget_in=PAGE_IN):
     return [range(a, b) for a, b in pairwise([*starts, len(heights)])]
 
 
-def figure(width_in, height_in):
+def figure(labels, rows, width_in=PANEL_IN):
+    """A figure of one axes `width_in` wide, room on its left for the longest of `labels`, a row for
+    each of `rows`, and room for the title above and the axis label and legend below: laid out once,
+    here (matplotlib's layout engines draw every chart twice)."""
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width_in, height_in), layout="constrained")
+    left, height = max(map(len, labels)) * CHAR_IN + 0.2, rows * BAR_IN + 1.5
+    fig = Figure(figsize=(left + width_in + 0.3, height))
+    return fig, fig.add_axes(
+        (left / fig.get_figwidth(), 1.05 / height, width_in / fig.get_figwidth(), 1 - 1.5 / height)
+    )
 
 
 def save(fig, path, title, handles):
     """The chart titled in one line (in smaller type where the figure is narrow), its legend below the
-    panels, written to `path`."""
+    axes, written to `path`."""
     size = min(12, fig.get_figwidth() * 72 * 0.95 / (0.55 * len(title)))
-    fig.suptitle(title, fontsize=size, x=0.01, ha="left")
+    fig.suptitle(title, fontsize=size, x=0.01, y=1 - 0.12 / fig.get_figheight(), ha="left", va="top")
     if handles:
-        fig.legend(handles=handles, fontsize="small", loc="outside lower center", ncols=min(len(handles), 5))
+        fig.legend(
+            handles=handles, fontsize="small", loc="lower center", ncols=min(len(handles), 5), frameon=False
+        )
     fig.savefig(path, dpi=100)
     return path
 
@@ -104,17 +113,18 @@ class Bar:
 
 
 def relative(items, baseline, title, stem, new):
-    """(panel title, bar): a panel per title, on pages, each bar from 0 with its 95% interval as a
-    whisker and its label past the longest whisker; the baseline is the line at 1.0."""
+    """(group, bar): a block of bars per group under its name in bold, on pages; each bar from 0 with
+    its 95% interval as a whisker and its label past the longest whisker; the baseline is the line
+    at 1.0."""
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    panels = {}
+    groups = {}
     for name, bar in sorted(items, key=lambda item: item[0]):
-        panels.setdefault(name, []).append(bar)
+        groups.setdefault(name, []).append(bar)
     bars = [bar for _, bar in items]
     colour = colours(bar.side for bar in bars)
-    room = min(0.6, (max(len(b.text) for b in bars) * CHAR_IN + 0.2) / PANEL_IN)  # of a panel: the labels
+    room = min(0.6, (max(len(b.text) for b in bars) * CHAR_IN + 0.2) / PANEL_IN)  # of the axes: the labels
     end = max(max(b.ratio.value, *(b.ratio.interval or ()), 1.0) for b in bars) * 1.05 / (1 - room)
     sources = sorted({b.source for b in bars} - {MEASURED})
     handles = [Patch(fc="lightgrey", hatch=HATCHES.get(s, "///"), label=f"{s} figure") for s in sources]
@@ -122,42 +132,38 @@ def relative(items, baseline, title, stem, new):
         handles.append(
             Line2D([], [], color="black", marker="D", linestyle="", label="stated by the publication")
         )
-    names, heights = list(panels), [BAR_IN * len(shown) + PANEL_PAD_IN for shown in panels.values()]
-    width, found, paths = PANEL_IN + max(len(b.label) for b in bars) * CHAR_IN + 2.4, pages(heights), []
-    for page, rows in enumerate(found, start=1):
-        fig = figure(width, sum(heights[i] for i in rows) + 1.0)
-        axes = fig.subplots(len(rows), squeeze=False, height_ratios=[heights[i] for i in rows])[:, 0]
-        for ax, i in zip(axes, rows, strict=True):
-            shown, y = panels[names[i]], range(len(panels[names[i]]))
-            values = [b.ratio.value for b in shown]
-            whiskers = abs(
-                numpy.transpose([b.ratio.interval or (b.ratio.value,) * 2 for b in shown]) - values
+    names = list(groups)
+    found, paths = pages([BAR_IN * (len(groups[n]) + 1) for n in names]), []
+    for page, shown in enumerate(found, start=1):
+        block = [(name, None) for name in names[shown.start : shown.stop]]
+        rows = [row for name, _ in block for row in ((name, None), *((b.label, b) for b in groups[name]))]
+        fig, ax = figure([b.label for b in bars], len(rows))
+        drawn = [(y, bar) for y, (_, bar) in enumerate(rows) if bar]
+        values = [bar.ratio.value for _, bar in drawn]
+        whiskers = abs(numpy.transpose([b.ratio.interval or (b.ratio.value,) * 2 for _, b in drawn]) - values)
+        colours_of, hatches = (
+            [colour[b.side] for _, b in drawn],
+            [HATCHES.get(b.source, "///") for _, b in drawn],
+        )
+        ax.barh(
+            [y for y, _ in drawn], values, xerr=whiskers, color=colours_of, hatch=hatches, edgecolor="white"
+        )
+        ax.plot(
+            [b.stated or math.nan for _, b in drawn], [y for y, _ in drawn], "D", color="black", markersize=5
+        )
+        for y, (label, bar) in enumerate(rows):
+            said, place = (
+                (bar.text, {"x": 0.99, "ha": "right"}) if bar else (label, {"x": 0.01, "weight": "bold"})
             )
-            hatches = [HATCHES.get(b.source, "///") for b in shown]
-            ax.barh(
-                y,
-                values,
-                xerr=whiskers,
-                color=[colour[b.side] for b in shown],
-                hatch=hatches,
-                edgecolor="white",
-            )
-            ax.plot([b.stated or math.nan for b in shown], y, "D", color="black", markersize=5)
-            for n, bar in enumerate(shown):
-                ax.text(
-                    0.99,
-                    n,
-                    bar.text,
-                    transform=ax.get_yaxis_transform(),
-                    ha="right",
-                    va="center",
-                    size="small",
-                )
-            ax.axvline(1.0, color="black", linewidth=1)
-            ax.set(xlim=(0, end), ylim=(len(shown) - 0.5, -0.5), title=names[i])
-            ax.set_yticks(y, [b.label for b in shown], fontsize="small")
-            ax.grid(axis="x", alpha=0.3)
-        axes[-1].set_xlabel(f"throughput relative to {baseline}, the line at 1.0; whiskers: 95% interval")
+            ax.text(y=y, s=said, transform=ax.get_yaxis_transform(), va="center", size="small", **place)
+        ax.axvline(1.0, color="black", linewidth=1)
+        ax.set(
+            xlim=(0, end),
+            ylim=(len(rows) - 0.5, -0.5),
+            xlabel=f"throughput relative to {baseline}, the line at 1.0; whiskers: 95% interval",
+        )
+        ax.set_yticks(range(len(rows)), [label if bar else "" for label, bar in rows], fontsize="small")
+        ax.grid(axis="x", alpha=0.3)
         numbered, name = (
             (f", page {page} of {len(found)}", f"{stem}_p{page}") if len(found) > 1 else ("", stem)
         )
@@ -213,12 +219,15 @@ def capacity(rows, new):
 def breakdown(placements, new):
     """Per measured point: where its step time went (profiled after the measured window), and beside
     it its achieved TFLOP/s per GPU against its card's measured ceiling for the math that ran."""
-    shown = sorted((p for p in placements if p.point.shares), key=lambda p: (p.point.workload, p.point.precision, p.point.gpu_count, p.point.side))
+    shown = sorted(
+        (p for p in placements if p.point.shares),
+        key=lambda p: (p.point.workload, p.point.precision, p.point.gpu_count, p.point.side),
+    )
     if not shown:
         return []
     labels = [f"{p.point.side} x{p.point.gpu_count} {p.point.workload} {p.point.precision}" for p in shown]
-    fig = figure(PANEL_IN * 1.6 + max(map(len, labels)) * CHAR_IN, 1.8 + 0.3 * len(shown))
-    ax, left = fig.add_subplot(), numpy.zeros(len(shown))
+    fig, ax = figure(labels, len(shown), PANEL_IN * 1.6)
+    left = numpy.zeros(len(shown))
     for share in SHARES:
         values = [p.point.shares[share] for p in shown]
         ax.barh(labels, values, left=left, color=SHARE_COLOURS[share], edgecolor="white", label=share)

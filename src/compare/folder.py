@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import stat
 from pathlib import Path
 
 from src.console import note
@@ -20,19 +19,14 @@ from src.paths import user_folder
 WRITTEN = ".compare-files"  # the names the compares here wrote; locked while a compare runs
 
 
-def _ours(name):
-    """A name compare could have written: a file of this folder, no path."""
-    return name not in ("", ".", "..", WRITTEN) and os.path.basename(name) == name
-
-
 class OutFolder(contextlib.AbstractContextManager):
     def __init__(self, path):
         self.path, self.written = Path(user_folder("out", str(path))), []
         try:  # never through a link: the record is this folder's own file
             fd = os.open(self.path / WRITTEN, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)
+            self._record = os.fdopen(fd, "r+")
         except OSError as exc:
             raise ConfigError(f"out={str(path)!r}: cannot be written ({exc.strerror})") from None
-        self._record = os.fdopen(fd, "r+")
         try:
             fcntl.flock(self._record, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released however the process ends
         except BlockingIOError:
@@ -41,7 +35,10 @@ class OutFolder(contextlib.AbstractContextManager):
                 f"out={str(path)!r}: another compare is writing there now; name another folder, or "
                 "leave out= unset (each compare then gets a folder of its own)"
             ) from None
-        self.earlier = [name for name in self._record.read().splitlines() if _ours(name)]
+        names = self._record.read().splitlines()
+        self.earlier = [
+            name for name in names if name not in ("", ".", "..") and os.path.basename(name) == name
+        ]
         others = sorted(set(os.listdir(self.path)) - {WRITTEN, *self.earlier})
         if others:
             self._record.close()
@@ -55,10 +52,9 @@ class OutFolder(contextlib.AbstractContextManager):
         """Remove the named files and links of this folder (a link, not what it points to); how many."""
         removed = 0
         for name in names:
-            with contextlib.suppress(FileNotFoundError):
-                if not stat.S_ISDIR(os.lstat(self.path / name).st_mode):
-                    os.unlink(self.path / name)
-                    removed += 1
+            with contextlib.suppress(OSError):  # gone already, or a folder: left where it is
+                os.unlink(self.path / name)
+                removed += 1
         return removed
 
     def clear(self):
@@ -78,6 +74,6 @@ class OutFolder(contextlib.AbstractContextManager):
         if exc is not None and self.written:  # a failed compare: what it wrote goes (the earlier went first)
             self._remove([path.name for path in self.written])
             self._record.truncate(0)
-        if exc is not None and not set(os.listdir(self.path)) - {WRITTEN}:  # nothing left: nor its record
+        if exc is not None and os.listdir(self.path) == [WRITTEN]:  # nothing left: nor its record
             os.unlink(self.path / WRITTEN)
         self._record.close()

@@ -134,9 +134,8 @@ def _run(cfg, folder):
     c.out, c.files = folder.path, folder.written
     if cfg.tag_runs:  # a projected point tags no run: the runs behind it measured something else
         measured = [m for m in c.measurements if m.source != PROJECTED]
-        anomalies.tag_runs(
-            cfg.tracking.uri, measured, c.rows, [a for a in c.found if a.measurement in measured]
-        )
+        found = [a for a in c.found if a.measurement.source != PROJECTED]
+        anomalies.tag_runs(cfg.tracking.uri, measured, c.rows, found)
     c.report_run_id = _log_report_run(cfg, c, text)
     for line in (w for part in parts for w in part.warnings):
         console.warning(line)
@@ -190,6 +189,8 @@ def validate_compare(cfg):
 def compare(cfg):
     """The runs read and kept, their points (each the median of its runs), ratios, means and anomalies."""
     experiments = [e for e in (cfg.tracking.experiment, cfg.tracking.published_experiment) if e]
+    if cfg.project:  # a store without runs still projects the project's own shipped points
+        projection.ensure_store(cfg)
     finished, ids = runs.search_finished(cfg.tracking.uri, experiments, cfg.filter_string, cfg.study.hint)
     records = [r for r in map(runs.to_record, finished) if r is not None]
     kept, smoke = runs.select(records, cfg)
@@ -220,6 +221,8 @@ def compare(cfg):
         cfg.by,
     )
     c.rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, cfg.by)
+    if cfg.project and not measurements:  # nothing to show but a projection, and it projected nothing
+        raise runs.CompareError(f"project={list(cfg.project)}: {projection.nothing_projected(projected, list(cfg.project))}")
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, c.rows, baseline, cfg.study.hint)
     c.summary, c.nothing_common = analysis.summarize(c.rows, baseline)
@@ -259,7 +262,8 @@ def scope(records, cfg, baseline):
     else:
         wanted = {baseline, *cfg.study.gpus} | {r.gpu for r in records if r.source == runs.MEASURED}
         inside, shows = [r for r in records if r.gpu in wanted], "all=true or gpus=[...] shows them"
-    outside = [r for r in records if r not in inside]
+    kept = set(map(id, inside))
+    outside = [r for r in records if id(r) not in kept]
     if not outside:
         return inside, ""
     gpus = sorted({r.gpu for r in outside})

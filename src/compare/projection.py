@@ -6,9 +6,12 @@ charts as measured and published ones without ever pooling with them.
 
 from __future__ import annotations
 
+import json
 import math
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from omegaconf import OmegaConf
 
@@ -16,11 +19,13 @@ from src import recorded
 from src.compare import explain
 from src.compare.ratio import Spread
 from src.compare.report import Section, Table
-from src.compare.runs import CAP_KEY, MEASURED, Measurement, aggregate, select
+from src.compare.runs import CAP_KEY, MEASURED, Measurement, aggregate, select, to_record
 from src.logged_spec import Spec, positive_number
+from src.projection import shipped
 from src.projection.cards import known, profiles
 from src.projection.choose import BATCHES, choose, nearest_source
-from src.projection.model import Card, Ceilings, Projection, ProjectionRefused, SourcePoint, project
+from src.projection.counts import OpCounts
+from src.projection.model import Card, Ceilings, Projection, ProjectionRefused, SourcePoint, figures, project
 from src.projection.sentences import pair_sentence
 from src.stats import t95
 
@@ -42,6 +47,7 @@ class Outcome:
     refused: list[str] = field(default_factory=list)  # one line each: the run to make first
     measurements: list[Measurement] = field(default_factory=list)  # the projections as compare's points
     sentences: list[str] = field(default_factory=list)  # one per model, precision, count and card
+    shipped: str = ""  # the shipped measured source the points came from, where the store had none to project
 
 
 def for_compare(cfg, records, runs, baseline):
@@ -50,14 +56,26 @@ def for_compare(cfg, records, runs, baseline):
     `gpus=` and `sources=` select what is shown beside the projection."""
     if not cfg.project:
         return Outcome()
-    measurements = aggregate(select(records, OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]}))[0])
+    sources = OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]})
+    measurements = aggregate(select(records, sources)[0])
     targets, model_error = list(cfg.project), cfg.projection.model_error
     cards = profiles([*targets, *(m.gpu for m in measurements)])
-    outcome = project_onto(measurements, runs, targets, cards, cfg.projection.batch, model_error)
+    outcome = project_onto(
+        measurements, runs, targets, cards, cfg.projection.batch, model_error, stored_counts(cfg)
+    )
+    if not outcome.projections:  # none of the store's points can be: the project's own, shipped
+        ship = shipped.read()
+        measurements = aggregate(select([r for r in map(to_record, ship.runs) if r], sources)[0])
+        cards = profiles([*targets, *(m.gpu for m in measurements)])
+        from_store = outcome.refused
+        outcome = project_onto(
+            measurements, ship.runs, targets, cards, cfg.projection.batch, model_error, ship.counts.get
+        )
+        outcome.refused, outcome.shipped = from_store + outcome.refused, ship.name
     per_card = Counter(map(_card_key, outcome.projections))
     for p in outcome.projections:
         [m] = [m for m in measurements if m.runs and m.runs[0].run_id == p.source.run_ids[0]]
-        variant = f"batch_size={p.source.batch}" if per_card[_card_key(p)] > 1 else ""
+        variant = f"batch_size={p.batch}" if per_card[_card_key(p)] > 1 else ""
         outcome.measurements.append(as_measurement(p, m, variant))
     # each card over the baseline where the baseline is projected too, else over the card measured
     keyed = {_card_key(p): p for p in outcome.projections}
@@ -65,7 +83,7 @@ def for_compare(cfg, records, runs, baseline):
         if gpu != baseline:
             base = keyed.get((baseline, model, precision, count, group))
             if base is None:  # against the card it was measured on: that card projected onto itself
-                base = project(p.source, p.source_card, p.ceilings, p.source_card, model_error)
+                base = project(p.source, p.source_figures, p.source_figures, model_error, p.batch)
             outcome.sentences.append(pair_sentence(p, base, model_error))
     return outcome
 
@@ -83,7 +101,12 @@ def as_measurement(p, m, variant):
     config = tuple((k, v) for k, v in m.config if not k.startswith("tag:") and k != CAP_KEY)
     spec = Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)
     spread = Spread(math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE), NO_DOF_TO_LOSE, PROJECTED)
-    figures = {recorded.THROUGHPUT: p.throughput, "throughput_min": low, "throughput_max": high, "spread": spread}
+    figures = {
+        recorded.THROUGHPUT: p.throughput,
+        "throughput_min": low,
+        "throughput_max": high,
+        "spread": spread,
+    }
     unmeasured = dict.fromkeys(("per_watt", "per_watt_basis", "per_kusd"))
     return replace(
         m,
@@ -107,7 +130,7 @@ def record(p, note):
         s.gpu_count,
         p.target.name,
         s.gpu,
-        s.batch,
+        p.batch,
         p.math,
         p.throughput,
         low,
@@ -118,10 +141,12 @@ def record(p, note):
 
 
 INTRO = (
-    "Each measured point on a card you may not have: its step time split as its breakdown logged it, each class "
-    "scaled by the ratio that governs it on that card, at the batch the card's profile runs, else the largest "
-    f"measured that fits its memory. Projected figures are points of source `{PROJECTED}` in every table and "
-    "chart: never pooled with measured or published ones. docs/projection.md says how, and what the model misses."
+    "Each measured point on a card you may not have: its step split by what bounds it (its counted ops' FLOPs and "
+    "bytes against the card's measured ceilings, the time they do not explain bound by neither), each part scaled "
+    "by what bounds it on that card (tensor rate, memory bandwidth, SMs x clock), at the batch the card's profile "
+    "runs (the nearest measured batch, scaled through the counted ops), else the largest measured that fits its "
+    f"memory. Projected figures are points of source `{PROJECTED}` in every table and chart: never pooled with "
+    "measured or published ones. docs/projection.md says how, and what the model misses."
 )
 
 
@@ -129,19 +154,67 @@ def section(outcome, targets):
     """The report's section, projection.csv, and one console line for what was not projected as asked."""
     if not targets:
         return []
-    lines = [INTRO, "", *([f"- {s}" for s in outcome.sentences] or ["- Nothing projected."])]
-    said = outcome.refused + list(outcome.notes.values())
-    if said:
-        heading = "Not projected, not at the card's own batch, or projected from one card of several:"
-        lines += ["", heading, "", *[f"- {line}" for line in said]]
-    warning = (
-        f"projection: {len(outcome.refused)} point(s) not projected, {len(outcome.notes)} projected otherwise "
-        "than asked (at another batch, or from one card of several); report.md (Projection) says why, "
-        f"{CSV} holds each projected point"
-    )
+    lines = [INTRO, ""]
+    if outcome.shipped:
+        lines += [
+            f"From the points shipped with gpubench ({outcome.shipped}): the store holds none of another card "
+            "that can be projected.",
+            "",
+        ]
+    lines += [f"- {s}" for s in outcome.sentences] or [
+        f"- {nothing_projected(outcome, targets).capitalize()}"
+    ]
+    for heading, said in (("Not projected:", outcome.refused), (COUNTED, list(outcome.notes.values()))):
+        lines += ["", heading, "", *[f"- {line}" for line in said]] if said else []
     rows = [record(p, outcome.notes.get(id(p), "")) for p in outcome.projections]
-    table = Table(rows, COLUMNS, CSV)
-    return [Section("Projection: " + ", ".join(targets), lines, [table], warnings=[warning] if said else [])]
+    return [
+        Section(
+            "Projection: " + ", ".join(targets),
+            lines,
+            [Table(rows, COLUMNS, CSV)],
+            warnings=_said(outcome, targets),
+        )
+    ]
+
+
+COUNTED = "Projected otherwise than measured (at a batch its source did not run, through the counted ops; or from one card of several):"
+
+
+def _said(outcome, targets):
+    """The console's one line: where the points came from, what was not projected, what was projected otherwise."""
+    said = [
+        f"projection: from the points shipped with gpubench ({outcome.shipped}): the store holds none to project"
+    ]
+    said = said if outcome.shipped else []
+    if not outcome.projections:
+        return [*said, f"projection onto {', '.join(targets)}: {nothing_projected(outcome, targets)}"]
+    counts = [f"{len(outcome.refused)} point(s) not projected"] if outcome.refused else []
+    if outcome.notes:
+        counts.append(
+            f"{len(outcome.notes)} projected at a batch their source did not run (through its counted ops) "
+            "or from one card of several"
+        )
+    if counts:
+        said.append(
+            f"projection: {', '.join(counts)}; report.md (Projection) says why and which runs measure them, "
+            f"{CSV} lists each projected point"
+        )
+    return said
+
+
+def nothing_projected(outcome, targets):
+    """Why nothing was projected, and the run that would make a projection: the first refusal's, else
+    a point of another card."""
+    if outcome.refused:
+        more = len(outcome.refused) - 1
+        return (
+            "nothing projected: " + outcome.refused[0] + (f" (and {more} more in report.md)" if more else "")
+        )
+    return (
+        f"nothing projected: no measured point of a card other than {', '.join(targets)} that the filters keep; measure one: "
+        "python -m src.train gpu=<a card you have> model=<model> precision=<precision>, and its ceilings: "
+        "python -m src.train gpu=<that card> model=ceilings"
+    )
 
 
 def errors(cfg):
@@ -163,8 +236,9 @@ def errors(cfg):
 
 
 # ---- the inputs: each measured point, its card's ceilings and spec sheet, as its runs logged them ----
-def source_point(m):
-    """A measured point as the projection reads it: its summary (src/compare/runs.py)."""
+def source_point(m, counts):
+    """A measured point as the projection reads it: its summary (src/compare/runs.py); `counts`: a
+    run's counted ops by its id."""
     first = m.runs[0].result
     batch = int(float(dict(m.config).get(recorded.BATCH_SIZE) or first.batch_size or 0))
     cap = positive_number(first.params.get(CAP_KEY))
@@ -187,31 +261,67 @@ def source_point(m):
         remeasure=f"{train} model.batch_size={batch}{cap_set}",
         group=tuple((k, v) for k, v in m.config if k not in NOT_THE_WORKLOAD),
         power_bound=m.power_share,
+        counts=next(filter(None, map(counts, (r.run_id for r in m.runs))), None),
+        tf32=first.tf32_math,
+        items_per_step=first.window.items_per_step,
     )
 
 
-def source_card(gpu, params, profile):
-    """The card a point ran on: the spec sheet its run logged, its profile for figures it never logged."""
-    profile = dict(profile or {"name": gpu})
-    peak, logged = "gpu.peak_tflops.", {k: positive_number(v) for k, v in params.items()}
+def source_figures(point, by_id, profile):
+    """The card a point ran on: the spec sheet its run logged (its profile for figures it never
+    logged), its profile's measured figures, else its latest ceilings run of the same software."""
+    profile = dict(profile or {"name": point.gpu})
+    peak, logged = (
+        "gpu.peak_tflops.",
+        {k: positive_number(v) for k, v in by_id[point.run_ids[0]].params.items()},
+    )
     logged_peaks = {k.removeprefix(peak): v for k, v in logged.items() if k.startswith(peak) and v}
     profile["peak_tflops"] = profile.get("peak_tflops", {}) | logged_peaks
     profile |= {key: logged[f"gpu.{key}"] for key in LOGGED_FIGURES if logged.get(f"gpu.{key}")}
-    return Card.from_profile(profile)
+    latest = explain.matching_ceilings(by_id.values(), *[by_id[i] for i in point.run_ids])
+    if latest is None:
+        raise ProjectionRefused(
+            f"{point.label}: no ceilings run of its card, count and software; run: "
+            f"python -m src.train model=ceilings gpu={point.gpu} gpu.count={point.gpu_count}"
+        )
+    found = latest.ceilings
+    return figures(
+        Card.from_profile(profile), Ceilings(latest.run_id, found.matmul_tflops, found.memory_copy_gbs)
+    )
 
 
-def project_onto(
-    measurements,
-    runs,
-    targets,
-    profiles,
-    batch,
-    model_error,
-):
+def ensure_store(cfg):
+    """The store and its experiment, made where they are not yet: project= needs no runs of its own."""
+    from src.tracking import store
+
+    store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
+
+
+def stored_counts(cfg):
+    """A run's counted ops as its job logged them (recorded.OP_COUNTS), by its id; None for a run without."""
+    from mlflow.exceptions import MlflowException
+
+    from src.tracking import store
+
+    client = store.client(cfg.tracking.uri)
+
+    def read(run_id):
+        with tempfile.TemporaryDirectory() as folder:
+            try:
+                path = client.download_artifacts(run_id, recorded.OP_COUNTS, folder)
+            except (MlflowException, OSError):
+                return None
+            return OpCounts.from_json(json.loads(Path(path).read_text()))
+
+    return read
+
+
+def project_onto(measurements, runs, targets, profiles, batch, model_error, counts):
     """The measured points of every gpu that is not itself a target, onto each target. `profiles`:
-    the targets' spec sheets and the measured cards' (for figures their runs never logged)."""
+    the targets' spec sheets and the measured cards' (for figures their runs never logged); `counts`:
+    a run's counted ops by its id."""
     by_id, done = {r.run_id: r for r in runs}, Outcome()
-    points = [source_point(m) for m in measurements if m.gpu not in targets and m.source == MEASURED]
+    points = [source_point(m, counts) for m in measurements if m.gpu not in targets and m.source == MEASURED]
     for name in targets:
         try:
             target = Card.from_profile(profiles.get(name) or {"name": name})
@@ -220,12 +330,12 @@ def project_onto(
             continue
         for chosen in choose(points, target, batch):
             point = chosen.point
+            if chosen.refused:
+                done.refused.append(chosen.refused)
+                continue
             try:
-                card = source_card(point.gpu, by_id[point.run_ids[0]].params, profiles.get(point.gpu))
-                latest = explain.matching_ceilings(runs, *[by_id[i] for i in point.run_ids])
-                figures = latest and latest.ceilings  # None: no ceilings run of its card and stack
-                ceilings = latest and Ceilings(latest.run_id, figures.matmul_tflops, figures.memory_copy_gbs)
-                projection = project(point, card, ceilings, target, model_error)
+                source = source_figures(point, by_id, profiles.get(point.gpu))
+                projection = project(point, source, figures(target, source=source), model_error, chosen.batch)
             except ProjectionRefused as exc:
                 if str(exc) not in done.refused:  # a point without its breakdown: once, not per target
                     done.refused.append(str(exc))

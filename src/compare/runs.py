@@ -183,7 +183,9 @@ def search_finished(uri, experiments, filter_string, hint):
     runs, token = [], None
     try:
         while token != "":  # MLflow's last page has no token
-            page = client.search_runs(list(ids.values()), filter_string=query, max_results=1000, page_token=token)
+            page = client.search_runs(
+                list(ids.values()), filter_string=query, max_results=1000, page_token=token
+            )
             runs += map(run_result.read, page)
             token = page.token or ""
     except MlflowException as exc:

@@ -61,10 +61,17 @@ KEYS: dict[str, Declared] = {
     "gpu.memory_limit_gb": Declared(MEASURED, tag="memory_limit_gb", default=None),  # a capped card
     # spec-sheet figures a projection reads (the card's shape and links, with sources): no figure changes
     **dict.fromkeys(
-        ("gpu.sm_count", "gpu.boost_clock_mhz", "gpu.l2_cache_mb", "gpu.host_link_gbs", "gpu.gpu_link_gbs",
-         "gpu.sources", "gpu.sources."),
+        (
+            "gpu.sm_count",
+            "gpu.boost_clock_mhz",
+            "gpu.l2_cache_mb",
+            "gpu.host_link_gbs",
+            "gpu.gpu_link_gbs",
+            "gpu.sources",
+            "gpu.sources.",
+        ),
         Declared(PLUMBING),
-    ),  # fmt: skip
+    ),
     # the model: its sizes separate points; what only names or describes it is the point's model
     "model.": Declared(MEASURED),
     "model.name": Declared(MEASURED, by="model"),
@@ -127,6 +134,7 @@ TAGS: dict[str, Declared] = {name: Declared(MEASURED, default=None) for name in 
     "nnodes": Declared(MEASURED, default=1),
     CPU_THREADS: Declared(MEASURED, default=None),
 }
+
 
 def declared(key: str, table: dict[str, Declared] | None = None) -> Declared | None:
     """The entry for `key`: its own, else its longest declared prefix; None if there is none."""
@@ -224,12 +232,7 @@ def procedure_config(params: dict[str, str]) -> tuple:
 
 
 def _in_point(entry: Declared | None, value: Any) -> bool:
-    return (
-        entry is not None
-        and entry.role == MEASURED
-        and entry.by is None
-        and not at_default(entry, value)
-    )
+    return entry is not None and entry.role == MEASURED and entry.by is None and not at_default(entry, value)
 
 
 def setting_tags(cfg) -> dict[str, Any]:

@@ -21,11 +21,13 @@ class Workload:
     lr: float | None = None  # None: the optimizer's usual rate below
     clip_grad_norm: float | None = None  # gradients rescaled to at most this total norm; None: not
 
-    def make_optimizer(self) -> torch.optim.Optimizer:
+    def make_optimizer(self, fused: bool | None = None) -> torch.optim.Optimizer:
+        """`fused`: None for fused kernels where the parameters are on a GPU (a CPU counting a GPU's
+        step asks for them too)."""
         params = [p for p in self.model.parameters() if p.requires_grad]
         # Fused kernels on a GPU, as a tuned training script uses them. They also take the gradient
         # scaler's inf check on the device: an unfused step makes GradScaler wait for the host.
-        fused = all(p.is_cuda for p in params) or None
+        fused = fused or all(p.is_cuda for p in params) or None
         if self.optimizer == "sgd":
             return momentum_sgd(params, lr=self.lr or 0.01, fused=fused)
         if self.optimizer == "adamw":

@@ -1,13 +1,14 @@
-"""Which measured point stands for a target card: the one at the target's own batch, or the one at
-the same batch.
+"""Which measured point stands for a target card, and at which batch it is projected there.
 
 `own`: of the points of one workload (same model, precision, count and settings, any batch or cap),
-the one at the batch the target's profile runs it at (conf/gpu/<card>.yaml batch_sizes: what
-`gpu=<card>` would run; Lambda's batches for the study's cards, sized by memory); where that batch
-was not measured, or the profile sets none, the largest batch whose memory fits the target's. A
-point's memory is the cap it ran under (`gpu.memory_limit_gb`, where `model.batch_size=auto` found
-the largest batch that fits), else the peak it allocated; none fits: the one needing least. Each
-fallback is said, with the command that measures the missing point. `same`: every point as it ran.
+the target runs the batch its profile names (conf/gpu/<card>.yaml batch_sizes: what `gpu=<card>`
+would run; Lambda's batches for the study's cards, sized by memory). The point measured at that
+batch stands for it; where none was, the measured point of the nearest batch, projected to the
+profile's batch through the step's counted ops (said as `counted`). A profile that names no batch:
+the largest measured batch whose memory fits the target's (a point's memory is the cap it ran
+under, `gpu.memory_limit_gb`, else the peak it allocated); none fits: refused, with the command
+that measures one that does; no run logged its memory: the smallest, said as not known to fit.
+`same`: every point at the batch it ran.
 
 Where several cards' points of one workload project onto a card, one card's stand (nearest_source):
 a projection from further off carries more of the model's error, and one workload counts once in a
@@ -28,7 +29,9 @@ BATCHES = (OWN, SAME)
 @dataclass(frozen=True)
 class Chosen:
     point: SourcePoint
-    note: str = ""  # why this batch is not the target's own, where it is not
+    batch: int  # per GPU, on the target
+    note: str = ""  # how this batch differs from one measured that fits, where it does
+    refused: str = ""  # why none is projected: no measured batch fits the target's memory
 
 
 def workload_key(point: SourcePoint) -> tuple:
@@ -39,7 +42,7 @@ def workload_key(point: SourcePoint) -> tuple:
 def choose(points: list[SourcePoint], target: Card, batch: str) -> list[Chosen]:
     """The points to project onto `target`: per workload, one (own) or all (same)."""
     if batch == SAME:
-        return [Chosen(p) for p in points]
+        return [Chosen(p, p.batch) for p in points]
     groups: dict[tuple, list[SourcePoint]] = {}
     for p in points:
         groups.setdefault(workload_key(p), []).append(p)
@@ -49,30 +52,46 @@ def choose(points: list[SourcePoint], target: Card, batch: str) -> list[Chosen]:
 def _own(group: list[SourcePoint], target: Card) -> Chosen:
     p = group[0]
     wanted = target.batch_for(p.model, p.precision)
-    at_wanted = [q for q in group if q.batch == wanted]
-    if at_wanted:
-        return Chosen(min(at_wanted, key=lambda q: q.memory_gb or 0))
+    if wanted:
+        nearest = min(group, key=lambda q: (abs(math.log(q.batch / wanted)), q.memory_gb or 0))
+        if nearest.batch == wanted:
+            return Chosen(nearest, wanted)
+        return Chosen(
+            nearest,
+            wanted,
+            f"{target.name} {p.model} {p.precision}: at batch {wanted}, its profile's, "
+            f"from {p.gpu}'s batch {nearest.batch} through the counted ops; measure it: "
+            f"{_command(p)} model.batch_size={wanted}",
+        )
     known = [q for q in group if q.memory_gb is not None]
     fits = [q for q in known if q.memory_gb <= target.memory_gb]
-    if fits and wanted is None:
-        return Chosen(max(fits, key=lambda q: (q.batch, q.memory_gb)))
     if fits:
         chosen = max(fits, key=lambda q: (q.batch, q.memory_gb))
-        said = f"projected at batch {chosen.batch}, the largest measured that fits its {target.memory_gb:g} GB"
-    elif known:
-        chosen = min(known, key=lambda q: (q.memory_gb, q.batch))
-        said = (f"no measured batch fits its {target.memory_gb:g} GB: projected at batch {chosen.batch} "
-                f"(needs {chosen.memory_gb:.0f} GB)")  # fmt: skip
-    else:  # runs without a peak memory (a host that reports none): whether one fits is not known
-        chosen = min(group, key=lambda q: q.batch)
-        said = (f"no run logged its peak memory, so whether a batch fits its {target.memory_gb:g} GB is not "
-                f"known: projected at batch {chosen.batch}, the smallest measured")  # fmt: skip
-    if wanted is None:
-        wanted_part, size = "", f"gpu.memory_limit_gb={target.memory_gb:g} model.batch_size=auto"
-    else:
-        wanted_part, size = f"its profile runs it at batch {wanted}, not measured on {p.gpu}; ", f"model.batch_size={wanted}"
-    command = f"python -m src.train gpu={p.gpu} model={p.model} precision={p.precision} gpu.count={p.gpu_count} {size}"
-    return Chosen(chosen, f"{target.name} {p.model} {p.precision}: {wanted_part}{said}; measure it: {command}")
+        return Chosen(chosen, chosen.batch)
+    size = f"gpu.memory_limit_gb={target.memory_gb:g} model.batch_size=auto"
+    if known:
+        least = min(known, key=lambda q: (q.memory_gb, q.batch))
+        return Chosen(
+            least,
+            least.batch,
+            refused=(
+                f"{target.name} {p.model} {p.precision}: no measured batch fits its {target.memory_gb:g} GB (batch "
+                f"{least.batch} needs {least.memory_gb:.0f} GB); measure one that does: {_command(p)} {size}"
+            ),
+        )
+    smallest = min(group, key=lambda q: q.batch)  # runs without a peak memory (a host that reports none)
+    return Chosen(
+        smallest,
+        smallest.batch,
+        (
+            f"{target.name} {p.model} {p.precision}: no run logged its peak memory, so whether batch {smallest.batch} "
+            f"fits its {target.memory_gb:g} GB is not known; measure it: {_command(p)} {size}"
+        ),
+    )
+
+
+def _command(p: SourcePoint) -> str:
+    return f"python -m src.train gpu={p.gpu} model={p.model} precision={p.precision} gpu.count={p.gpu_count}"
 
 
 def nearest_source(projections: list[Projection], noted: set[int]) -> tuple[list[Projection], dict[int, str]]:
@@ -88,7 +107,8 @@ def nearest_source(projections: list[Projection], noted: set[int]) -> tuple[list
     kept, said = set(), {}
     for sources in workloads.values():
         ranked = sorted(
-            sources.values(), key=lambda ps: (id(ps[0]) in noted, min(abs(math.log(p.step_ratio)) for p in ps))
+            sources.values(),
+            key=lambda ps: (id(ps[0]) in noted, min(abs(math.log(p.step_ratio)) for p in ps)),
         )
         kept |= {id(p) for p in ranked[0]}
         if len(ranked) > 1:

@@ -1,21 +1,27 @@
-"""The projection's arithmetic: a measured point's step time, split into the classes its breakdown
-logged, each class scaled to the target card by the ratio that governs it.
+"""The projection's arithmetic: a measured point's step on another card, each part of it scaled by
+what bounds it there (docs/projection.md says why each factor is what it is).
 
-    target step / source step = sum over the parts of (share of the source's step x scale)
+What is measured on the source: the step time and its breakdown (the share of products and
+convolutions, of the other kernels, of communication and of idle time), and the card's ceilings.
+What is counted (src/projection/counts.py): every op of the step, its FLOPs and bytes, at any batch.
+Each op's least time on a card is its roofline: its FLOPs at the card's tensor rate for its math or
+its bytes at the card's memory bandwidth, whichever is longer. Then, of the source's step:
 
-- matmul: the step's FLOPs at the source's measured tensor rate for the math that ran are the
-  tensor-bound part, scaled by source rate / target rate, the target's rate being its spec rate for
-  the math it runs (GeForce cards' fp32-accumulate rate is their spec figure) times the efficiency
-  the source measured for that math (ceiling / spec); the rest of the matmul time (kernels waiting
-  on memory) scales as other compute. Without FLOPs per item the whole class is tensor-bound.
-- other compute: source / target memory bandwidth.
-- copies: source / target host link.
-- communication (counts above one): source / target link between GPUs.
-- idle (the host's time): kept.
+- tensor-bound: the products whose FLOPs take longer than their bytes on the source: on the
+  target, each one's roofline there (the tensor rate of the math it runs, or its bytes where it
+  falls below the target's ridge point);
+- bandwidth-bound: the products below the source's ridge point and every other op, as far as their
+  bytes at the source's bandwidth explain the measured time: each op's roofline on the target;
+- clock-bound: the measured time the counted FLOPs and bytes do not explain at the source's
+  ceilings (kernels that run below both: reductions, small grids, partial waves, launches): SMs x
+  the clock each card sustains (its boost clock x its measured matmul over its spec rate);
+- communication (counts above one): the GPU link; idle (the host's time): kept, per kernel launched.
 
-Projected throughput = source throughput / step ratio: the same items per step (batch) as the run
-projected; which run stands for a target's own batch is src/projection/choose.py's. No coefficient
-here is fitted to anyone's throughput; the model's error is measured by benchmarks/projection_check.py.
+A card's figures (`figures`): the tensor rate per math measured and published in its profile
+(conf/gpu/, each with its source), else its ceilings run's (the source card), else its spec rate x
+its own measured efficiency at another math, else x the source's efficiency for that math; memory
+bandwidth likewise. Projected throughput = the items of a step at the target's batch / the projected
+step. Nothing here is fitted to anyone's throughput; benchmarks/projection_check.py measures the error.
 """
 
 from __future__ import annotations
@@ -23,8 +29,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from src.projection.counts import MATMUL, OpCounts, OpRow
+
 TF32_FALLBACK = "fp32"  # a card without TF32 (Volta) runs fp32 matmuls on its CUDA cores
-TENSOR, MEMORY, HOST_LINK, GPU_LINK, KEPT = "tensor rate", "memory bandwidth", "host link", "GPU link", "kept"
+TENSOR_MATHS = ("bf16", "fp16", "tf32")  # a card's efficiency at one tells its clock and its other rates
+TENSOR, MEMORY, CLOCK, GPU_LINK, KEPT = "tensor rate", "memory bandwidth", "SMs x clock", "GPU link", "kept"
 
 
 class ProjectionRefused(ValueError):
@@ -33,7 +42,7 @@ class ProjectionRefused(ValueError):
 
 @dataclass(frozen=True)
 class Card:
-    """The spec-sheet figures a projection reads (conf/gpu/<name>.yaml)."""
+    """What a gpu profile (conf/gpu/<name>.yaml) states: the spec sheet and the published measurements."""
 
     name: str
     peak_tflops: dict[str, float]  # dense, fp32 accumulate, at the rate this card runs it
@@ -43,6 +52,12 @@ class Card:
     gpu_link_gbs: float
     tdp_w: float | None = None
     batch_sizes: dict = field(default_factory=dict)  # model -> precision -> the per-GPU batch it runs
+    sm_count: int | None = None
+    boost_clock_mhz: float | None = None
+    measured_tflops: dict[str, tuple[float, str]] = field(
+        default_factory=dict
+    )  # math -> (value, where, when)
+    measured_bandwidth: tuple[float, str] | None = None
 
     @classmethod
     def from_profile(cls, profile: dict) -> Card:
@@ -50,9 +65,23 @@ class Card:
         needed = ("peak_tflops", "memory_bandwidth_gbs", "memory_gb", "host_link_gbs", "gpu_link_gbs")
         missing = [key for key in needed if not profile.get(key)]
         if missing:
-            raise ProjectionRefused(f"gpu={name}: its profile states no {', '.join(missing)} (conf/gpu/{name}.yaml)")
-        figures = (float(profile[k]) for k in needed[1:])
-        return cls(name, dict(profile["peak_tflops"]), *figures, profile.get("tdp_w"), profile.get("batch_sizes") or {})
+            raise ProjectionRefused(
+                f"gpu={name}: its profile states no {', '.join(missing)} (conf/gpu/{name}.yaml)"
+            )
+        measured = profile.get("measured") or {}
+        tflops = {m: _published(f) for m, f in (measured.get("matmul_tflops") or {}).items()}
+        bandwidth = measured.get("memory_bandwidth_gbs")
+        return cls(
+            name,
+            dict(profile["peak_tflops"]),
+            *(float(profile[k]) for k in needed[1:]),
+            profile.get("tdp_w"),
+            profile.get("batch_sizes") or {},
+            profile.get("sm_count"),
+            profile.get("boost_clock_mhz"),
+            tflops,
+            _published(bandwidth) if bandwidth else None,
+        )
 
     def batch_for(self, model: str, precision: str) -> int | None:
         """The batch this card's profile runs the model at (none: the model's default for every card)."""
@@ -66,6 +95,10 @@ class Card:
         return TF32_FALLBACK if math_ == "tf32" and TF32_FALLBACK in self.peak_tflops else None
 
 
+def _published(figure: dict) -> tuple[float, str]:
+    return float(figure["value"]), f"{figure['source']}, {figure['date']}"
+
+
 @dataclass(frozen=True)
 class Ceilings:
     """The source card's measured ceilings (a model=ceilings run)."""
@@ -76,8 +109,90 @@ class Ceilings:
 
 
 @dataclass(frozen=True)
+class Rate:
+    value: float
+    said: str  # where it comes from, in words
+
+
+@dataclass(frozen=True)
+class Figures:
+    """A card's rates as the projection uses them, each saying whether it is measured or spec."""
+
+    card: Card
+    tensor: dict[str, Rate]  # TFLOP/s per math
+    bandwidth: Rate  # GB/s
+    issue: Rate  # SMs x MHz: the rate of work bound by neither
+    ceilings: Ceilings | None = None
+
+
+def figures(card: Card, ceilings: Ceilings | None = None, source: Figures | None = None) -> Figures:
+    """The card's figures: measured (its profile's published figures, else its ceilings run) before
+    its spec rate x its own measured efficiency at another math, before x the source's efficiency."""
+    if card.measured_tflops:
+        measured = {m: Rate(v, f"measured ({said})") for m, (v, said) in card.measured_tflops.items()}
+    elif ceilings:
+        measured = {
+            m: Rate(v, f"measured by ceilings run {ceilings.run_id}")
+            for m, v in ceilings.matmul_tflops.items()
+        }
+    else:
+        measured = {}
+    efficiency = {
+        m: measured[m].value / card.peak_tflops[m]
+        for m in TENSOR_MATHS
+        if m in measured and m in card.peak_tflops
+    }
+    best = max(efficiency, key=efficiency.get, default=None)
+    tensor = {}
+    for math_, spec in card.peak_tflops.items():
+        if math_ in measured:
+            tensor[math_] = measured[math_]
+        elif best and math_ != TF32_FALLBACK:
+            said = f"spec {spec:g} x {efficiency[best]:.0%}, its measured {best} {measured[best].value:g} of spec {card.peak_tflops[best]:g}"
+            tensor[math_] = Rate(spec * efficiency[best], said)
+        elif source and math_ in source.tensor and math_ in source.card.peak_tflops:
+            share = source.tensor[math_].value / source.card.peak_tflops[math_]
+            tensor[math_] = Rate(
+                spec * share, f"spec {spec:g} x {share:.0%}, {source.card.name}'s measured efficiency"
+            )
+        else:
+            tensor[math_] = Rate(spec, "spec")
+    return Figures(
+        card, tensor, _bandwidth(card, ceilings, source), _issue(card, efficiency.get(best)), ceilings
+    )
+
+
+def _bandwidth(card: Card, ceilings: Ceilings | None, source: Figures | None) -> Rate:
+    spec = card.memory_bandwidth_gbs
+    if card.measured_bandwidth:
+        return Rate(card.measured_bandwidth[0], f"measured ({card.measured_bandwidth[1]})")
+    if ceilings and ceilings.memory_copy_gbs:
+        return Rate(ceilings.memory_copy_gbs, f"measured by ceilings run {ceilings.run_id}")
+    if source:
+        share = source.bandwidth.value / source.card.memory_bandwidth_gbs
+        return Rate(spec * share, f"spec {spec:g} x {share:.0%}, {source.card.name}'s measured efficiency")
+    return Rate(spec, "spec")
+
+
+def _issue(card: Card, efficiency: float | None) -> Rate:
+    """SMs x the clock the card sustains: its boost clock x its measured tensor efficiency (a card
+    held below its boost clock by its power limit runs its matmuls that much below spec)."""
+    if not (card.sm_count and card.boost_clock_mhz):
+        raise ProjectionRefused(
+            f"gpu={card.name}: its profile states no sm_count or boost_clock_mhz (conf/gpu/{card.name}.yaml)"
+        )
+    clock = card.boost_clock_mhz * (efficiency or 1.0)
+    how = (
+        f"{clock:,.0f} MHz, boost {card.boost_clock_mhz:,.0f} x {efficiency:.0%}"
+        if efficiency
+        else f"boost {clock:,.0f} MHz"
+    )
+    return Rate(card.sm_count * clock, f"{card.sm_count} SMs x {how}")
+
+
+@dataclass(frozen=True)
 class SourcePoint:
-    """A measured point as the projection reads it (src/projection/runs.py makes these)."""
+    """A measured point as the projection reads it (src/compare/projection.py makes these)."""
 
     label: str  # "h200 x1 txl_large amp [batch 16]", for messages
     gpu: str
@@ -95,19 +210,28 @@ class SourcePoint:
     remeasure: str  # the command that measures it (with its breakdown)
     group: tuple = ()  # its settings and stack but the batch and memory cap: one workload's points share it
     power_bound: float | None = None  # share of its window the source spent at its power limit (telemetry)
+    counts: OpCounts | None = None  # its step's ops, counted
+    tf32: bool = False  # its fp32 products ran TF32
+    items_per_step: float | None = (
+        None  # all GPUs, in its unit (tokens for a language model); None: the batch's
+    )
 
     @property
     def step_s(self) -> float:
-        return self.batch * self.gpu_count / self.throughput
+        return (self.items_per_step or self.batch * self.gpu_count) / self.throughput
+
+    def items_per_s(self, batch: int, step_s: float) -> float:
+        """Throughput at another per-GPU batch and step time: items per step scale with the batch."""
+        return self.throughput * self.step_s / step_s * batch / self.batch
 
 
 @dataclass(frozen=True)
 class Factor:
     part: str  # what part of the step
-    governs: str  # the ratio that scales it: tensor rate, memory bandwidth, host link, GPU link, kept
+    governs: str  # the ratio that scales it: tensor rate, memory bandwidth, SMs x clock, GPU link, kept
     share: float  # of the source's step
-    scale: float  # its time on the target over its time on the source
-    basis: str  # the ratio it is, in words: "tf32 tensor 494.5 -> 77.4 TFLOP/s"
+    scale: float  # its time on the target (at the target's batch) over its time on the source
+    basis: str  # the ratio it is, in words: "tf32 395 -> 61.7 TFLOP/s (...)"
 
     @property
     def target_share(self) -> float:
@@ -118,79 +242,165 @@ class Factor:
 @dataclass(frozen=True)
 class Projection:
     source: SourcePoint
-    source_card: Card
-    ceilings: Ceilings
-    target: Card
+    source_figures: Figures
+    target_figures: Figures
     math: str  # the math the target runs
+    batch: int  # per GPU, on the target
     factors: tuple[Factor, ...]
     throughput: float
     interval: tuple[float, float]  # the band: the measurement's interval and the model's error
     projected: bool = True  # never pooled with a measured point
 
     @property
+    def target(self) -> Card:
+        return self.target_figures.card
+
+    @property
+    def ceilings(self) -> Ceilings | None:
+        return self.source_figures.ceilings
+
+    @property
     def step_ratio(self) -> float:
         return sum(f.target_share for f in self.factors)
 
 
-def project(point: SourcePoint, source: Card, ceilings: Ceilings | None, target: Card, model_error: float) -> Projection:
-    """The point on the target card, or ProjectionRefused naming what to measure first."""
+@dataclass(frozen=True)
+class Bounds:
+    """One step's op times on one card at one batch, each op at its roofline, by what bounds it."""
+
+    tensor: float  # products whose FLOPs at the tensor rate outlast their bytes
+    matmul_memory: float  # products below the ridge point: their bytes at the bandwidth
+    other: float  # every other op: its bytes at the bandwidth
+    kernels: float
+
+    @property
+    def matmul(self) -> float:
+        return self.tensor + self.matmul_memory
+
+
+def bounds(
+    counts: OpCounts, batch: int, card: Figures, tf32: bool, classed_on: Figures | None = None
+) -> Bounds:
+    """Seconds each class of op takes on `card` at `batch`; an op's class is where it stands against
+    the ridge point of `classed_on` (the card itself by default)."""
+    classed_on = classed_on or card
+    tensor = matmul_memory = other = kernels = 0.0
+    for row in counts.rows:
+        n, flops, size = row.at(batch)
+        kernels += n
+        memory = n * size / (card.bandwidth.value * 1e9)
+        if row.kind != MATMUL:
+            other += memory
+            continue
+        compute = n * flops / (_rate(row, card, tf32) * 1e12)
+        if flops / (_rate(row, classed_on, tf32) * 1e12) >= size / (classed_on.bandwidth.value * 1e9):
+            tensor += max(compute, memory)
+        else:
+            matmul_memory += max(compute, memory)
+    return Bounds(tensor, matmul_memory, other, kernels)
+
+
+def _rate(row: OpRow, card: Figures, tf32: bool) -> float:
+    """TFLOP/s of the math the op runs on this card: its inputs' half precision, else the point's fp32 math."""
+    math_ = row.math if row.math != "fp32" else ("tf32" if tf32 else "fp32")
+    return card.tensor[card.card.runs_math(math_) or TF32_FALLBACK].value
+
+
+def _check(point: SourcePoint, target: Card) -> str:
+    """The math the target runs the point's matmuls at, or ProjectionRefused naming what is missing."""
     if not point.shares:
-        raise ProjectionRefused(f"{point.label}: no step-time breakdown; measure it with one: {point.remeasure}")
-    if ceilings is None:
         raise ProjectionRefused(
-            f"{point.label}: no ceilings run of its card, count and software; run: "
-            f"python -m src.train model=ceilings gpu={point.gpu} gpu.count={point.gpu_count}"
+            f"{point.label}: no step-time breakdown; measure it with one: {point.remeasure}"
+        )
+    if point.counts is None:
+        raise ProjectionRefused(
+            f"{point.label}: its step's ops were not counted (runs count them from now on); "
+            f"measure it again: {point.remeasure}"
         )
     math_ = target.runs_math(point.math)
     if math_ is None:
-        raise ProjectionRefused(f"gpu={target.name} has no {point.math} math (conf/gpu/{target.name}.yaml): {point.label} is not projected there")
-    factors = (*_matmul(point, source, ceilings, target, math_), *_the_rest(point, source, target))
-    ratio = sum(f.target_share for f in factors)
-    throughput = point.throughput / ratio
-    return Projection(point, source, ceilings, target, math_, factors, throughput, band(throughput, point, model_error))
+        raise ProjectionRefused(
+            f"gpu={target.name} has no {point.math} math (conf/gpu/{target.name}.yaml): {point.label} is not projected there"
+        )
+    return math_
 
 
-def _matmul(point: SourcePoint, source: Card, ceilings: Ceilings, target: Card, math_: str) -> list[Factor]:
-    """The tensor-bound part at the tensor rates, the rest at the memory bandwidths."""
-    share = point.shares.get("matmul", 0.0)
-    for needed in {point.math, math_}:
-        if needed not in ceilings.matmul_tflops:
-            raise ProjectionRefused(
-                f"{point.label}: its ceilings run {ceilings.run_id} has no {needed} matmul figure; run: "
-                f"python -m src.train model=ceilings gpu={point.gpu} gpu.count={point.gpu_count}"
-            )
-    source_rate = ceilings.matmul_tflops[point.math]
-    efficiency = ceilings.matmul_tflops[math_] / source.peak_tflops[math_]
-    target_rate = target.peak_tflops[math_] * efficiency
-    tensor = 1.0
-    if point.flops_per_item and share > 0:
-        tensor = min(1.0, point.flops_per_item * point.batch / (source_rate * 1e12) / (share * point.step_s))
-    basis = (
-        f"{point.math} tensor {source_rate:,.4g} -> {math_} {target_rate:,.4g} TFLOP/s "
-        f"({target.peak_tflops[math_]:,.4g} spec x {efficiency:.0%} as measured on {point.gpu})"
+def project(
+    point: SourcePoint, source: Figures, target: Figures, model_error: float, batch: int | None = None
+) -> Projection:
+    """The point on the target card at `batch` per GPU (the point's own by default)."""
+    math_ = _check(point, target.card)
+    batch = batch or point.batch
+    s, step = point.shares, point.step_s
+    at_source = bounds(point.counts, point.batch, source, point.tf32)
+    grown = bounds(point.counts, batch, source, point.tf32)  # the same card at the target's batch
+    there = bounds(point.counts, batch, target, point.tf32, classed_on=source)
+    matmul_s, other_s = s.get("matmul", 0.0) * step, (s.get("other", 0.0) + s.get("memcpy", 0.0)) * step
+    # the share of each class's measured time its counted ops explain at the source's ceilings
+    on_matmul = min(1.0, matmul_s / at_source.matmul) if at_source.matmul else 0.0
+    on_other = min(1.0, other_s / at_source.other) if at_source.other else 0.0
+    memory_s = on_matmul * at_source.matmul_memory + on_other * at_source.other
+    memory_t = on_matmul * there.matmul_memory + on_other * there.other
+    unexplained = [matmul_s - on_matmul * at_source.matmul, other_s - on_other * at_source.other]
+    growth = [_ratio(grown.matmul, at_source.matmul), _ratio(grown.other, at_source.other)]
+    clock_s = sum(unexplained)
+    clock_t = (
+        sum(u * g for u, g in zip(unexplained, growth, strict=True)) * source.issue.value / target.issue.value
     )
-    factors = [Factor("matmul, tensor-bound", TENSOR, share * tensor, source_rate / target_rate, basis)]
-    if tensor < 1.0:
-        factors.append(Factor("matmul, waiting on memory", MEMORY, share * (1 - tensor), *_bandwidth(source, target)))
-    return factors
+    said = f"{point.math} {_rate_said(source, point.math)} -> {math_} {_rate_said(target, math_)}"
+    link = source.card.gpu_link_gbs / target.card.gpu_link_gbs if point.gpu_count > 1 else 1.0
+    factors = (
+        Factor(
+            "tensor-bound",
+            TENSOR,
+            on_matmul * at_source.tensor / step,
+            _ratio(there.tensor, at_source.tensor),
+            said,
+        ),
+        Factor(
+            "bandwidth-bound",
+            MEMORY,
+            memory_s / step,
+            _ratio(memory_t, memory_s),
+            f"memory {source.bandwidth.value:,.4g} GB/s ({source.bandwidth.said}) -> "
+            f"{target.bandwidth.value:,.4g} GB/s ({target.bandwidth.said})",
+        ),
+        Factor(
+            "clock-bound",
+            CLOCK,
+            clock_s / step,
+            _ratio(clock_t, clock_s),
+            f"{source.issue.said} -> {target.issue.said}",
+        ),
+        Factor(
+            "communication",
+            GPU_LINK,
+            s.get("comm", 0.0),
+            link,
+            f"GPU link {source.card.gpu_link_gbs:,.4g} -> {target.card.gpu_link_gbs:,.4g} GB/s",
+        ),
+        Factor(
+            "idle",
+            KEPT,
+            s.get("idle", 0.0),
+            _ratio(there.kernels, at_source.kernels),
+            "host time per kernel, kept",
+        ),
+    )
+    ratio = sum(f.target_share for f in factors)
+    throughput = point.items_per_s(batch, step * ratio)
+    return Projection(
+        point, source, target, math_, batch, factors, throughput, band(throughput, point, model_error)
+    )
 
 
-def _bandwidth(source: Card, target: Card) -> tuple[float, str]:
-    scale = source.memory_bandwidth_gbs / target.memory_bandwidth_gbs
-    return scale, f"memory {source.memory_bandwidth_gbs:,.4g} -> {target.memory_bandwidth_gbs:,.4g} GB/s"
+def _ratio(there: float, here: float) -> float:
+    return there / here if here else 1.0
 
 
-def _the_rest(point: SourcePoint, source: Card, target: Card) -> list[Factor]:
-    s = point.shares
-    comm = source.gpu_link_gbs / target.gpu_link_gbs if point.gpu_count > 1 else 1.0
-    return [
-        Factor("other compute", MEMORY, s.get("other", 0.0), *_bandwidth(source, target)),
-        Factor("copies", HOST_LINK, s.get("memcpy", 0.0), source.host_link_gbs / target.host_link_gbs,
-               f"host link {source.host_link_gbs:,.4g} -> {target.host_link_gbs:,.4g} GB/s"),
-        Factor("communication", GPU_LINK, s.get("comm", 0.0), comm,
-               f"GPU link {source.gpu_link_gbs:,.4g} -> {target.gpu_link_gbs:,.4g} GB/s"),
-        Factor("idle", KEPT, s.get("idle", 0.0), 1.0, "host time, kept"),
-    ]  # fmt: skip
+def _rate_said(card: Figures, math_: str) -> str:
+    rate = card.tensor[math_]
+    return f"{rate.value:,.4g} TFLOP/s ({rate.said})"
 
 
 def measured_half_width(point: SourcePoint) -> float:

@@ -1,12 +1,12 @@
 """What a projected ratio between two target cards is made of, in one sentence a buyer reads:
 
-    a6000 over rtx3090, txl_large amp x1 (projected from h200): 2.18x tensor rate on 46% of the
-    rtx3090's step, 0.82x memory bandwidth on 50%, 1.00x kept on 4% = 1.15x at batch 8;
-    1.27x from the larger batch (32 against 8) = 1.46x [1.30-1.64].
+    a6000 over rtx3090, txl_large amp x1 (projected from h200): 1.61x tensor rate on 46% of the
+    rtx3090's step, 0.81x SMs x clock on 30%, 0.82x memory bandwidth on 22% = 1.09x at batch 8;
+    1.05x from the batch (32 against 8) = 1.14x [1.02-1.28].
 
 Each governing ratio is how much faster card A does that part than card B, on the share of B's
 projected step it takes; their weighted sum is the ratio at the same batch. Where the two cards
-run different batches (each its own largest), the rest is the capacity factor.
+run different batches (each its profile's), the rest is the capacity factor.
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ SHOWN = 0.02  # parts under 2% of the step are left out of the words (not of the
 
 
 def same_batch(a: Projection, b: Projection, model_error: float) -> Projection:
-    """Card A projected from B's point (B's batch): the ratio's speed part."""
-    return project(b.source, b.source_card, b.ceilings, a.target, model_error)
+    """Card A projected from B's point at B's batch: the ratio's speed part."""
+    return project(b.source, b.source_figures, a.target_figures, model_error, b.batch)
 
 
 def pair_sentence(a: Projection, b: Projection, model_error: float) -> str:
     p = b.source
     ratio = a.throughput / b.throughput
-    at_b = same_batch(a, b, model_error) if a.source is not b.source else a
+    at_b = same_batch(a, b, model_error) if a.batch != b.batch or a.source is not b.source else a
     speed = at_b.throughput / b.throughput
     governs: dict[str, list[float]] = {}  # ratio kind -> [B's time share, A's time share]
     for fa, fb in zip(at_b.factors, b.factors, strict=True):
@@ -39,21 +39,19 @@ def pair_sentence(a: Projection, b: Projection, model_error: float) -> str:
     ]
     head = (
         f"{a.target.name} over {b.target.name}, {p.model} {p.precision} x{p.gpu_count} (projected from {p.gpu}): "
-        f"{', '.join(parts)} of the {b.target.name}'s step = {speed:.2f}x at batch {p.batch}"
+        f"{', '.join(parts)} of the {b.target.name}'s step = {speed:.2f}x at batch {b.batch}"
     )
     low, high = ratio_band(a, b, model_error)
-    if a.source is b.source or a.source.batch == p.batch:
+    if a.batch == b.batch:
         return f"{head} [{low:.2f}-{high:.2f}].{_power(p)}"
     return (
-        f"{head}; {ratio / speed:.2f}x from the larger batch ({a.source.batch} against {p.batch}) = "
+        f"{head}; {ratio / speed:.2f}x from the batch ({a.batch} against {b.batch}) = "
         f"{ratio:.2f}x [{low:.2f}-{high:.2f}].{_power(p)}"
     )
 
 
 def _power(point) -> str:
-    """Where the source ran at its power limit, said: the tensor rates carried over assume each card
-    loses as much to its own limit (a spec sheet says nothing of what a card sustains there)."""
+    """Where the source ran at its power limit, said: its measured step is what it sustained there."""
     if point.power_bound is None or point.power_bound < AT_POWER_LIMIT:
         return ""
-    return (f" {point.gpu} ran at its power limit in {point.power_bound:.0%} of the window: each card's "
-            "tensor rate assumes it loses as much to its own.")  # fmt: skip
+    return f" {point.gpu} ran at its power limit in {point.power_bound:.0%} of the window."

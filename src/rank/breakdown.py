@@ -78,7 +78,7 @@ def top_kernels(intervals: list[tuple[float, float, str, str]], span: float) -> 
             "calls": calls,
             "total_ms": total / 1e6,
             "share_of_span": total / span if span else 0.0,
-        }  # fmt: skip
+        }
         for name, (total, calls, cat) in ranked
     ]
 

@@ -142,6 +142,14 @@ class TrainingStep:
         self.finite = torch.ones((), dtype=torch.bool, device=self.device)
 
 
+def counted_ops(cfg: dict, device: torch.device):
+    """The ops of this config's training step, counted at small batches (src/rank/op_count.py)."""
+    from src.rank.op_count import count_workload, counting_config
+
+    build = functools.partial(TrainingStep, counting_config(cfg), device, 1)
+    return count_workload(lambda batch: build(batch_size=batch), device)
+
+
 class OutOfMemory(RuntimeError):
     """The rank ran out of device memory; the message names the batch size that did not fit."""
 
@@ -186,7 +194,11 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport |
 
         step_s = statistics.median(window.clock.read())
         breakdown = profile_steps(step, rank.device, cfg["benchmark"]["breakdown_steps"], step_s, rank.world)
-    return _gather(_report(rank, step, window, breakdown, started, built), rank)
+    report = _report(rank, step, window, breakdown, started, built)
+    if breakdown is not None:  # the step's ops counted once the report holds the window's peak memory
+        del step
+        breakdown["op_counts"] = counted_ops(cfg, rank.device).to_json()
+    return _gather(report, rank)
 
 
 @dataclass(frozen=True)
@@ -279,9 +291,15 @@ def _measure(
             break
     _sync(device)
     return Window(
-        clock, window_start, time.time(), first_step_done, float(first_loss), float(last_loss),
-        bool(step.finite), stop_reason,  # finite: the window's, before any step outside it
-    )  # fmt: skip
+        clock,
+        window_start,
+        time.time(),
+        first_step_done,
+        float(first_loss),
+        float(last_loss),
+        bool(step.finite),
+        stop_reason,  # finite: the window's, before any step outside it
+    )
 
 
 def _report(rank: Rank, step, window: Window, breakdown, started: float, built: float) -> RankReport:

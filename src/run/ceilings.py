@@ -16,8 +16,19 @@ from src.reports import CeilingsReport
 from src.run.phases import rank_marks
 from src.run.results import JobOutcome
 
-COLUMNS = ("figure", "rank", "value", "min", "max", "ci95_rel", "samples", "shape", "bytes", "skipped_shapes",
-           "seconds")  # fmt: skip
+COLUMNS = (
+    "figure",
+    "rank",
+    "value",
+    "min",
+    "max",
+    "ci95_rel",
+    "samples",
+    "shape",
+    "bytes",
+    "skipped_shapes",
+    "seconds",
+)
 SCREEN_COLUMNS = ("figure", "rank", "m", "n", "k", "tflops")
 
 

@@ -101,7 +101,9 @@ def _run_job(
     env = environment.capture(selection.devices)  # the stack and card: part of the point resume matches
     tags = _run_tags(cfg, selection, digest)
     if not cfg.benchmark.rerun:
-        done, why = tracking.finished_run(digest, tags | _environment_tags(env), lambda: _ranks_stack(cfg, env))
+        done, why = tracking.finished_run(
+            digest, tags | _environment_tags(env), lambda: _ranks_stack(cfg, env)
+        )
         if done is not None:
             return _skip(cfg, name, done, digest, parent_run_id)
         if why is not None:
@@ -117,9 +119,15 @@ def _run_job(
         if cfg.model.kind == recorded.CEILINGS:  # the card's figures: no throughput to return
             return ceilings.result_line(name, outcome.ceilings)
         console.result_line(
-            name, metrics, cfg.model.unit, outcome.stop_reason, cfg.benchmark.target_ci, run.spooled,
-            min_steps=cfg.benchmark.min_steps, shared=outcome.foreign,
-        )  # fmt: skip
+            name,
+            metrics,
+            cfg.model.unit,
+            outcome.stop_reason,
+            cfg.benchmark.target_ci,
+            run.spooled,
+            min_steps=cfg.benchmark.min_steps,
+            shared=outcome.foreign,
+        )
         if parent_run_id is None and not run.spooled:  # a sweep says where once, at its end
             _where_and_next(cfg, run)
         return metrics[recorded.THROUGHPUT]
@@ -252,8 +260,12 @@ def _log_result(
     power = telemetry_figures.power_mean_w
     measured = efficiency(outcome.measured, peak, power, cfg.gpu, _gpu_count(cfg))
     workload = recorded.workload_metric(cfg.model.name, cfg.precision.name, _gpu_count(cfg))
-    metrics = measured.metrics() | telemetry_figures.metrics() | phase_figures | {workload: measured.throughput}
+    metrics = (
+        measured.metrics() | telemetry_figures.metrics() | phase_figures | {workload: measured.throughput}
+    )
     if outcome.breakdown is not None:  # taken after the window
+        gpu, precision = (OmegaConf.to_container(group, resolve=True) for group in (cfg.gpu, cfg.precision))
+        outcome.breakdown = breakdown.bounded(outcome.breakdown, measured, gpu, precision)
         metrics |= outcome.breakdown.metrics()
     run.log_metrics(metrics)
     run.set_tags(
@@ -261,7 +273,8 @@ def _log_result(
         | {f"{recorded.MATH_PREFIX}{k}": v for k, v in outcome.precision_math.items()}
     )
     run.log_files(
-        {"step_times.csv": _step_times_csv(outcome.step_times_s)} | breakdown.files(outcome.top_kernels)
+        {"step_times.csv": _step_times_csv(outcome.step_times_s)}
+        | breakdown.files(outcome.top_kernels, outcome.breakdown)
     )
     run.end("FINISHED")
     return metrics
@@ -274,7 +287,9 @@ def _log_environment(run: job_run.JobRun, env: dict) -> None:
 
 def _environment_tags(env: dict) -> dict:
     """The stack and card the job runs on, as run tags: versions, driver, the power limit."""
-    tags = {f"{k}{recorded.VERSION_SUFFIX}": v for k, v in env["versions"].items()} | {recorded.DRIVER_VERSION: env["driver"]}
+    tags = {f"{k}{recorded.VERSION_SUFFIX}": v for k, v in env["versions"].items()} | {
+        recorded.DRIVER_VERSION: env["driver"]
+    }
     limits = sorted({f"{d['power_limit_w']:g}" for d in env["devices"] if d.get("power_limit_w")})
     if limits:  # the card's enforced power limit changes its figure: part of compare's point
         tags[recorded.POWER_LIMIT] = "/".join(limits)

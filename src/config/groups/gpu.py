@@ -12,6 +12,8 @@ from omegaconf import MISSING, DictConfig
 from src.config.checks import Errors, positive_int, positive_or_none
 from src.config.groups.precision import PRECISIONS, check_batch_table
 
+PEAK_MATHS = ("fp32", "tf32", "fp16", "bf16")  # the keys of peak_tflops a precision's matmuls run at
+
 
 @dataclass
 class SlurmRequest:
@@ -24,8 +26,37 @@ class SlurmRequest:
 
 
 # The spec sheet's single figures (peak_tflops is a table of them); each states its source in `sources`
-SPEC_FIGURES = ("memory_gb", "memory_bandwidth_gbs", "tdp_w", "price_usd", "sm_count", "boost_clock_mhz",
-                "l2_cache_mb", "host_link_gbs", "gpu_link_gbs")  # fmt: skip
+SPEC_FIGURES = (
+    "memory_gb",
+    "memory_bandwidth_gbs",
+    "tdp_w",
+    "price_usd",
+    "sm_count",
+    "boost_clock_mhz",
+    "l2_cache_mb",
+    "host_link_gbs",
+    "gpu_link_gbs",
+)
+
+
+@dataclass
+class Measured:
+    """A published measurement of the card: the figure, where it is published (a source a reader can
+    open), when, and how it was measured."""
+
+    value: float = MISSING
+    source: str = MISSING
+    date: str = MISSING
+    method: str = MISSING
+
+
+@dataclass
+class MeasuredCeilings:
+    """What the card sustains, as measured and published: a projection onto it uses these before
+    its spec sheet (docs/projection.md)."""
+
+    matmul_tflops: dict[str, Measured] = field(default_factory=dict)  # per math: dense, fp32 accumulate
+    memory_bandwidth_gbs: Measured | None = None  # device memory copied, read + written
 
 
 @dataclass
@@ -54,6 +85,7 @@ class GpuConfig:
     host_link_gbs: float | None = None  # to the host (PCIe), GB/s each way
     gpu_link_gbs: float | None = None  # between the GPUs of one system (NVLink, else PCIe), GB/s each way
     sources: dict[str, str] = field(default_factory=dict)  # figure name -> where it is published
+    measured: MeasuredCeilings = field(default_factory=MeasuredCeilings)
     # model name -> precision -> per-GPU batch size, for cards whose memory needs another size
     batch_sizes: dict[str, dict[str, int]] = field(default_factory=dict)
     slurm: SlurmRequest = field(default_factory=SlurmRequest)
@@ -96,6 +128,7 @@ def check(cfg: DictConfig, errors: Errors) -> None:
     check_memory_cap(g.memory_limit_gb, g.memory_gb, g.device, f"gpu={g.name} (gpu.memory_gb)", errors)
     for key, value in g.peak_tflops.items():
         errors.need(positive_or_none(value), f"gpu.peak_tflops.{key}", value, "a positive number")
+    check_measured(g.measured, errors)
     for model, table in g.batch_sizes.items():
         check_batch_table(table, f"gpu.batch_sizes.{model}", errors)
 
@@ -113,3 +146,21 @@ def check_memory_cap(cap: Any, card_gb: float | None, device: str, card: str, er
         errors.need(False, key, cap, "a positive number of GB, or null (the whole card)")
     elif card_gb is not None:
         errors.need(cap <= card_gb, key, cap, f"at most {card_gb:g} GB, the memory of {card}, or null")
+
+
+def check_measured(measured: DictConfig, errors: Errors) -> None:
+    """Each measured figure positive, of a math gpubench runs, with its source, date and method."""
+    figures = {f"gpu.measured.matmul_tflops.{m}": f for m, f in measured.matmul_tflops.items()}
+    if measured.memory_bandwidth_gbs is not None:
+        figures["gpu.measured.memory_bandwidth_gbs"] = measured.memory_bandwidth_gbs
+    for math_ in measured.matmul_tflops:
+        key = f"gpu.measured.matmul_tflops.{math_}"
+        errors.need(math_ in PEAK_MATHS, key, math_, f"a math of {', '.join(PEAK_MATHS)}")
+    for key, figure in figures.items():
+        errors.need(
+            positive_or_none(figure.value) and figure.value, f"{key}.value", figure.value, "a positive number"
+        )
+        for said in ("source", "date", "method"):
+            errors.need(
+                bool(str(figure[said]).strip()), f"{key}.{said}", figure[said], "non-empty: where, when, how"
+            )

@@ -1,0 +1,59 @@
+"""benchmarks/projection_check.py: it runs on a CPU from a fresh clone, from the points shipped with
+gpubench, and docs/projection.md's error tables are what it prints (a figure changes only with the doc)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+from omegaconf import OmegaConf
+
+from src.paths import PROJECT_ROOT
+
+CHECK = PROJECT_ROOT / "benchmarks" / "projection_check.py"
+DOC = PROJECT_ROOT / "docs" / "projection.md"
+
+
+@pytest.fixture(scope="module")
+def check():
+    spec = importlib.util.spec_from_file_location("projection_check", CHECK)
+    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("source", ["lambda-2021", "lambda-2022"])
+def test_the_docs_error_tables_are_what_the_check_prints(check, source):
+    model_error = OmegaConf.load(PROJECT_ROOT / "conf" / "compare.yaml").projection.model_error
+    rows = check.check(source, check.source_points([], "h200", "gpubench"), model_error)
+    doc = DOC.read_text()
+    study = [r for r in rows if r.pair == check.STUDY]
+    missing = [line for line in check.markdown(study) if line not in doc]
+    assert not missing, (
+        f"docs/projection.md lacks what projection_check.py prints for {source}:\n" + "\n".join(missing)
+    )
+    assert f"| {source} (" in doc and check.every_pair(rows).removeprefix("|") in doc
+
+
+def test_the_shipped_points_are_in_the_repository():
+    """A fresh clone has what the check and compare's projection read."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "reference/measured"], cwd=PROJECT_ROOT, capture_output=True, text=True
+    )
+    assert "reference/measured/h200-study-2026-12-02.json" in tracked.stdout.split()
+
+
+@pytest.mark.slow  # a real process: CI's slow set (README)
+def test_the_check_runs_on_a_cpu_from_the_shipped_points_without_a_store(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(CHECK)], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for source in ("lambda-2021", "lambda-2022"):
+        assert (
+            f"projected from h200 (reference/measured/h200-study-2026-12-02.json) against {source}"
+            in done.stdout
+        )
+    assert "| median / worst |" in done.stdout and not list(tmp_path.iterdir())  # nothing written
