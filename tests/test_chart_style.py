@@ -116,3 +116,25 @@ def test_the_per_model_chart_leaves_the_baseline_out(tmp_path, drawn):
     assert png.name == "relative_by_model_x1.png"
     [ax] = drawn[0].axes
     assert [t.get_text() for t in ax.get_yticklabels()] == ["", "a6000 fp32"]  # under its model, resnet50
+
+
+def test_the_step_time_chart_names_each_point_whole(tmp_path, drawn):
+    """A point's name (its sizes and cap spelt out) fits left of the bars, inside the figure."""
+    from types import SimpleNamespace
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from src.recorded import SHARES
+
+    workload = "txl_large [batch_size=8, memory_limit_gb=48.0]"
+    point = SimpleNamespace(side="h200", gpu_count=1, workload=workload, precision="amp")
+    point.shares, point.achieved_tflops_per_gpu = dict.fromkeys(SHARES, 0.2), 18.2
+    placed = SimpleNamespace(point=point, share_of_ceiling=0.03, math="fp16")
+    (png,) = charts.breakdown([placed], lambda name: tmp_path / name)
+    assert png.name == "ceilings_and_step_time.png"
+    [ax] = drawn[0].axes
+    renderer = FigureCanvasAgg(drawn[0]).get_renderer()
+    drawn[0].draw_without_rendering()
+    [label] = ax.get_yticklabels()
+    assert label.get_text() == f"h200 x1 {workload} amp"
+    assert label.get_window_extent(renderer).x0 >= 0

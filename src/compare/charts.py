@@ -37,7 +37,7 @@ SHARE_COLOURS = {
     "memcpy": "#8e7cc3",
     "idle": "#ccc",
 }
-PANEL_IN, BAR_IN, PANEL_PAD_IN, PAGE_IN = 4.6, 0.26, 0.8, 18.0  # widths and heights, in inches
+PANEL_IN, BAR_IN, PAGE_IN = 4.6, 0.26, 18.0  # widths and heights, in inches
 CHAR_IN = 0.62 * 8.3 / 72  # one character of a label ("small": 8.3 pt DejaVu Sans, names and digits)
 
 
@@ -72,11 +72,10 @@ def figure(labels, rows, width_in=PANEL_IN):
     here (matplotlib's layout engines draw every chart twice)."""
     from matplotlib.figure import Figure
 
-    left, height = max(map(len, labels)) * CHAR_IN + 0.2, rows * BAR_IN + 1.5
-    fig = Figure(figsize=(left + width_in + 0.3, height))
-    return fig, fig.add_axes(
-        (left / fig.get_figwidth(), 1.05 / height, width_in / fig.get_figwidth(), 1 - 1.5 / height)
-    )
+    left = max(map(len, labels)) * CHAR_IN + 0.2
+    width, height = left + width_in + 0.3, rows * BAR_IN + 1.5
+    fig = Figure(figsize=(width, height))
+    return fig, fig.add_axes((left / width, 1.05 / height, width_in / width, 1 - 1.5 / height))
 
 
 def save(fig, path, title, handles):
@@ -92,6 +91,10 @@ def save(fig, path, title, handles):
     return path
 
 
+def hatch(source):
+    return HATCHES.get(source, "///")  # a publisher's figure
+
+
 @dataclass(frozen=True)
 class Bar:
     side: str  # the gpu, or with by=KEY `KEY=value`; or what a bar of the capacity split is
@@ -104,6 +107,11 @@ class Bar:
     @property
     def label(self):
         return f"{self.side} {self.precision}" + (f" [{self.source}]" if self.source != MEASURED else "")
+
+    @property
+    def ends(self):
+        """Its whisker's ends: its 95% interval, or its value at both ends where it has none."""
+        return self.ratio.interval or (self.ratio.value, self.ratio.value)
 
     @property
     def text(self):
@@ -125,9 +133,9 @@ def relative(items, baseline, title, stem, new):
     bars = [bar for _, bar in items]
     colour = colours(bar.side for bar in bars)
     room = min(0.6, (max(len(b.text) for b in bars) * CHAR_IN + 0.2) / PANEL_IN)  # of the axes: the labels
-    end = max(max(b.ratio.value, *(b.ratio.interval or ()), 1.0) for b in bars) * 1.05 / (1 - room)
+    end = max(max(b.ratio.value, *b.ends, 1.0) for b in bars) * 1.05 / (1 - room)
     sources = sorted({b.source for b in bars} - {MEASURED})
-    handles = [Patch(fc="lightgrey", hatch=HATCHES.get(s, "///"), label=f"{s} figure") for s in sources]
+    handles = [Patch(fc="lightgrey", hatch=hatch(s), label=f"{s} figure") for s in sources]
     if any(b.stated for b in bars):
         handles.append(
             Line2D([], [], color="black", marker="D", linestyle="", label="stated by the publication")
@@ -135,22 +143,15 @@ def relative(items, baseline, title, stem, new):
     names = list(groups)
     found, paths = pages([BAR_IN * (len(groups[n]) + 1) for n in names]), []
     for page, shown in enumerate(found, start=1):
-        block = [(name, None) for name in names[shown.start : shown.stop]]
-        rows = [row for name, _ in block for row in ((name, None), *((b.label, b) for b in groups[name]))]
+        rows = [row for n in shown for row in ((names[n], None), *((b.label, b) for b in groups[names[n]]))]
         fig, ax = figure([b.label for b in bars], len(rows))
-        drawn = [(y, bar) for y, (_, bar) in enumerate(rows) if bar]
-        values = [bar.ratio.value for _, bar in drawn]
-        whiskers = abs(numpy.transpose([b.ratio.interval or (b.ratio.value,) * 2 for _, b in drawn]) - values)
-        colours_of, hatches = (
-            [colour[b.side] for _, b in drawn],
-            [HATCHES.get(b.source, "///") for _, b in drawn],
-        )
-        ax.barh(
-            [y for y, _ in drawn], values, xerr=whiskers, color=colours_of, hatch=hatches, edgecolor="white"
-        )
-        ax.plot(
-            [b.stated or math.nan for _, b in drawn], [y for y, _ in drawn], "D", color="black", markersize=5
-        )
+        ys = [y for y, (_, bar) in enumerate(rows) if bar]
+        drawn = [rows[y][1] for y in ys]
+        values = [b.ratio.value for b in drawn]
+        whiskers = abs(numpy.transpose([b.ends for b in drawn]) - values)
+        colour_of, hatches = [colour[b.side] for b in drawn], [hatch(b.source) for b in drawn]
+        ax.barh(ys, values, xerr=whiskers, color=colour_of, hatch=hatches, edgecolor="white")
+        ax.plot([b.stated or math.nan for b in drawn], ys, "D", color="black", markersize=5)
         for y, (label, bar) in enumerate(rows):
             said, place = (
                 (bar.text, {"x": 0.99, "ha": "right"}) if bar else (label, {"x": 0.01, "weight": "bold"})
@@ -233,7 +234,7 @@ def breakdown(placements, new):
         ax.barh(labels, values, left=left, color=SHARE_COLOURS[share], edgecolor="white", label=share)
         left += values
     for n, p in enumerate(shown):
-        said = f"{p.point.achieved_tflops or 0:,.3g} TFLOP/s, "
+        said = f"{p.point.achieved_tflops_per_gpu or 0:,.3g} TFLOP/s, "
         said += (
             f"{p.share_of_ceiling:.0%} of its {p.math} ceiling"
             if p.share_of_ceiling
@@ -246,5 +247,6 @@ def breakdown(placements, new):
         xticks=[0, 0.25, 0.5, 0.75, 1],
         xlabel="share of the step time",
     )
+    ax.tick_params(axis="y", labelsize="small")  # the size figure() leaves room for
     title = "Where each point's step time goes, and its TFLOP/s against its card's measured ceiling"
     return [save(fig, new("ceilings_and_step_time.png"), title, ax.get_legend_handles_labels()[0])]

@@ -60,7 +60,7 @@ class Placement:
 
     @property
     def share_of_ceiling(self):
-        achieved, ceiling = self.point.achieved_tflops, self.ceiling_tflops
+        achieved, ceiling = self.point.achieved_tflops_per_gpu, self.ceiling_tflops
         return achieved / ceiling if achieved and ceiling else None
 
     @property
@@ -81,9 +81,9 @@ class Placement:
         limit = f"{m.power_limit_w} W " if m.power_limit_w else ""
         detail = [
             m.power_mean_w and f"{m.power_mean_w:,.0f} W mean",
-            m.sm_clock_mhz and f"SM clock {m.sm_clock_mhz:,.0f} MHz",
+            m.sm_clock_mean_mhz and f"SM clock {m.sm_clock_mean_mhz:,.0f} MHz",
         ]
-        said = f"at its {limit}power limit for {_pct(m.power_share)} of the window"
+        said = f"at its {limit}power limit for {m.throttled_power_share:.0%} of the window"
         return said + (f" ({', '.join(d for d in detail if d)})" if any(detail) else "")
 
 
@@ -95,12 +95,8 @@ def _card(run):
 def matching_ceilings(runs, *of):
     """The latest ceilings run in `runs` of the card and stack of any of `of` (smoke with smoke only)."""
     cards = {_card(r) for r in of}
-    same = [c for c in runs if c.kind == recorded.CEILINGS and c.gpu_count is not None and _card(c) in cards]
+    same = [c for c in runs if c.kind == recorded.CEILINGS and _card(c) in cards]
     return max(same, key=lambda c: c.started_ms, default=None)
-
-
-def _pct(value, missing="?"):
-    return missing if value is None else f"{value:.0%}"
 
 
 def _side(p):
@@ -108,13 +104,13 @@ def _side(p):
     and 30% other compute`."""
     text, shares = "has no measured ceiling", p.point.shares
     if p.share_of_ceiling is not None:
-        text = f"reaches {_pct(p.share_of_ceiling)} of its measured {p.math} ceiling"
+        text = f"reaches {p.share_of_ceiling:.0%} of its measured {p.math} ceiling"
         text += f" ({p.ceiling_tflops:,.0f} TFLOP/s)"
     if not shares:
         text += ", no step-time breakdown"
     else:
         top = max((s for s in recorded.SHARES if s != "matmul"), key=lambda s: shares[s])
-        text += f", with {_pct(shares['matmul'])} of its step in matmul/conv and {_pct(shares[top])} {SHARE_TITLES[top]}"
+        text += f", with {shares['matmul']:.0%} of its step in matmul/conv and {shares[top]:.0%} {SHARE_TITLES[top]}"
     return text + (f", {p.power_said}" if p.point.at_power_limit else "")
 
 
@@ -162,17 +158,14 @@ def sentences(rows, placed):
 
 def record(p):
     m, card = p.point, p.ceilings_run
-    told = m.power_share is not None
     return {name: getattr(m, name, None) for name in COLUMNS} | {
         "gpu": m.side,
-        recorded.ACHIEVED_TFLOPS_PER_GPU: m.achieved_tflops,
         "ceiling_math": p.math,
         "ceiling_tflops": p.ceiling_tflops,
         "share_of_ceiling": p.share_of_ceiling,
         "ceilings_run": card and card.run_id,
         **{f"{s}_share": (m.shares or {}).get(s) for s in recorded.SHARES},
-        recorded.THROTTLED_POWER_SHARE: m.power_share,
-        recorded.POWER_LIMIT: m.power_limit_w if told else None,
+        recorded.POWER_LIMIT: None if m.throttled_power_share is None else m.power_limit_w,
         "power_limited": m.at_power_limit,
         "note": p.note,
     }
@@ -180,15 +173,14 @@ def record(p):
 
 def section(runs, measurements, rows):
     """Each measured point placed, a sentence per model pair, the step breakdown beside the ceilings."""
-    by_id = {r.run_id: r for r in runs}
     placements = [
-        Placement(m, matching_ceilings(by_id.values(), *[r.result for r in m.runs]))
+        Placement(m, matching_ceilings(runs, *[r.result for r in m.runs]))
         for m in measurements
         if m.source == MEASURED
     ]
-    said = sentences(rows, {p.point.point: p for p in placements})
-    if not placements and not said:  # nothing measured to place
+    if not placements:  # nothing measured to place
         return []
+    said = sentences(rows, {p.point.point: p for p in placements})
     lines = [INTRO, "", *([f"- {s}" for s in said] or ["- No model pair has runs on two GPUs to explain."])]
     table = Table(
         [record(p) for p in placements], COLUMNS, "explain.csv", SHOWN, title="Points against their ceilings:"

@@ -31,26 +31,22 @@ def section(rows, measurements):
     found = []
     for row in rows:
         m, base = row.measurement, row.baseline
-        if base is None or m.gpu == base.gpu or not row.stack_differs:
+        if not row.stack_differs or m.gpu == base.gpu:
             continue
-        split = {"hardware": None, "software": None, "via": "", "missing": ""}
+        split = {"model": m.workload, "precision": m.precision, "gpu_count": m.gpu_count, "gpu": m.gpu}
+        split |= {"baseline_gpu": base.gpu, "relative": row.value, "stack_differs": row.stack_differs}
         if bridge := _on_stack(m, measurements, base.software):
-            split = {"hardware": quotient(bridge, base), "software": quotient(m, bridge)}
+            split |= {"hardware": quotient(bridge, base), "software": quotient(m, bridge)}
             split["via"] = f"{m.gpu} on {base.gpu}'s stack (run {bridge.runs[0].run_id})"
         elif bridge := _on_stack(base, measurements, m.software):
-            split = {"hardware": quotient(m, bridge), "software": quotient(bridge, base)}
+            split |= {"hardware": quotient(m, bridge), "software": quotient(bridge, base)}
             split["via"] = f"{base.gpu} on {m.gpu}'s stack (run {bridge.runs[0].run_id})"
         else:
             split["missing"] = (
                 f"run {m.gpu} {m.workload} {m.precision} x{m.gpu_count} on {_stack(base)}, "
                 f"or {base.gpu} on {_stack(m)}"
             )
-        named = {"model": m.workload, "precision": m.precision, "gpu_count": m.gpu_count, "gpu": m.gpu}
-        found.append(
-            named
-            | split
-            | {"baseline_gpu": base.gpu, "relative": row.value, "stack_differs": row.stack_differs}
-        )
+        found.append(split)
     if not found:
         return []
     shown = tuple(c for c in COLUMNS if not c.endswith(("_low", "_high")))

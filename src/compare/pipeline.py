@@ -32,6 +32,7 @@ from src.config.groups.tracking import tracking_errors
 from src.errors import ConfigError
 from src.recorded import PROJECTED
 from src.run_result import RunResult
+from src.tracking import job_run, store
 
 FILTERS = tuple(f"{name}s" for name in runs.FILTERED)  # the keys runs.select filters by, each a flat list
 ALWAYS_NOTED = [
@@ -194,7 +195,7 @@ def compare(cfg):
     """The runs read and kept, their points (each the median of its runs), ratios, means and anomalies."""
     experiments = [e for e in (cfg.tracking.experiment, cfg.tracking.published_experiment) if e]
     if cfg.project:  # a store without runs still projects the project's own shipped points
-        projection.ensure_store(cfg)
+        store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
     finished, ids = runs.search_finished(cfg.tracking.uri, experiments, cfg.filter_string, cfg.study.hint)
     records = [r for r in map(runs.to_record, finished) if r is not None]
     kept, smoke = runs.select(records, cfg)
@@ -226,7 +227,7 @@ def compare(cfg):
     )
     c.rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, cfg.by)
     if cfg.project and not measurements:  # nothing to show but a projection, and it projected nothing
-        raise runs.CompareError(f"project={list(cfg.project)}: {projection.nothing_projected(projected, list(cfg.project))}")
+        raise runs.CompareError(f"project={list(cfg.project)}: {projection.nothing_projected(projected)}")
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, c.rows, baseline, cfg.study.hint)
     c.summary, c.nothing_common = analysis.summarize(c.rows, baseline)
@@ -250,7 +251,7 @@ def sections_of(c, cfg):
     parts += explain.section(c.runs, c.measurements, c.rows) + capacity.section(
         c.measurements, list(cfg.capacity_split)
     )
-    parts += projection.section(c.projected, list(cfg.project))
+    parts += projection.section(c.projected)
     parts[0].warnings += unanswered
     return parts
 
@@ -375,8 +376,6 @@ def unlogged_specs(measurements):
 
 
 def _log_report_run(cfg, c, text):
-    from src.tracking import job_run, store
-
     experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.report_experiment)
     tags = {
         recorded.REPORT: "true",

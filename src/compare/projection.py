@@ -42,6 +42,7 @@ LOGGED_FIGURES = ("memory_gb", "memory_bandwidth_gbs", "host_link_gbs", "gpu_lin
 
 @dataclass
 class Outcome:
+    targets: list[str] = field(default_factory=list)  # the cards asked for: project=[...]
     projections: list[Projection] = field(default_factory=list)
     notes: dict[int, str] = field(default_factory=dict)  # id(projection): why not at the card's own batch
     refused: list[str] = field(default_factory=list)  # one line each: the run to make first
@@ -56,28 +57,14 @@ def for_compare(cfg, records, runs, baseline):
     `gpus=` and `sources=` select what is shown beside the projection."""
     if not cfg.project:
         return Outcome()
-    sources = OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]})
-    measurements = aggregate(select(records, sources)[0])
-    targets, model_error = list(cfg.project), cfg.projection.model_error
-    cards = profiles([*targets, *(m.gpu for m in measurements)])
-    outcome = project_onto(
-        measurements, runs, targets, cards, cfg.projection.batch, model_error, stored_counts(cfg)
-    )
+    outcome = _project(cfg, records, runs, stored_counts(cfg))
     if not outcome.projections:  # none of the store's points can be: the project's own, shipped
         ship = shipped.read()
-        measurements = aggregate(select([r for r in map(to_record, ship.runs) if r], sources)[0])
-        cards = profiles([*targets, *(m.gpu for m in measurements)])
         from_store = outcome.refused
-        outcome = project_onto(
-            measurements, ship.runs, targets, cards, cfg.projection.batch, model_error, ship.counts.get
-        )
+        outcome = _project(cfg, [r for r in map(to_record, ship.runs) if r], ship.runs, ship.counts.get)
         outcome.refused, outcome.shipped = from_store + outcome.refused, ship.name
-    per_card = Counter(map(_card_key, outcome.projections))
-    for p in outcome.projections:
-        [m] = [m for m in measurements if m.runs and m.runs[0].run_id == p.source.run_ids[0]]
-        variant = f"batch_size={p.batch}" if per_card[_card_key(p)] > 1 else ""
-        outcome.measurements.append(as_measurement(p, m, variant))
     # each card over the baseline where the baseline is projected too, else over the card measured
+    model_error = cfg.projection.model_error
     keyed = {_card_key(p): p for p in outcome.projections}
     for (gpu, model, precision, count, group), p in sorted(keyed.items(), key=lambda item: item[0][:4]):
         if gpu != baseline:
@@ -101,13 +88,6 @@ def as_measurement(p, m, variant):
     config = tuple((k, v) for k, v in m.config if not k.startswith("tag:") and k != CAP_KEY)
     spec = Spec(p.math, t.peak_tflops[p.math], t.memory_bandwidth_gbs, t.tdp_w, None, t.memory_gb)
     spread = Spread(math.log(high / p.throughput) / t95(NO_DOF_TO_LOSE), NO_DOF_TO_LOSE, PROJECTED)
-    figures = {
-        recorded.THROUGHPUT: p.throughput,
-        "throughput_min": low,
-        "throughput_max": high,
-        "spread": spread,
-    }
-    unmeasured = dict.fromkeys(("per_watt", "per_watt_basis", "per_kusd"))
     return replace(
         m,
         gpu=t.name,
@@ -116,8 +96,13 @@ def as_measurement(p, m, variant):
         config=config,
         spec=spec,
         variant=variant,
-        **figures,
-        **unmeasured,
+        throughput=p.throughput,
+        throughput_min=low,
+        throughput_max=high,
+        spread=spread,
+        per_watt=None,
+        per_watt_basis=None,
+        per_kusd=None,
     )
 
 
@@ -150,9 +135,9 @@ INTRO = (
 )
 
 
-def section(outcome, targets):
+def section(outcome):
     """The report's section, projection.csv, and one console line for what was not projected as asked."""
-    if not targets:
+    if not outcome.targets:
         return []
     lines = [INTRO, ""]
     if outcome.shipped:
@@ -161,18 +146,16 @@ def section(outcome, targets):
             "that can be projected.",
             "",
         ]
-    lines += [f"- {s}" for s in outcome.sentences] or [
-        f"- {nothing_projected(outcome, targets).capitalize()}"
-    ]
+    lines += [f"- {s}" for s in outcome.sentences] or [f"- {nothing_projected(outcome).capitalize()}"]
     for heading, said in (("Not projected:", outcome.refused), (COUNTED, list(outcome.notes.values()))):
         lines += ["", heading, "", *[f"- {line}" for line in said]] if said else []
     rows = [record(p, outcome.notes.get(id(p), "")) for p in outcome.projections]
     return [
         Section(
-            "Projection: " + ", ".join(targets),
+            "Projection: " + ", ".join(outcome.targets),
             lines,
             [Table(rows, COLUMNS, CSV)],
-            warnings=_said(outcome, targets),
+            warnings=_said(outcome),
         )
     ]
 
@@ -180,14 +163,14 @@ def section(outcome, targets):
 COUNTED = "Projected otherwise than measured (at a batch its source did not run, through the counted ops; or from one card of several):"
 
 
-def _said(outcome, targets):
+def _said(outcome):
     """The console's one line: where the points came from, what was not projected, what was projected otherwise."""
-    said = [
-        f"projection: from the points shipped with gpubench ({outcome.shipped}): the store holds none to project"
-    ]
-    said = said if outcome.shipped else []
+    shipped_from = (
+        f"from the points shipped with gpubench ({outcome.shipped}): the store holds none to project"
+    )
+    said = [f"projection: {shipped_from}"] if outcome.shipped else []
     if not outcome.projections:
-        return [*said, f"projection onto {', '.join(targets)}: {nothing_projected(outcome, targets)}"]
+        return [*said, f"projection onto {', '.join(outcome.targets)}: {nothing_projected(outcome)}"]
     counts = [f"{len(outcome.refused)} point(s) not projected"] if outcome.refused else []
     if outcome.notes:
         counts.append(
@@ -202,7 +185,7 @@ def _said(outcome, targets):
     return said
 
 
-def nothing_projected(outcome, targets):
+def nothing_projected(outcome):
     """Why nothing was projected, and the run that would make a projection: the first refusal's, else
     a point of another card."""
     if outcome.refused:
@@ -211,7 +194,7 @@ def nothing_projected(outcome, targets):
             "nothing projected: " + outcome.refused[0] + (f" (and {more} more in report.md)" if more else "")
         )
     return (
-        f"nothing projected: no measured point of a card other than {', '.join(targets)} that the filters keep; measure one: "
+        f"nothing projected: no measured point of a card other than {', '.join(outcome.targets)} that the filters keep; measure one: "
         "python -m src.train gpu=<a card you have> model=<model> precision=<precision>, and its ceilings: "
         "python -m src.train gpu=<that card> model=ceilings"
     )
@@ -260,7 +243,7 @@ def source_point(m, counts):
         run_ids=tuple(r.run_id for r in m.runs),
         remeasure=f"{train} model.batch_size={batch}{cap_set}",
         group=tuple((k, v) for k, v in m.config if k not in NOT_THE_WORKLOAD),
-        power_bound=m.power_share,
+        power_bound=m.throttled_power_share,
         counts=next(filter(None, map(counts, (r.run_id for r in m.runs))), None),
         tf32=first.tf32_math,
         items_per_step=first.window.items_per_step,
@@ -290,13 +273,6 @@ def source_figures(point, by_id, profile):
     )
 
 
-def ensure_store(cfg):
-    """The store and its experiment, made where they are not yet: project= needs no runs of its own."""
-    from src.tracking import store
-
-    store.ensure_experiment(cfg.tracking.uri, cfg.tracking.experiment)
-
-
 def stored_counts(cfg):
     """A run's counted ops as its job logged them (recorded.OP_COUNTS), by its id; None for a run without."""
     from mlflow.exceptions import MlflowException
@@ -316,34 +292,44 @@ def stored_counts(cfg):
     return read
 
 
-def project_onto(measurements, runs, targets, profiles, batch, model_error, counts):
-    """The measured points of every gpu that is not itself a target, onto each target. `profiles`:
-    the targets' spec sheets and the measured cards' (for figures their runs never logged); `counts`:
-    a run's counted ops by its id."""
-    by_id, done = {r.run_id: r for r in runs}, Outcome()
-    points = [source_point(m, counts) for m in measurements if m.gpu not in targets and m.source == MEASURED]
+def _project(cfg, records, runs, counts):
+    """The measured points of `records` that the filters of a projection's sources keep, of every gpu
+    that is not itself a target, onto each card of `project=`, and as compare's points. `counts`: a
+    run's counted ops by its id."""
+    targets, model_error = list(cfg.project), cfg.projection.model_error
+    sources = OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]})
+    measured = [m for m in aggregate(select(records, sources)[0]) if m.gpu not in targets]
+    # the targets' spec sheets and the measured cards' (for figures their runs never logged)
+    cards = profiles([*targets, *(m.gpu for m in measured)])
+    by_id, done = {r.run_id: r for r in runs}, Outcome(targets)
+    points = [source_point(m, counts) for m in measured]
     for name in targets:
         try:
-            target = Card.from_profile(profiles.get(name) or {"name": name})
+            target = Card.from_profile(cards.get(name) or {"name": name})
         except ProjectionRefused as exc:
             done.refused.append(str(exc))
             continue
-        for chosen in choose(points, target, batch):
+        for chosen in choose(points, target, cfg.projection.batch):
             point = chosen.point
             if chosen.refused:
                 done.refused.append(chosen.refused)
                 continue
             try:
-                source = source_figures(point, by_id, profiles.get(point.gpu))
+                source = source_figures(point, by_id, cards.get(point.gpu))
                 projection = project(point, source, figures(target, source=source), model_error, chosen.batch)
             except ProjectionRefused as exc:
-                if str(exc) not in done.refused:  # a point without its breakdown: once, not per target
-                    done.refused.append(str(exc))
+                done.refused.append(str(exc))
                 continue
             done.projections.append(projection)
             if chosen.note:
                 done.notes[id(projection)] = chosen.note
+    done.refused = list(dict.fromkeys(done.refused))  # a point without its breakdown: once, not per target
     done.projections, set_aside = nearest_source(done.projections, set(done.notes))
     said = {id(p): [done.notes.get(id(p)), set_aside.get(id(p))] for p in done.projections}
     done.notes = {i: "; ".join(filter(None, notes)) for i, notes in said.items() if any(notes)}
+    per_card = Counter(map(_card_key, done.projections))
+    for p in done.projections:
+        [m] = [m for m in measured if m.runs[0].run_id == p.source.run_ids[0]]
+        variant = f"batch_size={p.batch}" if per_card[_card_key(p)] > 1 else ""
+        done.measurements.append(as_measurement(p, m, variant))
     return done

@@ -1,8 +1,9 @@
 """The one ratio of compare: a value, its 95% interval, the figures behind each side and its flags.
 
 Every ratio and mean compare reports is built here. A ratio is a product of figures raised to
-weights (a / b: weights 1 and -1); a figure is anything with a `key`, a `value` and a `spread` (a
-point, another ratio), and one on both sides is netted first so that it cancels.
+weights (a / b: weights 1 and -1); a figure is anything with a `value` and a `spread` (a point,
+another ratio), and one on both sides (one object: compare makes one per point) is netted first so
+that it cancels.
 
 Spreads are carried on the log scale (standard error and degrees of freedom): throughput is
 positive and a ratio a quotient, so independent sides add their variances, the degrees of freedom
@@ -85,9 +86,9 @@ def _flat(terms, scale=1.0):
 def _netted(terms):
     """(figure, weight) with one figure's weights added first, so that a figure on both sides of a
     quotient cancels instead of counting twice; those netted to 0 are left out."""
-    netted = {}  # key: (figure, its weights' sum)
+    netted = {}  # id: (figure, its weights' sum)
     for figure, weight in terms:
-        netted[figure.key] = (figure, netted.get(figure.key, (None, 0.0))[1] + weight)
+        netted[id(figure)] = (figure, netted.get(id(figure), (None, 0.0))[1] + weight)
     return [(figure, weight) for figure, weight in netted.values() if weight != 0.0]
 
 
@@ -111,10 +112,6 @@ class Ratio:
     setting_differs: str = ""  # another measured key, e.g. "cpu_threads 1 vs 2"
     math_differs: bool = False  # strict fp32 against TF32 math
     projected: bool = False  # a side is projected, not measured
-
-    @property
-    def key(self):
-        return ("ratio", tuple((f.key, w) for f, w in self.terms))
 
     @property
     def interval(self):
@@ -163,7 +160,8 @@ def quotient(a, b, **flags):
 
 def carried_flags(ratios):
     """The flags a ratio made of these ratios carries: what differs in any of them, projected if any is."""
-    texts = {name: "; ".join(sorted({getattr(r, name) for r in ratios} - {""})) for name in FLAGS[1:3]}
+    differs = ("stack_differs", "setting_differs")  # said in words
+    texts = {name: "; ".join(sorted({getattr(r, name) for r in ratios} - {""})) for name in differs}
     return texts | {"projected": any(r.projected for r in ratios)}
 
 

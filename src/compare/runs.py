@@ -29,14 +29,15 @@ PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "amp": "mixed", "bf16": "mix
 FIELDS = ("side", "gpu", "gpu_count", "model", "source", "group", "precision", "math")  # a point's own keys
 KINDS = (*FIELDS, "software", "card", "batch", "cap", "setting")  # what the matcher calls each key (kind())
 FILTERED = ("gpu", "model", "precision", "gpu_count", "source")  # the fields compare's filters name
-SUMMARY = {  # a point's figure -> what each of its runs logged of it: the point has their median
-    "achieved_tflops": "window.achieved_tflops_per_gpu",
-    recorded.MFU: "window.mfu",
-    "flops_per_item": "window.flops_per_item",
-    "power_share": "telemetry.throttled_power_share",  # of the window, clocks held down by the power limit
-    recorded.POWER_MEAN_W: "telemetry.power_mean_w",  # per GPU
-    "sm_clock_mhz": "telemetry.sm_clock_mean_mhz",
-}
+# a point's figures, each the median of what its runs logged (named as they are: window.mfu -> mfu)
+SUMMARY = (
+    "window.achieved_tflops_per_gpu",
+    "window.mfu",
+    "window.flops_per_item",
+    "telemetry.throttled_power_share",  # of the window, clocks held down by the power limit
+    "telemetry.power_mean_w",  # per GPU
+    "telemetry.sm_clock_mean_mhz",
+)
 
 
 class CompareError(ValueError):
@@ -118,12 +119,12 @@ class Measurement(Workpoint):
     per_watt_basis: str | None = None  # "measured", "tdp", or both joined
     per_kusd: float | None = None  # items/s per 1,000 USD of GPUs
     shares: dict[str, float] | None = None  # of the step time, by class (a class a breakdown lacks: 0)
-    achieved_tflops: float | None = None  # per GPU
+    achieved_tflops_per_gpu: float | None = None
     mfu: float | None = None
     flops_per_item: float | None = None
-    power_share: float | None = None
+    throttled_power_share: float | None = None
     power_mean_w: float | None = None
-    sm_clock_mhz: float | None = None
+    sm_clock_mean_mhz: float | None = None
     power_limit_w: str | None = None  # per GPU, as its runs logged it: "700", or "300/350"
     peak_memory_gb: float | None = None  # the largest of its runs'
     gpu_name: str = ""
@@ -131,10 +132,6 @@ class Measurement(Workpoint):
     @property
     def interval(self):
         return self.spread.interval(self.throughput) if self.spread else None
-
-    @property
-    def key(self):  # as a figure of src/compare/ratio.py
-        return self.point
 
     @property
     def value(self):
@@ -147,7 +144,8 @@ class Measurement(Workpoint):
     @property
     def at_power_limit(self):
         """Whether it ran at its card's power limit; None where its runs logged no telemetry of it."""
-        return None if self.power_share is None else self.power_share >= recorded.AT_POWER_LIMIT
+        share = self.throttled_power_share
+        return None if share is None else share >= recorded.AT_POWER_LIMIT
 
     @property
     def workload(self):
@@ -233,11 +231,10 @@ def _measured(repeats, differing):
     runs, superseded = remeasured(repeats)
     first, results = runs[0], [r.result for r in runs]
     throughputs = [r.throughput for r in runs]
-    watts = [(r.per_watt, "measured") for r in results if r.per_watt]  # else over the spec sheet's TDP
-    watts += [
-        (r.throughput / (r.spec.tdp_w * r.gpu_count), "tdp")
+    watts = [  # over the power measured, else over the spec sheet's TDP
+        (r.per_watt, "measured") if r.per_watt else (r.throughput / (r.spec.tdp_w * r.gpu_count), "tdp")
         for r in results
-        if r.spec.tdp_w and not r.per_watt
+        if r.per_watt or r.spec.tdp_w
     ]
     prices = [r.throughput / (r.spec.price_usd * r.gpu_count / 1000) for r in results if r.spec.price_usd]
     breakdowns = [r.shares for r in results if r.shares]
@@ -260,9 +257,9 @@ def _measured(repeats, differing):
         shares={s: statistics.median(b[s] or 0.0 for b in breakdowns) for s in recorded.SHARES}
         if breakdowns
         else None,
-        **{name: median_of(map(attrgetter(logged), results)) for name, logged in SUMMARY.items()},
+        **{path.split(".")[1]: median_of(map(attrgetter(path), results)) for path in SUMMARY},
         power_limit_w="/".join(limits) or None,
-        peak_memory_gb=max((r.window.peak_memory_gb or 0 for r in results), default=0) or None,
+        peak_memory_gb=max(r.window.peak_memory_gb or 0 for r in results) or None,
         gpu_name=first.result.gpu_name,
     )
 
@@ -270,10 +267,15 @@ def _measured(repeats, differing):
 def remeasured(runs):
     """A point's runs less the flawed ones (GPU shared, stopping rule missed) whose config has a
     clean run: resume measured those again (src/run/resume.py); and the runs left out."""
-    hashes = {r.run_id: r.result.tags.get(recorded.CONFIG_HASH) for r in runs}
-    flawed = {r.run_id for r in runs if r.result.foreign or r.result.missed}
-    clean = {hashes[r.run_id] for r in runs if hashes[r.run_id] and r.run_id not in flawed}
-    superseded = tuple(r for r in runs if r.run_id in flawed and hashes[r.run_id] in clean)
+
+    def flawed(run):
+        return run.result.foreign or run.result.missed
+
+    def config(run):
+        return run.result.tags.get(recorded.CONFIG_HASH)
+
+    clean = {config(r) for r in runs if config(r) and not flawed(r)}
+    superseded = tuple(r for r in runs if flawed(r) and config(r) in clean)
     return [r for r in runs if r not in superseded], superseded
 
 
