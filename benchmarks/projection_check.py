@@ -29,15 +29,14 @@ sys.path.insert(0, str(ROOT))  # the suite's own modules
 
 from omegaconf import OmegaConf  # noqa: E402
 
-from src import recorded  # noqa: E402
 from src.compare.projection import source_figures, source_point, stored_counts  # noqa: E402
 from src.compare.runs import aggregate, search_finished, to_record  # noqa: E402
-from src.import_results import SHIPPED, _batches_and_runs, generation  # noqa: E402
+from src.imported import logged_means  # noqa: E402
 from src.projection import shipped  # noqa: E402
 from src.projection.cards import profiles  # noqa: E402
 from src.projection.model import Card, ProjectionRefused, figures, project, ratio_band  # noqa: E402
 from src.projection.sentences import pair_sentence  # noqa: E402
-from src.published import read_table  # noqa: E402
+from src.published import generation  # noqa: E402
 
 OURS = {"fp32": "tf32", "amp": "amp"}  # published precision -> the points set against it
 STUDY = ("a6000", "rtx3090")
@@ -67,6 +66,7 @@ PREDICTORS = {
 class Cell:
     throughput: float
     batch: int  # per GPU
+    logged_mean: bool  # the mean of the runs logged behind the table's cell (the figure compare imports)
 
 
 @dataclass(frozen=True)
@@ -89,23 +89,17 @@ class Row:
 
 
 def published(source: str) -> dict[tuple, Cell]:
-    """(gpu profile, model, precision) -> the 1-GPU figure and its per-GPU batch, through the importer's
-    readers. The 2021 tables truncate each figure to a whole number (Mask R-CNN: 12 and 14 images/s);
-    where Lambda's logs hold the runs behind a cell (the study's pair), their mean is the figure."""
+    """(gpu profile, model, precision) -> the 1-GPU figure and its per-GPU batch, as the importer reads
+    them (src/published.py): where Lambda's logs hold the runs behind a cell (the study's pair in 2021),
+    their mean is the figure, as compare's is (imported.logged_means says so)."""
     importer = OmegaConf.load(ROOT / "conf" / "import_results.yaml")
     tasks, named = (OmegaConf.to_container(importer[k]) for k in ("tasks", "gpu_profiles"))
-    shipped_tables = generation(source)
-    found = {}
+    shipped_tables, found = generation(source), {}
     for table in shipped_tables.tables:
-        batches, logged = _batches_and_runs(shipped_tables, table["precision"], tasks, named)
-        for r in read_table(SHIPPED / table[recorded.THROUGHPUT], tasks, named).results:
-            cell = (r.system, r.gpu_count, r.task)
-            if r.gpu in named.values() and r.gpu_count == 1 and cell in batches:
-                runs = logged.get(cell)
-                batch = int(shipped_tables.per_gpu_batch(r.task, batches[cell], r.gpu_count))
-                found[(r.gpu, r.model, table["precision"])] = Cell(
-                    statistics.fmean(runs) if runs else r.throughput, batch
-                )
+        for r in shipped_tables.read(table["precision"], tasks, named).results:
+            if r.gpu in named.values() and r.gpu_count == 1 and r.batch:
+                cell = Cell(r.throughput, int(r.batch), r.cell is not None)
+                found[(r.gpu, r.model, table["precision"])] = cell
     return found
 
 
@@ -251,6 +245,8 @@ def main() -> None:
             "each card at the batch of its published row:\n"
         )
         print("\n".join(markdown(study)))
+        if logged := sum(cell.logged_mean for cell in published(source).values()):
+            print(f"\n{logged_means(source, logged)}")
         print(f"\n(the band holds the model's error as conf/compare.yaml states it: {model_error:.0%})")
         print("\nwhat each ratio is made of:")
         for r in study:

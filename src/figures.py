@@ -3,7 +3,15 @@
 
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import field, fields
+
+
+def is_figure(value: float | None) -> bool:
+    """A throughput a ratio can divide by: a normal, finite number above 0 (not 0, nan, inf, nor a
+    subnormal such as 5e-324, whose quotients overflow or lose their digits)."""
+    return value is not None and math.isfinite(value) and value >= sys.float_info.min
 
 
 def figure(metric: str, kind: type = float):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -29,13 +30,13 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from src import console, credentials, imported, recorded
-from src.config import cli
+from src.config import cli, points
 from src.config.groups.tracking import tracking_errors
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
 from src.imported import import_key
 from src.paths import PROJECT_ROOT
-from src.published import SHIPPED, Generation, generation, generations, runs_spread
+from src.published import PRECISIONS, SHIPPED, Generation, generation, generations, runs_spread
 from src.run import signals
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
 register_configs("import_schema")
 
-PRECISIONS = {"fp32": "fp32", "amp": "fp16"}  # ours -> the published table's name for it
 MEASURED_SOURCE = "measured"  # what compare calls runs without a source tag
 # Lambda's "fp32" is the NGC container default: TF32 tensor-core math on Ampere and newer.
 MATH_TAGS = {
@@ -144,16 +144,16 @@ def import_table(
     only: Callable[[PublishedResult], bool] | None = None,
 ) -> ImportSummary:
     """One table's positive cells (those `only` keeps) as runs; `shipped` adds its generation's
-    tags, batch sizes and runs' spread. Raises ImportInterrupted on SIGINT or SIGTERM."""
+    tags, batch sizes and logged runs (their mean and spread). Raises ImportInterrupted on SIGINT or
+    SIGTERM."""
     from src import published
     from src.run.job import run_name
     from src.tracking import job_run, owner, store
 
     tasks, profiles = OmegaConf.to_container(cfg.tasks), OmegaConf.to_container(cfg.gpu_profiles)
-    table = published.read_table(path, tasks, profiles)
-    _name_unknown_columns(path, table.results, tasks)
     uri, source, precision = cfg.tracking.uri, source or cfg.source, precision or cfg.precision.name
-    batches, runs = _batches_and_runs(shipped, precision, tasks, profiles)
+    table = shipped.read(precision, tasks, profiles) if shipped else published.read_table(path, tasks, profiles)
+    _name_unknown_columns(path, table.results, tasks)
     experiment_id = store.ensure_experiment(uri, cfg.tracking.published_experiment)
     client = store.client(uri)
     with imported.SourceLock(client, experiment_id, source, owner.tags(), owner.vanished) as lock:
@@ -164,25 +164,27 @@ def import_table(
         already_there = 0
         for result in filter(only, table.results):
             key = import_key(source, precision, result.system, result.gpu_count, result.task)
-            if key in existing:
+            before = existing.get(key)
+            if before is not None and imported.corrected(before, result):  # written again as the runs' mean
+                client.delete_run(before.run_id)
+                repairs.corrected += 1
+            elif before is not None:
                 already_there += 1
-            else:
-                todo.setdefault(key, result)  # a row published twice imports once
+                repairs.sized += imported.add_sizes(client, before, model_sizes(result.model))
+                continue
+            todo.setdefault(key, result)  # a row published twice imports once
         progress = _Progress(path, len(todo))
         try:
             for key, result in todo.items():
                 lock.renew()
-                cell = (result.system, result.gpu_count, result.task)
                 tags = _figure_tags(result, key, path, source, precision, shipped)  # JobRun adds its owner
-                if cell in batches:
-                    batch = shipped.per_gpu_batch(result.task, batches[cell], result.gpu_count)
-                    tags[recorded.PUBLISHED_BATCH] = f"{batch:g}"
                 name = f"{run_name(result.gpu, result.gpu_count, result.model, precision)} [{source}]"
                 with signals.held():  # Ctrl-C or SIGTERM: once this run is whole
                     run = job_run.JobRun(cfg.tracking, experiment_id, name, tags)
                     run.log_params(
                         imported.spec_params(result)
                         | {"model.name": result.model, "precision.name": precision}
+                        | model_sizes(result.model)
                         | profile_spec(result.gpu, precision)
                     )
                     run.log_metrics(
@@ -190,7 +192,7 @@ def import_table(
                             recorded.THROUGHPUT: result.throughput,
                             recorded.THROUGHPUT_PER_GPU: result.throughput / result.gpu_count,
                             recorded.workload_metric(result.model, precision, result.gpu_count): result.throughput,
-                            **runs_spread(runs.get(cell, [])),
+                            **runs_spread(list(result.runs)),
                         }
                     )
                     run.end("FINISHED")  # the last write: from here the figure counts as imported
@@ -223,6 +225,8 @@ def _figure_tags(
         recorded.PUBLISHED_FILE: path.name,
         **MATH_TAGS[precision],
         **(shipped.tags() if shipped else {}),
+        **({recorded.PUBLISHED_BATCH: f"{result.batch:g}"} if result.batch else {}),
+        **({recorded.PUBLISHED_CELL: f"{result.cell:g}"} if result.cell is not None else {}),
     }
 
 
@@ -278,35 +282,31 @@ def profile_spec(gpu: str, precision: str) -> dict:
     return flatten({"gpu": figures}) | {"precision.peak_key": peak_key}
 
 
+@functools.cache  # one read per model, not per figure
+def model_sizes(model: str) -> dict[str, str]:
+    """The model's measured configuration as this project runs it by default (conf/model/<model>.yaml
+    over its family's schema: image size, layers, ...), under the params a job logs it as: a published
+    figure stands for its model at these, and compare holds them like any measured key (nothing for a
+    task the project has no model of)."""
+    from src.config.groups.model import MODEL_FAMILIES
+    from src.tracking.job_run import flatten
+
+    path = PROJECT_ROOT / "conf" / "model" / f"{model}.yaml"
+    if not path.is_file():
+        return {}
+    own = OmegaConf.load(path)
+    family = next(entry["family@_here_"] for entry in own.pop("defaults") if "family@_here_" in entry)
+    config = OmegaConf.merge(OmegaConf.structured(MODEL_FAMILIES[family]), own)
+    logged = {key: str(value) for key, value in flatten(config, "model.").items()}
+    return {key: value for key, value in points.point_config(logged) if key.startswith("model.")}
+
+
 def kept_by_filters(cfg: DictConfig) -> Callable[[PublishedResult], bool]:
     """The figures `gpus=`, `models=` and `gpu_counts=` keep (an empty filter keeps every one)."""
     gpus, models, counts = set(cfg.gpus), set(cfg.models), set(cfg.gpu_counts)
     return lambda r: (
         (not gpus or r.gpu in gpus) and (not models or r.model in models) and (not counts or r.gpu_count in counts)
     )
-
-
-def _batches_and_runs(
-    shipped: Generation | None, precision: str, tasks: dict, profiles: dict
-) -> tuple[dict[tuple, float], dict[tuple, list[float]]]:
-    """(system, GPU count, task) -> the published batch, and -> the logged runs' throughputs."""
-    import csv
-
-    from src import published
-
-    if shipped is None:
-        return {}, {}
-    table = next(t for t in shipped.tables if t["precision"] == precision)
-    sizes = published.read_table(SHIPPED / table["batch_sizes"], tasks, profiles).results
-    batches = {(r.system, r.gpu_count, r.task): r.throughput for r in sizes}
-    runs: dict[tuple, list[float]] = {}
-    if shipped.runs:
-        with open(SHIPPED / shipped.runs, newline="") as handle:
-            for row in csv.DictReader(handle):
-                if row["precision"] == PRECISIONS[precision]:
-                    cell = (row["name_gpu"], int(row["num_gpu"]), row["task"])
-                    runs.setdefault(cell, []).append(float(row[recorded.THROUGHPUT]))
-    return batches, runs
 
 
 def _refuse(changed: list[str], source: str) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from src import console, recorded, run_result
@@ -60,6 +60,11 @@ class Repairs:
     duplicates: int = 0  # FINISHED runs of a figure an earlier run holds alike: deleted
     half_written: int = 0  # runs a stopped import never finished: deleted, their figures written again
     dead_locks: int = 0  # lock runs of imports that had stopped: deleted
+    corrected: int = 0  # figures imported as a truncated cell whose logged runs' mean is the figure
+    sized: int = 0  # figures imported before their model's sizes were logged: the sizes added
+
+    def __add__(self, other: Repairs) -> Repairs:
+        return Repairs(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(Repairs)))
 
     def lines(self, source: str) -> list[str]:
         said = (
@@ -68,8 +73,13 @@ class Repairs:
             f"deleted {self.half_written} run(s) of source={source} that a stopped import left "
             "half-written; their figures are written again",
             f"released {self.dead_locks} lock(s) on source={source} held by imports that had stopped",
+            f"corrected {self.corrected} figure(s) of source={source} imported as the table's whole number: "
+            f"each is written again as the mean of the runs logged behind it (the cell kept as the tag "
+            f"{recorded.PUBLISHED_CELL})",
+            f"added the model's sizes to {self.sized} figure(s) of source={source} imported before they "
+            "were logged: compare now sets them only against points of those sizes",
         )
-        counts = (self.duplicates, self.half_written, self.dead_locks)
+        counts = (self.duplicates, self.half_written, self.dead_locks, self.corrected, self.sized)
         return [line for count, line in zip(counts, said, strict=True) if count]
 
 
@@ -200,13 +210,42 @@ def _said(values: dict[str, str]) -> str:
     return ", ".join(f"{SHOWN_AS[k]}={v}" for k, v in values.items())
 
 
+def corrected(before: run_result.RunResult, result) -> bool:
+    """Whether the store holds a figure as its table's truncated cell where the importer now takes the
+    mean of the runs logged behind it (imported before it read them): a known correction, made by
+    writing the figure again, not a change that a re-import refuses."""
+    return (
+        result.cell is not None
+        and recorded.PUBLISHED_CELL not in before.tags
+        and _values(before)[recorded.THROUGHPUT] == f"{result.cell:g}"
+    )
+
+
+def add_sizes(mlflow_client, before: run_result.RunResult, sizes: dict[str, str]) -> bool:
+    """Log on a figure's run the model sizes it lacks (imported before they were logged); whether it lacked any."""
+    from mlflow.entities import Param
+
+    missing = [Param(key, value) for key, value in sizes.items() if key not in before.params]
+    if missing:
+        mlflow_client.log_batch(before.run_id, params=missing)
+    return bool(missing)
+
+
+def logged_means(source: str, count: int) -> str:
+    """What compare's report and the projection check say of figures that are their logged runs' mean."""
+    return (
+        f"{source}: {count} figure(s) are the mean of the runs logged behind their table cell, which the "
+        f"table truncates to a whole number (each run keeps its cell as the tag {recorded.PUBLISHED_CELL})"
+    )
+
+
 def changed_figures(path: Path, results: list, existing: dict, source: str, precision: str) -> list[str]:
     """Each figure the store holds for the same published row with another value (throughput, watt
-    or price), as file:line and what differs."""
+    or price), as file:line and what differs; a known correction (`corrected`) is no change."""
     changed = []
     for r in results:
         before = existing.get(import_key(source, precision, r.system, r.gpu_count, r.task))
-        if before is None:
+        if before is None or corrected(before, r):
             continue
         now = {recorded.THROUGHPUT: f"{r.throughput:g}"} | spec_params(r)
         then = _values(before, now)

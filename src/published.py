@@ -13,12 +13,13 @@ import math
 import re
 import statistics
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from src import recorded
+from src.figures import is_figure
 from src.hardware.devices import slug
 from src.paths import PROJECT_ROOT
 
@@ -26,6 +27,7 @@ SHIPPED = PROJECT_ROOT / "reference" / "lambda"
 GENERATIONS = SHIPPED / "sources.yaml"  # the published generations the project ships, one source each
 
 SYSTEM_COLUMNS = ("name_gpu", "num_gpu", "watt", "price")
+PRECISIONS = {"fp32": "fp32", "amp": "fp16"}  # ours -> the published tables' name for it
 OTHER_CATEGORY = "other"
 OTHER_UNIT = "items/s"
 
@@ -48,6 +50,9 @@ class PublishedResult:
     watt: float | None  # the whole system's GPU power as published
     price_usd: float | None  # the whole system's GPU price as published
     line: int = 0  # where the table has it
+    batch: float | None = None  # per GPU, where its generation's batch tables give it
+    runs: tuple[float, ...] = ()  # the runs logged behind it, where its generation has them
+    cell: float | None = None  # the table's own figure, where the mean of those runs is `throughput`
 
 
 @dataclass
@@ -205,7 +210,7 @@ def _number(row: dict, column: str, path: Path, line: int) -> float | None:
         value = float(text)
     except ValueError:
         raise TableError(f"{path}:{line}: {column}={text!r}: must be a number (digits, '.', 'e')") from None
-    if not math.isfinite(value) or 0 < abs(value) < sys.float_info.min:  # a subnormal: no ratio divides by it
+    if value != 0 and not is_figure(abs(value)):  # nan, inf or a subnormal: no ratio divides by it
         raise TableError(
             f"{path}:{line}: {column}={text!r}: must be a normal finite number (not nan, inf, nor below "
             f"{sys.float_info.min:.1e})"
@@ -236,6 +241,32 @@ class Generation:
     def per_gpu_batch(self, task: str, batch: float, gpu_count: int) -> float:
         is_global = self.batch == "global" or task in self.global_batch
         return batch / gpu_count if is_global else batch
+
+    def read(self, precision: str, tasks: dict, gpu_profiles: dict) -> PublishedTable:
+        """Its table of `precision` as the importer and the projection check both read it: each figure
+        with its per-GPU batch and the runs logged behind it. The 2021 tables truncate every figure to a
+        whole number (Mask R-CNN on the RTX A6000: 12 for 12.94 images/s): where the runs are logged,
+        their mean is the figure and the table's cell is kept beside it."""
+        files = next(t for t in self.tables if t["precision"] == precision)
+        table = read_table(SHIPPED / files[recorded.THROUGHPUT], tasks, gpu_profiles)
+        sizes = read_table(SHIPPED / files["batch_sizes"], tasks, gpu_profiles).results
+        batches = {(r.system, r.gpu_count, r.task): r.throughput for r in sizes}
+        logged: dict[tuple, list[float]] = {}
+        if self.runs:
+            with open(SHIPPED / self.runs, newline="") as handle:
+                for row in csv.DictReader(handle):
+                    if row["precision"] == PRECISIONS[precision]:
+                        cell = (row["name_gpu"], int(row["num_gpu"]), row["task"])
+                        logged.setdefault(cell, []).append(float(row[recorded.THROUGHPUT]))
+        results = []
+        for r in table.results:
+            cell = (r.system, r.gpu_count, r.task)
+            runs = tuple(logged.get(cell, ()))
+            batch = self.per_gpu_batch(r.task, batches[cell], r.gpu_count) if cell in batches else None
+            if runs:  # their mean is the figure: the table's cell truncates it
+                r = replace(r, throughput=statistics.fmean(runs), cell=r.throughput)
+            results.append(replace(r, batch=batch, runs=runs))
+        return PublishedTable(results, table.not_run)
 
 
 def generations() -> dict[str, dict]:

@@ -79,6 +79,7 @@ PUBLISHED_SYSTEM, PUBLISHED_TASK = "published_system", "published_task"
 PUBLISHED_PRECISION, PUBLISHED_FILE = "published_precision", "published_file"
 PUBLISHED_SOFTWARE, PUBLISHED_DATES = "published_software", "published_dates"  # of the source's generation
 PUBLISHED_BATCH = "published_batch_size"  # per GPU, from the table's batch sizes
+PUBLISHED_CELL = "published_cell"  # the table's cell, where the mean of the runs logged behind it is the figure
 
 # compare
 ANOMALY = "anomaly"  # on a run behind a flagged figure: what was flagged

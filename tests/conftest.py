@@ -30,43 +30,17 @@ WORKERS = 2
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    """The default set runs on two workers when pytest-xdist is installed (the dev extras): most tests
-    wait on real job processes, and two workers keep two cores busy. Each test goes to whichever worker
-    is free, so that the two end together; the tests of a fixture made once for several of them go to
-    one worker, so that it is made once (pytest_collection_modifyitems). The slow set (drills under
-    load) and the GPU set (one GPU) run one test at a time, as does anything given `-n`."""
+    """The default set runs on two workers when pytest-xdist is installed (the dev extras), each
+    worker taking whole files, so that a module's shared fixture is made once (and the CLI sweep, whose
+    tests are one file's): most tests wait on real job processes, and two workers keep two cores busy.
+    Files of many tests go first, so that the last files, small ones, leave neither worker idle for
+    long. The slow set (drills under load) and the GPU set (one GPU) run one test at a time, as does
+    anything given `-n`."""
     if not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     if config.option.numprocesses is None and config.option.markexpr == DEFAULT_SET:
         config.option.numprocesses = WORKERS
-        config.option.dist = "loadgroup"
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node):
-    """xdist's workers read their options from the command line, which does not name the scheduling
-    set above: each is told."""
-    node.workerinput["loadgroup"] = node.config.option.dist == "loadgroup"
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(config, items):
-    """On workers that take tests one at a time, the tests that share a fixture made once for several
-    of them go to one worker as a group: the CLI sweep's, and each module's (or class's) own."""
-    if not getattr(config, "workerinput", {}).get("loadgroup"):
-        return
-    config.option.loadgroup = True  # xdist's own hook, next, names each test's group
-    for item in items:
-        if group := _shared_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
-def _shared_fixture(item) -> str | None:
-    if "cli_sweep" in item.fixturenames:
-        return "cli_sweep"
-    if any(defs[-1].scope in ("module", "class") for defs in item._fixtureinfo.name2fixturedefs.values()):
-        return item.path.stem
-    return None
+        config.option.dist = "loadfile"
 
 
 def pytest_collection_finish():
@@ -121,13 +95,14 @@ def hash_before(cfg, *keys: str) -> str:
     return config_hash(OmegaConf.create(older))
 
 
-def cpu_hardware(ranks: int = 1, nodes: int = 1) -> str:
+def cpu_hardware(ranks: int = 1, nodes: int = 1, profile: str = "cpu") -> str:
     """The start of a CPU job's run name on this host, `cpux1t2`: `ranks` ranks per node, each with
-    the threads benchmark.cpu_threads=null gives it (the cores shared among the node's ranks)."""
+    the threads benchmark.cpu_threads=null gives it (the cores shared among the node's ranks). With a
+    GPU `profile`, a pretend GPU's job (tests/fake_host.py), whose ranks train on this CPU: `h200x1t2`."""
     from src.hardware.host import threads_per_rank
     from src.run.job import run_name
 
-    name = run_name("cpu", ranks * nodes, "m", "p", nodes=nodes, threads=threads_per_rank(ranks))
+    name = run_name(profile, ranks * nodes, "m", "p", nodes=nodes, threads=threads_per_rank(ranks))
     return name.removesuffix("-m-p")
 
 

@@ -37,6 +37,18 @@ def compare_error(baseline: str, *gpus: str) -> str:
     return f"error: {error.value}"  # as exit_with_error prints it
 
 
+def study_error(*overrides: str) -> str:
+    """What compare prints for an option that changes a study's question."""
+    from src.compare.pipeline import validate_compare
+    from tests.test_compare import compare_cfg
+
+    study = "experiment=lambda_a6000_vs_3090"
+    cfg = compare_cfg("sqlite:////tmp/unused/mlflow.db", "/tmp/unused", study, *overrides)
+    with pytest.raises(ConfigError) as error:
+        validate_compare(cfg)
+    return f"error: {error.value}"
+
+
 def override_error(override: str) -> str:
     """What a command line Hydra cannot parse prints (src.train and src.compare alike)."""
     with pytest.raises(OverrideParseException) as error:
@@ -98,6 +110,7 @@ PRODUCERS = {
     "launcher.host_memory_reserve_gb=500.0": lambda: reserve_error(500.0),
     "model.name='../../etc'": lambda: job_error("model.name=../../etc"),
     "source=lambda-2021": lambda: import_error("source=lambda-2021"),
+    "baseline=a6000": lambda: study_error("baseline=a6000"),
 }
 
 

@@ -59,9 +59,12 @@ def test_generations_import_as_separate_sources_with_their_stack_batches_and_spr
     assert "PyTorch 1.7" in old.data.tags["published_software"] and old.data.tags["published_dates"]
     assert old.data.tags["published_batch_size"] == "80"  # per GPU
     assert runs[("lambda-2021", "rtx3090", "8", "fp32")].data.tags["published_batch_size"] == "80"  # 640 / 8
-    assert old.data.metrics["throughput"] == 137  # the compiled figure, not a mean made here
-    assert old.data.metrics["throughput/ssd300/fp32/x1"] == 137
-    logs = [math.log(138.65533447265625), math.log(136.56622314453125)]  # the two logged runs
+    # the mean of the two logged runs, which the table truncates to 137: the cell kept as a tag
+    two = (138.65533447265625, 136.56622314453125)
+    assert old.data.metrics["throughput"] == statistics.fmean(two)
+    assert old.data.metrics["throughput/ssd300/fp32/x1"] == statistics.fmean(two)
+    assert old.data.tags["published_cell"] == "137"
+    logs = [math.log(t) for t in two]
     assert old.data.metrics["published_runs"] == 2
     assert old.data.metrics["published_runs_log_se"] == pytest.approx(statistics.stdev(logs) / math.sqrt(2))
     lone = runs[("lambda-2021", "a6000", "1", "fp32")]
@@ -78,6 +81,44 @@ def test_generations_import_as_separate_sources_with_their_stack_batches_and_spr
         if r.measurement.gpu == "a6000"
     }
     one = ratios[("lambda-2021", 1, "fp32")]
-    assert one.relative == pytest.approx(135 / 137) and one.baseline.source == "lambda-2021"
+    assert lone.data.metrics["throughput"] == 135.40879821777344  # its one logged run, in the table as 135
+    assert one.relative == pytest.approx(135.40879821777344 / statistics.fmean(two))
+    assert one.baseline.source == "lambda-2021"
     assert one.spread.basis == "published runs+published" and one.interval  # the 3090's two runs
     assert ratios[("lambda-2022", 1, "fp32")].baseline.source == "lambda-2022"  # never pooled
+
+
+def test_a_store_holding_the_tables_whole_numbers_is_corrected_by_the_next_import(tracking_uri):
+    """Figures imported as the 2021 tables' truncated cells (before the importer read the runs behind
+    them) are a known correction, not a changed figure: the next import writes each again as its runs'
+    mean and says so in one line; the one after finds nothing to do."""
+    from src.import_results import import_generation, import_table
+    from src.published import SHIPPED, generation
+
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        cfg = compose("import_results", overrides=[f"tracking.uri={tracking_uri}"])
+    for table in generation("lambda-2021").tables:  # the cells alone, as an import of the table read them
+        path = SHIPPED / table["throughput"]
+        import_table(cfg, path, table["precision"], "lambda-2021", only=study_pair_ssd)
+    truncated = {r.info.run_id: r.data.metrics["throughput"] for r in read_runs(tracking_uri, PUBLISHED)}
+    assert 137 in truncated.values() and all(t == int(t) for t in truncated.values())
+
+    done = import_generation(cfg, "lambda-2021", only=study_pair_ssd)
+    lines = [line for _, _, s in done for line in s.repairs.lines("lambda-2021")]
+    said = (
+        "corrected 4 figure(s) of source=lambda-2021 imported as the table's whole number: each is written "
+        "again as the mean of the runs logged behind it (the cell kept as the tag published_cell)"
+    )
+    assert lines == [said] * 2  # a table per precision: the pair's ssd300 at 1 and 8 GPUs
+    runs = read_runs(tracking_uri, PUBLISHED)
+    assert len(runs) == 8 and not {r.info.run_id for r in runs} & set(truncated)
+    point = ("rtx3090", "1", "fp32")
+    rtx3090 = next(
+        r for r in runs if tuple(r.data.tags[k] for k in ("gpu", "gpu_count", "precision")) == point
+    )
+    assert rtx3090.data.metrics["throughput"] == statistics.fmean((138.65533447265625, 136.56622314453125))
+    assert rtx3090.data.tags["published_cell"] == "137"
+    again = import_generation(cfg, "lambda-2021", only=study_pair_ssd)
+    found = [(s.created, s.already_there, s.repairs.lines("lambda-2021")) for _, _, s in again]
+    assert found == [(0, 4, [])] * 2

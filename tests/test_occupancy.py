@@ -9,7 +9,7 @@ import signal
 import subprocess
 
 import pytest
-from conftest import read_runs
+from conftest import cpu_hardware, read_runs
 from fake_nvml import FakeGpu, FakeNvml, install
 from test_study import H200, TINY, fake_host_cli
 
@@ -73,7 +73,8 @@ def test_a_busy_gpu_is_recorded_said_and_refused_when_exclusive(tmp_path, strang
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]  # the refused job failed; the sweep says so
     said = " ".join(output.split())  # the result line wraps in a narrow terminal
-    assert said.count("done h200x1-tiny-fp32-smoke") == 1
+    # the pretend H200's rank trains on this CPU: the name carries its threads
+    assert said.count(f"done {cpu_hardware(1, profile='h200')}-tiny-fp32-smoke") == 1
     assert f"; GPU shared with pid {stranger} notebook (gpu0, 0.50 GB) before start and in the window" in said
     refused = [line for line in output.splitlines() if line.startswith("FAILED ")]
     assert (

@@ -25,6 +25,7 @@ from src.config import points
 from tests.conftest import cpu_hardware
 
 CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
+H200X1 = cpu_hardware(1, profile="h200")  # and a job on a pretend H200, whose rank trains on this CPU
 
 CPU_TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
 CPU_TINY += ["model.name=tiny", "benchmark.max_steps=400"]  # a tiny step meets the smoke rule in a few
@@ -177,10 +178,10 @@ def test_a_run_that_shared_its_gpu_is_measured_again_by_the_repeats_and_kept(tmp
     output = " ".join((repeats.stdout + repeats.stderr).split())
     assert repeats.returncode == 0, output[-3000:]
     assert (
-        f"measure h200x1-tiny-fp32-smoke: run {shared.info.run_id} of this point shared its GPU with "
+        f"measure {H200X1}-tiny-fp32-smoke: run {shared.info.run_id} of this point shared its GPU with "
         f"pid {stranger} notebook" in output
     )
-    assert "skip h200x1-tiny-fp32-smoke" not in output
+    assert f"skip {H200X1}-tiny-fp32-smoke" not in output
     runs = [r for r in read_runs(tracking_uri) if recorded.GPU in r.data.tags]
     assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}  # the shared run is kept
     assert [r.info.run_id for r in runs if recorded.GPU_FOREIGN_PROCESSES in r.data.tags] == [shared.info.run_id]

@@ -55,9 +55,6 @@ def study_store(tmp_path_factory, empty_store) -> str:
     return uri
 
 
-@pytest.mark.xfail(
-    strict=True, reason="an overridden study still prints the publication's claims against other figures"
-)
 @pytest.mark.parametrize("override", ["baseline=a6000", "models=[resnet50]"])
 def test_a_study_under_an_override_states_no_finding_of_the_publication(
     study_store, tmp_path, capsys, override
@@ -77,25 +74,23 @@ def test_a_study_under_an_override_states_no_finding_of_the_publication(
         assert "a6000 over rtx3090" not in said
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a published baseline is taken for a measured point at other model sizes, unflagged"
-)
 def test_a_measured_point_at_other_model_sizes_is_not_set_silently_against_a_published_baseline(
     tmp_path, tracking_uri
 ):
     table = tmp_path / "lambda.csv"
-    table.write_text("name_gpu,num_gpu,watt,price,resnet50\nRTX 3090,1,350,2750,513\n")
+    table.write_text("name_gpu,num_gpu,watt,price,resnet50,ssd\nRTX 3090,1,350,2750,513,137\n")
     import_table(
         import_cfg("precision=fp32", "source=lambda", f"file={table}", f"tracking.uri={tracking_uri}"), table
     )
     sizes = {"model.image_size": 160, "model.batch_size": 64, "batch_size": 64}
     measured_run(MlflowClient(tracking_uri), "a6000", "resnet50", 960.0, params=sizes)
+    # a like point beside it: with no ratio to give at all, compare stops, saying there is nothing to compare
+    measured_run(MlflowClient(tracking_uri), "a6000", "ssd300", 135.0, params={"model.image_size": 300})
     run(tracking_uri, tmp_path / "out", "baseline=rtx3090")
     a6000 = row(read_csv(tmp_path / "out" / "relative_throughput.csv"), gpu="a6000", model="resnet50")
     assert a6000["relative"] == "" or a6000["flags"], a6000  # no ratio, or one flagged with what differs
 
 
-@pytest.mark.xfail(strict=True, reason="a category mean averages one model's two settings as two models")
 def test_a_category_mean_counts_each_model_once(tmp_path, tracking_uri):
     client = MlflowClient(tracking_uri)
     for compiled, a6000, rtx3090 in (("False", 450.0, 500.0), ("True", 600.0, 400.0)):
@@ -117,7 +112,6 @@ def test_a_category_mean_counts_each_model_once(tmp_path, tracking_uri):
         assert mean["n_models"] == str(len(set(re.findall(r"resnet50|ssd300", mean["models"])))), mean
 
 
-@pytest.mark.xfail(strict=True, reason="the capacity pair compares only the software stack, not the card")
 @pytest.mark.parametrize(
     "card, differs",
     [
@@ -138,9 +132,6 @@ def test_the_capacity_split_says_when_its_two_caps_ran_on_unlike_cards(tmp_path,
     assert any(all(re.search(p, str(cell)) for p in differs) for cell in split.values()), split
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a compare against another baseline clears an anomaly its check did not re-make"
-)
 def test_an_anomaly_is_cleared_only_by_the_check_that_made_it(tmp_path, tracking_uri):
     client = MlflowClient(tracking_uri)
     # tf32 spec range of h200 over rtx3090: 4.1-17.4x (bandwidth, compute, 25% beyond); over a6000: 5.0-8.0x
@@ -152,3 +143,48 @@ def test_an_anomaly_is_cleared_only_by_the_check_that_made_it(tmp_path, tracking
     assert "outside_spec" in flagged and "rtx3090" in flagged
     run(tracking_uri, tmp_path / "second", "baseline=a6000", "gpu_counts=[1]")  # no check against rtx3090
     assert client.get_run(h200).data.tags.get("anomaly", "") == flagged
+
+
+def test_published_figures_imported_without_their_sizes_compare_as_before_until_an_import_adds_them(
+    tmp_path, tracking_uri, monkeypatch
+):
+    """A store imported before the importer logged a figure's model sizes: its figures stand for their
+    model at any sizes (a ratio, as before); the next import of the source adds the sizes, and from then
+    a measured point at other sizes gets no ratio against them."""
+    import src.import_results
+
+    table = tmp_path / "lambda.csv"
+    table.write_text("name_gpu,num_gpu,watt,price,resnet50,ssd\nRTX 3090,1,350,2750,513,137\n")
+    cfg = import_cfg("precision=fp32", "source=lambda", f"file={table}", f"tracking.uri={tracking_uri}")
+    with monkeypatch.context() as before:
+        before.setattr(src.import_results, "model_sizes", lambda model: {})
+        import_table(cfg, table)
+    client = MlflowClient(tracking_uri)
+    measured_run(client, "a6000", "resnet50", 960.0, params={"model.image_size": 160})
+    measured_run(client, "a6000", "ssd300", 135.0, params={"model.image_size": 300})
+    run(tracking_uri, tmp_path / "first", "baseline=rtx3090")
+    first = row(read_csv(tmp_path / "first" / "relative_throughput.csv"), gpu="a6000", model="resnet50")
+    assert float(first["relative"]) == pytest.approx(960 / 513, rel=1e-5)  # nothing says its sizes differ
+
+    assert import_table(cfg, table).repairs.lines("lambda") == [
+        "added the model's sizes to 2 figure(s) of source=lambda imported before they were logged: "
+        "compare now sets them only against points of those sizes"
+    ]
+    run(tracking_uri, tmp_path / "second", "baseline=rtx3090")
+    rows = read_csv(tmp_path / "second" / "relative_throughput.csv")
+    assert row(rows, gpu="a6000", model="resnet50")["relative"] == ""  # image_size 160 against 224
+    assert float(row(rows, gpu="a6000", model="ssd300")["relative"]) == pytest.approx(135 / 137, rel=1e-5)
+
+
+def test_a_subnormal_figure_imported_before_the_importer_refused_them_is_no_figure(tmp_path, tracking_uri):
+    """5e-324 images/s is no throughput: counted, it would pull the a6000's mean to about half."""
+    client = MlflowClient(tracking_uri)
+    published = {"source": "lambda"}
+    for gpu, resnet50, ssd300 in (("rtx3090", 100.0, 100.0), ("a6000", 5e-324, 110.0)):
+        resnet50_run = measured_run(client, gpu, "resnet50", resnet50, published)
+        measured_run(client, gpu, "ssd300", ssd300, published)
+    assert client.get_run(resnet50_run).data.metrics["throughput"] == 5e-324  # the store keeps it as is
+    run(tracking_uri, tmp_path / "out", "baseline=rtx3090")
+    mean = row(read_csv(tmp_path / "out" / "summary.csv"), gpu="a6000", category="vision")
+    assert (mean["models"], float(mean["relative_mean"])) == ("ssd300", pytest.approx(1.1))
+    assert mean["models_left_out"] == "resnet50 (no a6000 run)"

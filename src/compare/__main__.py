@@ -23,7 +23,7 @@ register_configs("compare_schema", "import_schema")
 def main(cfg):
     cli.composed()
     credentials.adopt_tracking_credentials(cfg)
-    from src.compare.pipeline import run_compare
+    from src.compare.pipeline import run_compare, validate_compare
     from src.compare.runs import CompareError
     from src.console import console, link_line
     from src.import_results import ImportInterrupted
@@ -31,6 +31,7 @@ def main(cfg):
     from src.tracking import ui
 
     try:
+        validate_compare(cfg)  # before the study's import: bad input does no work
         if cfg.study.published:
             _import_study_figures(cfg)
         result = run_compare(cfg, Path(HydraConfig.get().runtime.output_dir))
@@ -57,6 +58,7 @@ def _import_study_figures(cfg):
     models and GPU counts only (seconds; the whole generation is `python -m src.import_results`)."""
     from src.console import note
     from src.import_results import import_generation, kept_by_filters
+    from src.imported import Repairs
 
     study = cfg.study
     counts = sorted({c.gpu_count for c in study.claims})
@@ -64,7 +66,10 @@ def _import_study_figures(cfg):
     overrides += [f"models=[{','.join(study.models)}]", f"gpu_counts=[{','.join(map(str, counts))}]"]
     imports = OmegaConf.merge(hydra.compose("import_results", overrides), {"tracking": cfg.tracking})
     done = import_generation(imports, study.published, kept_by_filters(imports))
-    created = sum(summary.created for _, _, summary in done)
+    repairs = sum((summary.repairs for _, _, summary in done), Repairs())
+    for line in repairs.lines(study.published):
+        note(line)
+    created = sum(summary.created for _, _, summary in done) - repairs.corrected
     if created:
         note(
             f"imported {created} published figure(s) of {', '.join(study.gpus)} from source "

@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from src.compare import charts
 from src.compare.ratio import NO_DIFFERENCE, Ratio, describe, mean, quotient
 from src.compare.report import Section, Table, ratio_columns
-from src.compare.runs import MEASURED, CompareError, Measurement, alike, differing, precision_group
+from src.compare.runs import (
+    KINDS,
+    MEASURED,
+    CompareError,
+    Measurement,
+    alike,
+    differing,
+    precision_group,
+    unlike,
+)
 from src.recorded import THROUGHPUT
 
 MEANS = (
@@ -30,6 +39,7 @@ MEANS = (
     ),
     *("interval", "difference", "flags", "n_models", "models", "models_left_out", "baselines"),
 )
+SETTINGS = ("setting", "software", "card", "cap")  # what sets one model's points on a card apart, but its batch
 RELATIVE = (
     *(
         "model",
@@ -125,7 +135,9 @@ def summarize(rows, baseline):
         series.setdefault((m.category, m.precision, m.gpu_count, m.side, m.source), []).append(row)
     summary, nothing_common = [], []
     for key, members_all in sorted(series.items()):
-        members = [r for r in members_all if r.relative is not None and not r.math_differs]
+        members, set_aside = once_per_model(
+            [r for r in members_all if r.relative is not None and not r.math_differs]
+        )
         category, precision, count, side, source = key
         if not members:
             if any(r.baseline is None for r in members_all):
@@ -141,7 +153,10 @@ def summarize(rows, baseline):
                 "flags": " ".join(means.flags),
             }
             | {"difference": NO_DIFFERENCE if means.no_difference else "", "n_models": len(models)}
-            | {"models": " ".join(models), "models_left_out": "; ".join(_left_out(members_all, rows))}
+            | {
+                "models": " ".join(models),
+                "models_left_out": "; ".join(_left_out(members_all, set_aside, rows)),
+            }
             | {
                 "baselines": ", ".join(
                     sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})
@@ -151,12 +166,33 @@ def summarize(rows, baseline):
     return summary, sorted(nothing_common)
 
 
-def _left_out(members, rows):
+def once_per_model(rows):
+    """A mean's ratios, each model once per card (with by=, a side spans cards): of a model's several
+    points (compile on and off, two sizes, two caps), the one least unlike the other models' points in
+    settings, stack and cap, the first on a tie; and the others, each with the one counted instead."""
+    counted = {}
+    for row in rows:
+        m = row.measurement
+        others = [r.measurement for r in rows if r.measurement.model != m.model]
+        apart = sum(unlike(m, other, KINDS, (SETTINGS,))[0] for other in others)
+        if (m.model, m.gpu) not in counted or apart < counted[m.model, m.gpu][0]:
+            counted[m.model, m.gpu] = (apart, row)
+    kept = {id(row): row for _, row in counted.values()}
+    set_aside = [(r, counted[r.measurement.model, r.measurement.gpu][1]) for r in rows if id(r) not in kept]
+    return list(kept.values()), set_aside
+
+
+def _left_out(members, set_aside, rows):
     """The models of the gpu or of its baseline (the points its ratios were divided by, of the same
     category, GPU count, precision group and source) that its mean does not average, and why: the
-    baseline has no run of it, the gpu has none, or the ratio sets unlike math."""
+    baseline has no run of it, the gpu has none, the ratio sets unlike math, or the mean counts
+    another setting of the model."""
     reasons = {r.measurement.workload: "no baseline run" for r in members if r.baseline is None}
     reasons |= {r.measurement.workload: "math_differs" for r in members if r.math_differs}
+    reasons |= {
+        r.measurement.workload: f"other settings; the mean counts {kept.measurement.workload}"
+        for r, kept in set_aside
+    }
     first, ours = members[0].measurement, {r.measurement.model for r in members}
     used = {
         (b.side, b.source, b.precision, first.category, first.gpu_count) for r in members if (b := r.baseline)
@@ -166,7 +202,10 @@ def _left_out(members, rows):
         for m in (r.measurement for r in rows)
         if (m.side, m.source, m.precision, m.category, m.gpu_count) in used and m.model not in ours
     }
-    return [f"{workload} ({why})" for workload, why in sorted(reasons.items())]
+    by_reason: dict[str, list[str]] = {}
+    for workload, why in sorted(reasons.items()):
+        by_reason.setdefault(why, []).append(workload)
+    return [f"{', '.join(workloads)} ({why})" for why, workloads in by_reason.items()]
 
 
 def check_comparable(measurements, rows, baseline, hint):

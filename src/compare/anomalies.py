@@ -150,12 +150,13 @@ def section(found):
 
 
 _ENTRY = re.compile(rf"; (?=(?:{'|'.join(KINDS)}): )")  # the tag's entries, `kind: detail; kind: detail`
+_SPEC_BASELINE = re.compile(rf"{OUTSIDE_SPEC}: \S+ (\S+) outside")  # the baseline its spec check was against
 
 
 def tag_runs(uri, measurements, rows, anomalies):
-    """Set `anomaly` on the runs behind each flagged figure, clear an entry where its check ran
-    again and no longer holds, keep one whose check this comparison could not make; how many runs
-    carry the tag now."""
+    """Set `anomaly` on the runs behind each flagged figure, clear an entry only where the check that
+    made it ran again (the spec check against the same baseline) and no longer holds, keep the others;
+    how many runs carry the tag now."""
     from src.tracking import store
 
     flagged: dict[str, list[str]] = {}
@@ -163,18 +164,13 @@ def tag_runs(uri, measurements, rows, anomalies):
         for run_id in anomaly.run_ids:
             flagged.setdefault(run_id, []).append(f"{anomaly.kind}: {anomaly.detail}")
     scaled = scaling(measurements)
-    specced = {row.measurement.point for row in spec_checkable(rows)}
+    specced = {row.measurement.point: row.baseline.side for row in spec_checkable(rows)}
     mlflow_client = store.client(uri)
     tagged = 0
     for m in measurements:
-        # the checks this comparison could not make: a filter left out a multi-GPU point's 1-GPU run,
-        # or the baseline has no spec figures (a point's own runs are all the other checks need)
-        unmade = set() if m.point in specced else {OUTSIDE_SPEC}
-        if m.gpu_count > 1 and m.point not in scaled:
-            unmade |= {SCALING_ABOVE_100, SLOWER_THAN_1GPU}
         for run in m.runs:
             old = run.result.anomaly
-            kept = [e for e in _ENTRY.split(old or "") if e.split(":")[0] in unmade]
+            kept = [e for e in _ENTRY.split(old or "") if not _made_again(e, m, scaled, specced)]
             text = "; ".join(kept + flagged.get(run.run_id, []))[:5000]
             tagged += bool(text)
             if text and text != old:
@@ -182,3 +178,16 @@ def tag_runs(uri, measurements, rows, anomalies):
             elif not text and old is not None:
                 mlflow_client.delete_tag(run.run_id, recorded.ANOMALY)
     return tagged
+
+
+def _made_again(entry, m, scaled, specced):
+    """Whether this comparison made again the check behind a tag's entry on a run of `m`: the spec
+    check against the baseline the entry names (a filter or another baseline may leave it unmade),
+    the scaling checks where the point's 1-GPU run was kept; a point's own runs are all the others need."""
+    kind = entry.split(":")[0]
+    if kind == OUTSIDE_SPEC:
+        against = _SPEC_BASELINE.match(entry)
+        return m.point in specced and (against is None or against[1] == specced[m.point])
+    if kind in (SCALING_ABOVE_100, SLOWER_THAN_1GPU):
+        return m.gpu_count == 1 or m.point in scaled
+    return True

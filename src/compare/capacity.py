@@ -61,19 +61,18 @@ def by_batch(measurements):
 def pair(ours, theirs):
     """One card's point over the other's at a batch: the two alike but for the card (the gpu, its
     cap) where such a pair exists, else the closest, flagged with what differs: settings first,
-    then the software stack, then the more repeats."""
+    then the stack, then the more repeats. One gpu under two caps is one card: its detected name
+    and power limit are held like the software (700 W against 450 W is another card)."""
+    one_gpu = ours[0].gpu == theirs[0].gpu
+    stack = ("software", "card") if one_gpu else ("software",)
+    free = ("side", "gpu", "cap", "batch") if one_gpu else ("side", "gpu", "cap", "batch", "card")
 
     def rank(two):
         a, b = two
-        return (
-            unlike(a, b, ("side", "gpu", "cap", "card", "batch"), ("setting", "software")),
-            -a.n_runs - b.n_runs,
-        )
+        return (unlike(a, b, free, ("setting", stack)), -a.n_runs - b.n_runs)
 
     a, b = min(itertools.product(ours, theirs), key=rank)
-    return quotient(
-        a, b, stack_differs=differing(a, b, ("software",)), setting_differs=differing(a, b, ("setting",))
-    )
+    return quotient(a, b, stack_differs=differing(a, b, stack), setting_differs=differing(a, b, ("setting",)))
 
 
 def _split(iso, largest):

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from src import console, credentials, recorded
+from src import console, credentials, imported, recorded
 from src.compare import (
     analysis,
     anomalies,
@@ -151,7 +152,10 @@ def _run(cfg, folder):
 
 
 def validate_compare(cfg):
-    """Key, value and what is allowed, for every bad value, before any run is read."""
+    """Key, value and what is allowed, for every bad value, before any run is read; an option that
+    changes a study's question is refused in a line of its own."""
+    if cfg.study.name and (line := study.refused(cfg)):
+        raise ConfigError(line)
     errors = tracking_errors(cfg.tracking)
     if not cfg.tracking.report_experiment:
         errors.append("tracking.report_experiment='': must name the experiment report runs go to")
@@ -342,11 +346,16 @@ def _notes(c):
         "split": "" if c.by else " The hardware and software parts are split below where the runs exist.",
         "superseded": len(named["superseded"]),
     }
-    return ALWAYS_NOTED + [
+    # published figures that are the mean of their logged runs: said as the projection check says it
+    logged = Counter(
+        m.source for m in measurements if any(recorded.PUBLISHED_CELL in r.result.tags for r in m.runs)
+    )
+    named_notes = [
         NAMED_NOTES[kind].format((", " if kind in SHORT_NAMES else "; ").join(items), **fill)
         for kind, items in named.items()
         if items
     ]
+    return ALWAYS_NOTED + named_notes + [imported.logged_means(s, n) for s, n in sorted(logged.items())]
 
 
 def unlogged_specs(measurements):

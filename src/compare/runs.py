@@ -19,6 +19,7 @@ from src import recorded, run_result
 from src.compare.ratio import Spread, point_spread
 from src.config import points
 from src.errors import TrackingUnavailable
+from src.figures import is_figure
 from src.logged_spec import Spec
 from src.recorded import MEASURED
 
@@ -26,6 +27,7 @@ CAP_KEY = "gpu.memory_limit_gb"  # a card under a memory cap: h200@24
 # Precisions set against each other (and charted in one panel); each stays distinct in the tables.
 PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "amp": "mixed", "bf16": "mixed"}
 FIELDS = ("side", "gpu", "gpu_count", "model", "source", "group", "precision", "math")  # a point's own keys
+KINDS = (*FIELDS, "software", "card", "batch", "cap", "setting")  # what the matcher calls each key (kind())
 FILTERED = ("gpu", "model", "precision", "gpu_count", "source")  # the fields compare's filters name
 # a point's figures, each the median of what its runs logged (named as they are: window.mfu -> mfu)
 SUMMARY = (
@@ -196,9 +198,10 @@ def search_finished(uri, experiments, filter_string, hint):
 
 
 def to_record(result):
-    """A training run's figures; None for ceilings runs, sweep parents, reports, runs without a throughput."""
+    """A training run's figures; None for ceilings runs, sweep parents, reports, runs without a throughput
+    (or with one no ratio can divide by: a subnormal an import took before it refused them)."""
     named = all((result.gpu, result.model, result.precision)) and result.gpu_count is not None
-    if result.kind != recorded.TRAINING or not (result.throughput or 0) > 0 or not named:
+    if result.kind != recorded.TRAINING or not is_figure(result.throughput) or not named:
         return None
     same = "run_id gpu gpu_count model category precision source unit throughput tf32_math".split()
     config = points.point_config(result.params, result.tags)
@@ -312,16 +315,17 @@ def kind(key):
 def unlike(one, other, free=(), ranked=()):
     """How unlike two points are in the kinds of key `ranked` names (per entry, a kind or a tuple of
     kinds: how many of those keys differ, a key one lacks at its default); None where they differ in
-    a key of another kind, unless `free`. A published figure logs no sizes or settings: it stands for
-    its model as published, and only the fields of the two are held against each other."""
+    a key of another kind, unless `free`. A published figure logs only its model's sizes (its import
+    logs those the project runs the model at), no settings nor stack: where a side is not measured,
+    a key counts against the pair only where both sides logged it."""
     a, b = one.keys, other.keys
-    differ = [kind(k) for k in a.keys() | b.keys() if a.get(k) != b.get(k)]
     groups = [(g,) if isinstance(g, str) else g for g in ranked]
     measured = one.source == other.source == MEASURED
-    held = [k for k in differ if k not in free and not any(k in g for g in groups)]
-    if any(measured or k in FIELDS for k in held):
+    differ = {k: kind(k) for k in a.keys() | b.keys() if a.get(k) != b.get(k)}
+    held = [k for k, what in differ.items() if what not in free and not any(what in g for g in groups)]
+    if any(measured or k in a and k in b for k in held):
         return None
-    return tuple(sum(k in g for k in differ) for g in groups)
+    return tuple(sum(what in g for what in differ.values()) for g in groups)
 
 
 def alike(point, among, free=(), ranked=()):

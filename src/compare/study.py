@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from omegaconf import ListConfig
+
 from src.compare.analysis import RelativeRow
 from src.compare.ratio import Ratio
 from src.compare.report import Section, Table
@@ -38,6 +40,37 @@ class StudyFigure:
 def subject(study):
     """The gpu a study sets against its baseline."""
     return next(g for g in study.gpus if g != study.baseline)
+
+
+QUESTION = ("baseline", "models", "by", "baseline_source")  # what a study sets and compare's options could change
+
+
+def refused(cfg):
+    """An option that changes the study's question (another baseline, fewer models, another axis or
+    baseline source): one line naming each with its value, what the study asks and the compare that
+    asks the other question; '' for none. Refused rather than answered: a study's stated figures are
+    its pair's means over its models, which another question cannot check, and a plain compare of the
+    same store answers that question."""
+    study = cfg.study
+    changed = {
+        "baseline": cfg.baseline not in (None, study.baseline),
+        "models": bool(cfg.models) and set(cfg.models) != set(study.models),
+        "by": cfg.by is not None,
+        "baseline_source": cfg.baseline_source is not None,
+    }
+    given = " ".join(f"{key}={_option(cfg[key])}" for key in QUESTION if changed[key])
+    if not given:
+        return ""
+    return (
+        f"{given}: experiment={study.name} asks its study's question, {subject(study)} over {study.baseline} "
+        f"on {', '.join(study.models)} (conf/study/{study.name}.yaml), and takes none of "
+        f"{', '.join(f'{key}=' for key in QUESTION)} but its own; another question is a compare without "
+        f"experiment=: python -m src.compare {given}"
+    )
+
+
+def _option(value):
+    return f"[{','.join(map(str, value))}]" if isinstance(value, ListConfig) else value
 
 
 def in_scope(record, study):
