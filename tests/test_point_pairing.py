@@ -81,7 +81,7 @@ def test_a_flag_belongs_to_the_run_that_earned_it(real_run, store):
     assert found.detail == f"1 of 4 run(s) shared a GPU: {busy}"
     [row] = anomalies.section([found]).tables[0].rows
     assert row["run_ids"] == shared
-    assert anomalies.tag_runs(store, [m], [], [found]) == 1
+    assert anomalies.tag_runs(store, [m], [], {}, [found]) == 1  # a point on one GPU: no scaling
     tagged = {r.info.run_id for r in read_runs(store) if recorded.ANOMALY in r.data.tags}
     assert tagged == {shared} and not tagged & set(clean)
 

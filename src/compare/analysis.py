@@ -28,48 +28,23 @@ from src.compare.runs import (
 from src.recorded import THROUGHPUT
 
 MEANS = (
-    *(
-        "category",
-        "precision",
-        "precision_group",
-        "gpu_count",
-        "gpu",
-        "source",
-        *ratio_columns("relative_mean"),
-    ),
-    *("interval", "difference", "flags", "n_models", "models", "models_left_out", "baselines"),
+    *("category", "precision", "precision_group", "gpu_count", "gpu", "source"),
+    *(*ratio_columns("relative_mean"), "interval", "difference", "flags", "n_models", "models"),
+    *("models_left_out", "baselines"),
 )
-SETTINGS = ("setting", "software", "card", "cap")  # what sets one model's points on a card apart, but its batch
+# what sets one model's points on a card apart, but its batch
+SETTINGS = ("setting", "software", "card", "cap")
 RELATIVE = (
-    *(
-        "model",
-        "variant",
-        "category",
-        "precision",
-        "precision_group",
-        "gpu_count",
-        "gpu",
-        "source",
-        THROUGHPUT,
-    ),
-    *("unit", *ratio_columns("relative"), "interval", "difference", "flags", "stack_differs", "n_runs"),
-    *("throughput_low", "throughput_high", "throughput_min", "throughput_max", "baseline_gpu"),
+    *("model", "variant", "category", "precision", "precision_group", "gpu_count", "gpu", "source"),
+    *(THROUGHPUT, "unit", *ratio_columns("relative"), "interval", "difference", "flags", "stack_differs"),
+    *("n_runs", "throughput_low", "throughput_high", "throughput_min", "throughput_max", "baseline_gpu"),
     *("baseline_precision", "baseline_source", "baseline_throughput", "scaling_efficiency", "per_watt"),
     *("per_watt_basis", "per_kusd", "anomalies", "stack", "run_ids"),
 )
-
 RELATIVE_SHOWN = (
-    "model",
-    "variant",
-    "precision",
-    "gpu_count",
-    "gpu",
-    "source",
-    THROUGHPUT,
-    "unit",
-    "n_runs",
+    *("model", "variant", "precision", "gpu_count", "gpu", "source", THROUGHPUT, "unit", "n_runs"),
+    *("relative", "baseline_precision", "baseline_source", "flags", "anomalies"),
 )
-RELATIVE_SHOWN += ("relative", "baseline_precision", "baseline_source", "flags", "anomalies")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,22 +120,19 @@ def summarize(rows, baseline):
             continue
         means = mean([r.ratio for r in members])
         models = sorted(r.measurement.workload for r in members)
+        baselines = sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})
         summary.append(
-            dict(zip(("category", "precision", "gpu_count", "gpu", "source"), key, strict=True))
-            | {"precision_group": precision_group(precision), "relative_mean": means}
-            | {
+            {
+                **dict(zip(("category", "precision", "gpu_count", "gpu", "source"), key, strict=True)),
+                "precision_group": precision_group(precision),
+                "relative_mean": means,
                 "interval": "baseline" if side == baseline else describe(means.spread),
                 "flags": " ".join(means.flags),
-            }
-            | {"difference": NO_DIFFERENCE if means.no_difference else "", "n_models": len(models)}
-            | {
+                "difference": NO_DIFFERENCE if means.no_difference else "",
+                "n_models": len(models),
                 "models": " ".join(models),
                 "models_left_out": "; ".join(_left_out(members_all, set_aside, rows)),
-            }
-            | {
-                "baselines": ", ".join(
-                    sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})
-                )
+                "baselines": ", ".join(baselines),
             }
         )
     return summary, sorted(nothing_common)
@@ -239,8 +211,7 @@ def sections(c, console, stated):
     """Category means and per-model ratios (report.md and the console show the baseline's own rows,
     1.0 by definition, in the CSVs only); `console`: the means printed too; `stated`: the study's
     figures the data gives otherwise (src/compare/study.marks), marked on the category chart."""
-    efficiency = scaling(c.measurements)
-    per_model = [_relative_row(r, efficiency, c.flagged) for r in c.rows]
+    per_model = [_relative_row(r, c.scaling, c.flagged) for r in c.rows]
     shown = [s for s in c.summary if s["gpu"] != c.baseline]
     point = ("category", "precision", "gpu_count", "gpu", "source", "relative_mean")
     means = Table(c.summary, MEANS, "summary.csv", (*point, "flags", "models", "models_left_out"), read=shown)

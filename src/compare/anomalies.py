@@ -21,7 +21,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 from src import recorded
-from src.compare.analysis import scaling
 from src.compare.report import Section, Table
 from src.compare.runs import Measurement
 from src.config import points
@@ -48,17 +47,20 @@ class Anomaly:
         return self.runs or tuple(r.run_id for r in self.measurement.runs)
 
 
-def find(measurements, rows, tolerances):
-    """Every check's anomalies, in the anomalies table's order; `tolerances`: the `anomalies` settings."""
+def find(measurements, rows, scaled, tolerances):
+    """Every check's anomalies, in the anomalies table's order; `scaled`: each multi-GPU point's scaling
+    efficiency (analysis.scaling); `tolerances`: the `anomalies` settings."""
     found = [a for kind in RUN_FLAWS for a in flawed_runs(measurements, kind)]
-    found += procedure_anomalies(measurements) + scaling_anomalies(measurements, tolerances.scaling_tolerance)
+    found += procedure_anomalies(measurements) + scaling_anomalies(
+        measurements, scaled, tolerances.scaling_tolerance
+    )
     return found + spec_anomalies(rows, tolerances.spec_tolerance)
 
 
-def scaling_anomalies(measurements, tolerance):
-    efficiency, found = scaling(measurements), []
+def scaling_anomalies(measurements, scaled, tolerance):
+    found = []
     for m in measurements:
-        if (ratio := efficiency.get(m.point)) is None:
+        if (ratio := scaled.get(m.point)) is None:
             continue
         one = m.throughput / (m.gpu_count * ratio)
         figures = f"1 GPU {number(one)} -> {m.gpu_count} GPUs {number(m.throughput)} {m.unit}"
@@ -140,8 +142,8 @@ COLUMNS = ("kind", "model", "precision", "gpu_count", "gpu", "source", "detail",
 
 def section(found):
     rows = [
-        {"kind": a.kind, "model": a.measurement.workload, "gpu": a.measurement.side, "detail": a.detail}
-        | {name: getattr(a.measurement, name) for name in ("precision", "gpu_count", "source")}
+        {name: getattr(a.measurement, name, None) for name in COLUMNS}
+        | {"kind": a.kind, "model": a.measurement.workload, "gpu": a.measurement.side, "detail": a.detail}
         | {"run_ids": " ".join(a.run_ids)}  # the runs that earned it
         for a in found
     ]
@@ -153,7 +155,7 @@ _ENTRY = re.compile(rf"; (?=(?:{'|'.join(KINDS)}): )")  # the tag's entries, `ki
 _SPEC_BASELINE = re.compile(rf"{OUTSIDE_SPEC}: \S+ (\S+) outside")  # the baseline its spec check was against
 
 
-def tag_runs(uri, measurements, rows, anomalies):
+def tag_runs(uri, measurements, rows, scaled, anomalies):
     """Set `anomaly` on the runs behind each flagged figure, clear an entry only where the check that
     made it ran again (the spec check against the same baseline) and no longer holds, keep the others;
     how many runs carry the tag now."""
@@ -163,7 +165,6 @@ def tag_runs(uri, measurements, rows, anomalies):
     for anomaly in anomalies:
         for run_id in anomaly.run_ids:
             flagged.setdefault(run_id, []).append(f"{anomaly.kind}: {anomaly.detail}")
-    scaled = scaling(measurements)
     specced = {row.measurement.point: row.baseline.side for row in spec_checkable(rows)}
     mlflow_client = store.client(uri)
     tagged = 0

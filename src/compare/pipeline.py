@@ -94,6 +94,7 @@ class Comparison:
     rows: list[analysis.RelativeRow] = field(default_factory=list)
     summary: list[dict] = field(default_factory=list)  # the category means, summary.csv's rows
     nothing_common: list[str] = field(default_factory=list)  # series with no model in common: no mean
+    scaling: dict[tuple, float] = field(default_factory=dict)  # point -> its scaling efficiency
     found: list[anomalies.Anomaly] = field(default_factory=list)
     out: Path | None = None  # where its files went, once written
     files: list[Path] = field(default_factory=list)
@@ -137,7 +138,7 @@ def _run(cfg, folder):
     if cfg.tag_runs:  # a projected point tags no run: the runs behind it measured something else
         measured = [m for m in c.measurements if m.source != PROJECTED]
         found = [a for a in c.found if a.measurement.source != PROJECTED]
-        anomalies.tag_runs(cfg.tracking.uri, measured, c.rows, found)
+        anomalies.tag_runs(cfg.tracking.uri, measured, c.rows, c.scaling, found)
     c.report_run_id = _log_report_run(cfg, c, text)
     for line in (w for part in parts for w in part.warnings):
         console.warning(line)
@@ -231,7 +232,8 @@ def compare(cfg):
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, c.rows, baseline, cfg.study.hint)
     c.summary, c.nothing_common = analysis.summarize(c.rows, baseline)
-    c.found = anomalies.find(measurements, c.rows, cfg.anomalies)
+    c.scaling = analysis.scaling(measurements)
+    c.found = anomalies.find(measurements, c.rows, c.scaling, cfg.anomalies)
     return c
 
 
