@@ -152,7 +152,10 @@ def import_table(
 
     tasks, profiles = OmegaConf.to_container(cfg.tasks), OmegaConf.to_container(cfg.gpu_profiles)
     uri, source, precision = cfg.tracking.uri, source or cfg.source, precision or cfg.precision.name
-    table = shipped.read(precision, tasks, profiles) if shipped else published.read_table(path, tasks, profiles)
+    if shipped:  # its figures with their batches and logged runs
+        table = shipped.read(precision, tasks, profiles)
+    else:
+        table = published.read_table(path, tasks, profiles)
     _name_unknown_columns(path, table.results, tasks)
     experiment_id = store.ensure_experiment(uri, cfg.tracking.published_experiment)
     client = store.client(uri)

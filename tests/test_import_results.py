@@ -133,9 +133,9 @@ def test_import_into_mlflow_and_back_without_duplicates(table, tmp_path, trackin
             ],
         )
     result = run_compare(cfg, tmp_path / "cmp")
-    vision = next(s for s in result.summary if s.side == "a6000" and s.category == "vision")
-    assert vision.relative_mean == pytest.approx((153 / 144 + 514 / 513) / 2)
-    assert (vision.source, vision.n_models) == ("lambda", 2)
+    vision = next(s for s in result.summary if s["gpu"] == "a6000" and s["category"] == "vision")
+    assert vision["relative_mean"].value == pytest.approx((153 / 144 + 514 / 513) / 2)
+    assert (vision["source"], vision["n_models"]) == ("lambda", 2)
 
 
 def test_one_system_at_several_gpu_counts_imports_every_row(tmp_path, tracking_uri):

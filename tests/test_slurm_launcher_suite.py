@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import pytest
 from conftest import CONF_DIR
+from hydra.extra.pytest_plugin import hydra_restore_singletons, hydra_sweep_runner, hydra_task_runner
 from hydra.test_utils.launcher_common_tests import IntegrationTestSuite, LauncherTestSuite
 
 pytestmark = pytest.mark.slow
+# The suites' fixtures: pyproject keeps Hydra's pytest plugin off for the rest of the tests.
+__all__ = ["hydra_restore_singletons", "hydra_sweep_runner", "hydra_task_runner"]
 
 # CPU-only jobs of one task on the test cluster's partition
 ON_THE_TEST_CLUSTER = [

@@ -32,7 +32,7 @@ MEANS = (
     *(*ratio_columns("relative_mean"), "interval", "difference", "flags", "n_models", "models"),
     *("models_left_out", "baselines"),
 )
-# what sets one model's points on a card apart, but its batch
+# what sets one model's points on a card apart, but its batch: a mean counts the one most like the others
 SETTINGS = ("setting", "software", "card", "cap")
 RELATIVE = (
     *("model", "variant", "category", "precision", "precision_group", "gpu_count", "gpu", "source"),

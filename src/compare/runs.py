@@ -339,6 +339,6 @@ def alike(point, among, free=(), ranked=()):
 
 def differing(one, other, kinds):
     """What differs between two points among keys of `kinds`: 'torch 2.14.1 vs 2.13.0'; ''."""
-    a, b = dict(one.config), dict(other.config)
+    a, b = one.keys, other.keys
     keys = sorted(k for k in a.keys() | b.keys() if kind(k) in kinds and a.get(k) != b.get(k))
     return ", ".join(f"{points.label(k)} {a.get(k, '?')} vs {b.get(k, '?')}" for k in keys)

@@ -42,7 +42,8 @@ def subject(study):
     return next(g for g in study.gpus if g != study.baseline)
 
 
-QUESTION = ("baseline", "models", "by", "baseline_source")  # what a study sets and compare's options could change
+# what a study sets that compare's options could change
+QUESTION = ("baseline", "models", "by", "baseline_source")
 
 
 def refused(cfg):
