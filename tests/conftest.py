@@ -95,14 +95,15 @@ def hash_before(cfg, *keys: str) -> str:
     return config_hash(OmegaConf.create(older))
 
 
-def cpu_hardware(ranks: int = 1, nodes: int = 1, profile: str = "cpu") -> str:
+def cpu_hardware(ranks: int = 1, nodes: int = 1, profile: str = "cpu", threads: int | None = None) -> str:
     """The start of a CPU job's run name on this host, `cpux1t2`: `ranks` ranks per node, each with
-    the threads benchmark.cpu_threads=null gives it (the cores shared among the node's ranks). With a
-    GPU `profile`, a pretend GPU's job (tests/fake_host.py), whose ranks train on this CPU: `h200x1t2`."""
+    `threads`, else the threads benchmark.cpu_threads=null gives it (the cores shared among the node's
+    ranks). With a GPU `profile`, a pretend GPU's job (tests/fake_host.py), whose ranks train on this
+    CPU: `h200x1t2`."""
     from src.hardware.host import threads_per_rank
     from src.run.job import run_name
 
-    name = run_name(profile, ranks * nodes, "m", "p", nodes=nodes, threads=threads_per_rank(ranks))
+    name = run_name(profile, ranks * nodes, "m", "p", nodes=nodes, threads=threads_per_rank(ranks, threads))
     return name.removesuffix("-m-p")
 
 
@@ -139,29 +140,63 @@ def http_port():
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()  # shut down in 50 ms
     yield server.server_address[1]
     server.shutdown()
+
+
+def made_once(tmp_path_factory, name: str, make) -> Path:
+    """The folder `name` that `make(folder)` fills once per test run: the workers of one run share it
+    (in the folder above their own, under a lock); a worker that finds it being made waits for it."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # this run's, shared by its workers
+    folder, done = base / name, base / f"{name}.done"
+    with open(base / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a worker that failed making it left
+            folder.mkdir()
+            make(folder)
+            done.touch()
+    return folder
 
 
 @pytest.fixture(scope="session")
 def empty_store(tmp_path_factory) -> Path:
     """An MLflow sqlite store whose tables are made once: making them costs seconds per store. The
-    workers of one test run share it (in the folder above their own, under a lock); copy it to use it."""
+    workers of one test run share it; copy it to use it."""
     from mlflow.tracking import MlflowClient
 
-    folder = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        folder = folder.parent  # this run's, shared by its workers
-    path = folder / "empty-store" / "mlflow.db"
-    with open(folder / "empty-store.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not path.exists():
-            making = folder / "empty-store-making" / "mlflow.db"
-            making.parent.mkdir(exist_ok=True)
-            MlflowClient(f"sqlite:///{making}").search_experiments()
-            making.parent.rename(path.parent)
-    return path
+    def make(folder: Path) -> None:
+        MlflowClient(f"sqlite:///{folder}/mlflow.db").search_experiments()
+
+    return made_once(tmp_path_factory, "empty-store", make) / "mlflow.db"
+
+
+# A real CPU job of a two-layer MLP: its tiny steps meet the smoke rule in a few
+CPU_TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
+CPU_TINY += ["model.name=tiny", "benchmark.max_steps=400"]
+MISSED = "benchmark.target_ci=0.000001"  # no window of a few steps gets within 1e-6
+
+
+@pytest.fixture(scope="session")
+def tiny_runs(tmp_path_factory, empty_store):
+    """(store URI, clean run, missed run): two real CPU jobs of CPU_TINY (real ranks, started from the
+    test process) made once per test run, for the tests that read a real job's record: a clean run
+    whose window met its stopping rule, and a run of another point that missed it. Read them, or copy
+    them into a store of the test's own (logged_copy); write nothing into theirs."""
+
+    def make(folder: Path) -> None:
+        uri = store_copy(empty_store, folder / "mlruns")
+        for job, target_ci in enumerate(("benchmark.target_ci=0.5", MISSED)):
+            run_job_here([*CPU_TINY, target_ci], folder / f"job{job}", uri)
+
+    uri = f"sqlite:///{made_once(tmp_path_factory, 'tiny-runs', make) / 'mlruns' / 'mlflow.db'}"
+    runs = {r.data.params["benchmark.target_ci"]: r for r in read_runs(uri)}
+    clean, missed = runs["0.5"], runs["1e-06"]
+    assert clean.data.tags["stop_reason"] == "ci" and missed.data.tags["stop_reason"] != "ci"
+    return uri, clean, missed
 
 
 def store_copy(empty_store: Path, folder: Path) -> str:
@@ -195,7 +230,9 @@ def cli_sweep(tmp_path_factory) -> dict:
     command line does not matter is run_job_here's.
 
     NVML is hidden so that gpu=auto finds no GPU here and on a GPU host alike; 10 ms telemetry
-    samples, since a smoke run's measured window is a fraction of a second.
+    samples, since a smoke run's measured window is a fraction of a second. Each rank trains on one
+    thread: two threads of one rank wait on each other at every op wherever the other tests keep a
+    core busy (a ResNet-50 smoke step took 6 s instead of 0.1 s).
     """
     # the user's environment: one NCCL setting of theirs, none of those a shared host may want
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_"))}
@@ -205,7 +242,7 @@ def cli_sweep(tmp_path_factory) -> dict:
     (tmp / "hidden" / "pynvml.py").write_text("raise ImportError('hidden by the test')\n")
     uri = f"sqlite:///{tmp}/mlruns/mlflow.db"
     args = ["-m", "gpu=auto", "model=resnet50,txl_base", "precision=bf16", "benchmark=smoke"]
-    args += ["benchmark.cudnn_benchmark_limit=3", "telemetry.interval_ms=10"]
+    args += ["benchmark.cudnn_benchmark_limit=3", "benchmark.cpu_threads=1", "telemetry.interval_ms=10"]
     args += [f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/multirun"]
     proc = subprocess.run(
         [sys.executable, "-c", JOB_WATCHING_TORCH, *args],

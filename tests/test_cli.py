@@ -21,7 +21,7 @@ from src.hardware.telemetry import SERIES_POINTS
 from src.paths import PROJECT_ROOT
 from tests.conftest import cpu_hardware, run_cli
 
-CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
+CPUX1 = cpu_hardware(1, threads=1)  # how this host names the sweep's jobs: 1 rank of 1 thread
 
 NAMES = [f"{CPUX1}-resnet50-bf16-smoke", f"{CPUX1}-txl_base-bf16-smoke"]
 NO_NVML = "NVML is not available (hidden by the test)"

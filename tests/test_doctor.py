@@ -47,7 +47,10 @@ def test_the_installed_pair_passes():
 
 def test_a_torchvision_whose_ops_do_not_load_is_named_with_the_reinstall(shadowed, index_away):
     shadowed(MATCHING)
-    check = doctor.check_torch()
+    found = doctor.stack_report(gpu_here=False)  # doctor's subprocess, as on a host without a GPU
+    if found["cuda"]:  # its CPU build's command as it works from here (tests/test_wheel_index.py)
+        assert found["cpu_build"].startswith("PyTorch's index https://download.pytorch.org/whl/cpu cannot")
+    check = doctor.check_torch(found)
     assert check.status == "FAIL"
     assert "compiled ops do not load (operator torchvision::nms does not exist)" in check.text
     # the reinstall, as it works where PyTorch's index does not answer (tests/test_wheel_index.py)

@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
-from tests.conftest import read_runs, run_cli
+from tests.conftest import read_runs
 from tests.test_import_results import HEADER, PUBLISHED, import_cfg
 
 ROWS = 6  # 12 figures: seconds of writes; two imports started together overlap in their start-up already
@@ -66,8 +66,8 @@ def test_two_imports_at_once_through_a_tracking_server_store_each_figure_once(tm
     assert len(stored) == 2 * ROWS and set(stored.values()) == {1}
 
 
-def test_an_import_repairs_a_store_that_holds_figures_twice(tmp_path, tracking_uri):
-    from src.import_results import import_table
+def test_an_import_repairs_a_store_that_holds_figures_twice(tmp_path, tracking_uri, capsys):
+    from src.import_results import import_table, main
     from tests.conftest import logged_copy
 
     table = tmp_path / "table.csv"
@@ -77,11 +77,9 @@ def test_an_import_repairs_a_store_that_holds_figures_twice(tmp_path, tracking_u
     for run in read_runs(tracking_uri, PUBLISHED)[:3]:  # as two imports at once left them
         logged_copy(run, tracking_uri, experiment=PUBLISHED)
     assert sum(figures_stored(tracking_uri).values()) == 7
-    again = run_cli(
-        [str(table), "precision=fp32", "source=lab"], tmp_path, tracking_uri, module="src.import_results"
-    )
-    assert again.returncode == 0, again.stderr
-    said = " ".join(again.stdout.split())
+    capsys.readouterr()
+    main(cfg)  # `python -m src.import_results TABLE precision=fp32 source=lab` again, in this process
+    said = " ".join(capsys.readouterr().out.split())
     assert "removed 3 duplicate run(s) of source=lab" in said and "imported 0 run(s)" in said
     stored = figures_stored(tracking_uri)
     assert len(stored) == 4 and set(stored.values()) == {1}  # every figure kept, once

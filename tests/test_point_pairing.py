@@ -9,25 +9,17 @@ thread count, node layout, install, cap or repeat would have logged it.
 from __future__ import annotations
 
 import pytest
-from conftest import logged_copy, read_runs, run_cli, store_copy
+from conftest import logged_copy, read_runs, store_copy
 
 from src import recorded, run_result
 from src.compare import analysis, anomalies, axis, capacity
 from src.compare.runs import aggregate, to_record
 from src.config import points
 
-TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
-TINY += ["model.name=tiny", "benchmark.max_steps=400"]
-
 
 @pytest.fixture(scope="module")
-def real_run(tmp_path_factory, empty_store):
-    tmp = tmp_path_factory.mktemp("pairing")
-    uri = store_copy(empty_store, tmp / "mlruns")
-    result = run_cli(TINY, tmp, uri)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    [run] = [r for r in read_runs(uri) if recorded.GPU in r.data.tags]
-    return run
+def real_run(tiny_runs):
+    return tiny_runs[1]  # conftest's clean run of a real CPU job
 
 
 @pytest.fixture

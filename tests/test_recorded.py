@@ -11,10 +11,8 @@ from src.paths import PROJECT_ROOT
 from src.rank.breakdown import PHASES as PROFILE_PHASES
 from src.run import phases
 from src.run.results import combine_ranks
-from tests.conftest import rank_report, read_back, read_runs, run_job_here
+from tests.conftest import rank_report, read_back
 
-TINY_JOB = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
-TINY_JOB += ["model.name=tiny"]
 # what a CPU job cannot measure: its memory (the CPU reports none), a tiny MLP's FLOPs, and what needs
 # a peak, a price or GPU power (the cpu profile has none)
 NOT_ON_CPU = {
@@ -129,11 +127,10 @@ def test_the_typed_figures_read_back_as_the_job_wrote_them():
     assert read_back(metrics={"throughput": 1.0}).breakdown is None
 
 
-def test_a_jobs_metrics_are_the_typed_figures_and_the_names_recorded_declares(tmp_path, tracking_uri):
-    """A real CPU smoke job: every metric it logs is one recorded names, and the figures read back
-    write the same metrics again."""
-    run_job_here(TINY_JOB, tmp_path, tracking_uri)
-    [run] = read_runs(tracking_uri)
+def test_a_jobs_metrics_are_the_typed_figures_and_the_names_recorded_declares(tiny_runs):
+    """A real CPU smoke job (conftest's clean run): every metric it logs is one recorded names, and
+    the figures read back write the same metrics again."""
+    _, run, _ = tiny_runs
     logged, result = run.data.metrics, run_result.read(run)
     window, breakdown, telemetry = result.window.metrics(), result.breakdown.metrics(), result.telemetry.metrics()
     assert set(window) == set(recorded.Window.metric_names()) - NOT_ON_CPU

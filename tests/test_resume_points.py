@@ -15,7 +15,7 @@ import signal
 import subprocess
 
 import pytest
-from conftest import logged_copy, read_runs, run_job_here, store_copy
+from conftest import CPU_TINY, MISSED, logged_copy, read_runs, run_job_here, store_copy
 from test_study import H200, fake_host_cli
 
 from src import recorded, run_result
@@ -26,23 +26,6 @@ from tests.conftest import cpu_hardware
 
 CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)
 H200X1 = cpu_hardware(1, profile="h200")  # and a job on a pretend H200, whose rank trains on this CPU
-
-CPU_TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
-CPU_TINY += ["model.name=tiny", "benchmark.max_steps=400"]  # a tiny step meets the smoke rule in a few
-MISSED = "benchmark.target_ci=0.000001"  # no window of a few steps gets within 1e-6
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory, empty_store):
-    """Two jobs: a clean run, and a run of another point that missed its stopping rule."""
-    tmp = tmp_path_factory.mktemp("finished")
-    uri = store_copy(empty_store, tmp / "mlruns")
-    for job, target_ci in enumerate(("benchmark.target_ci=0.5", MISSED)):
-        run_job_here([*CPU_TINY, target_ci], tmp / f"job{job}", uri)
-    runs = {r.data.params["benchmark.target_ci"]: r for r in read_runs(uri)}
-    clean, missed = runs["0.5"], runs["1e-06"]
-    assert clean.data.tags[recorded.STOP_REASON] == "ci" and missed.data.tags[recorded.STOP_REASON] != "ci"
-    return uri, clean, missed
 
 
 class Opened(Exception):
@@ -64,26 +47,26 @@ def job_outcome(uri: str, overrides: list[str], monkeypatch, capsys, tmp_path) -
         return "measure", " ".join(capsys.readouterr().out.split())
 
 
-def test_a_cpu_job_records_its_processor_and_the_threads_its_ranks_ran(finished):
-    _, clean, _ = finished
+def test_a_cpu_job_records_its_processor_and_the_threads_its_ranks_ran(tiny_runs):
+    _, clean, _ = tiny_runs
     threads = len(os.sched_getaffinity(0))  # benchmark.cpu_threads=null: the cores shared by one rank
     assert clean.data.tags[points.CPU_THREADS] == str(threads)
     assert clean.data.tags[points.CPU_MODEL] and clean.data.tags[recorded.NNODES] == "1"
 
 
 def test_a_clean_run_of_the_point_is_reused_and_one_without_the_nodes_tag_is_at_one_node(
-    finished, tmp_path, empty_store, monkeypatch, capsys
+    tiny_runs, tmp_path, empty_store, monkeypatch, capsys
 ):
-    _, clean, _ = finished
+    _, clean, _ = tiny_runs
     uri = store_copy(empty_store, tmp_path / "mlruns")
     logged_copy(clean, uri, dropped=(recorded.NNODES,))  # as runs logged before the tag
     assert job_outcome(uri, CPU_TINY, monkeypatch, capsys, tmp_path) == ("skip", clean.data.metrics["throughput"])
 
 
 def test_a_run_that_missed_its_stopping_rule_is_measured_again_saying_so(
-    finished, tmp_path, monkeypatch, capsys
+    tiny_runs, tmp_path, monkeypatch, capsys
 ):
-    uri, _, missed = finished
+    uri, _, missed = tiny_runs
     outcome, said = job_outcome(uri, [*CPU_TINY, MISSED], monkeypatch, capsys, tmp_path)
     assert outcome == "measure"
     assert f"measure {CPUX1}-tiny-fp32-smoke: run {missed.info.run_id} of this point missed its stopping rule (" in said
@@ -91,9 +74,9 @@ def test_a_run_that_missed_its_stopping_rule_is_measured_again_saying_so(
 
 
 def test_a_run_that_shared_its_gpu_is_measured_again_saying_with_what(
-    finished, tmp_path, empty_store, monkeypatch, capsys
+    tiny_runs, tmp_path, empty_store, monkeypatch, capsys
 ):
-    _, clean, _ = finished
+    _, clean, _ = tiny_runs
     uri = store_copy(empty_store, tmp_path / "mlruns")
     busy = "pid 4242 notebook (gpu0, 0.50 GB) before start and in the window"  # as the job tags it
     run_id = logged_copy(clean, uri, {recorded.GPU_FOREIGN_PROCESSES: busy})
@@ -113,11 +96,11 @@ def test_a_run_that_shared_its_gpu_is_measured_again_saying_with_what(
     ids=["torch", "processor", "threads", "nodes"],
 )
 def test_a_run_of_the_config_on_another_stack_card_or_layout_is_another_point(
-    finished, tmp_path, empty_store, monkeypatch, capsys, changed, there, here
+    tiny_runs, tmp_path, empty_store, monkeypatch, capsys, changed, there, here
 ):
     from importlib import metadata
 
-    _, clean, _ = finished
+    _, clean, _ = tiny_runs
     if "torch_version" in changed:
         here = f"torch={metadata.version('torch')}"
     if points.CPU_MODEL in changed:
@@ -141,9 +124,9 @@ def test_a_run_of_the_config_on_another_stack_card_or_layout_is_another_point(
     ],
 )
 def test_a_run_of_the_config_under_another_cuda_cudnn_nccl_or_card_is_another_point(
-    finished, tmp_path, empty_store, monkeypatch, capsys, tag, value
+    tiny_runs, tmp_path, empty_store, monkeypatch, capsys, tag, value
 ):
-    _, clean, _ = finished
+    _, clean, _ = tiny_runs
     uri = store_copy(empty_store, tmp_path / "mlruns")
     run_id = logged_copy(clean, uri, {tag: value})
     outcome, said = job_outcome(uri, CPU_TINY, monkeypatch, capsys, tmp_path)

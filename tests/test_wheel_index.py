@@ -35,7 +35,7 @@ def test_a_fix_whose_index_does_not_answer_says_how_to_carry_the_wheels_over(ind
 
 
 def test_doctor_s_cpu_build_note_where_the_index_does_not_answer_carries_the_wheels_over(index_away):
-    found = doctor.stack_report(gpu_here=False)  # the subprocess doctor runs, as on a host without a GPU
+    found = stack_check.host_report(gpu_here=False)  # what doctor's subprocess prints on a host without a GPU
     if not found["cuda"]:
         pytest.skip("torch here is a CPU build: doctor has no CPU build to suggest")
     assert found["cpu_build"].startswith(

@@ -154,8 +154,13 @@ def problem() -> str | None:
     return report()["problem"]
 
 
-if __name__ == "__main__":
-    found = report()
-    if "--without-gpu" in sys.argv[1:] and found["cuda"]:  # the CPU build's command, as doctor shows it there
+def host_report(gpu_here: bool) -> dict:
+    """report(), and on a host without a GPU its CPU build's command as it works from here."""
+    found = dict(report())
+    if not gpu_here and found["cuda"]:
         found["cpu_build"] = where_reachable(found["cpu_build"])
-    print(json.dumps(found))
+    return found
+
+
+if __name__ == "__main__":
+    print(json.dumps(host_report(gpu_here="--without-gpu" not in sys.argv[1:])))
