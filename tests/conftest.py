@@ -62,19 +62,20 @@ def pytest_configure(config):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-def compose_cfg(overrides: list[str] | None = None, hydra: bool = False):
-    """The config `python -m src.train OVERRIDES` composes, before it is finalised (with its `hydra`
-    node if asked): a copy of its own, which the test may change. Hydra composes each list of
-    overrides once per test process (a compose takes a tenth of a second, and the tests ask for many
-    twice); interpolations such as `oc.env` stay unresolved until read, as in a composed config."""
-    return copy.deepcopy(_composed(tuple(overrides or ()), hydra))
+def compose_cfg(overrides: list[str] | None = None, hydra: bool = False, config_name: str = "config"):
+    """The config `python -m src.train OVERRIDES` composes (`config_name="compare"`: src.compare's),
+    before it is finalised (with its `hydra` node if asked): a copy of its own, which the test may
+    change. Hydra composes each list of overrides once per test process (a compose takes a tenth of a
+    second, and the tests ask for many twice); interpolations such as `oc.env` stay unresolved until
+    read, as in a composed config."""
+    return copy.deepcopy(_composed(config_name, tuple(overrides or ()), hydra))
 
 
 @functools.cache
-def _composed(overrides: tuple[str, ...], hydra: bool):
+def _composed(config_name: str, overrides: tuple[str, ...], hydra: bool):
     _register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides), return_hydra_config=hydra)
+        return compose(config_name=config_name, overrides=list(overrides), return_hydra_config=hydra)
 
 
 @functools.cache

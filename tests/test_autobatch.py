@@ -91,12 +91,12 @@ def test_auto_is_accepted_for_a_gpu_and_refused_on_the_cpu():
         finalize(compose_cfg(["gpu=h200", "model=resnet50", "model.batch_size=big"]))
 
 
-def _auto_cfg() -> dict:
+def _auto_cfg(*overrides: str) -> dict:
     """A CPU rank's config with batch auto, as a GPU job would hand it (the config refuses auto on a
     CPU, where there is no out-of-memory limit to search for)."""
     from tests.test_worker import rank_cfg
 
-    cfg = rank_cfg("model.name=tiny")
+    cfg = rank_cfg("model.name=tiny", *overrides)
     cfg["model"]["batch_size"] = "auto"
     return cfg
 
@@ -130,7 +130,7 @@ def test_an_auto_batch_that_runs_out_of_memory_in_warm_up_steps_down_and_says_so
     from src.rank.worker import train_rank
 
     built = _oom_above(monkeypatch, fits_up_to=8, searched=24)
-    [report] = train_rank(_auto_cfg())
+    [report] = train_rank(_auto_cfg("benchmark.breakdown_steps=1"))
     # the batch measured is the one logged; the two after the window count the step's ops
     assert built == [24, 16, 8, *COUNTED_AT] and report.batch_size == 8
     err = capsys.readouterr().err

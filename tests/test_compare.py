@@ -16,7 +16,7 @@ from src.config.points import point_config as measured_config
 from src.config.schema import register_configs
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
-from tests.conftest import CONF_DIR, read_back, run_cli, spec_of, store_copy
+from tests.conftest import CONF_DIR, compose_cfg, read_back, run_cli, spec_of, store_copy
 
 EXPERIMENT = "gpubench"
 
@@ -88,9 +88,11 @@ def store(tmp_path_factory, empty_store) -> str:
 
 
 def compare_cfg(uri: str, out: Path, *overrides: str):
-    register_configs()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("compare", overrides=[f"tracking.uri={uri}", f"out={out}", "charts=false", *overrides])
+    """compare's config as `python -m src.compare tracking.uri=URI out=OUT charts=false OVERRIDES`
+    composes it: the overrides composed once per test process, the store and folder set on a copy."""
+    cfg = compose_cfg(["charts=false", *overrides], config_name="compare")
+    cfg.tracking.uri, cfg.out = uri, str(out)
+    return cfg
 
 
 def run(uri: str, out: Path, *overrides: str):

@@ -21,8 +21,10 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def rank_cfg(*overrides: str) -> dict:
-    """What the job hands each rank: the finalised config as a dict, plus the runtime it found."""
-    args = [*TINY, *overrides]
+    """What the job hands each rank: the finalised config as a dict, plus the runtime it found. No
+    profiled steps after the window unless the overrides ask (test_breakdown.py): the profiler takes
+    half a second of each rank, the loop a few milliseconds."""
+    args = [*TINY, "benchmark.breakdown_steps=0", *overrides]
     cfg = OmegaConf.to_container(finalize(compose_cfg(args)), resolve=True)
     return cfg | {"runtime": {"device": "cpu", "cpu_threads": 1}}
 
