@@ -38,6 +38,8 @@ _said: set[str] = set()  # run names whose skip reason this process printed: the
 class JobProgress:
     """Follows rank 0's progress file from a thread while the ranks run."""
 
+    interval_s = 0.5  # between two reads of the file
+
     def __init__(self, title: str, progress_file: Path, unit: str, job_id: str | None = None):
         self.title, self.path, self.unit, self.job_id = title, progress_file, unit, job_id
         self._stop = threading.Event()
@@ -63,7 +65,7 @@ class JobProgress:
         self._progress.stop()
 
     def _follow(self) -> None:
-        while not self._stop.wait(0.5):
+        while not self._stop.wait(self.interval_s):
             try:
                 state = json.loads(self.path.read_text())
             except (OSError, ValueError):

@@ -286,7 +286,9 @@ def run_job_here(overrides: list[str], job_dir: Path, tracking_uri: str) -> floa
     from src.run import job
     from src.run.prepare import prepare
 
-    cfg, selection = prepare(compose_cfg([*overrides, f"tracking.uri={tracking_uri}"]))
+    cfg = compose_cfg(overrides)
+    cfg.tracking.uri = tracking_uri  # as tracking.uri=URI sets it: the overrides composed once per process
+    cfg, selection = prepare(cfg)
     return job.run_job(cfg, selection, job_dir)
 
 

@@ -131,7 +131,7 @@ def silent():
 def test_an_address_that_is_no_mlflow_server_or_never_answers_is_one_line(
     address, tmp_path, monkeypatch, request
 ):
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "2")  # the user's settings win over compare's
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "1")  # the user's settings win over compare's
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     uri = request.getfixturevalue(address)
     with pytest.raises(TrackingUnavailable) as away:

@@ -383,9 +383,10 @@ def test_job_refuses_an_outcome_written_for_another_job(tmp_path):
     assert _read_outcome(outcome, 0, lambda: "", tmp_path, "mine") == [report]
 
 
-def test_progress_of_another_job_is_not_shown(tmp_path):
+def test_progress_of_another_job_is_not_shown(tmp_path, monkeypatch):
     from src import console
 
+    monkeypatch.setattr(console.JobProgress, "interval_s", 0.01)
     class Watched:
         """The progress file, counting the follower's reads."""
 
