@@ -233,7 +233,8 @@ def cli_sweep(tmp_path_factory) -> dict:
     NVML is hidden so that gpu=auto finds no GPU here and on a GPU host alike; 10 ms telemetry
     samples, since a smoke run's measured window is a fraction of a second. Each rank trains on one
     thread: two threads of one rank wait on each other at every op wherever the other tests keep a
-    core busy (a ResNet-50 smoke step took 6 s instead of 0.1 s).
+    core busy (a ResNet-50 smoke step took 6 s instead of 0.1 s). No profiled steps after the window:
+    the ranks' breakdown is the same from any command line (tiny_runs' jobs profile theirs).
     """
     # the user's environment: one NCCL setting of theirs, none of those a shared host may want
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM_"))}
@@ -243,7 +244,8 @@ def cli_sweep(tmp_path_factory) -> dict:
     (tmp / "hidden" / "pynvml.py").write_text("raise ImportError('hidden by the test')\n")
     uri = f"sqlite:///{tmp}/mlruns/mlflow.db"
     args = ["-m", "gpu=auto", "model=resnet50,txl_base", "precision=bf16", "benchmark=smoke"]
-    args += ["benchmark.cudnn_benchmark_limit=3", "benchmark.cpu_threads=1", "telemetry.interval_ms=10"]
+    args += ["benchmark.cudnn_benchmark_limit=3", "benchmark.cpu_threads=1", "benchmark.breakdown_steps=0"]
+    args += ["telemetry.interval_ms=10"]
     args += [f"tracking.uri={uri}", f"hydra.sweep.dir={tmp}/multirun"]
     proc = subprocess.run(
         [sys.executable, "-c", JOB_WATCHING_TORCH, *args],
