@@ -90,14 +90,12 @@ def relative_table(measurements, baseline, source=None, by=None):
 
 def scaling(measurements):
     """Point -> its throughput over gpu_count x that of the like point on one GPU."""
-    singles = {}  # (side, model) -> its points on one GPU
-    for m in (m for m in measurements if m.gpu_count == 1):
-        singles.setdefault((m.side, m.model), []).append(m)
-    found = {}
-    for m in (m for m in measurements if m.gpu_count > 1):
-        if one := alike(m, singles.get((m.side, m.model), []), ("gpu_count",)):
-            found[m.point] = m.throughput / (m.gpu_count * one.throughput)
-    return found
+    singles = [m for m in measurements if m.gpu_count == 1]
+    return {
+        m.point: m.throughput / (m.gpu_count * one.throughput)
+        for m in measurements
+        if m.gpu_count > 1 and (one := alike(m, singles, ("gpu_count",)))
+    }
 
 
 def summarize(rows, baseline):

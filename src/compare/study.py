@@ -137,10 +137,10 @@ def differences(found, rows, study):
     return lines
 
 
-def section(summary, rows, study):
-    """The stated figures beside the published and measured ones, what differs, the per-model ratios:
-    first in report.md and on the console."""
-    found, models = figures(summary, study), per_model(rows, study)
+def section(found, rows, study):
+    """The stated figures (`found`: figures()) beside the published and measured ones, what differs, the
+    per-model ratios: first in report.md and on the console."""
+    models = per_model(rows, study)
     mine = sorted({g for f in found for g in f.measured})
     stated = [
         {"figure": f.where, "stated": f.stated, study.published: f.published and f.published["relative_mean"]}
