@@ -27,6 +27,7 @@ from src.compare.runs import (
 )
 from src.recorded import THROUGHPUT
 
+SERIES = ("category", "precision", "gpu_count", "gpu", "source")  # what names a category mean
 MEANS = (
     *("category", "precision", "precision_group", "gpu_count", "gpu", "source"),
     *(*ratio_columns("relative_mean"), "interval", "difference", "flags", "n_models", "models"),
@@ -121,7 +122,7 @@ def summarize(rows, baseline):
         baselines = sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})
         summary.append(
             {
-                **dict(zip(("category", "precision", "gpu_count", "gpu", "source"), key, strict=True)),
+                **dict(zip(SERIES, key, strict=True)),
                 "precision_group": precision_group(precision),
                 "relative_mean": means,
                 "interval": "baseline" if side == baseline else describe(means.spread),
@@ -211,7 +212,7 @@ def sections(c, console, stated):
     figures the data gives otherwise (src/compare/study.marks), marked on the category chart."""
     per_model = [_relative_row(r, c.scaling, c.flagged) for r in c.rows]
     shown = [s for s in c.summary if s["gpu"] != c.baseline]
-    point = ("category", "precision", "gpu_count", "gpu", "source", "relative_mean")
+    point = (*SERIES, "relative_mean")
     means = Table(c.summary, MEANS, "summary.csv", (*point, "flags", "models", "models_left_out"), read=shown)
     said = [
         f"Throughput relative to {c.baseline}: no category mean; no other gpu shares a model, GPU count, "
