@@ -292,10 +292,15 @@ def asked_without_figures(asked, c):
                 f"gpus: {gpu} has no FINISHED run with a throughput that matches the filters (gpus with runs: {names})"
             )
         elif gpu not in {s["gpu"] for s in c.summary}:
-            said.append(
-                f"gpus: {gpu} has runs, but none shares a model, GPU count and precision group with "
-                f"baseline={c.baseline}: no ratio for it (relative_throughput.csv lists its runs)"
+            ratios = [r for r in c.rows if r.measurement.gpu == gpu and r.ratio is not None]
+            why = (
+                f"its ratios to baseline={c.baseline} set strict IEEE fp32 against TF32 math (math_differs), "
+                "which no category mean counts: relative_throughput.csv and report.md list them"
+                if ratios and all(r.math_differs for r in ratios)
+                else f"none shares a model, GPU count and precision group with baseline={c.baseline}: "
+                "no ratio for it (relative_throughput.csv lists its runs)"
             )
+            said.append(f"gpus: {gpu} has runs, but {why}")
     return said
 
 
