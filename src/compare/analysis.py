@@ -22,11 +22,9 @@ from src.compare.runs import (
     Measurement,
     alike,
     differing,
-    kind,
     precision_group,
     unlike,
 )
-from src.config import points
 from src.recorded import THROUGHPUT
 
 SERIES = ("category", "precision", "gpu_count", "gpu", "source")  # what names a category mean
@@ -197,7 +195,9 @@ def check_comparable(measurements, rows, baseline, hint):
     if not any(r.relative is not None and r.measurement.side != baseline for r in rows):
         ours = [m for m in measurements if m.side == baseline]
         others = [m for m in measurements if m.side != baseline]
-        apart = sorted({f"{m.side} {_point(m)} ({why})" for m in others for b in ours if (why := _apart(m, b))})
+        apart = sorted(
+            {f"{m.side} {_point(m)} ({why})" for m in others for b in ours if (why := _apart(m, b))}
+        )
         if apart:
             raise CompareError(
                 f"nothing to compare: no other gpu's point is like baseline={baseline}'s; these share its "
@@ -213,15 +213,9 @@ def check_comparable(measurements, rows, baseline, hint):
 def _apart(one, base):
     """The settings both points logged, told apart ('image_size 32 vs 224'), where they share a
     model, gpu count and precision group; '' where they do not share those or no such setting differs."""
-    if (one.model, one.gpu_count, precision_group(one.precision)) != (
-        base.model,
-        base.gpu_count,
-        precision_group(base.precision),
-    ):
+    if any(one.keys[k] != base.keys[k] for k in ("model", "gpu_count", "group")):
         return ""
-    a, b = one.keys, base.keys
-    held = sorted(k for k in a.keys() & b.keys() if kind(k) == "setting" and a[k] != b[k])
-    return ", ".join(f"{points.label(k)} {a[k]} vs {b[k]}" for k in held)
+    return differing(one, base, ("setting",), both_logged=True)
 
 
 def _point(m):
