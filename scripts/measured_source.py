@@ -1,13 +1,16 @@
-"""Make a shipped measured source (reference/measured/) from runs exported with their metrics and tags.
+"""Make a shipped measured source (reference/measured/) from finished runs: a store's, or an export's.
 
-The export holds one object per run name: the run's final metrics under the names the project
-logged then, and its tags under `tags`. This script writes what src/projection/shipped.py reads:
-each run's tags as logged; its metrics under today's names (src/recorded.py); its params composed
-from conf/ for its gpu, model and precision (what the job logs, the batch that ran added); and, for
-each training run, its step's ops counted on this host's CPU (src/rank/op_count.py: products,
+An export holds one object per run name: the run's final metrics under the names the project
+logged then, and its tags under `tags`. A store (`--store URI`) gives the same of each finished run
+of its measured experiment, and the counted ops a run logged (recorded.OP_COUNTS). This script
+writes what src/projection/shipped.py reads: each run's tags as logged; its metrics under today's
+names (src/recorded.py); its params composed from conf/ for its gpu, model and precision (what the
+job logs, the batch that ran added); and, for each training run, its step's ops: the run's own
+where it logged them, else counted on this host's CPU (src/rank/op_count.py: products,
 convolutions and attention from their shapes, dropout and attention as a GPU's fused kernels).
 
     python scripts/measured_source.py EXPORT.json [--out reference/measured/NAME.json]
+    python scripts/measured_source.py --store sqlite:////abs/mlruns/mlflow.db --out reference/measured/NAME.json
 """
 
 from __future__ import annotations
@@ -54,20 +57,55 @@ def composed(tags: dict, batch: float | None) -> dict:
     return OmegaConf.to_container(cfg, resolve=True)
 
 
+def from_store(uri: str) -> dict:
+    """Each finished run of the store's measured experiment as an export holds it, by run name, with
+    the ops its job counted (under `op_counts`) where it logged them. A name run twice: the latest."""
+    import tempfile
+
+    from mlflow.exceptions import MlflowException
+
+    from src.tracking import store
+
+    client = store.client(uri)
+    experiment = client.get_experiment_by_name("gpubench")
+    found = client.search_runs(
+        [experiment.experiment_id], "attributes.status = 'FINISHED'", order_by=["attributes.start_time ASC"]
+    )
+    exported = {}
+    for run in found:
+        entry = dict(run.data.metrics) | {"tags": {k: v for k, v in run.data.tags.items() if "mlflow." not in k}}
+        with tempfile.TemporaryDirectory() as folder:
+            try:
+                path = client.download_artifacts(run.info.run_id, recorded.OP_COUNTS, folder)
+                entry["op_counts"] = json.loads(Path(path).read_text())
+            except (MlflowException, OSError):
+                pass
+        exported[run.info.run_name] = entry
+    return exported
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("export", type=Path)
+    parser.add_argument("export", type=Path, nargs="?")
+    parser.add_argument("--store", help="an MLflow tracking URI to read the finished runs from")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if (args.export is None) == (args.store is None):
+        parser.error("give an export file or --store URI, one of them")
+    if args.store and not args.out:
+        parser.error("--store needs --out")
     import torch
 
     from src.rank.worker import counted_ops
 
     register_configs()
     out = args.out or PROJECT_ROOT / "reference" / "measured" / args.export.name
+    source = from_store(args.store) if args.store else json.loads(args.export.read_text())
     runs = {}
-    for name, exported in json.loads(args.export.read_text()).items():
-        tags, metrics = exported["tags"], today({k: v for k, v in exported.items() if k != "tags"})
+    for name, exported in source.items():
+        own_counts = exported.get("op_counts")
+        tags = exported["tags"]
+        metrics = today({k: v for k, v in exported.items() if k not in ("tags", "op_counts")})
         batch = metrics.get(recorded.BATCH_SIZE)
         cfg = composed(tags, batch)
         params = {k: str(v) for k, v in flatten(cfg).items()}
@@ -75,7 +113,7 @@ def main() -> None:
             params[recorded.BATCH_SIZE] = str(int(batch))
         runs[name] = {"tags": tags, "params": params, "metrics": metrics}
         if tags["model"] != recorded.CEILINGS:
-            runs[name]["op_counts"] = counted_ops(cfg, torch.device("cpu")).to_json()
+            runs[name]["op_counts"] = own_counts or counted_ops(cfg, torch.device("cpu")).to_json()
         print(f"{name}: {len(metrics)} metrics, {len(params)} params", file=sys.stderr)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"runs": runs}, indent=1, sort_keys=True) + "\n")

@@ -28,6 +28,14 @@ def test_a_sweep_on_a_postgresql_server_is_read_back_by_compare(postgres_uri, st
         ["-m", "gpu=cpu", "benchmark=smoke", "model=resnet50,gpt2"], tmp_path, server.url, timeout=900
     )
     assert sweep.returncode == 0, sweep.stdout[-2000:] + sweep.stderr[-3000:]
+    # A smoke run's models are tiny; the published figure is of the full-size model: one job at that size.
+    full_size = run_cli(
+        ["gpu=cpu", "benchmark=smoke", "model=resnet50", "~sizes@model", "model.batch_size=2"],
+        tmp_path,
+        server.url,
+        timeout=900,
+    )
+    assert full_size.returncode == 0, full_size.stdout[-2000:] + full_size.stderr[-3000:]
     # A published row to compare against, imported through the same server.
     table = tmp_path / "published.csv"
     table.write_text("name_gpu,num_gpu,watt,price,resnet50\nRTX 3090,1.0,350.0,1499.0,100.0\n")
@@ -45,23 +53,29 @@ def test_a_sweep_on_a_postgresql_server_is_read_back_by_compare(postgres_uri, st
     )
     assert compare.returncode == 0, compare.stdout[-2000:] + compare.stderr[-3000:]
 
-    jobs = {r.info.run_name: r for r in read_runs(server.url) if r.data.tags.get("gpu") == "cpu"}
-    assert set(jobs) == {f"{CPUX1}-resnet50-fp32-smoke", f"{CPUX1}-gpt2-fp32-smoke"}
+    resnet50, gpt2 = f"{CPUX1}-resnet50-fp32-smoke", f"{CPUX1}-gpt2-fp32-smoke"
+    jobs: dict[str, list] = {}
+    for run in read_runs(server.url):
+        if run.data.tags.get("gpu") == "cpu":
+            jobs.setdefault(run.info.run_name, []).append(run)
+    assert {name: len(found) for name, found in jobs.items()} == {resnet50: 2, gpt2: 1}
+    full = next(r for r in jobs[resnet50] if r.data.params["model.image_size"] == "224")
+    tiny = next(r for r in jobs[resnet50] if r is not full)
     with (out / "relative_throughput.csv").open() as handle:
-        rows = {(r["gpu"], r["model"]): r for r in csv.DictReader(handle)}
-    ours = rows[("cpu", "resnet50")]
-    assert ours["run_ids"] == jobs[f"{CPUX1}-resnet50-fp32-smoke"].info.run_id  # the run the server holds
+        rows = {r["run_ids"]: r for r in csv.DictReader(handle) if r["gpu"] == "cpu"}
+    ours = rows[full.info.run_id]  # the run the server holds, set against the published figure
     assert float(ours["relative"]) == pytest.approx(float(ours["throughput"]) / 100.0, rel=1e-3)
-    assert rows[("cpu", "gpt2")]["run_ids"] == jobs[f"{CPUX1}-gpt2-fp32-smoke"].info.run_id
+    assert rows[tiny.info.run_id]["relative"] == ""  # a smoke run's tiny model is not the one published
+    assert rows[jobs[gpt2][0].info.run_id]["model"] == "gpt2"
 
     # Everything is in PostgreSQL, artifacts on the server's disk, and the password in no log.
     import sqlalchemy
 
     with sqlalchemy.create_engine(postgres_uri).connect() as db:
         stored = dict(db.execute(sqlalchemy.text("select name, status from runs")).all())
-    assert stored[f"{CPUX1}-resnet50-fp32-smoke"] == stored[f"{CPUX1}-gpt2-fp32-smoke"] == "FINISHED"
+    assert stored[resnet50] == stored[gpt2] == "FINISHED"
     assert any(name.startswith("compare vs rtx3090") for name in stored)  # the report run
-    for run in jobs.values():
+    for run in (full, tiny, *jobs[gpt2]):
         assert list(server.artifacts.rglob(f"{run.info.run_id}/artifacts/config.yaml"))
     password = postgres_uri.split(":")[2].split("@")[0]
     assert password not in server.log.read_text()

@@ -13,6 +13,7 @@ import re
 import pytest
 from mlflow.tracking import MlflowClient
 
+from src.compare.runs import CompareError
 from src.import_results import import_generation, import_table, profile_spec
 from tests.conftest import store_copy
 from tests.test_compare import read_csv, run
@@ -89,6 +90,32 @@ def test_a_measured_point_at_other_model_sizes_is_not_set_silently_against_a_pub
     run(tracking_uri, tmp_path / "out", "baseline=rtx3090")
     a6000 = row(read_csv(tmp_path / "out" / "relative_throughput.csv"), gpu="a6000", model="resnet50")
     assert a6000["relative"] == "" or a6000["flags"], a6000  # no ratio, or one flagged with what differs
+
+
+def test_nothing_to_compare_names_the_settings_that_keep_a_like_point_apart(tmp_path, tracking_uri):
+    table = tmp_path / "lambda.csv"
+    table.write_text("name_gpu,num_gpu,watt,price,resnet50\nRTX 3090,1,350,2750,513\n")
+    import_table(
+        import_cfg("precision=fp32", "source=lambda", f"file={table}", f"tracking.uri={tracking_uri}"), table
+    )
+    measured_run(MlflowClient(tracking_uri), "a6000", "resnet50", 960.0, params={"model.image_size": 32})
+    with pytest.raises(CompareError, match=r"a6000 resnet50 x1 tf32 \(image_size 32 vs 224\)$"):
+        run(tracking_uri, tmp_path / "out", "baseline=rtx3090")
+
+
+def test_a_gpu_whose_only_ratios_set_strict_fp32_against_tf32_is_not_said_to_have_none(tmp_path, tracking_uri):
+    table = tmp_path / "lambda.csv"
+    table.write_text("name_gpu,num_gpu,watt,price,resnet50\nRTX 3090,1,350,2750,513\n")
+    import_table(
+        import_cfg("precision=fp32", "source=lambda", f"file={table}", f"tracking.uri={tracking_uri}"), table
+    )
+    strict = {"precision": "fp32", "math_matmul_tf32": "False", "math_cudnn_tf32": "False"}
+    measured_run(MlflowClient(tracking_uri), "a6000", "resnet50", 960.0, tags=strict)
+    run(tracking_uri, tmp_path / "out", "baseline=rtx3090", "gpus=[rtx3090,a6000]")
+    said = (tmp_path / "out" / "report.md").read_text()
+    assert "gpus: a6000 has runs, but its ratios to baseline=rtx3090 set strict IEEE fp32 against TF32" in said
+    a6000 = row(read_csv(tmp_path / "out" / "relative_throughput.csv"), gpu="a6000", model="resnet50")
+    assert a6000["flags"] == "math_differs" and float(a6000["relative"]) == pytest.approx(960 / 513, rel=1e-4)
 
 
 def test_a_category_mean_counts_each_model_once(tmp_path, tracking_uri):

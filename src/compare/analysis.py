@@ -27,6 +27,7 @@ from src.compare.runs import (
 )
 from src.recorded import THROUGHPUT
 
+SERIES = ("category", "precision", "gpu_count", "gpu", "source")  # what names a category mean
 MEANS = (
     *("category", "precision", "precision_group", "gpu_count", "gpu", "source"),
     *(*ratio_columns("relative_mean"), "interval", "difference", "flags", "n_models", "models"),
@@ -90,14 +91,12 @@ def relative_table(measurements, baseline, source=None, by=None):
 
 def scaling(measurements):
     """Point -> its throughput over gpu_count x that of the like point on one GPU."""
-    singles = {}  # (side, model) -> its points on one GPU
-    for m in (m for m in measurements if m.gpu_count == 1):
-        singles.setdefault((m.side, m.model), []).append(m)
-    found = {}
-    for m in (m for m in measurements if m.gpu_count > 1):
-        if one := alike(m, singles.get((m.side, m.model), []), ("gpu_count",)):
-            found[m.point] = m.throughput / (m.gpu_count * one.throughput)
-    return found
+    singles = [m for m in measurements if m.gpu_count == 1]
+    return {
+        m.point: m.throughput / (m.gpu_count * one.throughput)
+        for m in measurements
+        if m.gpu_count > 1 and (one := alike(m, singles, ("gpu_count",)))
+    }
 
 
 def summarize(rows, baseline):
@@ -123,7 +122,7 @@ def summarize(rows, baseline):
         baselines = sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})
         summary.append(
             {
-                **dict(zip(("category", "precision", "gpu_count", "gpu", "source"), key, strict=True)),
+                **dict(zip(SERIES, key, strict=True)),
                 "precision_group": precision_group(precision),
                 "relative_mean": means,
                 "interval": "baseline" if side == baseline else describe(means.spread),
@@ -194,13 +193,29 @@ def check_comparable(measurements, rows, baseline, hint):
             f"gpus found: {', '.join(gpus)}"
         )
     if not any(r.relative is not None and r.measurement.side != baseline for r in rows):
-        ours = sorted({_point(m) for m in measurements if m.side == baseline})
-        others = sorted({f"{m.side} {_point(m)}" for m in measurements if m.side != baseline})
+        ours = [m for m in measurements if m.side == baseline]
+        others = [m for m in measurements if m.side != baseline]
+        apart = sorted(
+            {f"{m.side} {_point(m)} ({why})" for m in others for b in ours if (why := _apart(m, b))}
+        )
+        if apart:
+            raise CompareError(
+                f"nothing to compare: no other gpu's point is like baseline={baseline}'s; these share its "
+                f"model, gpu count and precision group but not its settings: {'; '.join(apart)}"
+            )
         raise CompareError(
             f"nothing to compare: no other gpu shares a model, gpu count and precision group with "
-            f"baseline={baseline}. Baseline has: {'; '.join(ours)}. "
-            f"Others have: {'; '.join(others) or 'no runs'}"
+            f"baseline={baseline}. Baseline has: {'; '.join(sorted({_point(m) for m in ours}))}. "
+            f"Others have: {'; '.join(sorted({f'{m.side} {_point(m)}' for m in others})) or 'no runs'}"
         )
+
+
+def _apart(one, base):
+    """The settings both points logged, told apart ('image_size 32 vs 224'), where they share a
+    model, gpu count and precision group; '' where they do not share those or no such setting differs."""
+    if any(one.keys[k] != base.keys[k] for k in ("model", "gpu_count", "group")):
+        return ""
+    return differing(one, base, ("setting",), both_logged=True)
 
 
 def _point(m):
@@ -213,7 +228,7 @@ def sections(c, console, stated):
     figures the data gives otherwise (src/compare/study.marks), marked on the category chart."""
     per_model = [_relative_row(r, c.scaling, c.flagged) for r in c.rows]
     shown = [s for s in c.summary if s["gpu"] != c.baseline]
-    point = ("category", "precision", "gpu_count", "gpu", "source", "relative_mean")
+    point = (*SERIES, "relative_mean")
     means = Table(c.summary, MEANS, "summary.csv", (*point, "flags", "models", "models_left_out"), read=shown)
     said = [
         f"Throughput relative to {c.baseline}: no category mean; no other gpu shares a model, GPU count, "

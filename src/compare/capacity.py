@@ -85,20 +85,23 @@ def _split(iso, largest):
     held = [meaning for meaning, r in measured.items() if r.no_difference]
     texts = set(bases.values())
     interval = texts.pop() if len(texts) == 1 else "; ".join(f"{m}: {text}" for m, text in bases.items())
-    flags = carried_flags(measured.values())
-    return figures | {
-        "interval": interval,
-        "difference": f"{', '.join(held)}: {NO_DIFFERENCE}" if held else "",
-        "stack_differs": flags["stack_differs"],
-        "setting_differs": flags["setting_differs"],
-    }
+    return (
+        figures
+        | carried_flags(measured.values())
+        | {
+            "interval": interval,
+            "difference": f"{', '.join(held)}: {NO_DIFFERENCE}" if held else "",
+        }
+    )
 
 
 def split(measurements, cards):
     """The split of card cards[0] against cards[1] for every model either ran, and the runs missing."""
     card, baseline = cards
     rows, missing = [], []
-    published = [m for m in measurements if m.source not in (MEASURED, recorded.PROJECTED)]  # projected: no one's
+    published = [
+        m for m in measurements if m.source not in (MEASURED, recorded.PROJECTED)
+    ]  # projected: no one's
     stand_ins = [stands_for(published, c) for c in cards]
     for (model, precision, count), batches in sorted(by_batch(measurements).items()):
         a, b = batches.get(card, {}), batches.get(baseline, {})

@@ -157,17 +157,15 @@ def sentences(rows, placed):
 
 
 def record(p):
+    """Its row of explain.csv: the point's figures and the placement's own (ceiling_tflops, share_of_ceiling, note)."""
     m, card = p.point, p.ceilings_run
-    return {name: getattr(m, name, None) for name in COLUMNS} | {
+    return {name: getattr(p, name, getattr(m, name, None)) for name in COLUMNS} | {
         "gpu": m.side,
         "ceiling_math": p.math,
-        "ceiling_tflops": p.ceiling_tflops,
-        "share_of_ceiling": p.share_of_ceiling,
         "ceilings_run": card and card.run_id,
         **{f"{s}_share": (m.shares or {}).get(s) for s in recorded.SHARES},
         recorded.POWER_LIMIT: None if m.throttled_power_share is None else m.power_limit_w,
         "power_limited": m.at_power_limit,
-        "note": p.note,
     }
 
 

@@ -91,11 +91,11 @@ class Comparison:
     outside: str  # one line for the runs the question asked leaves out (scope below)
     projected: projection.Outcome  # project=[...]
     by: str | None
-    rows: list[analysis.RelativeRow] = field(default_factory=list)
-    summary: list[dict] = field(default_factory=list)  # the category means, summary.csv's rows
-    nothing_common: list[str] = field(default_factory=list)  # series with no model in common: no mean
-    scaling: dict[tuple, float] = field(default_factory=dict)  # point -> its scaling efficiency
-    found: list[anomalies.Anomaly] = field(default_factory=list)
+    rows: list[analysis.RelativeRow]
+    summary: list[dict]  # the category means, summary.csv's rows
+    nothing_common: list[str]  # series with no model in common: no mean
+    scaling: dict[tuple, float]  # point -> its scaling efficiency
+    found: list[anomalies.Anomaly]
     out: Path | None = None  # where its files went, once written
     files: list[Path] = field(default_factory=list)
     report_run_id: str = ""
@@ -213,7 +213,13 @@ def compare(cfg):
     kept, outside = scope(kept, cfg, baseline)
     projected = projection.for_compare(cfg, records, finished, baseline)
     measurements = runs.aggregate(kept) + projected.measurements
-    c = Comparison(
+    rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, cfg.by)
+    if cfg.project and not measurements:  # nothing to show but a projection, and it projected nothing
+        raise runs.CompareError(f"project={list(cfg.project)}: {projection.nothing_projected(projected)}")
+    if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
+        analysis.check_comparable(measurements, rows, baseline, cfg.study.hint)
+    scaling = analysis.scaling(measurements)
+    return Comparison(
         experiments,
         ids,
         finished,
@@ -225,16 +231,11 @@ def compare(cfg):
         outside,
         projected,
         cfg.by,
+        rows,
+        *analysis.summarize(rows, baseline),  # the category means, the series without one
+        scaling,
+        anomalies.find(measurements, rows, scaling, cfg.anomalies),
     )
-    c.rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, cfg.by)
-    if cfg.project and not measurements:  # nothing to show but a projection, and it projected nothing
-        raise runs.CompareError(f"project={list(cfg.project)}: {projection.nothing_projected(projected)}")
-    if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
-        analysis.check_comparable(measurements, c.rows, baseline, cfg.study.hint)
-    c.summary, c.nothing_common = analysis.summarize(c.rows, baseline)
-    c.scaling = analysis.scaling(measurements)
-    c.found = anomalies.find(measurements, c.rows, c.scaling, cfg.anomalies)
-    return c
 
 
 def sections_of(c, cfg):
@@ -242,8 +243,9 @@ def sections_of(c, cfg):
     # with by=, gpus= filters the runs but the compared axis is KEY's values: no gpu is asked for there
     unanswered = asked_without_figures([] if cfg.by else list(cfg.gpus), c)
     asked = cfg.study if cfg.study.name else None
-    parts = [study.section(c.summary, c.rows, asked)] if asked else []
-    parts += analysis.sections(c, not asked, study.marks(study.figures(c.summary, asked)) if asked else {})
+    stated = study.figures(c.summary, asked) if asked else []
+    parts = [study.section(stated, c.rows, asked)] if asked else []
+    parts += analysis.sections(c, not asked, study.marks(stated))
     parts += [] if c.by else hardware_software.section(c.rows, c.measurements)
     unlogged = unlogged_specs(c.measurements)  # said on the console too
     parts += [
@@ -290,10 +292,15 @@ def asked_without_figures(asked, c):
                 f"gpus: {gpu} has no FINISHED run with a throughput that matches the filters (gpus with runs: {names})"
             )
         elif gpu not in {s["gpu"] for s in c.summary}:
-            said.append(
-                f"gpus: {gpu} has runs, but none shares a model, GPU count and precision group with "
-                f"baseline={c.baseline}: no ratio for it (relative_throughput.csv lists its runs)"
+            ratios = [r for r in c.rows if r.measurement.gpu == gpu and r.ratio is not None]
+            why = (
+                f"its ratios to baseline={c.baseline} set strict IEEE fp32 against TF32 math (math_differs), "
+                "which no category mean counts: relative_throughput.csv and report.md list them"
+                if ratios and all(r.math_differs for r in ratios)
+                else f"none shares a model, GPU count and precision group with baseline={c.baseline}: "
+                "no ratio for it (relative_throughput.csv lists its runs)"
             )
+            said.append(f"gpus: {gpu} has runs, but {why}")
     return said
 
 

@@ -66,11 +66,11 @@ def for_compare(cfg, records, runs, baseline):
     # each card over the baseline where the baseline is projected too, else over the card measured
     model_error = cfg.projection.model_error
     keyed = {_card_key(p): p for p in outcome.projections}
-    for (gpu, model, precision, count, group), p in sorted(keyed.items(), key=lambda item: item[0][:4]):
-        if gpu != baseline:
-            base = keyed.get((baseline, model, precision, count, group))
-            if base is None:  # against the card it was measured on: that card projected onto itself
-                base = project(p.source, p.source_figures, p.source_figures, model_error, p.batch)
+    for (gpu, *point), p in sorted(keyed.items(), key=lambda item: item[0][:4]):
+        if gpu != baseline:  # else against the card it was measured on: that card projected onto itself
+            base = keyed.get((baseline, *point)) or project(
+                p.source, p.source_figures, p.source_figures, model_error, p.batch
+            )
             outcome.sentences.append(pair_sentence(p, base, model_error))
     return outcome
 

@@ -17,12 +17,11 @@ from src.compare.ratio import Ratio
 from src.console import gpus, number
 from src.recorded import MFU, SHARES, THROTTLED_POWER_SHARE
 
-HOLDS_ONE = "~1"  # after a ratio whose 95% interval holds 1.0
-MARKS = {  # a mark a table's cells hold -> the line under the table that says what it means
-    HOLDS_ONE: f"{HOLDS_ONE}: its 95% interval holds 1.0 (no measurable difference)",
+WIDE = 100  # an interval whose ends are further apart than this says nothing a column can show
+MARKS = {  # a mark a ratio's interval earns -> the line under a table that says what it means
+    "~1": "~1: its 95% interval holds 1.0 (no measurable difference)",
     "too wide": "too wide: the interval's ends are over 100-fold apart (repeats that disagree; the CSV has both)",
 }
-WIDE = 100  # an interval whose ends are further apart than this says nothing a column can show
 HEADINGS = {  # column -> its heading in report.md and on the console, where not its own name
     "gpu_count": "GPUs",
     "n_runs": "runs",
@@ -41,13 +40,22 @@ def times(value):
     return f"{value:.2f}x" if value >= 0.1 else f"{value:.2g}x"  # a CPU against a GPU needs digits
 
 
+def marks(interval):
+    """The marks an interval earns, of MARKS: `~1` where it holds 1.0, `too wide` past WIDE-fold."""
+    low, high = interval
+    return [
+        mark for mark, earned in zip(MARKS, (low <= 1.0 <= high, high > WIDE * low), strict=True) if earned
+    ]
+
+
 def ratio_text(value, interval=None):
     """`1.10x [1.08-1.13]`, `1.02x [0.98-1.06] ~1`, `0.85x [too wide]`; `1.10x` without an interval."""
     if not interval:
         return times(value)
     low, high = interval
-    ends = "too wide" if high > WIDE * low else f"{times(low)[:-1]}-{times(high)[:-1]}"
-    return f"{times(value)} [{ends}]" + (f" {HOLDS_ONE}" if low <= 1.0 <= high else "")
+    marked = marks(interval)
+    ends = "too wide" if "too wide" in marked else f"{times(low)[:-1]}-{times(high)[:-1]}"
+    return f"{times(value)} [{ends}]" + (" ~1" if "~1" in marked else "")
 
 
 def percent(value):
@@ -113,13 +121,14 @@ def text(column, value):
 
 
 def _texts(table, columns):
-    """Each row's cells as written, and the lines under it: its notes, what the marks among them mean."""
-    rows = [
-        [text(c, row.get(c)) for c in columns] for row in (table.rows if table.read is None else table.read)
+    """Each row's cells as written, and the lines under it: its notes, what the marks its ratios earn mean."""
+    shown = table.rows if table.read is None else table.read
+    ratios = [
+        v.interval for row in shown for c in columns if isinstance(v := row.get(c), Ratio) and v.interval
     ]
-    return rows, table.notes + [
-        said for mark, said in MARKS.items() if any(mark in t for r in rows for t in r)
-    ]
+    earned = {mark for interval in ratios for mark in marks(interval)}
+    rows = [[text(c, row.get(c)) for c in columns] for row in shown]
+    return rows, table.notes + [said for mark, said in MARKS.items() if mark in earned]
 
 
 def markdown(table):

@@ -337,8 +337,10 @@ def alike(point, among, free=(), ranked=()):
     return among[min(found)[1]] if found else None
 
 
-def differing(one, other, kinds):
-    """What differs between two points among keys of `kinds`: 'torch 2.14.1 vs 2.13.0'; ''."""
+def differing(one, other, kinds, both_logged=False):
+    """What differs between two points among keys of `kinds` (`both_logged`: of those both logged):
+    'torch 2.14.1 vs 2.13.0'; ''."""
     a, b = one.keys, other.keys
-    keys = sorted(k for k in a.keys() | b.keys() if kind(k) in kinds and a.get(k) != b.get(k))
+    logged = a.keys() & b.keys() if both_logged else a.keys() | b.keys()
+    keys = sorted(k for k in logged if kind(k) in kinds and a.get(k) != b.get(k))
     return ", ".join(f"{points.label(k)} {a.get(k, '?')} vs {b.get(k, '?')}" for k in keys)

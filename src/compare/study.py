@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from omegaconf import ListConfig
 
-from src.compare.analysis import RelativeRow
+from src.compare.analysis import SERIES, RelativeRow
 from src.compare.ratio import Ratio
 from src.compare.report import Section, Table
 from src.compare.runs import MEASURED, precision_group
@@ -42,10 +42,6 @@ def subject(study):
     return next(g for g in study.gpus if g != study.baseline)
 
 
-# what a study sets that compare's options could change
-QUESTION = ("baseline", "models", "by", "baseline_source")
-
-
 def refused(cfg):
     """An option that changes the study's question (another baseline, fewer models, another axis or
     baseline source): one line naming each with its value, what the study asks and the compare that
@@ -53,19 +49,19 @@ def refused(cfg):
     its pair's means over its models, which another question cannot check, and a plain compare of the
     same store answers that question."""
     study = cfg.study
-    changed = {
+    changed = {  # what a study sets that compare's options could change: whether they do
         "baseline": cfg.baseline not in (None, study.baseline),
         "models": bool(cfg.models) and set(cfg.models) != set(study.models),
         "by": cfg.by is not None,
         "baseline_source": cfg.baseline_source is not None,
     }
-    given = " ".join(f"{key}={_option(cfg[key])}" for key in QUESTION if changed[key])
+    given = " ".join(f"{key}={_option(cfg[key])}" for key, differs in changed.items() if differs)
     if not given:
         return ""
     return (
         f"{given}: experiment={study.name} asks its study's question, {subject(study)} over {study.baseline} "
         f"on {', '.join(study.models)} (conf/study/{study.name}.yaml), and takes none of "
-        f"{', '.join(f'{key}=' for key in QUESTION)} but its own; another question is a compare without "
+        f"{', '.join(f'{key}=' for key in changed)} but its own; another question is a compare without "
         f"experiment=: python -m src.compare {given}"
     )
 
@@ -100,8 +96,7 @@ def figures(summary, study):
 def marks(found):
     """The stated figures the published runs give otherwise, by the published mean they mark:
     (category, precision, GPU count, gpu, source) -> the stated figure."""
-    keys = ("category", "precision", "gpu_count", "gpu", "source")
-    return {tuple(f.published[k] for k in keys): f.stated for f in found if f.differs}
+    return {tuple(f.published[k] for k in SERIES): f.stated for f in found if f.differs}
 
 
 def per_model(rows, study):
@@ -137,19 +132,22 @@ def differences(found, rows, study):
     return lines
 
 
-def section(summary, rows, study):
-    """The stated figures beside the published and measured ones, what differs, the per-model ratios:
-    first in report.md and on the console."""
-    found, models = figures(summary, study), per_model(rows, study)
+def section(found, rows, study):
+    """The stated figures (`found`: figures()) beside the published and measured ones, what differs, the
+    per-model ratios: first in report.md and on the console."""
+    models = per_model(rows, study)
     mine = sorted({g for f in found for g in f.measured})
     stated = [
         {"figure": f.where, "stated": f.stated, study.published: f.published and f.published["relative_mean"]}
-        | {"differs": f.differs}
-        | {f"{gpu} (measured)": f.measured[gpu]["relative_mean"] for gpu in mine if gpu in f.measured}
+        | {
+            "differs": f.differs,
+            **{f"{gpu} (measured)": f.measured[gpu]["relative_mean"] for gpu in mine if gpu in f.measured},
+        }
         for f in found
     ]
     columns = ("figure", "stated", study.published, "differs", *(f"{gpu} (measured)" for gpu in mine))
     cells = {f"{precision} x{count}": cell for (precision, count), cell in models.items()}
+    per_cell = ("model", *cells)
     # the per-model ratios without their intervals: four columns of them fit a terminal
     grid = [
         {"model": name} | {c: Ratio(r.value, None) for c, cell in cells.items() if (r := cell.get(name))}
@@ -159,7 +157,6 @@ def section(summary, rows, study):
     if mine:
         said.append(f"{', '.join(mine)} (measured): your runs against {study.baseline}")
     question = f"{study.title}: {subject(study)} over {study.baseline}"
-    per_model_title = f"Per model, {subject(study)} over {study.baseline} [{study.published}]:"
     return Section(
         question,
         tables=[
@@ -172,6 +169,13 @@ def section(summary, rows, study):
                 title=f"{question}, mean of the models' ratios",
                 notes=said,
             ),
-            Table(grid, ("model", *cells), "", ("model", *cells), ("model", *cells), title=per_model_title),
+            Table(
+                grid,
+                per_cell,
+                "",
+                per_cell,
+                per_cell,
+                title=f"Per model, {subject(study)} over {study.baseline} [{study.published}]:",
+            ),
         ],
     )
