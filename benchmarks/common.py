@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the suite's own modules, for every script that imports this one
 
-from src import recorded  # noqa: E402
+from src.results import recorded  # noqa: E402
 
 
 def suite_command(args: list[str], store: Path, rerun: bool = True) -> list[str]:

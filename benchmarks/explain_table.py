@@ -17,10 +17,10 @@ from pathlib import Path
 
 from common import job_runs, recorded
 
-from src import run_result
 from src.compare.explain import matching_ceilings
-from src.recorded import SHARES
-from src.run.ceilings import summary as ceilings_summary
+from src.results import run_result
+from src.results.recorded import SHARES
+from src.run.ceiling_figures import summary as ceilings_summary
 
 
 def main() -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from src import recorded
 from src.hardware import telemetry
+from src.results import recorded
 from src.tracking import spool
 from src.tracking.job_run import JobRun
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from common import job_runs, recorded, run_suite
 
-from src import run_result
+from src.results import run_result
 
 TOLERANCE = 0.03
 MAMF_RANGE = ["4096", "16385", "4096"]  # start, stop, step: 4, 8, 12 and 16 thousand

@@ -31,12 +31,12 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from src.compare.projection import source_figures, source_point, stored_counts  # noqa: E402
 from src.compare.runs import aggregate, search_finished, to_record  # noqa: E402
-from src.imported import logged_means  # noqa: E402
 from src.projection import shipped  # noqa: E402
 from src.projection.cards import profiles  # noqa: E402
 from src.projection.model import Card, ProjectionRefused, figures, project, ratio_band  # noqa: E402
 from src.projection.sentences import pair_sentence  # noqa: E402
-from src.published import generation  # noqa: E402
+from src.published.imported import logged_means  # noqa: E402
+from src.published.tables import generation  # noqa: E402
 
 OURS = {"fp32": "tf32", "amp": "amp"}  # published precision -> the points set against it
 STUDY = ("a6000", "rtx3090")
@@ -90,7 +90,7 @@ class Row:
 
 def published(source: str) -> dict[tuple, Cell]:
     """(gpu profile, model, precision) -> the 1-GPU figure and its per-GPU batch, as the importer reads
-    them (src/published.py): where Lambda's logs hold the runs behind a cell (the study's pair in 2021),
+    them (src/published/tables.py): where Lambda's logs hold the runs behind a cell (the study's pair in 2021),
     their mean is the figure, as compare's is (imported.logged_means says so)."""
     importer = OmegaConf.load(ROOT / "conf" / "import_results.yaml")
     tasks, named = (OmegaConf.to_container(importer[k]) for k in ("tasks", "gpu_profiles"))

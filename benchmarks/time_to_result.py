@@ -29,7 +29,7 @@ from pathlib import Path
 
 from common import ROOT, job_runs, recorded, suite_command
 
-from src import run_result
+from src.results import run_result
 
 # phase -> column heading (src/run/phases.py PHASES, in order)
 COLUMNS = {

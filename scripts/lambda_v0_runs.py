@@ -27,7 +27,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT))  # the suite's own modules
 
-from src import recorded  # noqa: E402
+from src.results import recorded  # noqa: E402
 
 OUT = PROJECT_ROOT / "reference" / "lambda" / "v0-pytorch-train-runs.csv"
 SYSTEMS = {  # results folder -> (name_gpu as the compiled tables spell it, num_gpu)
@@ -61,7 +61,7 @@ PATTERNS = {
     "transformerxlbase": [r"Training throughput: ([\d.]+) tok/s"],
     "transformerxllarge": [r"Training throughput: ([\d.]+) tok/s"],
 }
-COLUMNS = ("name_gpu", "num_gpu", "task", "precision", "run", recorded.THROUGHPUT)  # as src/import_results.py reads them
+COLUMNS = ("name_gpu", "num_gpu", "task", "precision", "run", recorded.THROUGHPUT)  # as src/published/__main__.py reads them
 
 
 def run_throughput(log: Path, task: str) -> float | None:

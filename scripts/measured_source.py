@@ -4,7 +4,7 @@ An export holds one object per run name: the run's final metrics under the names
 logged then, and its tags under `tags`. A store (`--store URI`) gives the same of each finished run
 of its measured experiment, and the counted ops a run logged (recorded.OP_COUNTS). This script
 writes what src/projection/shipped.py reads: each run's tags as logged; its metrics under today's
-names (src/recorded.py); its params composed from conf/ for its gpu, model and precision (what the
+names (src/results/recorded.py); its params composed from conf/ for its gpu, model and precision (what the
 job logs, the batch that ran added); and, for each training run, its step's ops: the run's own
 where it logged them, else counted on this host's CPU (src/rank/op_count.py: products,
 convolutions and attention from their shapes, dropout and attention as a GPU's fused kernels).
@@ -26,9 +26,9 @@ sys.path.insert(0, str(PROJECT_ROOT))  # the suite's own modules
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from src import recorded  # noqa: E402
 from src.config.finalise import finalize  # noqa: E402
 from src.config.schema import register_configs  # noqa: E402
+from src.results import recorded  # noqa: E402
 from src.tracking.job_run import flatten  # noqa: E402
 
 OLD_SHAPE = "_shape"  # ceiling_matmul_<math>_shape: the side of the best square matmul, now m, n, k

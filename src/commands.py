@@ -17,7 +17,7 @@ COMMANDS = {
     "train": ("src.train", "run benchmark jobs (-m: a sweep)"),
     "compare": ("src.compare", "relative throughput against a baseline gpu: tables, charts, report"),
     "doctor": ("src.doctor", "check torch/torchvision, the GPUs, the tracking store, the default job"),
-    "import": ("src.import_results", "import a published results table"),
+    "import": ("src.published", "import a published results table"),
     "sync": ("src.sync", "upload results kept on disk while the tracking server was away"),
     "server": ("src.server", "start a team's tracking server"),
 }

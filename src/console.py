@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from src import recorded
-from src.stats import rule_missed
+from src.results import recorded
+from src.results.stats import rule_missed
 
 PIPED_WIDTH = 10_000  # a pipe or file has no width: lines stay whole for grep
 

@@ -22,10 +22,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from src import credentials
 from src.config.schema import register_configs
 from src.errors import ConfigError, exit_with_error, first_line
 from src.paths import PROJECT_ROOT
+from src.tracking import credentials
 
 BROKEN = 1
 NVIDIA_DRIVER = Path("/proc/driver/nvidia")  # present when the kernel driver is loaded

@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from typing import NoReturn
 
-from src.credentials import redact
+from src.tracking.credentials import redact
 
 JOB_FAILED = 1  # a job failed (a sweep: any point did), and said why
 USAGE_ERROR = 2  # bad input or an unusable store: nothing was run

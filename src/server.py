@@ -13,8 +13,8 @@ import os
 import sys
 from pathlib import Path
 
-from src import credentials
 from src.paths import PROJECT_ROOT
+from src.tracking import credentials
 
 SERVER_DIR = PROJECT_ROOT / "mlruns" / "server"  # apart from the embedded store: its own runs
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

@@ -18,12 +18,12 @@ import os
 import sys
 from pathlib import Path
 
-from src import console, credentials
+from src import console
 from src.config.groups.tracking import uri_problem
 from src.errors import TrackingUnavailable, first_line
 from src.paths import PROJECT_ROOT, SQLITE_PREFIX
 from src.run.sweep import finish_parent
-from src.tracking import owner, spool, store
+from src.tracking import credentials, owner, spool, store
 
 
 def sync(roots: list[Path], uri: str | None = None) -> int:

@@ -11,7 +11,6 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from src import credentials
 from src.config import cli, help_groups
 from src.config.schema import register_configs
 from src.errors import (
@@ -26,6 +25,7 @@ from src.errors import (
 )
 from src.run import signals, sweep_watch
 from src.run.prepare import prepare
+from src.tracking import credentials
 
 register_configs("config_schema")
 

@@ -352,7 +352,7 @@ def server(start_server) -> str:
 
 def rank_report(rank: int, times: list[float], items: int = 32):
     """A rank's report as the worker writes it, its marks a second apart from 101 s."""
-    from src.reports import RankReport
+    from src.results.reports import RankReport
 
     return RankReport(
         rank=rank,
@@ -380,10 +380,10 @@ def rank_report(rank: int, times: list[float], items: int = 32):
 
 
 def read_back(tags: dict | None = None, params: dict | None = None, metrics: dict | None = None, run_id="r"):
-    """A run as src.recorded reads it, from the tags, params and metrics an MLflow run would hold."""
+    """A run as src.results.recorded reads it, from the tags, params and metrics an MLflow run would hold."""
     from types import SimpleNamespace
 
-    from src import run_result
+    from src.results import run_result
 
     info = SimpleNamespace(run_id=run_id, run_name=run_id, status="FINISHED", start_time=0)
     data = SimpleNamespace(tags=tags or {}, params=params or {}, metrics=metrics or {})

@@ -210,7 +210,7 @@ def build(uri: str, folder: Path) -> None:
     from mlflow.tracking import MlflowClient
 
     from src.config.schema import register_configs
-    from src.import_results import import_table
+    from src.published.__main__ import import_table
     from tests.conftest import CONF_DIR
 
     client = MlflowClient(tracking_uri=uri)

@@ -1,5 +1,5 @@
 """The step-time breakdown: kernel names to categories, overlapping intervals counted once, and the
-profiled stretch running after the measured window (src/rank/breakdown.py, src/rank/worker.py)."""
+profiled stretch running after the measured window (src/rank/step_profiler.py, src/rank/worker.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from src.rank.breakdown import PHASES, category, shares, steps_within_budget
+from src.rank.step_profiler import PHASES, category, shares, steps_within_budget
 from src.rank.worker import train_rank
 from tests.test_worker import rank_cfg
 
@@ -80,8 +80,8 @@ def test_the_rank_counts_its_steps_ops_and_the_job_splits_its_step_by_what_bound
     from omegaconf import OmegaConf
 
     from src.projection.counts import MATMUL, OpCounts
-    from src.run import breakdown
-    from src.run.results import combine_ranks
+    from src.run import profile_figures
+    from src.run.outcome import combine_ranks
     from tests.conftest import compose_cfg
 
     [report] = train_rank(rank_cfg("model.name=tiny", "benchmark.breakdown_steps=2"))
@@ -92,11 +92,11 @@ def test_the_rank_counts_its_steps_ops_and_the_job_splits_its_step_by_what_bound
     assert outcome.breakdown.counts == report.breakdown["op_counts"]
     on_h200 = compose_cfg(["gpu=h200", "precision=fp32"])
     h200, fp32 = (OmegaConf.to_container(group, resolve=True) for group in (on_h200.gpu, on_h200.precision))
-    split = breakdown.bounded(outcome.breakdown, outcome.measured, h200, fp32)
+    split = profile_figures.bounded(outcome.breakdown, outcome.measured, h200, fp32)
     busy = 1 - split.shares["idle"] - split.shares["comm"]
     assert set(split.bounds) == {"tensor", "bandwidth", "clock"}
     assert sum(split.bounds.values()) == pytest.approx(busy)
     metrics = split.metrics()
     assert {f"breakdown_{b}_bound_share" for b in ("tensor", "bandwidth", "clock")} <= set(metrics)
-    assert breakdown.files([], split)["op_counts.json"] == json.dumps(report.breakdown["op_counts"])
-    assert breakdown.bounded(outcome.breakdown, outcome.measured, {"name": "cpu"}, fp32).bounds == {}
+    assert profile_figures.files([], split)["op_counts.json"] == json.dumps(report.breakdown["op_counts"])
+    assert profile_figures.bounded(outcome.breakdown, outcome.measured, {"name": "cpu"}, fp32).bounds == {}

@@ -11,7 +11,7 @@ import pytest
 from src.compare import capacity
 from src.compare.report import cell
 from src.compare.runs import aggregate, to_record
-from src.stats import t95
+from src.results.stats import t95
 from tests.conftest import read_back
 
 

@@ -1,4 +1,4 @@
-"""model=ceilings: an ordinary job measuring the card (src/rank/ceilings.py, src/run/ceilings.py)."""
+"""model=ceilings: an ordinary job measuring the card (src/rank/ceiling_probes.py, src/run/ceiling_figures.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from src import run_result
 from src.config.finalise import finalize
 from src.hardware import environment
 from src.projection.counts import OpCounts
-from src.rank.ceilings import bus_bandwidth_factor, figure
+from src.rank.ceiling_probes import bus_bandwidth_factor, figure
 from src.rank.matmul import best_matmul, grid
 from src.rank.worker import train_rank
+from src.results import run_result
 from src.run.resume import config_hash
 from tests.conftest import compose_cfg, cpu_hardware, read_runs, run_cli
 

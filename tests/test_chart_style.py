@@ -124,7 +124,7 @@ def test_the_step_time_chart_names_each_point_whole(tmp_path, drawn):
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from src.recorded import SHARES
+    from src.results.recorded import SHARES
 
     workload = "txl_large [batch_size=8, memory_limit_gb=48.0]"
     point = SimpleNamespace(side="h200", gpu_count=1, workload=workload, precision="amp")

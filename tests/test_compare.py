@@ -509,7 +509,7 @@ LOGGED_SPEC = {
 
 
 def test_a_run_is_judged_by_the_spec_figures_it_logged_and_only_by_them():
-    from src.logged_spec import Spec
+    from src.results.logged_spec import Spec
 
     assert spec_of("a6000", "fp32", False, LOGGED_SPEC) == Spec("fp32", 10.0, 100.0, 50.0, 1000.0, 48.0)
     assert spec_of("a6000", "fp32", True, LOGGED_SPEC).peak_tflops == 20.0  # fp32 that ran as TF32

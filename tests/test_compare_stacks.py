@@ -11,7 +11,7 @@ from test_compare import run as compare
 
 from src.compare.runs import CompareError
 from src.errors import ConfigError
-from src.stats import t95
+from src.results.stats import t95
 from tests.conftest import store_copy
 
 OLD = {"torch_version": "2.13.0", "cuda_version": "12.8"}

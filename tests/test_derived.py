@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import compose_cfg
 
-from src.recorded import Window
-from src.run.results import efficiency, mfu
+from src.results.recorded import Window
+from src.run.outcome import efficiency, mfu
 
 
 def test_figures_from_known_inputs():

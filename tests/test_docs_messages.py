@@ -86,7 +86,7 @@ def reserve_error(reserve_gb: float) -> str:
 
 
 def import_error(*overrides: str) -> str:
-    from src.import_results import validate_import
+    from src.published.__main__ import validate_import
     from tests.test_import_results import import_cfg
 
     with pytest.raises(ConfigError) as error:

@@ -22,8 +22,8 @@ import pytest
 from conftest import rank_report, read_runs, store_copy
 from test_robust import TINY, Cli, parent_run, runs_by_name, wait_for
 
-from src import recorded
 from src.paths import PROJECT_ROOT
+from src.results import recorded
 from tests.conftest import cpu_hardware
 
 CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)

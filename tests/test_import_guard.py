@@ -37,8 +37,8 @@ def imported(stdout: str) -> int:
 
 
 def import_at_once(uri: str, table) -> list[subprocess.CompletedProcess]:
-    """Two `python -m src.import_results` of one table and source, started together."""
-    command = [sys.executable, "-m", "src.import_results", str(table), "precision=fp32", "source=lab"]
+    """Two `python -m src.published` of one table and source, started together."""
+    command = [sys.executable, "-m", "src.published", str(table), "precision=fp32", "source=lab"]
     command.append(f"tracking.uri={uri}")
     started = [
         subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=PIPE, stderr=PIPE, text=True) for _ in range(2)
@@ -67,7 +67,7 @@ def test_two_imports_at_once_through_a_tracking_server_store_each_figure_once(tm
 
 
 def test_an_import_repairs_a_store_that_holds_figures_twice(tmp_path, tracking_uri, capsys):
-    from src.import_results import import_table, main
+    from src.published.__main__ import import_table, main
     from tests.conftest import logged_copy
 
     table = tmp_path / "table.csv"
@@ -78,7 +78,7 @@ def test_an_import_repairs_a_store_that_holds_figures_twice(tmp_path, tracking_u
         logged_copy(run, tracking_uri, experiment=PUBLISHED)
     assert sum(figures_stored(tracking_uri).values()) == 7
     capsys.readouterr()
-    main(cfg)  # `python -m src.import_results TABLE precision=fp32 source=lab` again, in this process
+    main(cfg)  # `python -m src.published TABLE precision=fp32 source=lab` again, in this process
     said = " ".join(capsys.readouterr().out.split())
     assert "removed 3 duplicate run(s) of source=lab" in said and "imported 0 run(s)" in said
     stored = figures_stored(tracking_uri)
@@ -87,7 +87,7 @@ def test_an_import_repairs_a_store_that_holds_figures_twice(tmp_path, tracking_u
 
 @pytest.mark.parametrize("name", ["8X", "NVIDIA", "8x NVIDIA", "x", "2x2x"])
 def test_a_gpu_name_that_is_only_a_count_or_a_vendor_is_refused(tmp_path, name):
-    from src.published import TableError, read_table
+    from src.published.tables import TableError, read_table
 
     path = tmp_path / "table.csv"
     path.write_text(HEADER + "RTX 3090,1,350,2750,513,144\n" + f"{name},8,2800,22000,4000,1100\n")
@@ -98,7 +98,7 @@ def test_a_gpu_name_that_is_only_a_count_or_a_vendor_is_refused(tmp_path, name):
 
 
 def test_one_card_named_by_two_rows_of_a_table_is_refused(tmp_path):
-    from src.published import TableError, read_table
+    from src.published.tables import TableError, read_table
 
     path = tmp_path / "table.csv"
     path.write_text(
@@ -112,7 +112,7 @@ def test_one_card_named_by_two_rows_of_a_table_is_refused(tmp_path):
 
 @pytest.mark.parametrize("cell", ["5e-324", "2e-310"])
 def test_a_subnormal_figure_is_refused_like_a_non_finite_one(tmp_path, cell):
-    from src.published import TableError, read_table
+    from src.published.tables import TableError, read_table
 
     path = tmp_path / "table.csv"
     path.write_text(HEADER + f"RTX 3090,1,350,2750,{cell},144\n")
@@ -122,7 +122,7 @@ def test_a_subnormal_figure_is_refused_like_a_non_finite_one(tmp_path, cell):
 
 
 def test_a_table_of_your_own_under_a_shipped_sources_name_is_refused_in_one_line(tmp_path, tracking_uri):
-    from src.import_results import validate_import
+    from src.published.__main__ import validate_import
 
     path = tmp_path / "mine.csv"
     path.write_text(HEADER + "RTX 3090,1,350,2750,513,144\n")
@@ -133,14 +133,14 @@ def test_a_table_of_your_own_under_a_shipped_sources_name_is_refused_in_one_line
     assert header == "invalid config:" and line.strip().startswith(
         "source=lambda-2021: names a generation the project ships (reference/lambda/)"
     )
-    assert "python -m src.import_results source=lambda-2021" in line and "another source=" in line
+    assert "python -m src.published source=lambda-2021" in line and "another source=" in line
 
 
 def test_a_lock_left_by_an_import_of_another_host_is_taken_over_once_its_heartbeat_stops(
     tmp_path, tracking_uri, monkeypatch, capsys
 ):
-    from src import imported
-    from src.import_results import import_table
+    from src.published import imported
+    from src.published.__main__ import import_table
 
     monkeypatch.setattr(imported, "LEASE_S", 1.0)  # how long a heartbeat that stands still is trusted
     monkeypatch.setattr(imported, "RETRY_S", 0.2)
@@ -160,8 +160,8 @@ def test_a_lock_left_by_an_import_of_another_host_is_taken_over_once_its_heartbe
 
 
 def test_one_figure_held_by_two_runs_with_different_values_is_named_and_both_kept(tmp_path, tracking_uri):
-    from src.import_results import import_table
-    from src.published import TableError
+    from src.published.__main__ import import_table
+    from src.published.tables import TableError
     from tests.conftest import logged_copy
 
     table = tmp_path / "table.csv"

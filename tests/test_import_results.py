@@ -43,7 +43,7 @@ def import_cfg(*overrides: str):
 
 
 def test_table_maps_tasks_and_gpus_and_skips_cells_not_run(table):
-    from src.published import read_table
+    from src.published.tables import read_table
 
     cfg = import_cfg("precision=fp32", "source=lambda", f"file={table}")
     parsed = read_table(table, cfg.tasks, cfg.gpu_profiles)
@@ -59,7 +59,7 @@ def test_table_maps_tasks_and_gpus_and_skips_cells_not_run(table):
 
 
 def test_a_table_in_another_format_is_refused(tmp_path):
-    from src.published import TableError, read_table
+    from src.published.tables import TableError, read_table
 
     path = tmp_path / "other.csv"
     path.write_text("gpu,count,resnet50\nRTX 3090,1,513\n")
@@ -71,7 +71,7 @@ def test_a_table_in_another_format_is_refused(tmp_path):
 
 
 def test_bad_arguments_name_key_value_and_what_is_allowed(table):
-    from src.import_results import validate_import
+    from src.published.__main__ import validate_import
 
     cfg = import_cfg("precision=bf16", "source=measured", "file=/no/such.csv", "tracking.uri=nope")
     with pytest.raises(ConfigError) as error:
@@ -85,7 +85,7 @@ def test_bad_arguments_name_key_value_and_what_is_allowed(table):
 @pytest.mark.slow  # a real CLI scenario (processes, a store): CI's slow set (README)
 def test_import_into_mlflow_and_back_without_duplicates(table, tmp_path, tracking_uri):
     args = [str(table), "precision=fp32", "source=lambda"]
-    first = run_cli(args, tmp_path, tracking_uri, module="src.import_results")
+    first = run_cli(args, tmp_path, tracking_uri, module="src.published")
     assert first.returncode == 0, first.stderr
     assert f"imported {POSITIVE_CELLS} run(s)" in first.stdout and "3 cell(s) not run" in first.stdout
     assert read_runs(tracking_uri) == []  # the measured experiment stays the user's own
@@ -112,7 +112,7 @@ def test_import_into_mlflow_and_back_without_duplicates(table, tmp_path, trackin
         and a6000.info.run_name == "a6000x2-resnet50-fp32 [lambda]"
     )
 
-    from src.import_results import import_table
+    from src.published.__main__ import import_table
 
     again = import_table(import_cfg(*args[1:], f"file={table}", f"tracking.uri={tracking_uri}"), table)
     assert (again.created, again.already_there) == (0, POSITIVE_CELLS)
@@ -140,7 +140,7 @@ def test_import_into_mlflow_and_back_without_duplicates(table, tmp_path, trackin
 
 def test_one_system_at_several_gpu_counts_imports_every_row(tmp_path, tracking_uri):
     """Lambda's A6000-vs-3090 article lists `RTX 3090` at num_gpu 1 and 8 under one name."""
-    from src.import_results import import_table
+    from src.published.__main__ import import_table
 
     path = tmp_path / "article.csv"
     path.write_text(
@@ -185,7 +185,7 @@ HEADER = "name_gpu,num_gpu,watt,price,resnet50,ssd\n"
     ],
 )
 def test_a_table_with_bad_cells_is_refused_with_file_line_and_cell(tmp_path, rows, message):
-    from src.published import TableError, read_table
+    from src.published.tables import TableError, read_table
 
     path = tmp_path / "bad.csv"
     path.write_text(HEADER + rows)
@@ -195,7 +195,7 @@ def test_a_table_with_bad_cells_is_refused_with_file_line_and_cell(tmp_path, row
 
 
 def test_a_header_naming_a_column_twice_is_refused_naming_it(tmp_path):
-    from src.published import TableError, read_table
+    from src.published.tables import TableError, read_table
 
     path = tmp_path / "twice.csv"
     path.write_text(HEADER.replace(",ssd", ",resnet50") + "RTX 3090,1,350,2750,513,144\n")
@@ -206,8 +206,8 @@ def test_a_header_naming_a_column_twice_is_refused_naming_it(tmp_path):
 def test_reimporting_a_changed_figure_is_refused_with_file_line_before_anything_is_imported(
     tmp_path, tracking_uri
 ):
-    from src.import_results import import_table
-    from src.published import TableError
+    from src.published.__main__ import import_table
+    from src.published.tables import TableError
 
     path = tmp_path / "table.csv"
     path.write_text(HEADER + "RTX 3090,1,350,2750,513,144\n")
@@ -222,7 +222,7 @@ def test_reimporting_a_changed_figure_is_refused_with_file_line_before_anything_
 
 
 def test_the_same_row_published_twice_imports_once_and_a_binary_file_is_refused(tmp_path):
-    from src.published import TableError, read_table
+    from src.published.tables import TableError, read_table
 
     path = tmp_path / "twice.csv"
     path.write_text(HEADER + "RTX 3090,1,350,2750,513,144\n" * 2)
@@ -233,8 +233,8 @@ def test_the_same_row_published_twice_imports_once_and_a_binary_file_is_refused(
 
 
 def test_a_changed_watt_or_price_is_refused_like_a_changed_figure(tmp_path, tracking_uri):
-    from src.import_results import import_table
-    from src.published import TableError
+    from src.published.__main__ import import_table
+    from src.published.tables import TableError
 
     path = tmp_path / "table.csv"
     path.write_text(HEADER + "RTX 3090,1,350,2750,513,144\n")
@@ -255,7 +255,7 @@ def test_a_changed_watt_or_price_is_refused_like_a_changed_figure(tmp_path, trac
 def test_a_large_table_says_its_size_and_its_progress_and_an_unknown_column_is_named(
     tmp_path, tracking_uri, monkeypatch, capsys
 ):
-    from src import import_results
+    from src.published import __main__ as import_results
 
     monkeypatch.setattr(import_results, "PROGRESS_FROM", 3)  # what counts as large, and how often it says
     monkeypatch.setattr(import_results, "PROGRESS_EVERY_S", 0.0)
@@ -298,7 +298,7 @@ def test_a_killed_import_leaves_no_figure_counted_that_is_not_whole(tmp_path, tr
     rows = 120
     path = tmp_path / "big.csv"
     path.write_text(HEADER + "".join(f"GPU{n} X,1,300,1000,{100 + n},{50 + n}\n" for n in range(rows)))
-    command = [sys.executable, "-m", "src.import_results", str(path), "precision=fp32", "source=lambda",
+    command = [sys.executable, "-m", "src.published", str(path), "precision=fp32", "source=lambda",
                f"tracking.uri={tracking_uri}"]  # fmt: skip
     proc = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300

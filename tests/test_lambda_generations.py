@@ -23,7 +23,7 @@ def study_pair_ssd(result) -> bool:
 def test_the_shipped_runs_give_the_compiled_2021_figures():
     """Lambda's compiled cell is the mean of the cell's logged runs, truncated; the runs table the
     project derives from the logs (scripts/lambda_v0_runs.py) must give every such cell back."""
-    from src.published import SHIPPED
+    from src.published.tables import SHIPPED
 
     compiled = {}
     for precision in ("fp32", "fp16"):
@@ -41,7 +41,7 @@ def test_the_shipped_runs_give_the_compiled_2021_figures():
 
 def test_generations_import_as_separate_sources_with_their_stack_batches_and_spread(tmp_path, tracking_uri):
     from src.compare.pipeline import run_compare
-    from src.import_results import import_generation
+    from src.published.__main__ import import_generation
 
     register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
@@ -92,8 +92,8 @@ def test_a_store_holding_the_tables_whole_numbers_is_corrected_by_the_next_impor
     """Figures imported as the 2021 tables' truncated cells (before the importer read the runs behind
     them) are a known correction, not a changed figure: the next import writes each again as its runs'
     mean and says so in one line; the one after finds nothing to do."""
-    from src.import_results import import_generation, import_table
-    from src.published import SHIPPED, generation
+    from src.published.__main__ import import_generation, import_table
+    from src.published.tables import SHIPPED, generation
 
     register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):

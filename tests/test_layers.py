@@ -14,7 +14,7 @@ from src.paths import PROJECT_ROOT
 SRC = PROJECT_ROOT / "src"
 ENTRY_POINTS = {
     "src.train",
-    "src.import_results",
+    "src.published",
     "src.sync",
     "src.server",
     "src.compare.__main__",
@@ -22,10 +22,10 @@ ENTRY_POINTS = {
     "src.commands",
 }
 # an entry point that runs another's task in its own process: compare imports an experiment's
-# published tables as `python -m src.import_results` would, so that Ctrl-C and SIGTERM reach it
-ENTRY_CALLS = {("src.compare.__main__", "src.import_results")}
-LEAVES = {"src.console", "src.errors", "src.paths", "src.credentials", "src.stats", "src.reports", "src.recorded",
-          "src.figures", "src.logged_spec", "src.run_result"}
+# published tables as `python -m src.published` would, so that Ctrl-C and SIGTERM reach it
+ENTRY_CALLS = {("src.compare.__main__", "src.published")}
+LEAVES = {"src.console", "src.errors", "src.paths", "src.tracking.credentials", "src.results.stats", "src.results.reports", "src.results.recorded",
+          "src.results.figures", "src.results.logged_spec", "src.results.run_result"}
 # package -> layer; a module may import its own package, leaves and lower layers, nothing above
 LAYERS = {"config": 1, "models": 1, "hardware": 2, "tracking": 2, "projection": 2, "rank": 3, "run": 3, "compare": 3,
           "published": 3, "imported": 2}

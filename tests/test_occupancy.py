@@ -13,8 +13,8 @@ from conftest import cpu_hardware, read_runs
 from fake_nvml import FakeGpu, FakeNvml, install
 from test_study import H200, TINY, fake_host_cli
 
-from src import recorded
 from src.hardware import devices, occupancy
+from src.results import recorded
 
 
 @pytest.fixture

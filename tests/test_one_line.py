@@ -12,7 +12,7 @@ import pytest
 from conftest import compose_cfg
 
 from src.paths import PROJECT_ROOT
-from src.recorded import SCHEMA_VERSION
+from src.results.recorded import SCHEMA_VERSION
 
 MALFORMED = "http://[::1"  # an IPv6 address without its closing bracket
 LATER = str(SCHEMA_VERSION + 1)  # "3": a later gpubench's run
@@ -36,7 +36,7 @@ def entry_point(args: list[str], env: dict | None = None) -> subprocess.Complete
         (["src.train", "gpu=cpu", "benchmark=smoke"], 2),
         (["src.train", "-m", "gpu=cpu", "benchmark=smoke"], 2),
         (["src.compare", "baseline=rtx3090"], 2),
-        (["src.import_results", "source=lambda-2021"], 2),
+        (["src.published", "source=lambda-2021"], 2),
         (["src.doctor", "gpu=cpu"], 1),  # a check failed: its FAIL line says what
     ],
 )
@@ -49,7 +49,8 @@ def test_a_malformed_address_in_the_environment_is_one_line_in_every_entry_point
 
 
 def test_a_malformed_address_is_taken_by_the_credentials_and_named_by_the_checks():
-    from src import credentials, doctor
+    from src import doctor
+    from src.tracking import credentials
 
     assert credentials.adopt_uri_credentials(MALFORMED) == MALFORMED
     check = doctor.check_tracking(compose_cfg([f'tracking.uri="{MALFORMED}"']))
@@ -98,7 +99,7 @@ def runs_of_versions(tracking_uri):
 
 
 def test_runs_of_the_versions_gpubench_reads_are_read(runs_of_versions):
-    from src import recorded, run_result
+    from src.results import recorded, run_result
 
     assert run_result.read(runs_of_versions(None)).schema_version == recorded.FIRST_SCHEMA
     now = str(recorded.SCHEMA_VERSION)
@@ -110,8 +111,8 @@ def test_runs_of_the_versions_gpubench_reads_are_read(runs_of_versions):
     [("two", "no gpubench wrote it"), ("2.0", "no gpubench wrote it"), (LATER, "a later gpubench wrote it")],
 )
 def test_a_run_of_a_version_gpubench_cannot_read_is_refused_in_one_line(runs_of_versions, version, why):
-    from src import run_result
     from src.errors import ConfigError
+    from src.results import run_result
 
     run = runs_of_versions(version)
     with pytest.raises(ConfigError) as refused:

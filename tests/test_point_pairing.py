@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from conftest import logged_copy, read_runs, store_copy
 
-from src import recorded, run_result
 from src.compare import analysis, anomalies, axis, capacity
 from src.compare.runs import aggregate, to_record
 from src.config import points
+from src.results import recorded, run_result
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from src import recorded
 from src.compare.runs import RunRecord, aggregate, to_record
 from src.config import points
 from src.config.finalise import finalize
+from src.results import recorded
 from src.run import resume
 from src.run.prepare import prepare
 from src.tracking.job_run import flatten
@@ -91,7 +91,7 @@ def test_every_tag_a_job_opens_its_run_with_is_named_once(overrides):
     names = {v for k, v in vars(recorded).items() if k.isupper() and isinstance(v, str)} | settings
     cfg, selection = prepare(compose_cfg(overrides))
     tags = _run_tags(cfg, selection, resume.config_hash(cfg))
-    assert not set(tags) - names, "tags named neither in src/recorded.py nor in src/config/points.py"
+    assert not set(tags) - names, "tags named neither in src/results/recorded.py nor in src/config/points.py"
     assert tags[recorded.KIND] == ("ceilings" if "model=ceilings" in overrides else "training")
 
 

@@ -43,7 +43,7 @@ def test_a_sweep_on_a_postgresql_server_is_read_back_by_compare(postgres_uri, st
         [f"file={table}", "precision=fp32", "source=lambda"],
         tmp_path,
         server.url,
-        module="src.import_results",
+        module="src.published",
     )
     assert imported.returncode == 0, imported.stderr[-3000:]
 

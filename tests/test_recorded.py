@@ -1,16 +1,16 @@
-"""What a run records, read back by one reader (src/recorded.py): versions, job kinds, names."""
+"""What a run records, read back by one reader (src/results/recorded.py): versions, job kinds, names."""
 
 from __future__ import annotations
 
 import ast
 from dataclasses import fields, replace
 
-from src import recorded, run_result
 from src.hardware import system_metrics
 from src.paths import PROJECT_ROOT
-from src.rank.breakdown import PHASES as PROFILE_PHASES
+from src.rank.step_profiler import PHASES as PROFILE_PHASES
+from src.results import recorded, run_result
 from src.run import phases
-from src.run.results import combine_ranks
+from src.run.outcome import combine_ranks
 from tests.conftest import rank_report, read_back
 
 # what a CPU job cannot measure: its memory (the CPU reports none), a tiny MLP's FLOPs, and what needs
@@ -102,10 +102,10 @@ def test_each_metric_name_is_written_in_one_module():
         f"{path.relative_to(PROJECT_ROOT)}:{line}: {name!r}"
         for folder in ("src", "benchmarks", "scripts")
         for path in sorted((PROJECT_ROOT / folder).rglob("*.py"))
-        if path != PROJECT_ROOT / "src" / "recorded.py"
+        if path != PROJECT_ROOT / "src" / "results" / "recorded.py"
         for line, name in quoted_names(path.read_text(), names)
     ]
-    assert not found, "metric names written outside src/recorded.py:\n" + "\n".join(found)
+    assert not found, "metric names written outside src/results/recorded.py:\n" + "\n".join(found)
 
 
 def test_the_typed_figures_read_back_as_the_job_wrote_them():

@@ -18,10 +18,10 @@ import pytest
 from conftest import CPU_TINY, MISSED, logged_copy, read_runs, run_job_here, store_copy
 from test_study import H200, fake_host_cli
 
-from src import recorded, run_result
 from src.compare import anomalies
 from src.compare.runs import aggregate, to_record
 from src.config import points
+from src.results import recorded, run_result
 from tests.conftest import cpu_hardware
 
 CPUX1 = cpu_hardware(1)  # how this host names a CPU job of 1 rank(s)

@@ -21,10 +21,10 @@ import pytest
 from conftest import compose_cfg, read_runs
 from mlflow.tracking import MlflowClient
 
-from src import recorded
 from src.config.finalise import finalize
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
+from src.results import recorded
 from src.run.prepare import prepare
 from tests.conftest import cpu_hardware
 from tests.process_tree import ProcessTree, rank_processes
@@ -419,7 +419,7 @@ def test_four_parallel_jobs_into_one_sqlite_store_all_arrive(tmp_path):
     ],
 )
 def test_redact_masks_every_user_info_however_written(text):
-    from src.credentials import redact
+    from src.tracking.credentials import redact
 
     masked = redact(text)
     assert "***@" in masked and ("db-host" in masked or "127.0.0.1" in masked)

@@ -56,7 +56,7 @@ def test_no_password_is_printed_written_logged_or_uploaded(postgres_uri, start_s
     printed = [
         # through the server: credentials in tracking.uri, then in MLFLOW_TRACKING_URI
         gpubench("src.train", ["-m", *TINY], tmp_path / "via-server", with_password),
-        gpubench("src.import_results", import_args, tmp_path, with_password),
+        gpubench("src.published", import_args, tmp_path, with_password),
         gpubench("src.compare", [*compare_args, f"out={tmp_path}/cmp-server"], tmp_path, with_password),
         gpubench(
             "src.compare",
@@ -68,7 +68,7 @@ def test_no_password_is_printed_written_logged_or_uploaded(postgres_uri, start_s
         # straight into PostgreSQL (experiments of its own: the server's keep their artifacts behind
         # it): SQLAlchemy reads the password from the URI only
         gpubench("src.train", [*TINY, *DB_EXPERIMENTS], tmp_path / "via-db", postgres_uri),
-        gpubench("src.import_results", [*import_args, *DB_EXPERIMENTS], tmp_path, postgres_uri),
+        gpubench("src.published", [*import_args, *DB_EXPERIMENTS], tmp_path, postgres_uri),
         gpubench("src.compare", [*compare_args, *DB_EXPERIMENTS, f"out={tmp_path}/cmp-db"], tmp_path, postgres_uri),
     ]
     assert "View run" in printed[1]  # MLflow's own line, with the bare address

@@ -4,10 +4,10 @@ import statistics
 
 import pytest
 
-from src.reports import RankReport
+from src.results.reports import RankReport
+from src.results.stats import percentile, relative_ci_halfwidth
+from src.run.outcome import combine_ranks, summarize_step_times
 from src.run.phases import phase_metrics
-from src.run.results import combine_ranks, summarize_step_times
-from src.stats import percentile, relative_ci_halfwidth
 from tests.conftest import rank_report
 
 

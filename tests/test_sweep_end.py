@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy.exc
 from mlflow.tracking import MlflowClient
 
-from src import recorded
+from src.results import recorded
 from src.run.sweep import finish_parent
 
 

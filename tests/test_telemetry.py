@@ -10,11 +10,11 @@ import pytest
 from conftest import compose_cfg
 from fake_nvml import FakeNvml, install, mixed_host
 
-from src import recorded
 from src.config.finalise import finalize
 from src.errors import ConfigError
 from src.hardware import devices, nvml, telemetry
 from src.paths import PROJECT_ROOT
+from src.results import recorded
 
 GPU = telemetry.GPU_FIELDS
 

@@ -3,7 +3,7 @@ console, the runs' `anomaly` tags) when a question is overridden, a setting or c
 the two sides of a ratio, or a check did not run.
 
 Runs are made directly in a temp MLflow store as a job or an import logs them; published baselines
-go in through src.import_results.
+go in through src.published.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from src.compare.runs import CompareError
-from src.import_results import import_generation, import_table, profile_spec
+from src.published.__main__ import import_generation, import_table, profile_spec
 from tests.conftest import store_copy
 from tests.test_compare import read_csv, run
 from tests.test_import_results import import_cfg
@@ -178,13 +178,13 @@ def test_published_figures_imported_without_their_sizes_compare_as_before_until_
     """A store imported before the importer logged a figure's model sizes: its figures stand for their
     model at any sizes (a ratio, as before); the next import of the source adds the sizes, and from then
     a measured point at other sizes gets no ratio against them."""
-    import src.import_results
+    import src.published.__main__
 
     table = tmp_path / "lambda.csv"
     table.write_text("name_gpu,num_gpu,watt,price,resnet50,ssd\nRTX 3090,1,350,2750,513,137\n")
     cfg = import_cfg("precision=fp32", "source=lambda", f"file={table}", f"tracking.uri={tracking_uri}")
     with monkeypatch.context() as before:
-        before.setattr(src.import_results, "model_sizes", lambda model: {})
+        before.setattr(src.published.__main__, "model_sizes", lambda model: {})
         import_table(cfg, table)
     client = MlflowClient(tracking_uri)
     measured_run(client, "a6000", "resnet50", 960.0, params={"model.image_size": 160})

@@ -10,11 +10,11 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from src import credentials
 from src.config import cli
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
 from src.run import signals
+from src.tracking import credentials
 
 register_configs("compare_schema", "import_schema")
 
@@ -26,8 +26,8 @@ def main(cfg):
     from src.compare.pipeline import run_compare, validate_compare
     from src.compare.runs import CompareError
     from src.console import console, link_line
-    from src.import_results import ImportInterrupted
-    from src.published import TableError
+    from src.published.__main__ import ImportInterrupted
+    from src.published.tables import TableError
     from src.tracking import ui
 
     try:
@@ -55,10 +55,10 @@ def main(cfg):
 
 def _import_study_figures(cfg):
     """The study's published figures, imported in this process where the store lacks them: its gpus,
-    models and GPU counts only (seconds; the whole generation is `python -m src.import_results`)."""
+    models and GPU counts only (seconds; the whole generation is `python -m src.published`)."""
     from src.console import note
-    from src.import_results import import_generation, kept_by_filters
-    from src.imported import Repairs
+    from src.published.__main__ import import_generation, kept_by_filters
+    from src.published.imported import Repairs
 
     study = cfg.study
     counts = sorted({c.gpu_count for c in study.claims})

@@ -25,7 +25,7 @@ from src.compare.runs import (
     precision_group,
     unlike,
 )
-from src.recorded import THROUGHPUT
+from src.results.recorded import THROUGHPUT
 
 SERIES = ("category", "precision", "gpu_count", "gpu", "source")  # what names a category mean
 MEANS = (

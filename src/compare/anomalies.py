@@ -20,11 +20,11 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from src import recorded
 from src.compare.report import Section, Table
 from src.compare.runs import Measurement
 from src.config import points
 from src.console import number
+from src.results import recorded
 
 SCALING_ABOVE_100 = "scaling_above_100"
 SLOWER_THAN_1GPU = "slower_than_1gpu"

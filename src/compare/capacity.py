@@ -18,13 +18,13 @@ from __future__ import annotations
 import functools
 import itertools
 
-from src import recorded
 from src.compare import charts
 from src.compare.ratio import NO_DIFFERENCE, carried_flags, describe, mean, quotient
 from src.compare.report import Section, Table, ratio_columns, ratio_text
 from src.compare.runs import CAP_KEY, MEASURED, differing, precision_group, unlike
 from src.config import points
-from src.logged_spec import positive_number
+from src.results import recorded
+from src.results.logged_spec import positive_number
 
 CSV, MEANS_CSV = "capacity_split.csv", "capacity_split_categories.csv"
 FIGURES = {

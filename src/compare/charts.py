@@ -19,7 +19,7 @@ from src.compare.ratio import Ratio
 from src.compare.report import ratio_text
 from src.compare.runs import MEASURED
 from src.console import gpus
-from src.recorded import PROJECTED, SHARES
+from src.results.recorded import PROJECTED, SHARES
 
 PROFILE_COLOURS = {  # the gpu profiles (conf/gpu/) keep their colours whatever else a comparison holds
     "rtx3090": "tab:blue",

@@ -8,12 +8,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from src import recorded
 from src.compare import charts
 from src.compare.report import Section, Table
 from src.compare.runs import MEASURED, Measurement
 from src.config import points
-from src.run_result import RunResult
+from src.results import recorded
+from src.results.run_result import RunResult
 
 # the stack a ceilings run must share with a point: the software of points.py's stack that runs the
 # card's kernels (a model's own libraries, torchvision and transformers, are not in a ceilings run)

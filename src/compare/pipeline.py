@@ -11,7 +11,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from src import console, credentials, imported, recorded
+from src import console
 from src.compare import (
     analysis,
     anomalies,
@@ -30,9 +30,11 @@ from src.config import points
 from src.config.groups.precision import PRECISIONS
 from src.config.groups.tracking import tracking_errors
 from src.errors import ConfigError
-from src.recorded import PROJECTED
-from src.run_result import RunResult
-from src.tracking import job_run, store
+from src.published import imported
+from src.results import recorded
+from src.results.recorded import PROJECTED
+from src.results.run_result import RunResult
+from src.tracking import credentials, job_run, store
 
 FILTERS = tuple(f"{name}s" for name in runs.FILTERED)  # the keys runs.select filters by, each a flat list
 ALWAYS_NOTED = [
@@ -71,7 +73,7 @@ NAMED_NOTES = {
     "variants": "Runs of one model that differ in what is measured are separate points, named by what "
     "differs: {}. A ratio takes the baseline with the same sizes and settings.",
     "published": "Rows whose source is not `measured` are published figures imported with "
-    "src.import_results; their runs carry the tags published_system and published_task.",
+    "src.published; their runs carry the tags published_system and published_task.",
 }
 SHORT_NAMES = ("crossed", "tf32", "superseded")
 

@@ -15,19 +15,19 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from src import recorded
 from src.compare import explain
 from src.compare.ratio import Spread
 from src.compare.report import Section, Table
 from src.compare.runs import CAP_KEY, MEASURED, Measurement, aggregate, select, to_record
-from src.logged_spec import Spec, positive_number
 from src.projection import shipped
 from src.projection.cards import known, profiles
 from src.projection.choose import BATCHES, choose, nearest_source
 from src.projection.counts import OpCounts
 from src.projection.model import Card, Ceilings, Projection, ProjectionRefused, SourcePoint, figures, project
 from src.projection.sentences import pair_sentence
-from src.stats import t95
+from src.results import recorded
+from src.results.logged_spec import Spec, positive_number
+from src.results.stats import t95
 
 PROJECTED = recorded.PROJECTED  # a projected point's source: never pooled with `measured` or a publisher's
 CSV = "projection.csv"

@@ -21,8 +21,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from src.recorded import PROJECTED
-from src.stats import t95
+from src.results.recorded import PROJECTED
+from src.results.stats import t95
 
 REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED = "repeats", "within-run", "published runs", "published"
 BASES = (REPEATS, WITHIN_RUN, PUBLISHED_RUNS, PUBLISHED, PROJECTED)  # PROJECTED: a projection's band

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from src.compare.ratio import Ratio
 from src.console import gpus, number
-from src.recorded import MFU, SHARES, THROTTLED_POWER_SHARE
+from src.results.recorded import MFU, SHARES, THROTTLED_POWER_SHARE
 
 WIDE = 100  # an interval whose ends are further apart than this says nothing a column can show
 MARKS = {  # a mark a ratio's interval earns -> the line under a table that says what it means

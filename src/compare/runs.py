@@ -15,13 +15,13 @@ import statistics
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 
-from src import recorded, run_result
 from src.compare.ratio import Spread, point_spread
 from src.config import points
 from src.errors import TrackingUnavailable
-from src.figures import is_figure
-from src.logged_spec import Spec
-from src.recorded import MEASURED
+from src.results import recorded, run_result
+from src.results.figures import is_figure
+from src.results.logged_spec import Spec
+from src.results.recorded import MEASURED
 
 CAP_KEY = "gpu.memory_limit_gb"  # a card under a memory cap: h200@24
 # Precisions set against each other (and charted in one panel); each stays distinct in the tables.
@@ -158,9 +158,9 @@ def search_finished(uri, experiments, filter_string, hint):
     `hint`: what a store with nothing to compare is told (the study's command, conf/study/)."""
     from mlflow.exceptions import MlflowException
 
-    from src.credentials import bare
     from src.paths import sqlite_path
     from src.tracking import store
+    from src.tracking.credentials import bare
 
     database = sqlite_path(uri)
     if database is not None and not database.exists():  # opening it would create a whole new store

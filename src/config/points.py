@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from src import recorded
+from src.results import recorded
 
 MEASURED, PROCEDURE, PLUMBING = "measured", "procedure", "plumbing"
 NO_DEFAULT = object()  # a key without a default: always in the point, the hash and the tags

@@ -107,7 +107,7 @@ class PublishedTask:
 
 @dataclass
 class ImportConfig:
-    """`python -m src.import_results FILE`: published results as FINISHED MLflow runs."""
+    """`python -m src.published FILE`: published results as FINISHED MLflow runs."""
 
     file: str = MISSING
     precision: PrecisionConfig = MISSING  # the precision group: `precision=amp` picks conf/precision/amp

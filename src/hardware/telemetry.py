@@ -17,8 +17,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from src import console, recorded
+from src import console
 from src.hardware import host, nvml, system_metrics
+from src.results import recorded
 
 GPU_FIELDS = (
     "gpu_util_pct",
@@ -303,7 +304,7 @@ class Watch:
         return False  # the block's own exception, if any, goes on
 
     def summary(self, outcome) -> recorded.Telemetry:
-        """Window figures for the job's metrics, from its outcome (src/run/results.py's JobOutcome:
+        """Window figures for the job's metrics, from its outcome (src/run/outcome.py's JobOutcome:
         its window, measured_items and world_size); none when telemetry is off or failed."""
         if self.sampler is None:
             return recorded.Telemetry()

@@ -12,7 +12,7 @@ run different batches (each its profile's), the rest is the capacity factor.
 from __future__ import annotations
 
 from src.projection.model import Projection, project, ratio_band
-from src.recorded import AT_POWER_LIMIT
+from src.results.recorded import AT_POWER_LIMIT
 
 SHOWN = 0.02  # parts under 2% of the step are left out of the words (not of the figure)
 

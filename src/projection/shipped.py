@@ -1,5 +1,5 @@
 """The project's own measured points, shipped with it (reference/measured/): read as runs, by the same
-reader as the store's (src/run_result.py), with each training run's counted ops.
+reader as the store's (src/results/run_result.py), with each training run's counted ops.
 
 So a host without a GPU, or a store without runs of a card, still has points to project: compare's
 `project=[...]` and benchmarks/projection_check.py read them where the store has none to project.
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from src import run_result
 from src.paths import PROJECT_ROOT
 from src.projection.counts import OpCounts
+from src.results import run_result
 
 SHIPPED = PROJECT_ROOT / "reference" / "measured"
 STUDY = SHIPPED / "h200-study-2026-12-02.json"  # the study's five workloads on one H200, and its ceilings

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from src.stats import relative_ci_halfwidth
+from src.results.stats import relative_ci_halfwidth
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 Shape = tuple[int, int, int]

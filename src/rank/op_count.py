@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from src.projection.counts import MATMUL, OTHER, Counted, OpCounts
-from src.rank.breakdown import category
+from src.rank.step_profiler import category
 
 COUNTED_AT = (2, 4)  # per-GPU batches: small enough for any card's memory, large enough for batch norm
 NO_KERNEL = {

@@ -1,7 +1,7 @@
 """One training rank: build the workload, warm up, time steps until the stopping rule holds.
 
 Runs inside a process started by torch's elastic launcher (torchrun's engine). It never logs to
-MLflow: it returns its numbers as data (src/reports.py) and the job process combines the ranks.
+MLflow: it returns its numbers as data (src/results/reports.py) and the job process combines the ranks.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from src.models import build_workload
 from src.rank.collectives import StopAgreement
 from src.rank.memory_cap import apply_memory_cap, cap_note
 from src.rank.precision import PrecisionContext
-from src.recorded import CEILINGS
-from src.reports import CeilingsReport, RankReport
-from src.stats import relative_ci_halfwidth
+from src.results.recorded import CEILINGS
+from src.results.reports import CeilingsReport, RankReport
+from src.results.stats import relative_ci_halfwidth
 
 
 class StepClock:
@@ -180,7 +180,7 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport |
     started = time.time()
     rank = _start_rank(cfg)
     if cfg["model"]["kind"] == CEILINGS:  # the card's own limits, not a training loop
-        from src.rank.ceilings import rank_report
+        from src.rank.ceiling_probes import rank_report
 
         return _gather(rank_report(cfg, rank.device, rank.world, rank.rank, started), rank)
     # one writer per node's job process
@@ -190,7 +190,7 @@ def train_rank(cfg: dict, progress_path: str | None = None) -> list[RankReport |
     window = _measure(step, agreement, cfg["benchmark"], rank, progress, first_step_done)
     breakdown = None
     if cfg["benchmark"]["breakdown_steps"]:  # after the window: the measured figure never sees the profiler
-        from src.rank.breakdown import profile_steps
+        from src.rank.step_profiler import profile_steps
 
         step_s = statistics.median(window.clock.read())
         breakdown = profile_steps(step, rank.device, cfg["benchmark"]["breakdown_steps"], step_s, rank.world)
@@ -249,7 +249,7 @@ class Window:
 def _measure(
     step, agreement: StopAgreement, bench: dict, rank: Rank, progress: Progress, first_step_done: float | None
 ) -> Window:
-    """Timed steps until the ranks agree that the stopping rule holds (src/stats.py's CI)."""
+    """Timed steps until the ranks agree that the stopping rule holds (src/results/stats.py's CI)."""
     device, world = rank.device, rank.world
     if device.type == "cuda" and first_step_done is not None:
         # One more unmeasured step, unsynced: the GPU is busy with it when the window opens, so

@@ -15,16 +15,17 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import console, credentials, recorded, run_result
+from src import console
 from src.config import points
 from src.config.finalise import resolve_precision
 from src.errors import ConfigError, DeviceUnavailable, JobFailed
 from src.hardware import devices, environment, gpu_lock, host, occupancy
 from src.paths import PROJECT_ROOT
-from src.run import breakdown, ceilings, launch, phases, resume, signals
+from src.results import recorded, run_result
+from src.run import ceiling_figures, launch, phases, profile_figures, resume, signals
 from src.run.job_store import JobStore, note_on_parent
-from src.run.results import JobOutcome, combine_ranks, efficiency
-from src.tracking import job_run, spool
+from src.run.outcome import JobOutcome, combine_ranks, efficiency
+from src.tracking import credentials, job_run, spool
 
 STUDY = "lambda_a6000_vs_3090"  # conf/study/: the question compare answers beside Lambda's published cards
 STRICT_FP32 = "fp32"  # IEEE fp32, TF32 off: compare never pools it with published "fp32" (TF32 math)
@@ -117,7 +118,7 @@ def _run_job(
             outcome = _launch(cfg, selection, job_dir, name, job_started)
         metrics = _log_result(run, cfg, env, outcome, watch.summary(outcome), phases_start, job_started)
         if cfg.model.kind == recorded.CEILINGS:  # the card's figures: no throughput to return
-            return ceilings.result_line(name, outcome.ceilings)
+            return ceiling_figures.result_line(name, outcome.ceilings)
         console.result_line(
             name,
             metrics,
@@ -251,7 +252,7 @@ def _log_result(
     phase_figures = phases.phase_metrics(phases_start, marks)
     if cfg.model.kind == recorded.CEILINGS:  # the card's own figures: no throughput, no step times
         figures = outcome.ceilings.metrics() | outcome.measured.metrics() | telemetry_figures.metrics()
-        return ceilings.log(run, outcome, figures | phase_figures)
+        return ceiling_figures.log(run, outcome, figures | phase_figures)
     if not outcome.all_finite:  # its figures are not a result: none is logged
         run.set_tags({recorded.DIVERGED: "true"})
         raise Diverged("training diverged: non-finite loss in the measured window")
@@ -265,7 +266,7 @@ def _log_result(
     )
     if outcome.breakdown is not None:  # taken after the window
         gpu, precision = (OmegaConf.to_container(group, resolve=True) for group in (cfg.gpu, cfg.precision))
-        outcome.breakdown = breakdown.bounded(outcome.breakdown, measured, gpu, precision)
+        outcome.breakdown = profile_figures.bounded(outcome.breakdown, measured, gpu, precision)
         metrics |= outcome.breakdown.metrics()
     run.log_metrics(metrics)
     run.set_tags(
@@ -274,7 +275,7 @@ def _log_result(
     )
     run.log_files(
         {"step_times.csv": _step_times_csv(outcome.step_times_s)}
-        | breakdown.files(outcome.top_kernels, outcome.breakdown)
+        | profile_figures.files(outcome.top_kernels, outcome.breakdown)
     )
     run.end("FINISHED")
     return metrics
@@ -367,7 +368,7 @@ def _launch(
                 rank_cfg, cfg.gpu.count, dict(cfg.launcher), job_dir / "ranks" / node, progress_file, run_id
             )
     if cfg.model.kind == recorded.CEILINGS:  # figures of the card, no steps
-        outcome = ceilings.combine(reports)
+        outcome = ceiling_figures.combine(reports)
     else:
         outcome = combine_ranks(reports, job_started + waited_s)  # start-up figures leave the wait out
     outcome.marks |= {"launch": launched, "outcome": time.time()}

@@ -26,8 +26,8 @@ import time
 import uuid
 from pathlib import Path
 
-from src import reports
 from src.errors import RankFailure
+from src.results import reports
 from src.run.memory_guard import HostMemoryGuard
 
 GRACE_S = 5.0  # after SIGTERM, how long the ranks get before SIGKILL

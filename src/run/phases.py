@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import time
 
-from src import recorded
-from src.reports import RankReport
+from src.results import recorded
+from src.results.reports import RankReport
 from src.tracking import owner
 
 # (phase, the mark that ends it), in order; each phase starts at the previous phase's mark

@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import recorded, run_result
 from src.config import points
+from src.results import recorded, run_result
 
 CANDIDATES = 100  # finished runs of one hash looked at, latest first
 

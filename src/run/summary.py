@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from src import recorded, run_result
 from src.config import points
+from src.results import recorded, run_result
 
 REPEAT = "benchmark.repeat"
 

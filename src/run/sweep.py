@@ -17,7 +17,7 @@ from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from src import console, credentials, recorded
+from src import console
 from src.config.groups.tracking import tracking_errors
 from src.errors import (
     JOB_FAILED,
@@ -29,8 +29,9 @@ from src.errors import (
     exit_with_error,
     first_line,
 )
+from src.results import recorded
 from src.run import signals, summary
-from src.tracking import job_run, owner, spool, store, ui
+from src.tracking import credentials, job_run, owner, spool, store, ui
 
 
 class SweepRunCallback(Callback):

@@ -11,9 +11,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import console, credentials, recorded
+from src import console
 from src.errors import first_line
-from src.tracking import owner, spool
+from src.results import recorded
+from src.tracking import credentials, owner, spool
 from src.tracking.store import at_start, away, client, retry
 
 # What every backend MLflow supports takes (MLflow 3.17: mlflow/utils/validation.py and the columns of

@@ -14,7 +14,8 @@ import os
 import socket
 from pathlib import Path
 
-from src import console, recorded
+from src import console
+from src.results import recorded
 from src.tracking import store
 
 VANISHED = "owner process vanished"

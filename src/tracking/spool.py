@@ -18,8 +18,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from src import recorded
-from src.credentials import bare
+from src.results import recorded
+from src.tracking.credentials import bare
 
 SPOOL_DIR = "spool"
 RUN_FILE = "run.json"  # a job's run

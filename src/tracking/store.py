@@ -14,9 +14,9 @@ from pathlib import Path
 
 from src import console
 from src.config.groups.tracking import uri_problem
-from src.credentials import redact
 from src.errors import TrackingUnavailable, first_line
 from src.paths import sqlite_path
+from src.tracking.credentials import redact
 
 PARENT_RUN_FILE = "parent_run.json"  # in a sweep's folder: how jobs find their parent run
 # Fail fast per HTTP request (MLflow's default retries for minutes): the job keeps its result on

@@ -8,8 +8,8 @@ throughput. The embedded sqlite store has no server: `mlflow ui` serves it on 12
 
 from __future__ import annotations
 
-from src.credentials import redact
 from src.tracking import views
+from src.tracking.credentials import redact
 
 LOCAL_UI = "http://127.0.0.1:5000"
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 
-from src import recorded
+from src.results import recorded
 
 TAG_PREFIX = "mlflow.sharedViewState."
 RUNS, BY_GPU = "gpubench-runs", "gpubench-by-gpu"

@@ -13,7 +13,7 @@ from omegaconf import MISSING, DictConfig
 
 from src.config.checks import Errors, positive_int, positive_or_none
 from src.config.groups.precision import check_batch_table
-from src.recorded import KINDS
+from src.results.recorded import KINDS
 
 CATEGORIES = ("vision", "language", "ceilings")  # ceilings: the card's own limits (model=ceilings)
 AUTO_BATCH = "auto"  # model.batch_size=auto: the largest batch that trains, found by src.rank.autobatch
@@ -119,7 +119,7 @@ class TransformerXLModel(LanguageModel):
 
 @dataclass
 class CeilingsModel(ModelConfig):
-    """model=ceilings: the card's matmul, memory, host and all-reduce ceilings (src/rank/ceilings.py)."""
+    """model=ceilings: the card's matmul, memory, host and all-reduce ceilings (src/rank/ceiling_probes.py)."""
 
     kind: str = "ceilings"
     category: str = "ceilings"

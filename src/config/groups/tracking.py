@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from omegaconf import MISSING, DictConfig
 
 from src.config.checks import Errors, positive_int
-from src.credentials import redact
+from src.tracking.credentials import redact
 
 URI_FORMS = (
     "must be sqlite:////absolute/path/mlflow.db, http(s)://host[:port][/path], "

@@ -1,4 +1,4 @@
-"""Typed figures whose fields name the metrics they are logged as: one declaration (src/recorded.py's
+"""Typed figures whose fields name the metrics they are logged as: one declaration (src/results/recorded.py's
 `Window`, `Breakdown`) gives both the writer's metrics and the reader's figures."""
 
 from __future__ import annotations

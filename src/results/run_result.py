@@ -1,7 +1,7 @@
 """A run read back: the one reader that turns an MLflow run into what gpubench reads (`RunResult`).
 
 Everything that reads a run goes through `read`: compare, the importer, the sweep summary, resume's
-skip line. The names it reads and the typed figures it gives (src/recorded.py) are the writers' own.
+skip line. The names it reads and the typed figures it gives (src/results/recorded.py) are the writers' own.
 Runs carry `schema_version`; `read` handles the current version and version 1 (runs logged before
 the tag and the job kind existed: their kind is told by the model name, `ceilings`), and refuses
 any other in one line: a later gpubench's run is not read as if it were this one's.
@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from src import recorded
 from src.errors import ConfigError
-from src.logged_spec import Spec, positive_number, read_spec
-from src.stats import rule_missed
+from src.results import recorded
+from src.results.logged_spec import Spec, positive_number, read_spec
+from src.results.stats import rule_missed
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,7 +27,7 @@ class RunResult:
     status: str
     started_ms: int
     schema_version: int
-    kind: str  # TRAINING, CEILINGS, or REPORT_KIND / SWEEP_KIND for runs that are no job (src/recorded.py)
+    kind: str  # TRAINING, CEILINGS, or REPORT_KIND / SWEEP_KIND for runs that are no job (src/results/recorded.py)
     source: str  # MEASURED, or the publisher of an imported figure
     gpu: str
     gpu_name: str

@@ -1,5 +1,5 @@
 """The spec-sheet figures a run logged with its params (its gpu profile and precision), read back:
-part of src/run_result.py's reader, which gives them as `RunResult.spec`."""
+part of src/results/run_result.py's reader, which gives them as `RunResult.spec`."""
 
 from __future__ import annotations
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field, replace
 
-from src.recorded import Breakdown, CeilingFigures, Window
-from src.reports import Report
-from src.run import breakdown
+from src.results.recorded import Breakdown, CeilingFigures, Window
+from src.results.reports import Report
+from src.results.stats import percentile, relative_ci_halfwidth
+from src.run import profile_figures
 from src.run.phases import rank_marks
-from src.stats import percentile, relative_ci_halfwidth
 
 
 @dataclass
@@ -26,10 +26,10 @@ class JobOutcome:
     device_name: str
     runtime_versions: dict
     world_size: int
-    breakdown: Breakdown | None = None  # the step-time breakdown, combined (src/run/breakdown.py)
+    breakdown: Breakdown | None = None  # the step-time breakdown, combined (src/run/profile_figures.py)
     top_kernels: list[dict] | None = None  # ...and rank 0's costliest kernels
-    ceilings: CeilingFigures | None = None  # a model=ceilings job's figures (src/run/ceilings.py)
-    ceilings_table: str | None = None  # a model=ceilings job's ceilings.csv (src/run/ceilings.py)
+    ceilings: CeilingFigures | None = None  # a model=ceilings job's figures (src/run/ceiling_figures.py)
+    ceilings_table: str | None = None  # a model=ceilings job's ceilings.csv (src/run/ceiling_figures.py)
     matmul_screen: str | None = None  # ...and its matmul_screen.csv
     foreign: str = ""  # other programs seen on the job's GPUs (src/hardware/occupancy.py), else ''
     communication: dict = field(default_factory=dict)  # NCCL's variables as the first rank saw them
@@ -72,7 +72,7 @@ def combine_ranks(ranks: list[Report], job_started: float) -> JobOutcome:
         flops_per_item=flops,
         achieved_tflops_per_gpu=flops * throughput / world / 1e12 if flops else None,
     )
-    profiled, top_kernels = breakdown.combine(ranks)
+    profiled, top_kernels = profile_figures.combine(ranks)
     return JobOutcome(
         measured=measured,
         step_times_s=step_times,

@@ -2,7 +2,7 @@
 all-reduce bus bandwidth across the job's ranks.
 
 `model=ceilings` runs this instead of a training loop (src/rank/worker.py); the job process logs
-the figures (src/run/ceilings.py). Every figure is the median of `samples` timed samples, each a
+the figures (src/run/ceiling_figures.py). Every figure is the median of `samples` timed samples, each a
 block of calls sized to about `sample_s`, with its 95% CI; matmul is the best shape of a grid
 (src/rank/matmul.py). benchmarks/ceilings_plain.py measures memory and host bandwidth in plain
 PyTorch to check this one; benchmarks/peers.py holds the matmul figure against mamf-finder.
@@ -18,11 +18,11 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
-from src import recorded
 from src.rank.collectives import agreed_int
 from src.rank.matmul import best_matmul
-from src.reports import CeilingsReport
-from src.stats import relative_ci_halfwidth
+from src.results import recorded
+from src.results.reports import CeilingsReport
+from src.results.stats import relative_ci_halfwidth
 
 
 def maths(device: torch.device) -> list[str]:

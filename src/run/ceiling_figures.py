@@ -11,10 +11,11 @@ import csv
 import io
 import statistics
 
-from src import console, recorded
-from src.reports import CeilingsReport
+from src import console
+from src.results import recorded
+from src.results.reports import CeilingsReport
+from src.run.outcome import JobOutcome
 from src.run.phases import rank_marks
-from src.run.results import JobOutcome
 
 COLUMNS = (
     "figure",

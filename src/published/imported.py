@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from src import console, recorded, run_result
+from src import console
+from src.results import recorded, run_result
 
 HEARTBEAT_S, LEASE_S, RETRY_S = 15.0, 120.0, 1.0
 # what a re-import compares, as a person reads it

@@ -1,6 +1,6 @@
-"""Entry point: `python -m src.import_results FILE precision=fp32|amp source=NAME` puts published
+"""Entry point: `python -m src.published FILE precision=fp32|amp source=NAME` puts published
 results into MLflow as FINISHED runs with the tags and metrics of measured runs, plus `source`.
-`python -m src.import_results source=lambda-2021` imports every table of one of the generations
+`python -m src.published source=lambda-2021` imports every table of one of the generations
 the project ships (reference/lambda/sources.yaml), with its software, dates and batch sizes, and
 the spread of the logged runs behind a figure where the generation has them.
 
@@ -8,7 +8,7 @@ Runs go to `tracking.published_experiment` (default `gpubench-published`), apart
 runs; `src.compare` reads both. Each run carries an `import_key` tag, the published row's whole
 identity (source, precision, system, GPU count, task): importing the same file again finds the key
 and creates nothing twice. An import holds its source's lock in the store while it reads and writes
-(src/imported.py), so imports of one source at once, from any host, write each figure once. A run
+(src/published/imported.py), so imports of one source at once, from any host, write each figure once. A run
 counts as imported once it is FINISHED, which is its last write: one left half-written (the import
 killed) is deleted and written again by the next import, which also removes a figure's second run.
 The shipped generations' names are kept for their own files.
@@ -29,18 +29,21 @@ from typing import TYPE_CHECKING
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from src import console, credentials, imported, recorded
+from src import console
 from src.config import cli, points
 from src.config.groups.tracking import tracking_errors
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
-from src.imported import import_key
 from src.paths import PROJECT_ROOT
-from src.published import PRECISIONS, SHIPPED, Generation, generation, generations, runs_spread
+from src.published import imported
+from src.published.imported import import_key
+from src.published.tables import PRECISIONS, SHIPPED, Generation, generation, generations, runs_spread
+from src.results import recorded
 from src.run import signals
+from src.tracking import credentials
 
 if TYPE_CHECKING:
-    from src.published import PublishedResult
+    from src.published.tables import PublishedResult
 
 register_configs("import_schema")
 
@@ -91,8 +94,8 @@ def validate_import(cfg: DictConfig) -> Path | None:
     missing = [key for key in ("file", "precision", "source") if OmegaConf.is_missing(cfg, key)]
     if missing:
         raise ConfigError(
-            f"missing {', '.join(missing)}: usage `python -m src.import_results FILE precision=fp32|amp "
-            f"source=NAME`, or `python -m src.import_results source=NAME` for a shipped generation "
+            f"missing {', '.join(missing)}: usage `python -m src.published FILE precision=fp32|amp "
+            f"source=NAME`, or `python -m src.published source=NAME` for a shipped generation "
             f"({', '.join(generations())})"
         )
     errors = tracking_errors(cfg.tracking)
@@ -113,7 +116,7 @@ def validate_import(cfg: DictConfig) -> Path | None:
     elif shipped:
         errors.append(
             f"source={cfg.source}: names a generation the project ships (reference/lambda/), imported from "
-            f"its own files with `python -m src.import_results source={cfg.source}`; a table of your own "
+            f"its own files with `python -m src.published source={cfg.source}`; a table of your own "
             f"goes in under another source= (not {', '.join(generations())}, {MEASURED_SOURCE} or "
             f"{recorded.PROJECTED})"
         )
@@ -146,7 +149,7 @@ def import_table(
     """One table's positive cells (those `only` keeps) as runs; `shipped` adds its generation's
     tags, batch sizes and logged runs (their mean and spread). Raises ImportInterrupted on SIGINT or
     SIGTERM."""
-    from src import published
+    from src.published import tables
     from src.run.job import run_name
     from src.tracking import job_run, owner, store
 
@@ -155,7 +158,7 @@ def import_table(
     if shipped:  # its figures with their batches and logged runs
         table = shipped.read(precision, tasks, profiles)
     else:
-        table = published.read_table(path, tasks, profiles)
+        table = tables.read_table(path, tasks, profiles)
     _name_unknown_columns(path, table.results, tasks)
     experiment_id = store.ensure_experiment(uri, cfg.tracking.published_experiment)
     client = store.client(uri)
@@ -259,7 +262,7 @@ class _Progress:
 
 def _name_unknown_columns(path: Path, results: list, tasks: dict) -> None:
     """A column that is no known task imports under its own name: say so, with the task it may mean."""
-    from src.published import OTHER_CATEGORY
+    from src.published.tables import OTHER_CATEGORY
 
     unknown = sorted({r.task for r in results if r.task not in tasks})
     for column in unknown:
@@ -314,11 +317,11 @@ def kept_by_filters(cfg: DictConfig) -> Callable[[PublishedResult], bool]:
 
 def _refuse(changed: list[str], source: str) -> None:
     """Figures changed since they were imported: refused before anything is imported."""
-    from src import published
+    from src.published import tables
 
     if changed:
         more = f"\n  ... and {len(changed) - 5} more" if len(changed) > 5 else ""
-        raise published.TableError(
+        raise tables.TableError(
             "\n  ".join(changed[:5]) + more + f"\n  nothing imported: a corrected table goes in under another "
             f"source= (e.g. source={source}-v2), or delete those runs from {source!r} first"
         )
@@ -332,12 +335,12 @@ def file_argument_as_override(argv: list[str]) -> list[str]:
     return argv
 
 
-@hydra.main(config_path="../conf", config_name="import_results", version_base="1.3")
+@hydra.main(config_path="../../conf", config_name="import_results", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     cli.composed()
     credentials.adopt_tracking_credentials(cfg)
     from src.console import console, link_line
-    from src.published import TableError
+    from src.published.tables import TableError
     from src.tracking import ui
 
     try:

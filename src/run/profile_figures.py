@@ -1,5 +1,5 @@
-"""The job process's side of the step-time breakdown (src/rank/breakdown.py): combine the ranks'
-shares into src/recorded.py's `Breakdown` (which names its metrics), split the step by what bounds
+"""The job process's side of the step-time breakdown (src/rank/step_profiler.py): combine the ranks'
+shares into src/results/recorded.py's `Breakdown` (which names its metrics), split the step by what bounds
 it on its own card (`bounded`), and write top_kernels.csv and the counted ops (recorded.OP_COUNTS)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import json
 import statistics
 from dataclasses import replace
 
-from src import recorded
 from src.projection.counts import OpCounts
 from src.projection.model import Card, ProjectionRefused, SourcePoint, figures, project
-from src.reports import RankReport
+from src.results import recorded
+from src.results.reports import RankReport
 
 CATEGORIES = recorded.SHARES
 KERNEL_COLUMNS = ("kernel", "category", "calls", "total_ms", "share_of_span")

@@ -1,6 +1,6 @@
 """What a run records, named once: every tag and metric that one part of gpubench writes and another
 reads (the measured settings' tags and the stack's tags are declared with their config keys in
-src/config/points.py), and the typed figures the job writes and src/run_result.py's `read` gives
+src/config/points.py), and the typed figures the job writes and src/results/run_result.py's `read` gives
 back: the measured window (`Window`), the step-time breakdown (`Breakdown`), the telemetry summary
 (`Telemetry`) and a ceilings job's figures (`CeilingFigures`). Writers: the job (src/run/), the
 telemetry summary, the sweep, the importer, compare's report and anomaly tags. docs/metrics.md lists
@@ -12,8 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from src.figures import Figures, figure
-from src.logged_spec import SPEC_PARAMS as SPEC_PARAMS  # compare's too: the figures a spec sheet states
+from src.results.figures import Figures, figure
+from src.results.logged_spec import (
+    SPEC_PARAMS as SPEC_PARAMS,  # compare's too: the figures a spec sheet states
+)
 
 SCHEMA_VERSION = 2
 FIRST_SCHEMA = 1  # runs without the tag
@@ -71,9 +73,9 @@ NO_RUN_JOB_PREFIX = "no_run_job."  # no_run_job.<num> = true: that point failed 
 OWNER_HOST, OWNER_PID, OWNER_STARTED = "owner.host", "owner.pid", "owner.started"
 IDEMPOTENCY_KEY = "gpubench.key"  # one per job, set when its run is created (src/tracking/spool.py)
 
-# imported published results (src/import_results.py)
+# imported published results (src/published/__main__.py)
 IMPORT_KEY = "import_key"
-# the run an import holds while it writes a source (src/imported.py): the source, and a count it raises
+# the run an import holds while it writes a source (src/published/imported.py): the source, and a count it raises
 IMPORT_LOCK, IMPORT_HEARTBEAT = "import_lock", "import_heartbeat"
 PUBLISHED_SYSTEM, PUBLISHED_TASK = "published_system", "published_task"
 PUBLISHED_PRECISION, PUBLISHED_FILE = "published_precision", "published_file"
@@ -86,7 +88,7 @@ ANOMALY = "anomaly"  # on a run behind a flagged figure: what was flagged
 REPORT = "report"  # "true" on compare's report run
 BASELINE, ANOMALIES, ANOMALY_KINDS = "baseline", "anomalies", "anomaly_kinds"
 
-# ---- metrics: throughput and the measured window (src/run/results.py, src/stats.py) ----
+# ---- metrics: throughput and the measured window (src/run/outcome.py, src/results/stats.py) ----
 THROUGHPUT = "throughput"  # items/s, all GPUs
 THROUGHPUT_PER_GPU = "throughput_per_gpu"
 STEP_TIME_MS = "step_time_ms"  # median
@@ -125,15 +127,15 @@ CPU_UTIL_MEAN_PCT, HOST_MEM_USED_MAX_GB = "cpu_util_mean_pct", "host_mem_used_ma
 TELEMETRY_SAMPLES_PER_GPU = "telemetry_samples_per_gpu"
 ENERGY_J, ENERGY_PER_ITEM_J = "energy_j", "energy_per_item_j"
 
-# the step-time breakdown, profiled after the window (src/run/breakdown.py)
-SHARES = ("matmul", "other", "comm", "memcpy", "idle")  # src/rank/breakdown.py's categories
+# the step-time breakdown, profiled after the window (src/run/profile_figures.py)
+SHARES = ("matmul", "other", "comm", "memcpy", "idle")  # src/rank/step_profiler.py's categories
 BREAKDOWN_STEPS, BREAKDOWN_STEP_MS, BREAKDOWN_S = "breakdown_steps", "breakdown_step_ms", "breakdown_s"
 # ...and what bounds the step on its own card: each op's FLOPs and bytes, counted, against its ridge point
 # src/projection/model.py's classes: tensor-, bandwidth- and clock-bound
 BOUNDS = ("tensor", "bandwidth", "clock")
 OP_COUNTS = "op_counts.json"  # the run's artifact: its step's ops, counted (src/projection/counts.py)
 
-# the card's ceilings, a model=ceilings job's figures (src/run/ceilings.py)
+# the card's ceilings, a model=ceilings job's figures (src/run/ceiling_figures.py)
 CEILING_PREFIX = "ceiling_"
 MEMORY_COPY_GBS = "memory_copy_gbs"  # a ceilings figure: device memory copied, read + written
 MEMORY_READ_GBS = "memory_read_gbs"
@@ -215,7 +217,7 @@ MIN_STEPS_PARAM, TARGET_CI_PARAM = "benchmark.min_steps", "benchmark.target_ci"
 
 @dataclass(frozen=True)
 class Window(Figures):
-    """The measured window's figures, written by the job (src/run/results.py) and read back by `read`;
+    """The measured window's figures, written by the job (src/run/outcome.py) and read back by `read`;
     None: not logged (its inputs were missing, or the run is older than the figure)."""
 
     throughput: float | None = figure(THROUGHPUT)
@@ -254,7 +256,7 @@ class Window(Figures):
 
 @dataclass(frozen=True)
 class Breakdown(Figures):
-    """The step-time breakdown profiled after the window (src/run/breakdown.py): each SHARES
+    """The step-time breakdown profiled after the window (src/run/profile_figures.py): each SHARES
     category's share of the step; the profiled steps, the time per step and the cost, in all and
     per phase of the profiling."""
 
@@ -314,7 +316,7 @@ class Telemetry(Figures):
 
 @dataclass(frozen=True)
 class CeilingFigures(Figures):
-    """A model=ceilings job's figures (src/run/ceilings.py), each logged as ceiling_metric(figure)
+    """A model=ceilings job's figures (src/run/ceiling_figures.py), each logged as ceiling_metric(figure)
     with its 95% CI beside it: the best dense matmul per math and its shape, memory and host
     bandwidth, the all-reduce's bus bandwidth, best and per message size."""
 

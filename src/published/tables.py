@@ -1,5 +1,5 @@
 """Published results in Lambda's table format, mapped onto the project's models and gpu profiles: the
-parser src.import_results reads them with.
+parser src.published reads them with.
 
 The format (lambdal/deeplearning-benchmark, pytorch/pytorch-train-throughput-*.csv): one row per
 system, columns `name_gpu,num_gpu,watt,price`, then one throughput column per task; 0 or a negative
@@ -18,10 +18,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from src import recorded
-from src.figures import is_figure
 from src.hardware.devices import slug
 from src.paths import PROJECT_ROOT
+from src.results import recorded
+from src.results.figures import is_figure
 
 SHIPPED = PROJECT_ROOT / "reference" / "lambda"
 GENERATIONS = SHIPPED / "sources.yaml"  # the published generations the project ships, one source each

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from src.recorded import CEILINGS
+from src.results.recorded import CEILINGS
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class RankReport:
     window_start: float
     window_end: float
     agent_ready: float | None = None  # stamped by the node's elastic agent, not the rank
-    # the step-time breakdown, profiled after the window (src/rank/breakdown.py); None: off
+    # the step-time breakdown, profiled after the window (src/rank/step_profiler.py); None: off
     breakdown: dict | None = None
     # the NCCL, NVSHMEM and symmetric-memory variables as the rank saw them (name -> value)
     communication: dict = field(default_factory=dict)
@@ -51,7 +51,7 @@ class RankReport:
 
 @dataclass(frozen=True)
 class CeilingsReport:
-    """A model=ceilings rank's report: its device's figures (src/rank/ceilings.py), no training."""
+    """A model=ceilings rank's report: its device's figures (src/rank/ceiling_probes.py), no training."""
 
     rank: int
     world_size: int
