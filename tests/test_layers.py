@@ -14,7 +14,7 @@ from src.paths import PROJECT_ROOT
 SRC = PROJECT_ROOT / "src"
 ENTRY_POINTS = {
     "src.train",
-    "src.published",
+    "src.published.__main__",
     "src.sync",
     "src.server",
     "src.compare.__main__",
@@ -23,12 +23,23 @@ ENTRY_POINTS = {
 }
 # an entry point that runs another's task in its own process: compare imports an experiment's
 # published tables as `python -m src.published` would, so that Ctrl-C and SIGTERM reach it
-ENTRY_CALLS = {("src.compare.__main__", "src.published")}
-LEAVES = {"src.console", "src.errors", "src.paths", "src.tracking.credentials", "src.results.stats", "src.results.reports", "src.results.recorded",
-          "src.results.figures", "src.results.logged_spec", "src.results.run_result"}
+ENTRY_CALLS = {("src.compare.__main__", "src.published.__main__")}
+# leaves every layer may import: these modules, and the packages in LEAF_PACKAGES whole
+LEAVES = {"src.console", "src.errors", "src.paths", "src.tracking.credentials"}
+LEAF_PACKAGES = {"results"}
 # package -> layer; a module may import its own package, leaves and lower layers, nothing above
-LAYERS = {"config": 1, "models": 1, "hardware": 2, "tracking": 2, "projection": 2, "rank": 3, "run": 3, "compare": 3,
-          "published": 3, "imported": 2}
+LAYERS = {
+    "config": 1,
+    "models": 1,
+    "hardware": 2,
+    "tracking": 2,
+    "projection": 2,
+    "published": 3,
+    "rank": 4,
+    "run": 4,
+    "compare": 4,
+}
+ENTRY_LAYER = 5
 
 
 def module_name(path: Path) -> str:
@@ -56,10 +67,10 @@ def imports_of(path: Path) -> set[str]:
 
 def layer(module: str) -> tuple[int, str]:
     if module in ENTRY_POINTS:
-        return 4, "entry"
-    if module in LEAVES or module == "src":
+        return ENTRY_LAYER, "entry"
+    package = module.split(".")[1] if "." in module else ""
+    if module in LEAVES or module == "src" or package in LEAF_PACKAGES:
         return 0, "leaf"
-    package = module.split(".")[1]
     return LAYERS[package], package
 
 
@@ -78,6 +89,14 @@ def test_layers_import_downwards_only():
             if target_package == "rank" and package != "rank" or target_level >= level:
                 wrong.append(f"{module} -> {target}")
     assert not wrong, "imports against the layering:\n" + "\n".join(sorted(wrong))
+
+
+def test_src_root_holds_the_entry_points_and_the_shared_leaves_only():
+    """A module of one concern goes into that concern's package, not beside the entry points."""
+    root = {f"src.{p.stem}" for p in SRC.glob("*.py") if p.stem != "__init__"}
+    assert root <= ENTRY_POINTS | LEAVES, (
+        f"at src/'s root, neither entry point nor leaf: {sorted(root - ENTRY_POINTS - LEAVES)}"
+    )
 
 
 def test_import_graph_has_no_cycles():
