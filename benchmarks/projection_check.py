@@ -89,9 +89,9 @@ class Row:
 
 
 def published(source: str) -> dict[tuple, Cell]:
-    """(gpu profile, model, precision) -> the 1-GPU figure and its per-GPU batch, as the importer reads
-    them (src/published/tables.py): where Lambda's logs hold the runs behind a cell (the study's pair in 2021),
-    their mean is the figure, as compare's is (imported.logged_means says so)."""
+    """(gpu profile, model, precision) -> the 1-GPU figure and its per-GPU batch, as the importer
+    reads them (src/published/tables.py): where Lambda's logs hold the runs behind a cell (the study's
+    pair in 2021), their mean is the figure, as compare's is (imported.logged_means says so)."""
     importer = OmegaConf.load(ROOT / "conf" / "import_results.yaml")
     tasks, named = (OmegaConf.to_container(importer[k]) for k in ("tasks", "gpu_profiles"))
     shipped_tables, found = generation(source), {}

@@ -61,7 +61,8 @@ PATTERNS = {
     "transformerxlbase": [r"Training throughput: ([\d.]+) tok/s"],
     "transformerxllarge": [r"Training throughput: ([\d.]+) tok/s"],
 }
-COLUMNS = ("name_gpu", "num_gpu", "task", "precision", "run", recorded.THROUGHPUT)  # as src/published/__main__.py reads them
+# as the importer (src/published/__main__.py) reads them
+COLUMNS = ("name_gpu", "num_gpu", "task", "precision", "run", recorded.THROUGHPUT)
 
 
 def run_throughput(log: Path, task: str) -> float | None:

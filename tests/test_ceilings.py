@@ -1,4 +1,5 @@
-"""model=ceilings: an ordinary job measuring the card (src/rank/ceiling_probes.py, src/run/ceiling_figures.py)."""
+"""model=ceilings: an ordinary job measuring the card (src/rank/ceiling_probes.py measures in each
+rank, src/run/ceiling_figures.py combines and logs)."""
 
 from __future__ import annotations
 

@@ -75,7 +75,8 @@ IDEMPOTENCY_KEY = "gpubench.key"  # one per job, set when its run is created (sr
 
 # imported published results (src/published/__main__.py)
 IMPORT_KEY = "import_key"
-# the run an import holds while it writes a source (src/published/imported.py): the source, and a count it raises
+# the run an import holds while it writes a source (src/published/imported.py): the source, and a
+# count it raises
 IMPORT_LOCK, IMPORT_HEARTBEAT = "import_lock", "import_heartbeat"
 PUBLISHED_SYSTEM, PUBLISHED_TASK = "published_system", "published_task"
 PUBLISHED_PRECISION, PUBLISHED_FILE = "published_precision", "published_file"

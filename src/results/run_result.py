@@ -27,7 +27,7 @@ class RunResult:
     status: str
     started_ms: int
     schema_version: int
-    kind: str  # TRAINING, CEILINGS, or REPORT_KIND / SWEEP_KIND for runs that are no job (src/results/recorded.py)
+    kind: str  # TRAINING, CEILINGS, or REPORT_KIND / SWEEP_KIND for runs that are no job (recorded.py)
     source: str  # MEASURED, or the publisher of an imported figure
     gpu: str
     gpu_name: str

@@ -1,4 +1,5 @@
-"""The job process's side of model=ceilings: combine the ranks' figures, log them, say them.
+"""The job process's side of model=ceilings (each rank measures in src/rank/ceiling_probes.py):
+combine the ranks' figures, log them, say them.
 
 Each figure is logged as `ceiling_<name>` (the mean over ranks of each rank's median sample) and
 `ceiling_<name>_ci95_rel` (the widest of the ranks' 95% CIs); `ceilings.csv` holds every rank's

@@ -1,4 +1,5 @@
-"""Combine the ranks' reports into the job's figures; derive efficiency figures."""
+"""The job's outcome (`JobOutcome`): the ranks' reports combined into the job's figures; efficiency
+figures derived from them."""
 
 from __future__ import annotations
 

@@ -1,1 +1,2 @@
-"""MLflow: the store and its client, one job's run, and the spool that keeps runs through outages."""
+"""MLflow: the store and its client, one job's run, the spool that keeps runs through outages, and
+the tracking credentials kept out of everything the project writes (credentials.py, a leaf)."""

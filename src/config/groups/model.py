@@ -119,7 +119,8 @@ class TransformerXLModel(LanguageModel):
 
 @dataclass
 class CeilingsModel(ModelConfig):
-    """model=ceilings: the card's matmul, memory, host and all-reduce ceilings (src/rank/ceiling_probes.py)."""
+    """model=ceilings: the card's matmul, memory, host and all-reduce ceilings, measured by
+    src/rank/ceiling_probes.py."""
 
     kind: str = "ceilings"
     category: str = "ceilings"
