@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from src.config.schema import register_configs
 from src.paths import PROJECT_ROOT
@@ -65,10 +68,32 @@ def pytest_configure(config):
 def compose_cfg(overrides: list[str] | None = None, hydra: bool = False, config_name: str = "config"):
     """The config `python -m src.train OVERRIDES` composes (`config_name="compare"`: src.compare's),
     before it is finalised (with its `hydra` node if asked): a copy of its own, which the test may
-    change. Hydra composes each list of overrides once per test process (a compose takes a tenth of a
-    second, and the tests ask for many twice); interpolations such as `oc.env` stay unresolved until
-    read, as in a composed config."""
-    return copy.deepcopy(_composed(config_name, tuple(overrides or ()), hydra))
+    change. Interpolations such as `oc.env` stay unresolved until read, as in a composed config.
+
+    A compose takes a tenth of a second and most tests set a few keys over a few groups' choices, so
+    Hydra composes each process's choices once, and the keys are set on a copy as Hydra sets them:
+    after the defaults list is merged, by its own `_apply_overrides_to_config` (the same update,
+    schema check and error). With the `hydra` node, whose fields record every override, Hydra
+    composes the whole command line."""
+    if hydra:
+        return copy.deepcopy(_composed(config_name, tuple(overrides or ()), True))
+    choices, keys = _split(overrides or [])
+    cfg = copy.deepcopy(_composed(config_name, choices, False))
+    ConfigLoaderImpl._apply_overrides_to_config(keys, cfg)
+    return cfg
+
+
+def _split(overrides: list[str]) -> tuple[tuple[str, ...], list]:
+    """(the overrides Hydra's defaults list takes: group choices, its own node's keys; the parsed
+    overrides it leaves to `_apply_overrides_to_config`: keys of no config group)."""
+    choices, keys = [], []
+    for override in OverridesParser.create().parse_overrides(overrides):
+        hydras = override.is_hydra_override() or override.is_sweep_override()
+        if not hydras and (isinstance(override.value(), dict) or not _is_group(override.key_or_group)):
+            keys.append(override)
+        else:
+            choices.append(override.input_line)
+    return tuple(choices), keys
 
 
 @functools.cache
@@ -76,6 +101,14 @@ def _composed(config_name: str, overrides: tuple[str, ...], hydra: bool):
     _register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return compose(config_name=config_name, overrides=list(overrides), return_hydra_config=hydra)
+
+
+@functools.cache
+def _is_group(name: str) -> bool:
+    """Whether Hydra's config repository (conf/ and the stored schemas) has the config group `name`."""
+    _register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return GlobalHydra.instance().hydra.config_loader.repository.group_exists(name)
 
 
 @functools.cache
