@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import MISSING, OmegaConf
 
@@ -35,6 +36,31 @@ def test_every_group_option_composes(group, option):
     cfg = compose_cfg([f"{group}={option}"])
     assert cfg[group].name == option
     OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["model=gpt2", "benchmark=smoke", "model.d_model=96", "gpu.count=2"],  # keys over the choices
+        ["+model.extra=1", "~benchmark.repeat", "gpu=h200"],  # a key added, a key deleted
+        ["gpu=h200", "model.batch_size=big"],  # a value the schema refuses
+    ],
+)
+def test_compose_cfg_is_what_hydra_composes_from_the_whole_command_line(overrides):
+    """The tests' compose_cfg sets plain keys on a copy of the choices' config: the config (or the
+    error) must be the one Hydra composes from the whole list."""
+
+    def composed(make) -> str:
+        try:
+            return OmegaConf.to_yaml(make())
+        except Exception as exc:  # the same exception, saying the same
+            return f"{type(exc).__name__}: {exc}"
+
+    def by_hydra():
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            return compose(config_name="config", overrides=overrides)
+
+    assert composed(lambda: compose_cfg(overrides)) == composed(by_hydra)
 
 
 def test_tracking_uri_is_absolute_under_project_root():
