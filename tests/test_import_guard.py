@@ -50,6 +50,7 @@ def import_at_once(uri: str, table) -> list[subprocess.CompletedProcess]:
     ]
 
 
+@pytest.mark.slow  # two real import processes racing on one store, end to end
 def test_two_imports_of_one_source_at_once_store_each_figure_once(tmp_path, tracking_uri):
     done = import_at_once(tracking_uri, many_figures(tmp_path))
     assert [d.returncode for d in done] == [0, 0], [d.stderr[-2000:] for d in done]
