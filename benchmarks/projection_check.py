@@ -107,7 +107,7 @@ def source_points(uris: list[str], gpu: str, experiment: str) -> list:
     """The measured points of `gpu` with their card's figures: from the stores named, else shipped."""
     if uris:
         runs = [run for uri in uris for run in search_finished(uri, [experiment], "", "")[0]]
-        counts = [stored_counts(OmegaConf.create({"tracking": {"uri": uri}})) for uri in uris]
+        counts = [stored_counts(uri) for uri in uris]
         counted = lambda run_id: next(filter(None, (read(run_id) for read in counts)), None)  # noqa: E731
     else:
         found = shipped.read()

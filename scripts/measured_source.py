@@ -60,27 +60,21 @@ def composed(tags: dict, batch: float | None) -> dict:
 def from_store(uri: str) -> dict:
     """Each finished run of the store's measured experiment as an export holds it, by run name, with
     the ops its job counted (under `op_counts`) where it logged them. A name run twice: the latest."""
-    import tempfile
-
-    from mlflow.exceptions import MlflowException
-
+    from src.compare.projection import stored_counts
+    from src.config.groups.tracking import TrackingConfig
     from src.tracking import store
 
-    client = store.client(uri)
-    experiment = client.get_experiment_by_name("gpubench")
-    found = client.search_runs(
-        [experiment.experiment_id], "attributes.status = 'FINISHED'", order_by=["attributes.start_time ASC"]
+    client, counted = store.client(uri), stored_counts(uri)
+    experiment = client.get_experiment_by_name(TrackingConfig.experiment)
+    finished = store.every_run(
+        client, [experiment.experiment_id], "attributes.status = 'FINISHED'", ["attributes.start_time ASC"]
     )
     exported = {}
-    for run in found:
-        entry = dict(run.data.metrics) | {"tags": {k: v for k, v in run.data.tags.items() if "mlflow." not in k}}
-        with tempfile.TemporaryDirectory() as folder:
-            try:
-                path = client.download_artifacts(run.info.run_id, recorded.OP_COUNTS, folder)
-                entry["op_counts"] = json.loads(Path(path).read_text())
-            except (MlflowException, OSError):
-                pass
-        exported[run.info.run_name] = entry
+    for run in finished:
+        tags = {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")}
+        exported[run.info.run_name] = dict(run.data.metrics) | {"tags": tags}
+        if counts := counted(run.info.run_id):
+            exported[run.info.run_name]["op_counts"] = counts.to_json()
     return exported
 
 

@@ -25,7 +25,13 @@ def load_script():
 def test_a_store_gives_each_finished_run_with_its_own_counted_ops(tracking_uri, tmp_path):
     client = MlflowClient(tracking_uri)
     experiment = store.ensure_experiment(tracking_uri, "gpubench")  # artifacts beside the store
-    counts = {"batches": [2, 4], "ops": [{"name": "mm", "flops": [1.0, 2.0], "bytes": [3.0, 6.0]}]}
+    # as src/projection/counts.py writes them: per op its name, kind, math, and kernels, FLOPs and
+    # bytes each as a line in the batch
+    counts = {
+        "batches": [2, 4],
+        "counted": "cpu, torch 2.14.1",
+        "rows": [["aten.mm", "product", "tf32", 1.0, 0.0, 0.0, 8.0, 0.0, 6.0]],
+    }
     for name, status, with_counts in (
         ("h200x1-resnet50-tf32", "FINISHED", True),
         ("h200x1-ssd300-tf32", "FINISHED", False),

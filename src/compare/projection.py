@@ -57,7 +57,7 @@ def for_compare(cfg, records, runs, baseline):
     `gpus=` and `sources=` select what is shown beside the projection."""
     if not cfg.project:
         return Outcome()
-    outcome = _project(cfg, records, runs, stored_counts(cfg))
+    outcome = _project(cfg, records, runs, stored_counts(cfg.tracking.uri))
     if not outcome.projections:  # none of the store's points can be: the project's own, shipped
         ship = shipped.read()
         from_store = outcome.refused
@@ -273,13 +273,14 @@ def source_figures(point, by_id, profile):
     )
 
 
-def stored_counts(cfg):
-    """A run's counted ops as its job logged them (recorded.OP_COUNTS), by its id; None for a run without."""
+def stored_counts(uri):
+    """A run's counted ops as its job logged them (recorded.OP_COUNTS) in the store at `uri`, by its
+    id; None for a run without."""
     from mlflow.exceptions import MlflowException
 
     from src.tracking import store
 
-    client = store.client(cfg.tracking.uri)
+    client = store.client(uri)
 
     def read(run_id):
         with tempfile.TemporaryDirectory() as folder:

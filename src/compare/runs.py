@@ -180,14 +180,8 @@ def search_finished(uri, experiments, filter_string, hint):
             f"{', '.join(map(repr, experiments[1:])) or 'another'}); run a benchmark first; {hint}"
         )
     query = "attributes.status = 'FINISHED'" + (f" and {filter_string}" if filter_string else "")
-    runs, token = [], None
     try:
-        while token != "":  # MLflow's last page has no token
-            page = client.search_runs(
-                list(ids.values()), filter_string=query, max_results=1000, page_token=token
-            )
-            runs += map(run_result.read, page)
-            token = page.token or ""
+        runs = list(map(run_result.read, store.every_run(client, list(ids.values()), query)))
     except MlflowException as exc:
         raise CompareError(
             f"filter_string={filter_string!r}: MLflow rejects it: {exc.message.rstrip('.')}; clauses are "

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from src import console
 from src.results import recorded, run_result
+from src.tracking import store
 
 HEARTBEAT_S, LEASE_S, RETRY_S = 15.0, 120.0, 1.0
 # what a re-import compares, as a person reads it
@@ -162,25 +163,16 @@ def existing_figures(mlflow_client, experiment_id: str, source: str) -> tuple[di
     that never finished is a stopped import's and is deleted; a second FINISHED run of a figure
     that holds the same values is deleted."""
     held: dict[str, list[run_result.RunResult]] = {}
-    repairs, token = Repairs(), None
-    while True:
-        page = mlflow_client.search_runs(
-            [experiment_id],
-            filter_string=f"tags.{recorded.SOURCE} = '{source}'",
-            max_results=1000,
-            page_token=token,
-        )
-        for result in map(run_result.read, page):
-            if recorded.IMPORT_KEY not in result.tags:
-                continue
-            if result.status == "FINISHED":
-                held.setdefault(result.tags[recorded.IMPORT_KEY], []).append(result)
-            else:
-                mlflow_client.delete_run(result.run_id)
-                repairs.half_written += 1
-        token = page.token
-        if not token:
-            break
+    repairs = Repairs()
+    of_source = store.every_run(mlflow_client, [experiment_id], f"tags.{recorded.SOURCE} = '{source}'")
+    for result in map(run_result.read, of_source):
+        if recorded.IMPORT_KEY not in result.tags:
+            continue
+        if result.status == "FINISHED":
+            held.setdefault(result.tags[recorded.IMPORT_KEY], []).append(result)
+        else:
+            mlflow_client.delete_run(result.run_id)
+            repairs.half_written += 1
     figures, differ = {}, []
     for key, runs in held.items():
         first, *others = sorted(runs, key=lambda r: (r.started_ms, r.run_id))

@@ -264,6 +264,18 @@ def ensure_experiment(uri: str, name: str) -> str:
     return at_start(create_or_find, uri)
 
 
+def every_run(mlflow_client, experiment_ids: list[str], filter_string: str = "", order_by=None):
+    """The runs of the experiments that match, page by page (MLflow returns at most 1,000 a call):
+    the next page is asked for once the caller has taken this one's runs."""
+    token = None
+    while token != "":  # MLflow's last page has no token
+        page = mlflow_client.search_runs(
+            experiment_ids, filter_string=filter_string, order_by=order_by, max_results=1000, page_token=token
+        )
+        yield from page
+        token = page.token or ""
+
+
 def retry(action, attempts: int, backoff_s: float):
     """Call `action` up to `attempts` times, sleeping backoff_s, 2 x backoff_s, ... in between."""
     for attempt in range(attempts):
