@@ -208,7 +208,7 @@ def empty_store(tmp_path_factory) -> Path:
     return made_once(tmp_path_factory, "empty-store", make) / "mlflow.db"
 
 
-# A real CPU job of a two-layer MLP: its tiny steps meet the smoke rule in a few
+# A real CPU job of a two-layer MLP: its tiny steps meet the smoke rule in a few steps
 CPU_TINY = ["gpu=cpu", "benchmark=smoke", "model=resnet50", "model._target_=tests.workloads.by_name"]
 CPU_TINY += ["model.name=tiny", "benchmark.max_steps=400"]
 MISSED = "benchmark.target_ci=0.000001"  # no window of a few steps gets within 1e-6
