@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import fcntl
 import functools
 import gc
+import hashlib
 import http.server
 import os
+import pickle
 import shutil
 import socket
 import subprocess
@@ -25,6 +26,10 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from src.config.schema import register_configs
 from src.paths import PROJECT_ROOT
 from tests import services
+
+# Tests import this module as `conftest` (pytest's name for it) or as `tests.conftest`: one module either
+# way, so that what it keeps per process (the composed configs, the stored schemas) is kept once.
+sys.modules.setdefault("tests.conftest", sys.modules[__name__])
 
 CONF_DIR = str(PROJECT_ROOT / "conf")
 DEFAULT_SET = "not gpu and not slow"  # pyproject's addopts
@@ -71,14 +76,14 @@ def compose_cfg(overrides: list[str] | None = None, hydra: bool = False, config_
     change. Interpolations such as `oc.env` stay unresolved until read, as in a composed config.
 
     A compose takes a tenth of a second and most tests set a few keys over a few groups' choices, so
-    Hydra composes each process's choices once, and the keys are set on a copy as Hydra sets them:
+    Hydra composes each test run's choices once, and the keys are set on a copy as Hydra sets them:
     after the defaults list is merged, by its own `_apply_overrides_to_config` (the same update,
     schema check and error). With the `hydra` node, whose fields record every override, Hydra
     composes the whole command line."""
     if hydra:
-        return copy.deepcopy(_composed(config_name, tuple(overrides or ()), True))
+        return pickle.loads(_composed(config_name, tuple(overrides or ()), True))
     choices, keys = _split(overrides or [])
-    cfg = copy.deepcopy(_composed(config_name, choices, False))
+    cfg = pickle.loads(_composed(config_name, choices, False))
     ConfigLoaderImpl._apply_overrides_to_config(keys, cfg)
     return cfg
 
@@ -96,11 +101,36 @@ def _split(overrides: list[str]) -> tuple[tuple[str, ...], list]:
     return tuple(choices), keys
 
 
+_composed_folder: list[Path] = []  # where this test run's workers keep what they composed (composes_shared)
+
+
 @functools.cache
-def _composed(config_name: str, overrides: tuple[str, ...], hydra: bool):
+def _composed(config_name: str, overrides: tuple[str, ...], hydra: bool) -> bytes:
+    """Hydra's compose, pickled: each test unpickles a copy of its own (faster than a deep copy).
+    Kept in this test run's folder too, where the other worker finds it instead of composing again."""
+    key = hashlib.sha256(repr((config_name, overrides, hydra)).encode()).hexdigest()
+    kept = _composed_folder[0] / f"{key}.pickle" if _composed_folder else None
+    if kept and kept.exists():
+        return kept.read_bytes()
     _register_configs()
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose(config_name=config_name, overrides=list(overrides), return_hydra_config=hydra)
+        cfg = compose(config_name=config_name, overrides=list(overrides), return_hydra_config=hydra)
+    composed = pickle.dumps(cfg)
+    if kept:
+        partial = kept.with_suffix(f".{os.getpid()}")
+        partial.write_bytes(composed)
+        partial.replace(kept)  # whole or not there: the other worker may be reading
+    return composed
+
+
+@pytest.fixture(scope="session", autouse=True)
+def composes_shared(tmp_path_factory):
+    """The workers of one test run share what they compose (compose_cfg)."""
+    folder = run_folder(tmp_path_factory) / "composed"
+    folder.mkdir(exist_ok=True)
+    _composed_folder.append(folder)
+    yield
+    _composed_folder.remove(folder)
 
 
 @functools.cache
@@ -179,12 +209,16 @@ def http_port():
     server.shutdown()
 
 
+def run_folder(tmp_path_factory) -> Path:
+    """This test run's folder, shared by its workers (each has a folder of its own below it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 def made_once(tmp_path_factory, name: str, make) -> Path:
     """The folder `name` that `make(folder)` fills once per test run: the workers of one run share it
     (in the folder above their own, under a lock); a worker that finds it being made waits for it."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent  # this run's, shared by its workers
+    base = run_folder(tmp_path_factory)
     folder, done = base / name, base / f"{name}.done"
     with open(base / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

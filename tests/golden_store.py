@@ -206,12 +206,10 @@ def _ceilings(client, experiment_id: str, gpu: str, figures: tuple) -> None:
 
 def build(uri: str, folder: Path) -> None:
     """Fill the store at `uri` (its tables made); the published tables are written into `folder`."""
-    from hydra import compose, initialize_config_dir
     from mlflow.tracking import MlflowClient
 
-    from src.config.schema import register_configs
     from src.published.__main__ import import_table
-    from tests.conftest import CONF_DIR
+    from tests.conftest import compose_cfg
 
     client = MlflowClient(tracking_uri=uri)
     experiment_id = client.create_experiment(EXPERIMENT)
@@ -222,16 +220,11 @@ def build(uri: str, folder: Path) -> None:
             )
     for gpu, figures in CEILINGS.items():
         _ceilings(client, experiment_id, gpu, figures)
-    register_configs()
     for precision, table in PUBLISHED.items():
         path = folder / f"published-{precision}.csv"
         path.write_text(table)
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            cfg = compose(
-                "import_results",
-                overrides=[f"file={path}", f"precision={precision}", "source=lambda", f"tracking.uri={uri}"],
-            )
-        import_table(cfg, path)
+        overrides = [f"file={path}", f"precision={precision}", "source=lambda", f"tracking.uri={uri}"]
+        import_table(compose_cfg(overrides, config_name="import_results"), path)
     # the per-GPU batches a shipped generation's import tags its figures with
     for run in client.search_runs([client.get_experiment_by_name("gpubench-published").experiment_id]):
         tags = run.data.tags

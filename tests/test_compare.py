@@ -8,15 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from mlflow.entities import Param
 
 from src.compare.runs import CompareError
 from src.config.points import point_config as measured_config
-from src.config.schema import register_configs
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
-from tests.conftest import CONF_DIR, compose_cfg, read_back, run_cli, spec_of, store_copy
+from tests.conftest import compose_cfg, read_back, run_cli, spec_of, store_copy
 
 EXPERIMENT = "gpubench"
 
@@ -324,9 +322,7 @@ def test_an_out_that_cannot_be_a_folder_is_one_line_before_any_work(store, tmp_p
     from src.config import cli
 
     def hydra_makes_its_folder(out: Path):  # what Hydra does before compare's task runs
-        register_configs()
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            return compose("compare", overrides=[f"out={out}"], return_hydra_config=True).hydra.run.dir
+        return compose_cfg([f"out={out}"], hydra=True, config_name="compare").hydra.run.dir
 
     (tmp_path / "a_file").write_text("")
     for out, said in (

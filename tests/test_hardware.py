@@ -14,7 +14,8 @@ from src.errors import ConfigError
 from src.hardware import devices, host
 from src.run.prepare import prepare
 
-CUDA_PROFILES = sorted(devices.known_profiles())
+PROFILES = devices.known_profiles()  # read once: each reads every profile's file
+CUDA_PROFILES = sorted(PROFILES)
 
 
 @pytest.fixture(autouse=True)
@@ -150,7 +151,7 @@ NVML_NAMES = {
 
 @pytest.mark.parametrize("name, expected", NVML_NAMES.items())
 def test_each_device_name_matches_at_most_its_own_profile(name, expected):
-    claimed = [p for p, data in devices.known_profiles().items() if devices.matches(data, name)]
+    claimed = [p for p, data in PROFILES.items() if devices.matches(data, name)]
     assert claimed == ([expected] if expected else [])
 
 

@@ -9,12 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from src.config.schema import register_configs
 from src.errors import ConfigError
 from src.paths import PROJECT_ROOT
-from tests.conftest import CONF_DIR, read_runs, run_cli
+from tests.conftest import compose_cfg, read_runs, run_cli
 
 # Cells from reference/lambda/pytorch-train-throughput-fp32.csv (Lambda Labs,
 # lambdal/deeplearning-benchmark), with a made-up task column and a failed (-1) and a not-run (0) cell.
@@ -37,9 +35,7 @@ def table(tmp_path: Path) -> Path:
 
 
 def import_cfg(*overrides: str):
-    register_configs()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("import_results", overrides=list(overrides))
+    return compose_cfg(list(overrides), config_name="import_results")
 
 
 def test_table_maps_tasks_and_gpus_and_skips_cells_not_run(table):
@@ -121,17 +117,8 @@ def test_import_into_mlflow_and_back_without_duplicates(table, tmp_path, trackin
     # and back: compare reads them like measured runs
     from src.compare.pipeline import run_compare
 
-    register_configs()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose(
-            "compare",
-            overrides=[
-                f"tracking.uri={tracking_uri}",
-                f"out={tmp_path}/cmp",
-                "gpu_counts=[1]",
-                "models=[ssd300,resnet50]",
-            ],
-        )
+    overrides = [f"tracking.uri={tracking_uri}", f"out={tmp_path}/cmp", "gpu_counts=[1]"]
+    cfg = compose_cfg([*overrides, "models=[ssd300,resnet50]"], config_name="compare")
     result = run_compare(cfg, tmp_path / "cmp")
     vision = next(s for s in result.summary if s["gpu"] == "a6000" and s["category"] == "vision")
     assert vision["relative_mean"].value == pytest.approx((153 / 144 + 514 / 513) / 2)

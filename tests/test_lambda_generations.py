@@ -8,10 +8,8 @@ import math
 import statistics
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from src.config.schema import register_configs
-from tests.conftest import CONF_DIR, read_runs
+from tests.conftest import compose_cfg, read_runs
 
 PUBLISHED = "gpubench-published"
 
@@ -43,9 +41,7 @@ def test_generations_import_as_separate_sources_with_their_stack_batches_and_spr
     from src.compare.pipeline import run_compare
     from src.published.__main__ import import_generation
 
-    register_configs()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("import_results", overrides=[f"tracking.uri={tracking_uri}"])
+    cfg = compose_cfg([f"tracking.uri={tracking_uri}"], config_name="import_results")
     for source in ("lambda-2021", "lambda-2022"):
         import_generation(cfg, source, only=study_pair_ssd)
     again = import_generation(cfg, "lambda-2021", only=study_pair_ssd)
@@ -71,9 +67,8 @@ def test_generations_import_as_separate_sources_with_their_stack_batches_and_spr
     assert lone.data.metrics["published_runs"] == 1 and "published_runs_log_se" not in lone.data.metrics
     assert "PyTorch 1.13" in runs[("lambda-2022", "rtx3090", "1", "fp32")].data.tags["published_software"]
 
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        overrides = [f"tracking.uri={tracking_uri}", f"out={tmp_path}/cmp", "charts=false"]  # figures only
-        compare = compose("compare", overrides=overrides)
+    overrides = [f"tracking.uri={tracking_uri}", f"out={tmp_path}/cmp", "charts=false"]  # figures only
+    compare = compose_cfg(overrides, config_name="compare")
     result = run_compare(compare, tmp_path / "cmp")
     ratios = {
         (r.measurement.source, r.measurement.gpu_count, r.measurement.precision): r
@@ -95,9 +90,7 @@ def test_a_store_holding_the_tables_whole_numbers_is_corrected_by_the_next_impor
     from src.published.__main__ import import_generation, import_table
     from src.published.tables import SHIPPED, generation
 
-    register_configs()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("import_results", overrides=[f"tracking.uri={tracking_uri}"])
+    cfg = compose_cfg([f"tracking.uri={tracking_uri}"], config_name="import_results")
     for table in generation("lambda-2021").tables:  # the cells alone, as an import of the table read them
         path = SHIPPED / table["throughput"]
         import_table(cfg, path, table["precision"], "lambda-2021", only=study_pair_ssd)

@@ -13,14 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CONF_DIR, compose_cfg, read_runs, run_cli
+from conftest import compose_cfg, read_runs, run_cli
 from fake_host import gpus_env
 from fake_nvml import A6000, RTX3090
-from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from src.config.schema import register_configs
 from src.errors import USAGE_ERROR
 from src.paths import PROJECT_ROOT
 from tests.conftest import cpu_hardware
@@ -36,10 +34,7 @@ def sweep_points(args: list[str]) -> list[dict[str, str]]:
     """The jobs `python -m src.train -m ARGS` launches: the sweeper params of the config composed
     with the experiment the command line picks, then the command line, expanded by Hydra's own
     basic sweeper."""
-    register_configs()
-    experiment = [a for a in args if a.startswith("experiment=")]
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose(config_name="config", overrides=experiment, return_hydra_config=True)
+    cfg = compose_cfg([a for a in args if a.startswith("experiment=")], hydra=True)
     params = [f"{key}={value}" for key, value in (cfg.hydra.sweeper.params or {}).items()]
     overrides = OverridesParser.create().parse_overrides(params + args)
     [jobs] = BasicSweeper.split_arguments(overrides, None)

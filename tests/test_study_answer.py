@@ -9,13 +9,11 @@ import subprocess
 import sys
 
 import pytest
-from hydra import compose, initialize_config_dir
 
 from src.compare import study
 from src.compare.ratio import Ratio
-from src.config.schema import register_configs
 from src.paths import PROJECT_ROOT
-from tests.conftest import CONF_DIR
+from tests.conftest import compose_cfg
 
 EIGHT = [  # (where, stated, the 2021 tables' mean, marked where they differ): A6000 over RTX 3090
     ("vision, fp32, 1 GPU", "0.92x", "0.94x", "*"),  # Mask R-CNN: the logged runs' mean, not the cells' 12/14
@@ -30,9 +28,7 @@ EIGHT = [  # (where, stated, the 2021 tables' mean, marked where they differ): A
 
 
 def study_cfg():
-    register_configs()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return compose("compare", overrides=["study=lambda_a6000_vs_3090", "out=/tmp/unused"]).study
+    return compose_cfg(["study=lambda_a6000_vs_3090", "out=/tmp/unused"], config_name="compare").study
 
 
 def mean(gpu: str, source: str, value: float, category="vision", precision="fp32", count=8) -> dict:

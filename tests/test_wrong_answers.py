@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
 from src.compare.runs import CompareError
@@ -34,9 +35,12 @@ def measured_run(
     point = {"gpu": gpu, "gpu_count": "1", "model": model, "category": category, "precision": "tf32"}
     tags = point | {"unit": "images/s"} | TF32_MATH | (tags or {})
     run_id = client.create_run(experiment_id, run_name=f"{gpu}x1-{model}-tf32", tags=tags).info.run_id
-    for key, value in (profile_spec(gpu, "tf32") | {"model.name": model} | (params or {})).items():
-        client.log_param(run_id, key, str(value))
-    client.log_metric(run_id, "throughput", throughput)
+    params = profile_spec(gpu, "tf32") | {"model.name": model} | (params or {})
+    client.log_batch(
+        run_id,
+        metrics=[Metric("throughput", throughput, 0, 0)],
+        params=[Param(k, str(v)) for k, v in params.items()],
+    )
     client.set_terminated(run_id, "FINISHED")
     return run_id
 

@@ -274,6 +274,7 @@ def _name_unknown_columns(path: Path, results: list, tasks: dict) -> None:
         )
 
 
+@functools.cache  # one read per GPU and precision, not per figure
 def profile_spec(gpu: str, precision: str) -> dict:
     """The spec-sheet figures of the GPU's profile, under the params a measured run logs them as, so
     compare judges a published figure by what its run holds (nothing for a GPU without a profile)."""
