@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -78,27 +78,50 @@ def compose_cfg(overrides: list[str] | None = None, hydra: bool = False, config_
     A compose takes a tenth of a second and most tests set a few keys over a few groups' choices, so
     Hydra composes each test run's choices once, and the keys are set on a copy as Hydra sets them:
     after the defaults list is merged, by its own `_apply_overrides_to_config` (the same update,
-    schema check and error). With the `hydra` node, whose fields record every override, Hydra
-    composes the whole command line."""
-    if hydra:
-        return pickle.loads(_composed(config_name, tuple(overrides or ()), True))
-    choices, keys = _split(overrides or [])
-    cfg = pickle.loads(_composed(config_name, choices, False))
+    schema check and error). The `hydra` node then records every override, as Hydra records them."""
+    choices, keys = _split(overrides or [], hydra)
+    cfg = pickle.loads(_composed(config_name, choices, hydra))
     ConfigLoaderImpl._apply_overrides_to_config(keys, cfg)
+    if hydra:
+        _record_overrides(cfg, overrides or [])
     return cfg
 
 
-def _split(overrides: list[str]) -> tuple[tuple[str, ...], list]:
-    """(the overrides Hydra's defaults list takes: group choices, its own node's keys; the parsed
-    overrides it leaves to `_apply_overrides_to_config`: keys of no config group)."""
+# The hydra node's keys that Hydra reads or writes itself while composing: set by Hydra's compose
+HYDRA_OWN = ("hydra.searchpath", "hydra.job.", "hydra.runtime.", "hydra.overrides.")
+
+
+def _split(overrides: list[str], hydra: bool) -> tuple[tuple[str, ...], list]:
+    """(the overrides Hydra's defaults list takes: group choices, and the hydra node's keys where
+    the config has no hydra node or Hydra reads them; the parsed overrides it leaves to
+    `_apply_overrides_to_config`: keys of no config group)."""
     choices, keys = [], []
     for override in OverridesParser.create().parse_overrides(overrides):
-        hydras = override.is_hydra_override() or override.is_sweep_override()
-        if not hydras and (isinstance(override.value(), dict) or not _is_group(override.key_or_group)):
+        key = override.key_or_group
+        if override.is_hydra_override():
+            is_key = hydra and not key.startswith(HYDRA_OWN) and not _is_group(key)
+        else:
+            is_key = isinstance(override.value(), dict) or not _is_group(key)
+        if is_key and not override.is_sweep_override():
             keys.append(override)
         else:
             choices.append(override.input_line)
     return tuple(choices), keys
+
+
+def _record_overrides(cfg, overrides: list[str]) -> None:
+    """The hydra node's record of the command line, as Hydra's compose writes it: the overrides in
+    order (the hydra node's, the task's) and the job's override_dirname."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    task = [o for o in parsed if not o.is_hydra_override()]
+    cfg.hydra.overrides.hydra.clear()
+    cfg.hydra.overrides.hydra.extend([o.input_line for o in parsed if o.is_hydra_override()])
+    cfg.hydra.overrides.task.clear()
+    cfg.hydra.overrides.task.extend([o.input_line for o in task])
+    dirname = cfg.hydra.job.config.override_dirname
+    cfg.hydra.job.override_dirname = get_overrides_dirname(
+        overrides=task, kv_sep=dirname.kv_sep, item_sep=dirname.item_sep, exclude_keys=dirname.exclude_keys
+    )
 
 
 _composed_folder: list[Path] = []  # where this test run's workers keep what they composed (composes_shared)

@@ -38,17 +38,26 @@ def test_every_group_option_composes(group, option):
     OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
 
 
+# a sweep's point on Slurm, as the launcher composes it
+SLURM_POINT = ["hydra/launcher=slurm", "hydra.sweep.dir=/s", "+hydra.launcher.python=/p", "gpu=a6000"]
+
+
 @pytest.mark.parametrize(
-    "overrides",
+    "overrides, hydra",
     [
-        ["model=gpt2", "benchmark=smoke", "model.d_model=96", "gpu.count=2"],  # keys over the choices
-        ["+model.extra=1", "~benchmark.repeat", "gpu=h200"],  # a key added, a key deleted
-        ["gpu=h200", "model.batch_size=big"],  # a value the schema refuses
+        (["model=gpt2", "benchmark=smoke", "model.d_model=96", "gpu.count=2"], False),  # keys over choices
+        (["+model.extra=1", "~benchmark.repeat", "gpu=h200"], False),  # a key added, a key deleted
+        (["gpu=h200", "model.batch_size=big"], False),  # a value the schema refuses
+        # with the hydra node: its keys, a launcher's added key, and the record of the command line
+        ([*SLURM_POINT, "gpu.count=8"], True),
+        (["model=gpt2", "hydra.job.config.override_dirname.kv_sep=:", "model.d_model=96"], True),
+        (["hydra.job.env_copy=[HOME]", "benchmark.repeat=2"], True),  # a key Hydra reads while composing
+        (["gpu=h200", "hydra.launcher.bogus=1"], True),  # a key the hydra node refuses
     ],
 )
-def test_compose_cfg_is_what_hydra_composes_from_the_whole_command_line(overrides):
+def test_compose_cfg_is_what_hydra_composes_from_the_whole_command_line(overrides, hydra):
     """The tests' compose_cfg sets plain keys on a copy of the choices' config: the config (or the
-    error) must be the one Hydra composes from the whole list."""
+    error) must be the one Hydra composes from the whole list, hydra node and all."""
 
     def composed(make) -> str:
         try:
@@ -58,9 +67,9 @@ def test_compose_cfg_is_what_hydra_composes_from_the_whole_command_line(override
 
     def by_hydra():
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            return compose(config_name="config", overrides=overrides)
+            return compose(config_name="config", overrides=overrides, return_hydra_config=hydra)
 
-    assert composed(lambda: compose_cfg(overrides)) == composed(by_hydra)
+    assert composed(lambda: compose_cfg(overrides, hydra=hydra)) == composed(by_hydra)
 
 
 def test_tracking_uri_is_absolute_under_project_root():
