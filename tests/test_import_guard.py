@@ -143,8 +143,8 @@ def test_a_lock_left_by_an_import_of_another_host_is_taken_over_once_its_heartbe
     from src.published import imported
     from src.published.__main__ import import_table
 
-    monkeypatch.setattr(imported, "LEASE_S", 1.0)  # how long a heartbeat that stands still is trusted
-    monkeypatch.setattr(imported, "RETRY_S", 0.2)
+    monkeypatch.setattr(imported, "LEASE_S", 0.3)  # how long a heartbeat that stands still is trusted
+    monkeypatch.setattr(imported, "RETRY_S", 0.1)
     client = MlflowClient(tracking_uri)
     experiment_id = client.create_experiment(PUBLISHED)
     owner = {"owner.host": "node-7", "owner.pid": "4242", "owner.started": "1700000000"}  # killed there

@@ -45,9 +45,9 @@ def tracking_check(uri: str) -> doctor.Check:
 
 
 @pytest.fixture
-def a_second_limit(monkeypatch):
-    """doctor's limit cut to 1 s: a store that never answers is waited for to the end of it."""
-    monkeypatch.setattr(doctor, "CONNECT_TIMEOUT_S", 1)
+def a_short_limit(monkeypatch):
+    """doctor's limit cut to 0.2 s: a store that never answers is waited for to the end of it."""
+    monkeypatch.setattr(doctor, "CONNECT_TIMEOUT_S", 0.2)
 
 
 def test_a_store_that_accepts_and_never_answers_fails_its_line_in_seconds(silent_port):
@@ -57,18 +57,18 @@ def test_a_store_that_accepts_and_never_answers_fails_its_line_in_seconds(silent
     assert f"({address} accepts connections but does not answer as an HTTP server within 3 s)" in check.text
 
 
-def test_a_postgresql_store_that_accepts_and_never_answers_fails_its_line(silent_port, a_second_limit):
+def test_a_postgresql_store_that_accepts_and_never_answers_fails_its_line(silent_port, a_short_limit):
     address = f"127.0.0.1:{silent_port}"
     check = tracking_check(f"postgresql://u:p@{address}/db")
     assert check.status == "FAIL"
-    assert f"({address} accepts connections but does not answer as PostgreSQL within 1 s)" in check.text
+    assert f"({address} accepts connections but does not answer as PostgreSQL within 0.2 s)" in check.text
 
 
-def test_a_postgresql_uri_on_another_service_s_port_fails_in_one_line(http_port, capfd, a_second_limit):
+def test_a_postgresql_uri_on_another_service_s_port_fails_in_one_line(http_port, capfd, a_short_limit):
     address = f"127.0.0.1:{http_port}"
     check = tracking_check(f"postgresql://u:p@{address}/db")
     assert check.status == "FAIL"
-    assert f"({address} accepts connections but does not answer as PostgreSQL within 1 s)" in check.text
+    assert f"({address} accepts connections but does not answer as PostgreSQL within 0.2 s)" in check.text
     out, err = capfd.readouterr()
     assert out == err == ""  # the check's line is all: no driver warnings, no retries
 
