@@ -217,7 +217,8 @@ def compare(cfg):
     measurements = runs.aggregate(kept) + projected.measurements
     rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, cfg.by)
     if cfg.project and not measurements:  # nothing to show but a projection, and it projected nothing
-        raise runs.CompareError(f"project={list(cfg.project)}: {projection.nothing_projected(projected)}")
+        said = projection.nothing_projected(projected, reported=False)  # a failed compare writes no report
+        raise runs.CompareError(f"project={list(cfg.project)}: {said}")
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, rows, baseline, cfg.study.hint)
     scaling = analysis.scaling(measurements)

@@ -156,6 +156,14 @@ class Measurement(Workpoint):
 def search_finished(uri, experiments, filter_string, hint):
     """Every FINISHED run (all pages) of the named experiments that exist, read back; and their ids by name.
     `hint`: what a store with nothing to compare is told (the study's command, conf/study/)."""
+    finished, ids = finished_runs(uri, experiments, filter_string, hint)
+    return list(map(run_result.read, finished)), ids
+
+
+def finished_runs(uri, experiments, filter_string, hint, order_by=None):
+    """Every FINISHED run of the named experiments that exist, as MLflow gives them, in `order_by`'s
+    order; and their ids by name. A store that is not there (an sqlite path is not made), that does
+    not answer, or has none of them, and a filter MLflow rejects: one line each."""
     from mlflow.exceptions import MlflowException
 
     from src.paths import sqlite_path
@@ -181,7 +189,7 @@ def search_finished(uri, experiments, filter_string, hint):
         )
     query = "attributes.status = 'FINISHED'" + (f" and {filter_string}" if filter_string else "")
     try:
-        runs = list(map(run_result.read, store.every_run(client, list(ids.values()), query)))
+        runs = store.every_run(client, list(ids.values()), query, order_by)
     except MlflowException as exc:
         raise CompareError(
             f"filter_string={filter_string!r}: MLflow rejects it: {exc.message.rstrip('.')}; clauses are "

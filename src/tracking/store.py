@@ -20,11 +20,13 @@ from src.tracking.credentials import redact
 
 PARENT_RUN_FILE = "parent_run.json"  # in a sweep's folder: how jobs find their parent run
 # Fail fast per HTTP request (MLflow's default retries for minutes): the job keeps its result on
-# disk and retries delivery itself. A user's own settings win.
-HTTP_DEFAULTS = {
+# disk and retries delivery itself. No progress bar per artifact read (a run's counted ops): it
+# would stand between the command's own lines. A user's own settings win.
+CLIENT_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
 }
 START_ATTEMPTS, START_BACKOFF_S = 3, 1.0
 # What MLflow raises when another client (`mlflow ui`, a script) creates the same new database at
@@ -81,7 +83,7 @@ def client(uri: str) -> Client:
     """
     from mlflow.tracking import MlflowClient
 
-    for key, value in HTTP_DEFAULTS.items():
+    for key, value in CLIENT_DEFAULTS.items():
         os.environ.setdefault(key, value)
     try:
         prepare_store(uri)
@@ -264,16 +266,22 @@ def ensure_experiment(uri: str, name: str) -> str:
     return at_start(create_or_find, uri)
 
 
-def every_run(mlflow_client, experiment_ids: list[str], filter_string: str = "", order_by=None):
-    """The runs of the experiments that match, page by page (MLflow returns at most 1,000 a call):
-    the next page is asked for once the caller has taken this one's runs."""
-    token = None
+def every_run(mlflow_client, experiment_ids: list[str], filter_string: str = "", order_by=None) -> list:
+    """The runs of the experiments that match, each once, every page read before any is returned.
+
+    MLflow pages by offset (at most 1,000 runs a call): a run deleted before the next page is asked
+    for shifts that page past a run never read, and a run written or ended meanwhile shifts it back
+    over one read already. So the caller deletes after the search (an import's repairs), and a run
+    read twice (a job that ended while a compare read) counts once."""
+    runs, token = {}, None
     while token != "":  # MLflow's last page has no token
         page = mlflow_client.search_runs(
             experiment_ids, filter_string=filter_string, order_by=order_by, max_results=1000, page_token=token
         )
-        yield from page
+        for run in page:
+            runs.setdefault(run.info.run_id, run)
         token = page.token or ""
+    return list(runs.values())
 
 
 def retry(action, attempts: int, backoff_s: float):
