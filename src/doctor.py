@@ -160,6 +160,8 @@ def check_tracking(cfg) -> Check:
         store.client(cfg.tracking.uri).set_experiment_tag(experiment_id, CHECKED_TAG, stamp)
     except TrackingUnavailable as exc:
         return Check("FAIL", "tracking", str(exc).removesuffix("; nothing was run"))
+    except ConfigError as exc:  # its experiment deleted
+        return Check("FAIL", "tracking", str(exc))
     except Exception as exc:
         return Check("FAIL", "tracking", store.problem(cfg.tracking.uri, exc))
     return Check(

@@ -388,7 +388,9 @@ def unlogged_specs(measurements):
 
 
 def _log_report_run(cfg, c, text):
-    experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.report_experiment)
+    experiment_id = store.ensure_experiment(
+        cfg.tracking.uri, cfg.tracking.report_experiment, "tracking.report_experiment"
+    )
     tags = {
         recorded.REPORT: "true",
         recorded.BASELINE: c.baseline,

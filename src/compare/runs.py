@@ -29,6 +29,7 @@ PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "amp": "mixed", "bf16": "mix
 FIELDS = ("side", "gpu", "gpu_count", "model", "source", "group", "precision", "math")  # a point's own keys
 KINDS = (*FIELDS, "software", "card", "batch", "cap", "setting")  # what the matcher calls each key (kind())
 FILTERED = ("gpu", "model", "precision", "gpu_count", "source")  # the fields compare's filters name
+EXPERIMENT_KEYS = ("tracking.experiment", "tracking.published_experiment")  # the experiments read, in order
 # a point's figures, each the median of what its runs logged (named as they are: window.mfu -> mfu)
 SUMMARY = (
     "window.achieved_tflops_per_gpu",
@@ -181,7 +182,10 @@ def finished_runs(uri, experiments, filter_string, hint, order_by=None):
         found = [client.get_experiment_by_name(name) for name in dict.fromkeys(experiments)]
     except Exception as exc:
         raise TrackingUnavailable(store.problem(uri, exc)) from None
-    ids = {e.name: e.experiment_id for e in found if e}
+    ids = {e.name: e.experiment_id for e in found if e and e.lifecycle_stage != "deleted"}
+    if not ids and any(found):  # MLflow hides a deleted experiment's runs
+        key, gone = next((k, e) for k, e in zip(EXPERIMENT_KEYS, found, strict=False) if e)
+        raise CompareError(store.deleted_experiment(uri, key, gone))
     if not ids:
         raise CompareError(
             f"tracking.experiment={experiments[0]!r}: no such experiment at {bare(uri)} (nor "

@@ -160,7 +160,8 @@ def import_table(
     else:
         table = tables.read_table(path, tasks, profiles)
     _name_unknown_columns(path, table.results, tasks)
-    experiment_id = store.ensure_experiment(uri, cfg.tracking.published_experiment)
+    published = cfg.tracking.published_experiment
+    experiment_id = store.ensure_experiment(uri, published, "tracking.published_experiment")
     client = store.client(uri)
     with imported.SourceLock(client, experiment_id, source, owner.tags(), owner.vanished) as lock:
         existing, repairs, differ = imported.existing_figures(client, experiment_id, source)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from src import console
 from src.config.groups.tracking import uri_problem
-from src.errors import TrackingUnavailable, first_line
+from src.errors import ConfigError, TrackingUnavailable, first_line
 from src.paths import sqlite_path
-from src.tracking.credentials import redact
+from src.tracking.credentials import bare, redact
 
 PARENT_RUN_FILE = "parent_run.json"  # in a sweep's folder: how jobs find their parent run
 # Fail fast per HTTP request (MLflow's default retries for minutes): the job keeps its result on
@@ -238,8 +238,9 @@ def check_intact(uri: str) -> None:
     _intact.add(database)
 
 
-def ensure_experiment(uri: str, name: str) -> str:
-    """The experiment's id, created on first use with artifacts beside an sqlite store.
+def ensure_experiment(uri: str, name: str, key: str = "tracking.experiment") -> str:
+    """The experiment's id, created on first use with artifacts beside an sqlite store; one deleted
+    (which MLflow takes no run into) is a ConfigError naming `key`, the setting that names it.
 
     Called once before any job of a sweep starts: concurrent first-time migrations of a fresh
     sqlite database fail, so parallel jobs must find it ready.
@@ -247,6 +248,8 @@ def ensure_experiment(uri: str, name: str) -> str:
     check_intact(uri)
     mlflow_client = client(uri)
     experiment = at_start(lambda: mlflow_client.get_experiment_by_name(name), uri)
+    if experiment is not None and experiment.lifecycle_stage == "deleted":
+        raise ConfigError(deleted_experiment(uri, key, experiment))
     if experiment is not None:
         return experiment.experiment_id
     database = sqlite_path(uri)
@@ -264,6 +267,15 @@ def ensure_experiment(uri: str, name: str) -> str:
             return mlflow_client.get_experiment_by_name(name).experiment_id
 
     return at_start(create_or_find, uri)
+
+
+def deleted_experiment(uri: str, key: str, experiment) -> str:
+    """What a command says of an experiment deleted in the store (its name stays taken until `mlflow gc`)."""
+    return (
+        f"{key}={experiment.name!r}: deleted in the store at {bare(uri)}; restore it (its runs with it): "
+        f"MLFLOW_TRACKING_URI={bare(uri)} mlflow experiments restore -x {experiment.experiment_id}, or name "
+        f"another experiment: {key}=NAME"
+    )
 
 
 def every_run(mlflow_client, experiment_ids: list[str], filter_string: str = "", order_by=None) -> list:
