@@ -345,8 +345,9 @@ def alike(point, among, free=(), ranked=()):
 
 def differing(one, other, kinds, both_logged=False):
     """What differs between two points among keys of `kinds` (`both_logged`: of those both logged):
-    'torch 2.14.1 vs 2.13.0'; ''."""
+    'torch 2.14.1 vs 2.13.0'; ''. A key a side lacks shows the default it ran at."""
     a, b = one.keys, other.keys
     logged = a.keys() & b.keys() if both_logged else a.keys() | b.keys()
     keys = sorted(k for k in logged if kind(k) in kinds and a.get(k) != b.get(k))
-    return ", ".join(f"{points.label(k)} {a.get(k, '?')} vs {b.get(k, '?')}" for k in keys)
+    shown = {k: [side.get(k, points.shown_default(k)) for side in (a, b)] for k in keys}
+    return ", ".join(f"{points.label(k)} {mine} vs {theirs}" for k, (mine, theirs) in shown.items())
