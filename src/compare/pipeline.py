@@ -204,7 +204,10 @@ def compare(cfg):
     kept, smoke = runs.select(records, cfg)
     if smoke:  # said before anything can fail for want of runs: they may be all there is
         console.note(f"{smoke:,} benchmark=smoke run(s) left out; include_smoke=true counts them")
-    kept, untagged = axis.along(kept, cfg.by) if cfg.by else (kept, 0)
+    kept, untagged = axis.along(kept, cfg.by) if cfg.by else (kept, [])
+    if measured := sum(r.source == runs.MEASURED for r in untagged):  # a published row logs no stack
+        tag = points.STACK.get(cfg.by, cfg.by)
+        console.note(f"by={cfg.by}: {measured:,} measured run(s) without a {tag} tag left out")
     sources = sorted({r.source for r in kept})
     if cfg.baseline_source and cfg.baseline_source not in sources:
         raise ConfigError(
@@ -228,7 +231,7 @@ def compare(cfg):
         finished,
         records,
         smoke,
-        untagged,
+        len(untagged),
         baseline,
         measurements,
         outside,
