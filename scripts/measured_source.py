@@ -88,6 +88,15 @@ def from_store(uri: str) -> dict:
     return exported
 
 
+def counted_on_cpu(cfg: dict) -> dict:
+    """The ops of the config's training step, counted on this host's CPU (a run that logged none)."""
+    import torch
+
+    from src.rank.worker import counted_ops
+
+    return counted_ops(cfg, torch.device("cpu")).to_json()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("export", type=Path, nargs="?")
@@ -98,10 +107,6 @@ def main() -> None:
         parser.error("give an export file or --store URI, one of them")
     if args.store and not args.out:
         parser.error("--store needs --out")
-    import torch
-
-    from src.rank.worker import counted_ops
-
     register_configs()
     out = args.out or PROJECT_ROOT / "reference" / "measured" / args.export.name
     try:
@@ -121,7 +126,7 @@ def main() -> None:
             params.setdefault(recorded.BATCH_SIZE, str(int(batch)))
         runs[name] = {"tags": tags, "params": params, "metrics": metrics}
         if tags["model"] != recorded.CEILINGS:
-            runs[name]["op_counts"] = own_counts or counted_ops(cfg, torch.device("cpu")).to_json()
+            runs[name]["op_counts"] = own_counts or counted_on_cpu(cfg)
         print(f"{name}: {len(metrics)} metrics, {len(params)} params", file=sys.stderr)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"runs": runs}, indent=1, sort_keys=True) + "\n")
