@@ -66,3 +66,25 @@ def test_a_run_that_finishes_between_two_pages_is_read_once(tracking_uri, small_
     ]
 
     assert sorted(read) == sorted({*read}) and {"r0", "r1", "r2", "r3", "r4"} <= set(read)
+
+
+def test_every_run_of_a_vanished_process_is_ended_though_they_fill_several_pages(tracking_uri, small_pages):
+    """Runs whose job process is gone (killed hard) are ended KILLED by the next command: all of them,
+    also when ending the first page's runs moves the later pages of MLflow's offset paging."""
+    import socket
+    import subprocess
+
+    from src.results import recorded
+    from src.tracking import owner
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid no process holds now
+    tags = {recorded.OWNER_HOST: socket.gethostname(), recorded.OWNER_PID: str(gone.pid)}
+    tags[recorded.OWNER_STARTED] = "a start time no process of this pid has now"
+    client = MlflowClient(tracking_uri)
+    experiment = store.ensure_experiment(tracking_uri, "gpubench")
+    for n in range(5):
+        client.create_run(experiment, run_name=f"r{n}", tags=tags)
+
+    assert owner.close_vanished(tracking_uri) == 5
+    assert {r.info.status for r in store.every_run(client, [experiment])} == {"KILLED"}

@@ -166,7 +166,8 @@ def import_table(
     published = cfg.tracking.published_experiment
     experiment_id = store.ensure_experiment(uri, published, "tracking.published_experiment")
     client = store.client(uri)
-    with imported.SourceLock(client, experiment_id, source, owner.tags(), owner.vanished) as lock:
+    lock = imported.SourceLock(client, experiment_id, source, owner.tags(), owner.vanished)
+    with lock, store.without_run_links():  # a run per figure: no link lines of MLflow's per run
         existing, repairs, differ = imported.existing_figures(client, experiment_id, source)
         repairs.dead_locks = lock.dead
         _refuse(differ or imported.changed_figures(path, table.results, existing, source, precision), source)

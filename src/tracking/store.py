@@ -75,6 +75,24 @@ def creation_lock(uri: str):
         yield
 
 
+RUN_LINKS = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+
+
+@contextlib.contextmanager
+def without_run_links():
+    """No "View run ... at:" and "View experiment at:" lines: MLflow prints both for each run it ends
+    on a tracking server (and reads the run back to do so), which an import of a published table,
+    a run per figure, would turn into thousands of lines. A user's own setting wins."""
+    if RUN_LINKS in os.environ:
+        yield
+        return
+    os.environ[RUN_LINKS] = "true"
+    try:
+        yield
+    finally:
+        del os.environ[RUN_LINKS]
+
+
 def client(uri: str) -> Client:
     """An MlflowClient (as a Client); the first in a process opens (and if new, creates) the store,
     under the lock.
