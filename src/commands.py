@@ -13,6 +13,8 @@ import functools
 import runpy
 import sys
 
+from src import paths
+
 COMMANDS = {
     "train": ("src.train", "run benchmark jobs (-m: a sweep)"),
     "compare": ("src.compare", "relative throughput against a baseline gpu: tables, charts, report"),
@@ -24,7 +26,18 @@ COMMANDS = {
 
 
 def run_module(module: str) -> None:
-    """`python -m <module>` with this process's arguments (sys.argv[1:])."""
+    """`python -m <module>` with this process's arguments (sys.argv[1:]), from an install that has the
+    project's configs beside its code (an editable install of a checkout; a wheel carries only the code)."""
+    conf = paths.PROJECT_ROOT / "conf"
+    if not conf.is_dir():
+        print(
+            f"error: gpubench: no conf/ at {conf}: this install holds gpubench's code without its configs "
+            f"and tables, which stay in a checkout of the project; install the checkout with "
+            f"`pip install -e CHECKOUT` (its commands then run from any folder), or run "
+            f"`python -m {module}` inside it",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 import threading
 from pathlib import Path
 
@@ -178,6 +179,17 @@ def warning(message: str) -> None:
 
 def note(message: str) -> None:
     console.print(escape(message))
+
+
+def hanging_line(message: str, indent: int) -> None:
+    """A long line: in a terminal, wrapped at its width between words (an address stays whole), each
+    further line indented under its text; in a piped log, whole on one line for grep."""
+    if console.is_terminal:
+        wrapped = textwrap.wrap(
+            message, console.width, subsequent_indent=" " * indent, break_long_words=False, break_on_hyphens=False
+        )
+        message = "\n".join(wrapped)
+    console.print(escape(message), soft_wrap=True)
 
 
 def link_line(message: str) -> None:

@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from src import console
 from src.config.schema import register_configs
 from src.errors import ConfigError, exit_with_error, first_line
 from src.paths import PROJECT_ROOT
@@ -160,6 +161,8 @@ def check_tracking(cfg) -> Check:
         store.client(cfg.tracking.uri).set_experiment_tag(experiment_id, CHECKED_TAG, stamp)
     except TrackingUnavailable as exc:
         return Check("FAIL", "tracking", str(exc).removesuffix("; nothing was run"))
+    except ConfigError as exc:  # its experiment deleted
+        return Check("FAIL", "tracking", str(exc))
     except Exception as exc:
         return Check("FAIL", "tracking", store.problem(cfg.tracking.uri, exc))
     return Check(
@@ -242,10 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     checks = run_checks(overrides)
     for check in checks:
-        print(check.line(), flush=True)
+        console.hanging_line(check.line(), len(check.line()) - len(check.text))
     broken = [c.name for c in checks if c.status == "FAIL"]
     if broken:
-        print(f"broken: {', '.join(broken)} (each FAIL line says what to do)", flush=True)
+        console.note(f"broken: {', '.join(broken)} (each FAIL line says what to do)")
     return BROKEN if broken else 0
 
 

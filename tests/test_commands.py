@@ -72,3 +72,20 @@ def test_gpubench_doctor_takes_its_arguments(tmp_path):
     done = _call(SCRIPTS["gpubench"], ["gpubench", "doctor", "--help"], cwd=tmp_path)
     assert done.returncode == 0
     assert done.stdout.startswith("Entry point: `python -m src.doctor [key=value ...]`")
+
+
+def test_an_install_without_the_projects_configs_says_so_in_one_line(monkeypatch, tmp_path, capsys):
+    """A wheel holds the code but not conf/ and reference/, which stay in the checkout: a command run
+    from such an install says what to install instead, before anything runs."""
+    from src import paths
+
+    monkeypatch.setattr(paths, "PROJECT_ROOT", tmp_path / "site-packages")  # where a wheel puts src/
+    monkeypatch.setattr(sys, "argv", ["gpubench-doctor"])
+
+    with pytest.raises(SystemExit) as exited:
+        commands.doctor()
+
+    said = capsys.readouterr().err
+    assert exited.value.code == 2 and said.count("\n") == 1
+    assert said.startswith(f"error: gpubench: no conf/ at {tmp_path / 'site-packages' / 'conf'}")
+    assert "pip install -e" in said

@@ -167,3 +167,22 @@ def test_a_skip_reason_is_said_once(printed, monkeypatch):
     console.summary_table(rows)
     assert printed.getvalue().count("needs 1 x RTX A6000; this host has 1 x NVIDIA H200") == 1
     assert "a6000x1-gpt2-amp: needs 1 x RTX A6000; this host has 2 x CPU" in printed.getvalue()
+
+
+def test_a_long_line_wraps_between_words_under_its_text_in_a_terminal_and_stays_whole_in_a_log(monkeypatch):
+    address = "https://download.pytorch.org/whl/cpu"
+    text = "note  torch     " + " ".join(["the CPU build does the same work here;"] * 6) + f" see {address} now"
+    for terminal, expected_lines in ((True, None), (False, 1)):
+        out = io.StringIO()
+        monkeypatch.setattr(
+            console, "console", console._Console(file=out, width=80, force_terminal=terminal, highlight=False)
+        )
+        console.hanging_line(text, 16)
+        lines = out.getvalue().splitlines()
+        if expected_lines:
+            assert lines == [text]
+            continue
+        assert len(lines) > 1 and max(map(len, lines)) <= 80
+        assert all(line.startswith(" " * 16) and line[16] != " " for line in lines[1:])
+        assert " ".join(" ".join(lines).split()) == " ".join(text.split())  # every word whole, in order
+        assert any(address in line for line in lines)

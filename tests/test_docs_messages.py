@@ -94,6 +94,15 @@ def import_error(*overrides: str) -> str:
     return str(error.value)
 
 
+def deleted_experiment_error() -> str:
+    from types import SimpleNamespace
+
+    from src.tracking import store
+
+    gone = SimpleNamespace(name="gpubench", experiment_id="1")
+    return store.deleted_experiment("sqlite:////srv/mlruns/mlflow.db", "tracking.experiment", gone)
+
+
 # What makes each quoted message, by the key=value it starts with.
 PRODUCERS = {
     "model.batch_size=0": lambda: job_error("model.batch_size=0"),
@@ -111,6 +120,7 @@ PRODUCERS = {
     "model.name='../../etc'": lambda: job_error("model.name=../../etc"),
     "source=lambda-2021": lambda: import_error("source=lambda-2021"),
     "baseline=a6000": lambda: study_error("baseline=a6000"),
+    "tracking.experiment='gpubench'": deleted_experiment_error,
 }
 
 

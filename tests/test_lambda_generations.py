@@ -27,13 +27,19 @@ def test_the_shipped_runs_give_the_compiled_2021_figures():
     for precision in ("fp32", "fp16"):
         with open(SHIPPED / f"v0-pytorch-train-throughput-{precision}.csv", newline="") as handle:
             for row in csv.DictReader(handle):
-                compiled |= {(row["name_gpu"], k, precision): float(v) for k, v in row.items() if k != "name_gpu"}
+                compiled |= {
+                    (row["name_gpu"], k, precision): float(v) for k, v in row.items() if k != "name_gpu"
+                }
     runs: dict[tuple, list[float]] = {}
     with open(SHIPPED / "v0-pytorch-train-runs.csv", newline="") as handle:
         for row in csv.DictReader(handle):
-            runs.setdefault((row["name_gpu"], row["task"], row["precision"]), []).append(float(row["throughput"]))
+            runs.setdefault((row["name_gpu"], row["task"], row["precision"]), []).append(
+                float(row["throughput"])
+            )
     assert len(runs) == 60  # six systems, five tasks, two precisions
-    assert {cell: math.trunc(statistics.fmean(v)) for cell, v in runs.items()} == {c: compiled[c] for c in runs}
+    assert {cell: math.trunc(statistics.fmean(v)) for cell, v in runs.items()} == {
+        c: compiled[c] for c in runs
+    }
     assert len(runs[("RTX 3090", "ssd", "fp32")]) == 2 and len(runs[("8x RTX A6000", "ssd", "fp32")]) == 1
 
 
@@ -115,3 +121,27 @@ def test_a_store_holding_the_tables_whole_numbers_is_corrected_by_the_next_impor
     again = import_generation(cfg, "lambda-2021", only=study_pair_ssd)
     found = [(s.created, s.already_there, s.repairs.lines("lambda-2021")) for _, _, s in again]
     assert found == [(0, 4, [])] * 2
+
+
+def test_a_generation_imports_only_the_precision_named_and_refuses_one_it_lacks(tracking_uri):
+    from src.errors import ConfigError
+    from src.published.__main__ import import_generation, kept_by_filters, validate_import
+
+    asked = [
+        "source=lambda-2021",
+        "gpus=[a6000]",
+        "models=[resnet50]",
+        "gpu_counts=[1]",
+        f"tracking.uri={tracking_uri}",
+    ]
+    register_configs()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        amp = compose("import_results", overrides=[*asked, "precision=amp"])
+        tf32 = compose("import_results", overrides=[*asked, "precision=tf32"])
+
+    assert validate_import(amp) is None  # the generation's own tables
+    done = import_generation(amp, amp.source, kept_by_filters(amp))
+    assert [(precision, summary.created) for _, precision, summary in done] == [("amp", 1)]
+    assert {r.data.tags["precision"] for r in read_runs(tracking_uri, PUBLISHED)} == {"amp"}
+    with pytest.raises(ConfigError, match=r"precision=tf32: must be one of fp32, amp"):
+        validate_import(tf32)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from src.paths import PROJECT_ROOT
@@ -51,3 +52,50 @@ def test_a_store_gives_each_finished_run_with_its_own_counted_ops(tracking_uri, 
     assert resnet50["throughput"] == 100.0 and resnet50["tags"] == {"gpu": "h200", "model": "resnet50"}
     assert resnet50["op_counts"] == counts
     assert "op_counts" not in exported["h200x1-ssd300-tf32"]  # counted on the CPU by the script instead
+
+
+def test_a_sweeps_store_gives_its_jobs_each_with_the_params_it_ran_with(tracking_uri, tmp_path, monkeypatch):
+    """A sweep's parent run and compare's report runs are no job's figures; a run's own params (a
+    memory cap, a batch) are what it measured, which a config composed from its tags lacks."""
+    from src.compare.runs import to_record
+    from src.projection import shipped
+
+    client = MlflowClient(tracking_uri)
+    experiment = store.ensure_experiment(tracking_uri, "gpubench")
+    parent = client.create_run(experiment, run_name="sweep", tags={recorded.SWEEP: "true"})
+    client.set_terminated(parent.info.run_id)
+    report = client.create_run(experiment, run_name="compare vs rtx3090", tags={recorded.REPORT: "true"})
+    client.set_terminated(report.info.run_id)
+    tags = {"gpu": "h200", "model": "resnet50", "precision": "amp", "gpu_count": "1", "benchmark": "default"}
+    run = client.create_run(
+        experiment, run_name="h200x1-resnet50-amp", tags=tags | {"memory_limit_gb": "24.0"}
+    )
+    for key, value in {"gpu.memory_limit_gb": "24.0", "model.batch_size": "8", "batch_size": "8"}.items():
+        client.log_param(run.info.run_id, key, value)
+    client.log_metric(run.info.run_id, "throughput", 1000.0)
+    client.log_metric(run.info.run_id, "batch_size", 8.0)
+    client.log_text(
+        run.info.run_id, json.dumps({"batches": [2, 4], "counted": "cpu", "rows": []}), recorded.OP_COUNTS
+    )
+    client.set_terminated(run.info.run_id)
+    out = tmp_path / "measured.json"
+    monkeypatch.setattr("sys.argv", ["measured_source.py", "--store", tracking_uri, "--out", str(out)])
+
+    load_script().main()
+
+    (read,) = shipped.read(out).runs  # neither the parent nor the report
+    assert read.params["gpu.memory_limit_gb"] == "24.0" and read.batch_size == 8
+    assert ("gpu.memory_limit_gb", "24.0") in to_record(read).config  # compare's point: the capped one
+
+
+def test_a_store_that_is_not_there_is_said_in_one_line_and_not_made(tmp_path, capsys, monkeypatch):
+    missing = tmp_path / "typo" / "mlflow.db"
+    argv = ["measured_source.py", "--store", f"sqlite:///{missing}", "--out", str(tmp_path / "out.json")]
+    monkeypatch.setattr("sys.argv", argv)
+
+    with pytest.raises(SystemExit) as exited:
+        load_script().main()
+
+    said = capsys.readouterr().err
+    assert exited.value.code == 2 and said.startswith("error: ") and said.count("\n") == 1
+    assert f"{missing} does not exist" in said and not missing.parent.exists()

@@ -229,3 +229,45 @@ def test_a_projection_that_projects_nothing_says_why_with_the_run_to_make(tmp_pa
         "measure one: python -m src.train gpu=<a card you have> model=<model> precision=<precision>, and its "
         "ceilings: python -m src.train gpu=<that card> model=ceilings"
     )
+
+
+def test_a_projection_that_projects_nothing_names_every_refused_point_in_its_one_line(tmp_path, empty_store):
+    """A compare that fails writes no report.md: the error line itself names each point not projected."""
+    from mlflow.tracking import MlflowClient
+
+    from src.compare.runs import CompareError
+
+    uri = store_copy(empty_store, tmp_path)
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.create_experiment("gpubench")
+    _run(client, experiment, "h100", "resnet50", _workload())  # no ceilings run of its card
+    _run(client, experiment, "h100", "txl_large", _workload(), category="language")
+
+    with pytest.raises(CompareError) as said:
+        run(
+            uri,
+            tmp_path / "out",
+            "project=[h200]",
+            "gpus=[h200]",
+            "baseline=h200",
+            "tracking.published_experiment=",
+        )
+
+    line = str(said.value)
+    assert "\n" not in line and "report.md" not in line and not (tmp_path / "out").exists()
+    assert "h100 x1 resnet50" in line and "h100 x1 txl_large" in line
+
+
+def test_reading_a_runs_counted_ops_draws_no_progress_bar(tmp_path, empty_store, capfd):
+    """MLflow draws a bar on stderr for every artifact it downloads: one per projected point, in the
+    console and in a piped log, between compare's own lines."""
+    from mlflow.tracking import MlflowClient
+
+    from src.compare.projection import stored_counts
+
+    uri = store_copy(empty_store, tmp_path)
+    client = MlflowClient(tracking_uri=uri)
+    run_id = _run(client, client.create_experiment("gpubench"), "h200", "resnet50", _workload(), counted=True)
+
+    assert stored_counts(uri)(run_id) == COUNTED
+    assert capfd.readouterr().err == ""

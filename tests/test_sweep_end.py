@@ -57,3 +57,19 @@ def test_a_store_that_fails_otherwise_still_stops_the_ending(tracking_uri, monke
     monkeypatch.setattr(client, "set_tag", set_tag)
     with pytest.raises(sqlalchemy.exc.OperationalError):  # the caller spools the parent
         finish_parent(client, parent, interrupted=True)
+
+
+def test_every_child_is_ended_and_summarised_when_they_fill_more_than_one_page(tracking_uri, monkeypatch):
+    """MLflow answers a search a page at a time (1,000 runs; two here): a sweep of more jobs than one
+    page still has each of them ended and in its summary."""
+    client, parent, _ = _sweep_with_two_running_children(tracking_uri)
+    experiment = client.get_run(parent).info.experiment_id
+    client.create_run(experiment, run_name="job2", tags={"mlflow.parentRunId": parent})
+    real_search = MlflowClient.search_runs
+
+    def two_a_page(self, *args, max_results=1000, **kwargs):
+        return real_search(self, *args, max_results=min(max_results, 2), **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "search_runs", two_a_page)
+    rows = finish_parent(client, parent, interrupted=True)
+    assert {r["name"]: r["status"] for r in rows} == {"job0": "KILLED", "job1": "KILLED", "job2": "KILLED"}

@@ -211,11 +211,13 @@ def check_comparable(measurements, rows, baseline, hint):
 
 
 def _apart(one, base):
-    """The settings both points logged, told apart ('image_size 32 vs 224'), where they share a
-    model, gpu count and precision group; '' where they do not share those or no such setting differs."""
+    """The settings that keep two points apart, told ('image_size 32 vs 224', a key one lacks at its
+    default), where they share a model, gpu count and precision group; '' where they do not share
+    those or no such setting differs. As the matcher holds them: a published figure logs no settings,
+    so against one only those both logged count."""
     if any(one.keys[k] != base.keys[k] for k in ("model", "gpu_count", "group")):
         return ""
-    return differing(one, base, ("setting",), both_logged=True)
+    return differing(one, base, ("setting",), both_logged=not one.source == base.source == MEASURED)
 
 
 def _point(m):

@@ -17,15 +17,15 @@ from src.config import points
 
 
 def along(records, by):
-    """Records set side by side along `by=KEY`, and how many lack KEY (left out: published rows
-    log no stack)."""
+    """Records set side by side along `by=KEY`, and those that lack KEY's tag (left out: published
+    rows log no stack)."""
     tag = points.STACK.get(by, by)
     kept = []
     for record in (r for r in records if r.result.tags.get(tag)):
         config = tuple((k, v) for k, v in record.config if k != f"tag:{tag}") + (("gpu", record.gpu),)
         side = f"{by}={record.result.tags[tag]}"
         kept.append(dataclasses.replace(record, side=side, config=tuple(sorted(config))))
-    return kept, len(records) - len(kept)
+    return kept, [r for r in records if not r.result.tags.get(tag)]
 
 
 def baseline(records, by, wanted, default):

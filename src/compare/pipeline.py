@@ -204,7 +204,10 @@ def compare(cfg):
     kept, smoke = runs.select(records, cfg)
     if smoke:  # said before anything can fail for want of runs: they may be all there is
         console.note(f"{smoke:,} benchmark=smoke run(s) left out; include_smoke=true counts them")
-    kept, untagged = axis.along(kept, cfg.by) if cfg.by else (kept, 0)
+    kept, untagged = axis.along(kept, cfg.by) if cfg.by else (kept, [])
+    if measured := sum(r.source == runs.MEASURED for r in untagged):  # a published row logs no stack
+        tag = points.STACK.get(cfg.by, cfg.by)
+        console.note(f"by={cfg.by}: {measured:,} measured run(s) without a {tag} tag left out")
     sources = sorted({r.source for r in kept})
     if cfg.baseline_source and cfg.baseline_source not in sources:
         raise ConfigError(
@@ -217,7 +220,8 @@ def compare(cfg):
     measurements = runs.aggregate(kept) + projected.measurements
     rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, cfg.by)
     if cfg.project and not measurements:  # nothing to show but a projection, and it projected nothing
-        raise runs.CompareError(f"project={list(cfg.project)}: {projection.nothing_projected(projected)}")
+        said = projection.nothing_projected(projected, reported=False)  # a failed compare writes no report
+        raise runs.CompareError(f"project={list(cfg.project)}: {said}")
     if not cfg.capacity_split:  # the split compares its own pair, which may be one gpu under two caps
         analysis.check_comparable(measurements, rows, baseline, cfg.study.hint)
     scaling = analysis.scaling(measurements)
@@ -227,7 +231,7 @@ def compare(cfg):
         finished,
         records,
         smoke,
-        untagged,
+        len(untagged),
         baseline,
         measurements,
         outside,
@@ -387,7 +391,9 @@ def unlogged_specs(measurements):
 
 
 def _log_report_run(cfg, c, text):
-    experiment_id = store.ensure_experiment(cfg.tracking.uri, cfg.tracking.report_experiment)
+    experiment_id = store.ensure_experiment(
+        cfg.tracking.uri, cfg.tracking.report_experiment, "tracking.report_experiment"
+    )
     tags = {
         recorded.REPORT: "true",
         recorded.BASELINE: c.baseline,

@@ -185,11 +185,13 @@ def _said(outcome):
     return said
 
 
-def nothing_projected(outcome):
-    """Why nothing was projected, and the run that would make a projection: the first refusal's, else
-    a point of another card."""
+def nothing_projected(outcome, reported=True):
+    """Why nothing was projected, and the run that would make a projection: the first refusal's (every
+    one where no report.md lists the others: `reported` false), else a point of another card."""
     if outcome.refused:
         more = len(outcome.refused) - 1
+        if not reported:
+            return "nothing projected: " + "; ".join(outcome.refused)
         return (
             "nothing projected: " + outcome.refused[0] + (f" (and {more} more in report.md)" if more else "")
         )

@@ -29,6 +29,7 @@ PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "amp": "mixed", "bf16": "mix
 FIELDS = ("side", "gpu", "gpu_count", "model", "source", "group", "precision", "math")  # a point's own keys
 KINDS = (*FIELDS, "software", "card", "batch", "cap", "setting")  # what the matcher calls each key (kind())
 FILTERED = ("gpu", "model", "precision", "gpu_count", "source")  # the fields compare's filters name
+EXPERIMENT_KEYS = ("tracking.experiment", "tracking.published_experiment")  # the experiments read, in order
 # a point's figures, each the median of what its runs logged (named as they are: window.mfu -> mfu)
 SUMMARY = (
     "window.achieved_tflops_per_gpu",
@@ -156,6 +157,14 @@ class Measurement(Workpoint):
 def search_finished(uri, experiments, filter_string, hint):
     """Every FINISHED run (all pages) of the named experiments that exist, read back; and their ids by name.
     `hint`: what a store with nothing to compare is told (the study's command, conf/study/)."""
+    finished, ids = finished_runs(uri, experiments, filter_string, hint)
+    return list(map(run_result.read, finished)), ids
+
+
+def finished_runs(uri, experiments, filter_string, hint, order_by=None):
+    """Every FINISHED run of the named experiments that exist, as MLflow gives them, in `order_by`'s
+    order; and their ids by name. A store that is not there (an sqlite path is not made), that does
+    not answer, or has none of them, and a filter MLflow rejects: one line each."""
     from mlflow.exceptions import MlflowException
 
     from src.paths import sqlite_path
@@ -173,7 +182,10 @@ def search_finished(uri, experiments, filter_string, hint):
         found = [client.get_experiment_by_name(name) for name in dict.fromkeys(experiments)]
     except Exception as exc:
         raise TrackingUnavailable(store.problem(uri, exc)) from None
-    ids = {e.name: e.experiment_id for e in found if e}
+    ids = {e.name: e.experiment_id for e in found if e and e.lifecycle_stage != "deleted"}
+    if not ids and any(found):  # MLflow hides a deleted experiment's runs
+        key, gone = next((k, e) for k, e in zip(EXPERIMENT_KEYS, found, strict=False) if e)
+        raise CompareError(store.deleted_experiment(uri, key, gone))
     if not ids:
         raise CompareError(
             f"tracking.experiment={experiments[0]!r}: no such experiment at {bare(uri)} (nor "
@@ -181,7 +193,7 @@ def search_finished(uri, experiments, filter_string, hint):
         )
     query = "attributes.status = 'FINISHED'" + (f" and {filter_string}" if filter_string else "")
     try:
-        runs = list(map(run_result.read, store.every_run(client, list(ids.values()), query)))
+        runs = store.every_run(client, list(ids.values()), query, order_by)
     except MlflowException as exc:
         raise CompareError(
             f"filter_string={filter_string!r}: MLflow rejects it: {exc.message.rstrip('.')}; clauses are "
@@ -333,8 +345,9 @@ def alike(point, among, free=(), ranked=()):
 
 def differing(one, other, kinds, both_logged=False):
     """What differs between two points among keys of `kinds` (`both_logged`: of those both logged):
-    'torch 2.14.1 vs 2.13.0'; ''."""
+    'torch 2.14.1 vs 2.13.0'; ''. A key a side lacks shows the default it ran at."""
     a, b = one.keys, other.keys
     logged = a.keys() & b.keys() if both_logged else a.keys() | b.keys()
     keys = sorted(k for k in logged if kind(k) in kinds and a.get(k) != b.get(k))
-    return ", ".join(f"{points.label(k)} {a.get(k, '?')} vs {b.get(k, '?')}" for k in keys)
+    shown = {k: [side.get(k, points.shown_default(k)) for side in (a, b)] for k in keys}
+    return ", ".join(f"{points.label(k)} {mine} vs {theirs}" for k, (mine, theirs) in shown.items())

@@ -5,6 +5,7 @@ as for any other bad input, instead of Hydra's report and exit status 1."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
@@ -53,6 +54,9 @@ def composition_error(exc: BaseException) -> str:
             return f"{exc.override}: not an override Hydra can read ({reason}); {how}"
         return f"{exc.override}: not an override Hydra can read ({reason}); lists are written key=[a,b]"
     text = str(exc).split("Config search path:")[0]
+    if found := re.search(r"Could not override '[^']+'\. No match in the defaults list.*use \+(\S+)", text, re.S):
+        # a group of conf/ this command's config does not take (compare's model=): Hydra's `+` would add it unread
+        return f"{found[1]}: not a setting of this command; --help shows what it takes"
     parts: list[str] = []
     for line in text.splitlines():
         if not line.strip() or line.startswith("To append to your config"):

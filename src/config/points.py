@@ -201,10 +201,10 @@ def differences(one: tuple, other: tuple) -> tuple[str, str]:
     a key one side lacks shows its default (a tag without one: "unrecorded")."""
     a, b = dict(one), dict(other)
     keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
-    return tuple(", ".join(f"{label(k)}={side.get(k, _default(k))}" for k in keys) for side in (a, b))
+    return tuple(", ".join(f"{label(k)}={side.get(k, shown_default(k))}" for k in keys) for side in (a, b))
 
 
-def _default(key: str) -> Any:
+def shown_default(key: str) -> Any:
     """How a point without the key shows it: the default it is at."""
     if key.startswith("tag:"):
         default = TAGS[key.removeprefix("tag:")].default

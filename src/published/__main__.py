@@ -88,6 +88,8 @@ def validate_import(cfg: DictConfig) -> Path | None:
     shipped = not OmegaConf.is_missing(cfg, "source") and cfg.source in generations()
     if shipped and OmegaConf.is_missing(cfg, "file"):
         errors = tracking_errors(cfg.tracking)
+        if not OmegaConf.is_missing(cfg, "precision") and cfg.precision.name not in PRECISIONS:
+            errors.append(f"precision={cfg.precision.name}: must be one of {', '.join(PRECISIONS)}, or unset for both")
         if errors:
             raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
         return None
@@ -95,7 +97,7 @@ def validate_import(cfg: DictConfig) -> Path | None:
     if missing:
         raise ConfigError(
             f"missing {', '.join(missing)}: usage `python -m src.published FILE precision=fp32|amp "
-            f"source=NAME`, or `python -m src.published source=NAME` for a shipped generation "
+            f"source=NAME`, or `python -m src.published source=NAME [precision=fp32|amp]` for a shipped generation "
             f"({', '.join(generations())})"
         )
     errors = tracking_errors(cfg.tracking)
@@ -128,11 +130,12 @@ def validate_import(cfg: DictConfig) -> Path | None:
 def import_generation(
     cfg: DictConfig, source: str, only: Callable[[PublishedResult], bool] | None = None
 ) -> list[tuple[Path, str, ImportSummary]]:
-    """Every table of a shipped generation (the figures `only` keeps): (table, precision, what its
-    import did)."""
+    """Every table of a shipped generation (of `precision=` only, where it is set; the figures `only`
+    keeps): (table, precision, what its import did)."""
     shipped = generation(source)
+    asked = None if OmegaConf.is_missing(cfg, "precision") else cfg.precision.name
     done = []
-    for table in shipped.tables:
+    for table in (t for t in shipped.tables if asked in (None, t["precision"])):
         path, precision = SHIPPED / table[recorded.THROUGHPUT], table["precision"]
         done.append((path, precision, import_table(cfg, path, precision, source, shipped, only)))
     return done
@@ -160,9 +163,11 @@ def import_table(
     else:
         table = tables.read_table(path, tasks, profiles)
     _name_unknown_columns(path, table.results, tasks)
-    experiment_id = store.ensure_experiment(uri, cfg.tracking.published_experiment)
+    published = cfg.tracking.published_experiment
+    experiment_id = store.ensure_experiment(uri, published, "tracking.published_experiment")
     client = store.client(uri)
-    with imported.SourceLock(client, experiment_id, source, owner.tags(), owner.vanished) as lock:
+    lock = imported.SourceLock(client, experiment_id, source, owner.tags(), owner.vanished)
+    with lock, store.without_run_links():  # a run per figure: no link lines of MLflow's per run
         existing, repairs, differ = imported.existing_figures(client, experiment_id, source)
         repairs.dead_locks = lock.dead
         _refuse(differ or imported.changed_figures(path, table.results, existing, source, precision), source)

@@ -169,9 +169,7 @@ def finish_parent(client, run_id: str, interrupted: bool, sweep_dir: Path | None
     result is waiting in the sweep's spool for `src.sync`.
     """
     parent = client.get_run(run_id)
-    children = client.search_runs(
-        [parent.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{run_id}'"
-    )
+    children = store.every_run(client, [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{run_id}'")
     spooled = {spool.load(f).run_id for f in spool.pending([sweep_dir])[0]} if sweep_dir else set()
     statuses = {c.info.run_id: c.info.status for c in children}
     for child in children:

@@ -61,11 +61,8 @@ def close_vanished(uri: str, experiment_ids: list[str] | None = None) -> int:
         ids = experiment_ids or [e.experiment_id for e in client.search_experiments()]
         if not ids:
             return []
-        running = client.search_runs(
-            ids,
-            filter_string=f"attributes.status = 'RUNNING' and tags.`{recorded.OWNER_HOST}` = '{socket.gethostname()}'",
-            max_results=1000,
-        )
+        ours = f"attributes.status = 'RUNNING' and tags.`{recorded.OWNER_HOST}` = '{socket.gethostname()}'"
+        running = store.every_run(client, ids, ours)
         closed = [run for run in running if vanished(run.data.tags)]
         for run in closed:  # repeating this after a failure is harmless
             client.set_tag(run.info.run_id, recorded.ERROR, VANISHED)

@@ -14,17 +14,19 @@ from pathlib import Path
 
 from src import console
 from src.config.groups.tracking import uri_problem
-from src.errors import TrackingUnavailable, first_line
+from src.errors import ConfigError, TrackingUnavailable, first_line
 from src.paths import sqlite_path
-from src.tracking.credentials import redact
+from src.tracking.credentials import bare, redact
 
 PARENT_RUN_FILE = "parent_run.json"  # in a sweep's folder: how jobs find their parent run
 # Fail fast per HTTP request (MLflow's default retries for minutes): the job keeps its result on
-# disk and retries delivery itself. A user's own settings win.
-HTTP_DEFAULTS = {
+# disk and retries delivery itself. No progress bar per artifact read (a run's counted ops): it
+# would stand between the command's own lines. A user's own settings win.
+CLIENT_DEFAULTS = {
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
 }
 START_ATTEMPTS, START_BACKOFF_S = 3, 1.0
 # What MLflow raises when another client (`mlflow ui`, a script) creates the same new database at
@@ -73,6 +75,24 @@ def creation_lock(uri: str):
         yield
 
 
+RUN_LINKS = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+
+
+@contextlib.contextmanager
+def without_run_links():
+    """No "View run ... at:" and "View experiment at:" lines: MLflow prints both for each run it ends
+    on a tracking server (and reads the run back to do so), which an import of a published table,
+    a run per figure, would turn into thousands of lines. A user's own setting wins."""
+    if RUN_LINKS in os.environ:
+        yield
+        return
+    os.environ[RUN_LINKS] = "true"
+    try:
+        yield
+    finally:
+        del os.environ[RUN_LINKS]
+
+
 def client(uri: str) -> Client:
     """An MlflowClient (as a Client); the first in a process opens (and if new, creates) the store,
     under the lock.
@@ -81,7 +101,7 @@ def client(uri: str) -> Client:
     """
     from mlflow.tracking import MlflowClient
 
-    for key, value in HTTP_DEFAULTS.items():
+    for key, value in CLIENT_DEFAULTS.items():
         os.environ.setdefault(key, value)
     try:
         prepare_store(uri)
@@ -236,8 +256,9 @@ def check_intact(uri: str) -> None:
     _intact.add(database)
 
 
-def ensure_experiment(uri: str, name: str) -> str:
-    """The experiment's id, created on first use with artifacts beside an sqlite store.
+def ensure_experiment(uri: str, name: str, key: str = "tracking.experiment") -> str:
+    """The experiment's id, created on first use with artifacts beside an sqlite store; one deleted
+    (which MLflow takes no run into) is a ConfigError naming `key`, the setting that names it.
 
     Called once before any job of a sweep starts: concurrent first-time migrations of a fresh
     sqlite database fail, so parallel jobs must find it ready.
@@ -245,6 +266,8 @@ def ensure_experiment(uri: str, name: str) -> str:
     check_intact(uri)
     mlflow_client = client(uri)
     experiment = at_start(lambda: mlflow_client.get_experiment_by_name(name), uri)
+    if experiment is not None and experiment.lifecycle_stage == "deleted":
+        raise ConfigError(deleted_experiment(uri, key, experiment))
     if experiment is not None:
         return experiment.experiment_id
     database = sqlite_path(uri)
@@ -264,16 +287,31 @@ def ensure_experiment(uri: str, name: str) -> str:
     return at_start(create_or_find, uri)
 
 
-def every_run(mlflow_client, experiment_ids: list[str], filter_string: str = "", order_by=None):
-    """The runs of the experiments that match, page by page (MLflow returns at most 1,000 a call):
-    the next page is asked for once the caller has taken this one's runs."""
-    token = None
+def deleted_experiment(uri: str, key: str, experiment) -> str:
+    """What a command says of an experiment deleted in the store (its name stays taken until `mlflow gc`)."""
+    return (
+        f"{key}={experiment.name!r}: deleted in the store at {bare(uri)}; restore it (its runs with it): "
+        f"MLFLOW_TRACKING_URI={bare(uri)} mlflow experiments restore -x {experiment.experiment_id}, or name "
+        f"another experiment: {key}=NAME"
+    )
+
+
+def every_run(mlflow_client, experiment_ids: list[str], filter_string: str = "", order_by=None) -> list:
+    """The runs of the experiments that match, each once, every page read before any is returned.
+
+    MLflow pages by offset (at most 1,000 runs a call): a run deleted before the next page is asked
+    for shifts that page past a run never read, and a run written or ended meanwhile shifts it back
+    over one read already. So the caller deletes after the search (an import's repairs), and a run
+    read twice (a job that ended while a compare read) counts once."""
+    runs, token = {}, None
     while token != "":  # MLflow's last page has no token
         page = mlflow_client.search_runs(
             experiment_ids, filter_string=filter_string, order_by=order_by, max_results=1000, page_token=token
         )
-        yield from page
+        for run in page:
+            runs.setdefault(run.info.run_id, run)
         token = page.token or ""
+    return list(runs.values())
 
 
 def retry(action, attempts: int, backoff_s: float):
