@@ -134,10 +134,8 @@ def test_a_generation_imports_only_the_precision_named_and_refuses_one_it_lacks(
         "gpu_counts=[1]",
         f"tracking.uri={tracking_uri}",
     ]
-    register_configs()
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        amp = compose("import_results", overrides=[*asked, "precision=amp"])
-        tf32 = compose("import_results", overrides=[*asked, "precision=tf32"])
+    amp = compose_cfg([*asked, "precision=amp"], config_name="import_results")
+    tf32 = compose_cfg([*asked, "precision=tf32"], config_name="import_results")
 
     assert validate_import(amp) is None  # the generation's own tables
     done = import_generation(amp, amp.source, kept_by_filters(amp))
