@@ -127,14 +127,8 @@ def with_cpu_dry_run(argv: list[str]) -> list[str]:
     return [cli.CPU_DRY_RUN, *argv]
 
 
-def _asks_for_help(argv: list[str]) -> bool:
-    return any(a in ("--help", "-h") for a in argv)
-
-
 if __name__ == "__main__":
-    if _asks_for_help(sys.argv[1:]):  # printed here: Hydra's --help takes seconds to list the groups
-        print(help_groups.app_help())
-        sys.exit(0)
+    help_groups.exit_with_help_if_asked("config", sys.argv[1:])  # Hydra's takes seconds to list the groups
     signals.install()  # before the sweep's parent run opens
     sweep_watch.mark_sweep_process()
     sys.argv[1:] = with_cpu_dry_run(sys.argv[1:])

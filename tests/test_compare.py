@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mlflow.entities import Param
+from mlflow.entities import Metric, Param
 
 from src.compare.runs import CompareError
 from src.config.points import point_config as measured_config
@@ -56,10 +56,10 @@ def make_run(
         **tags,
     }
     run = client.create_run(experiment_id, run_name=f"{gpu}x{count}-{model}-{precision}", tags=tags)
-    client.log_metric(run.info.run_id, "throughput", throughput)
-    if gpu == "rtx3090":  # spec figures as a measured run logs them from its profile
-        client.log_param(run.info.run_id, "gpu.tdp_w", "350")
-        client.log_param(run.info.run_id, "gpu.price_usd", "1500")
+    # spec figures as a measured run logs them from its profile
+    spec = {"gpu.tdp_w": "350", "gpu.price_usd": "1500"} if gpu == "rtx3090" else {}
+    params = [Param(key, value) for key, value in spec.items()]
+    client.log_batch(run.info.run_id, metrics=[Metric("throughput", throughput, 0, 0)], params=params)
     client.set_terminated(run.info.run_id, status)
     return run.info.run_id
 

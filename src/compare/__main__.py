@@ -10,7 +10,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from src.config import cli
+from src.config import cli, help_groups
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
 from src.run import signals
@@ -78,5 +78,6 @@ def _import_study_figures(cfg):
 
 
 if __name__ == "__main__":
+    help_groups.exit_with_help_if_asked("compare", sys.argv[1:])
     signals.install()  # SIGTERM ends an import between two runs' writes, and compare with 143
     cli.run_app(main)

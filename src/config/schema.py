@@ -136,7 +136,7 @@ def register_configs(*schemas: str) -> None:
             store.store(group="model/family", name=name, node=node)
     if not OmegaConf.has_resolver("project_root"):
         OmegaConf.register_new_resolver("project_root", lambda: str(PROJECT_ROOT))
-    help_groups.register_resolver()  # Hydra's --help template, where Hydra prints it (--help is src.train's)
+    help_groups.register_resolver()  # the help template, where Hydra prints it (each command prints --help)
     if not OmegaConf.has_resolver("claim_folder"):
         # cached like Hydra's `now`: every job of a sweep (and Hydra's copies) sees the same folder
         OmegaConf.register_new_resolver("claim_folder", claim_folder, use_cache=True)

@@ -30,7 +30,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from src import console
-from src.config import cli, points
+from src.config import cli, help_groups, points
 from src.config.groups.tracking import tracking_errors
 from src.config.schema import register_configs
 from src.errors import ConfigError, TrackingUnavailable, exit_with_error
@@ -375,6 +375,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    help_groups.exit_with_help_if_asked("import_results", sys.argv[1:])
     signals.install()  # SIGTERM ends the import between two runs' writes, not inside one
     sys.argv = file_argument_as_override(sys.argv)
     cli.run_app(main)
