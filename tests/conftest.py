@@ -51,23 +51,30 @@ def pytest_cmdline_main(config):
         config.option.dist = "loadfile"
 
 
-def pytest_collection_finish():
-    """What collection imported (torch, MLflow, every test module) lives as long as the test process:
-    frozen, it is left out of each later garbage collection, which would otherwise walk over half a
-    million objects every time (a quarter of a second each: model.batch_size=auto's search collects
-    after every try)."""
-    gc.freeze()
-
-
 def pytest_configure(config):
     """Hermetic tests: MLflow users often export MLFLOW_TRACKING_URI (a team's server) or a token;
-    neither may reach the configs composed here or the CLI runs started from here."""
+    neither may reach the configs composed here or the CLI runs started from here.
+
+    No garbage collection in a process that collects the tests, until it has (xdist's controller
+    collects nothing): the imports of torch, MLflow and every test module make half a million
+    objects, which the collector would walk again and again (a quarter of the imports' time)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "numprocesses", None):
+        gc.disable()  # until pytest_collection_finish
     for key in [k for k in os.environ if k.startswith("MLFLOW_")]:
         del os.environ[key]
     # The CLI jobs of two workers run ranks of two threads each on two cores, and OpenMP's idle
     # threads spin: they burn the cores the other jobs wait for (a ResNet-50 smoke step took 5 s
     # instead of 0.5 s under load). Threads that sleep while idle change nothing a test asserts.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def pytest_collection_finish():
+    """What collection imported lives as long as the test process: frozen, it is left out of each
+    later garbage collection, which would otherwise walk over half a million objects every time (a
+    quarter of a second each: model.batch_size=auto's search collects after every try). The few
+    thousand cycles the imports left as garbage are frozen with it, not walked for."""
+    gc.freeze()
+    gc.enable()
 
 
 def compose_cfg(overrides: list[str] | None = None, hydra: bool = False, config_name: str = "config"):

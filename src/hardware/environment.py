@@ -87,7 +87,9 @@ def installed_runtime_versions() -> dict:
     job process never imports torch): read once per process in a fresh interpreter that sees no GPU
     (the versions are the libraries', not a device's). {} when torch does not import there: the
     ranks then fail with the reason."""
-    code = "import json; from src.hardware.environment import runtime_versions; print(json.dumps(runtime_versions()))"
+    # a one-shot import of torch: no garbage collection in it (a part of its import time)
+    code = "import gc; gc.disable(); import json; from src.hardware.environment import runtime_versions; "
+    code += "print(json.dumps(runtime_versions()))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "CUDA_VISIBLE_DEVICES": ""}
     probe = [sys.executable, "-c", code]
     try:
