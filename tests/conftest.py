@@ -72,8 +72,13 @@ def pytest_collection_finish():
     """What collection imported lives as long as the test process: frozen, it is left out of each
     later garbage collection, which would otherwise walk over half a million objects every time (a
     quarter of a second each: model.batch_size=auto's search collects after every try). The few
-    thousand cycles the imports left as garbage are frozen with it, not walked for."""
+    thousand cycles the imports left as garbage are frozen with it, not walked for.
+
+    The tests then make configs by the thousand, every OmegaConf node a cycle with its parent, and a
+    full collection walks all that lives since the freeze (a tenth of a second by the end): one at
+    most every 2 million allocations, not Python's 70,000 (it halves the time spent collecting)."""
     gc.freeze()
+    gc.set_threshold(5000, 20, 20)
     gc.enable()
 
 
