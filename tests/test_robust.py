@@ -352,7 +352,7 @@ def test_sigterm_is_handled_like_ctrl_c_and_repeats_wait_for_the_cleanup():
             time.sleep(30)
         except KeyboardInterrupt:
             os.kill(os.getpid(), signal.SIGINT)  # during the cleanup: noted, not raised
-            time.sleep(0.5)
+            time.sleep(0.1)
             print("cleaned up")
             sys.exit(signals.exit_code())
         """
