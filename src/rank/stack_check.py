@@ -14,6 +14,7 @@ The elastic agents' preloader runs it once before any job's ranks start (src/ran
 from __future__ import annotations
 
 import functools
+import gc
 import importlib.metadata
 import json
 import re
@@ -163,4 +164,5 @@ def host_report(gpu_here: bool) -> dict:
 
 
 if __name__ == "__main__":
+    gc.disable()  # a one-shot import of torch and torchvision: no garbage collection in it
     print(json.dumps(host_report(gpu_here="--without-gpu" not in sys.argv[1:])))
