@@ -72,14 +72,19 @@ def pytest_collection_finish():
     """What collection imported lives as long as the test process: frozen, it is left out of each
     later garbage collection, which would otherwise walk over half a million objects every time (a
     quarter of a second each: model.batch_size=auto's search collects after every try). The few
-    thousand cycles the imports left as garbage are frozen with it, not walked for.
-
-    The tests then make configs by the thousand, every OmegaConf node a cycle with its parent, and a
-    full collection walks all that lives since the freeze (a tenth of a second by the end): one at
-    most every 2 million allocations, not Python's 70,000 (it halves the time spent collecting)."""
+    thousand cycles the imports left as garbage are frozen with it, not walked for."""
     gc.freeze()
-    gc.set_threshold(5000, 20, 20)
     gc.enable()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def frozen_between_files():
+    """What lives on from one test file to the next (what later imports loaded, the session's
+    fixtures, the caches) is frozen too, once the file's garbage is collected: the files make configs
+    by the thousand, every OmegaConf node a cycle with its parent, and each full collection would walk
+    all that outlived the files before (a tenth of a second by the end, dozens of times)."""
+    gc.collect()
+    gc.freeze()
 
 
 def compose_cfg(overrides: list[str] | None = None, hydra: bool = False, config_name: str = "config"):
