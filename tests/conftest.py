@@ -79,11 +79,10 @@ def pytest_collection_finish():
 
 @pytest.fixture(scope="module", autouse=True)
 def frozen_between_files():
-    """What lives on from one test file to the next (what later imports loaded, the fixtures made
-    once per test run, the caches) is frozen too, once the file's garbage is collected: the files
-    make configs by the thousand, every OmegaConf node a cycle with its parent, and each full
-    collection would walk all that outlived the files before (a tenth of a second by the end, dozens
-    of times)."""
+    """What lives on from one test file to the next (what later imports loaded, the test run's
+    fixtures, the caches) is frozen too, once the file's garbage is collected: the files make configs
+    by the thousand, every OmegaConf node a cycle with its parent, and each full collection would walk
+    all that outlived the files before (a tenth of a second by the end, dozens of times)."""
     gc.collect()
     gc.freeze()
 
