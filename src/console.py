@@ -185,10 +185,9 @@ def hanging_line(message: str, indent: int) -> None:
     """A long line: in a terminal, wrapped at its width between words (an address stays whole), each
     further line indented under its text; in a piped log, whole on one line for grep."""
     if console.is_terminal:
-        wrapped = textwrap.wrap(
-            message, console.width, subsequent_indent=" " * indent, break_long_words=False, break_on_hyphens=False
-        )
-        message = "\n".join(wrapped)
+        # a word is never split, an option's or an address's hyphens included
+        words = {"break_long_words": False, "break_on_hyphens": False}
+        message = "\n".join(textwrap.wrap(message, console.width, subsequent_indent=" " * indent, **words))
     console.print(escape(message), soft_wrap=True)
 
 

@@ -54,8 +54,9 @@ def composition_error(exc: BaseException) -> str:
             return f"{exc.override}: not an override Hydra can read ({reason}); {how}"
         return f"{exc.override}: not an override Hydra can read ({reason}); lists are written key=[a,b]"
     text = str(exc).split("Config search path:")[0]
-    if found := re.search(r"Could not override '[^']+'\. No match in the defaults list.*use \+(\S+)", text, re.S):
-        # a group of conf/ this command's config does not take (compare's model=): Hydra's `+` would add it unread
+    # a group of conf/ this command's config does not take (compare's model=): Hydra's `+` would add it unread
+    not_in_defaults = r"Could not override '[^']+'\. No match in the defaults list.*use \+(\S+)"
+    if found := re.search(not_in_defaults, text, re.S):
         return f"{found[1]}: not a setting of this command; --help shows what it takes"
     parts: list[str] = []
     for line in text.splitlines():

@@ -89,7 +89,8 @@ def validate_import(cfg: DictConfig) -> Path | None:
     if shipped and OmegaConf.is_missing(cfg, "file"):
         errors = tracking_errors(cfg.tracking)
         if not OmegaConf.is_missing(cfg, "precision") and cfg.precision.name not in PRECISIONS:
-            errors.append(f"precision={cfg.precision.name}: must be one of {', '.join(PRECISIONS)}, or unset for both")
+            allowed = f"must be one of {', '.join(PRECISIONS)}, or unset for both"
+            errors.append(f"precision={cfg.precision.name}: {allowed}")
         if errors:
             raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
         return None
@@ -97,7 +98,8 @@ def validate_import(cfg: DictConfig) -> Path | None:
     if missing:
         raise ConfigError(
             f"missing {', '.join(missing)}: usage `python -m src.published FILE precision=fp32|amp "
-            f"source=NAME`, or `python -m src.published source=NAME [precision=fp32|amp]` for a shipped generation "
+            f"source=NAME`, or `python -m src.published source=NAME [precision=fp32|amp]` for a shipped "
+            f"generation "
             f"({', '.join(generations())})"
         )
     errors = tracking_errors(cfg.tracking)

@@ -17,7 +17,6 @@ reply per line on stdout:
 
 from __future__ import annotations
 
-import gc
 import importlib
 import json
 import os
@@ -117,24 +116,14 @@ def _keep_cuda_untouched() -> None:
 
 def _preload(model_target: str | None = None) -> None:
     """Import what the ranks run (torch, the elastic launcher, the rank's code, the model's module),
-    so that agents and ranks forked from here start with it loaded.
-
-    The garbage collector is off while they import: it would walk their half a million objects again
-    and again (a quarter of the imports' time). Frozen afterwards, they are left out of every later
-    collection, here and in the forked ranks, whose collections then touch neither their pages nor
-    their time."""
-    gc.disable()
-    try:
-        for module in PRELOAD:
-            importlib.import_module(module)
-        if model_target:
-            try:
-                importlib.import_module(model_target.rpartition(".")[0])
-            except Exception:  # the rank imports it again and fails with the reason, as the job's failure
-                pass
-    finally:
-        gc.freeze()
-        gc.enable()
+    so that agents and ranks forked from here start with it loaded."""
+    for module in PRELOAD:
+        importlib.import_module(module)
+    if model_target:
+        try:
+            importlib.import_module(model_target.rpartition(".")[0])
+        except Exception:  # the rank imports it again and fails with the reason, as the job's failure
+            pass
 
 
 def _log_to(path: Path) -> None:
