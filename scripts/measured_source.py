@@ -73,19 +73,25 @@ def composed(tags: dict, batch: float | None, own: dict | None = None) -> dict:
 def from_store(uri: str) -> dict:
     """Each finished job run (training or ceilings) of the store's measured experiment as an export
     holds it, by run name, with the params it logged (under `params`) and the ops its job counted
-    (under `op_counts`) where it logged them. A name run twice: the latest."""
+    (under `op_counts`) where it logged them. A name run twice at one batch: the latest; a name
+    measured at several batches (a name does not say its batch) is one entry per batch, `NAME-bN`."""
     from src.compare.projection import stored_counts
     from src.config.groups.tracking import TrackingConfig
 
     order = ["attributes.start_time ASC"]
     finished, _ = finished_runs(uri, [TrackingConfig.experiment], "", STORE_HINT, order)
-    counted, exported = stored_counts(uri), {}
+    counted, by_name = stored_counts(uri), {}
     for run in filter(lambda run: run_result.read(run).is_job, finished):  # no sweep parent, no report
         tags = {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")}
-        exported[run.info.run_name] = dict(run.data.metrics) | {"tags": tags, "params": dict(run.data.params)}
+        entry = dict(run.data.metrics) | {"tags": tags, "params": dict(run.data.params)}
         if counts := counted(run.info.run_id):
-            exported[run.info.run_name]["op_counts"] = counts.to_json()
-    return exported
+            entry["op_counts"] = counts.to_json()
+        by_name.setdefault(run.info.run_name, {})[run.data.metrics.get(recorded.BATCH_SIZE)] = entry
+    return {
+        name if len(batches) == 1 else f"{name}-b{int(batch)}": entry
+        for name, batches in by_name.items()
+        for batch, entry in batches.items()
+    }
 
 
 def counted_on_cpu(cfg: dict) -> dict:

@@ -99,3 +99,22 @@ def test_a_store_that_is_not_there_is_said_in_one_line_and_not_made(tmp_path, ca
     said = capsys.readouterr().err
     assert exited.value.code == 2 and said.startswith("error: ") and said.count("\n") == 1
     assert f"{missing} does not exist" in said and not missing.parent.exists()
+
+
+def test_one_workload_measured_at_several_batches_keeps_each_batch(tracking_uri):
+    """A run's name says its card, model and precision, not its batch: a sweep over batches gives
+    one name several figures, and each batch is a point of its own (the latest run of each)."""
+    client = MlflowClient(tracking_uri)
+    experiment = store.ensure_experiment(tracking_uri, "gpubench")
+    for batch, throughput in ((4, 10.0), (16, 30.0), (4, 11.0)):
+        run = client.create_run(experiment, run_name="h200x1-txl_large-tf32", tags={"gpu": "h200"})
+        client.log_metric(run.info.run_id, "batch_size", float(batch))
+        client.log_metric(run.info.run_id, "throughput", throughput)
+        client.set_terminated(run.info.run_id)
+
+    exported = load_script().from_store(tracking_uri)
+
+    assert {name: run["throughput"] for name, run in exported.items()} == {
+        "h200x1-txl_large-tf32-b4": 11.0,
+        "h200x1-txl_large-tf32-b16": 30.0,
+    }
