@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass
 
 from src.compare import charts
-from src.compare.ratio import NO_DIFFERENCE, Ratio, describe, mean, quotient
+from src.compare.ratio import Ratio, describe, mean, quotient
 from src.compare.report import Section, Table, ratio_columns
 from src.compare.runs import (
     KINDS,
@@ -22,7 +22,6 @@ from src.compare.runs import (
     Measurement,
     alike,
     differing,
-    precision_group,
     unlike,
 )
 from src.results.recorded import THROUGHPUT
@@ -54,10 +53,6 @@ class RelativeRow(Ratio):
 
     measurement: Measurement
     baseline: Measurement | None = None  # the baseline's point this one is divided by
-
-    @property
-    def relative(self):
-        return self.value
 
     @property
     def ratio(self):  # None: no baseline, no ratio
@@ -109,25 +104,23 @@ def summarize(rows, baseline):
         series.setdefault((m.category, m.precision, m.gpu_count, m.side, m.source), []).append(row)
     summary, nothing_common = [], []
     for key, members_all in sorted(series.items()):
-        members, set_aside = once_per_model(
-            [r for r in members_all if r.relative is not None and not r.math_differs]
-        )
-        category, precision, count, side, source = key
+        members, set_aside = once_per_model([r for r in members_all if r.ratio and not r.math_differs])
+        named = dict(zip(SERIES, key, strict=True))
         if not members:
             if any(r.baseline is None for r in members_all):
-                nothing_common.append(f"{category} {precision} x{count} {side} [{source}]")
+                nothing_common.append("{category} {precision} x{gpu_count} {gpu} [{source}]".format(**named))
             continue
         means = mean([r.ratio for r in members])
         models = sorted(r.measurement.workload for r in members)
         baselines = sorted({f"{r.baseline.precision} [{r.baseline.source}]" for r in members})
         summary.append(
-            {
-                **dict(zip(SERIES, key, strict=True)),
-                "precision_group": precision_group(precision),
+            named
+            | {
+                "precision_group": members[0].measurement.precision_group,
                 "relative_mean": means,
-                "interval": "baseline" if side == baseline else describe(means.spread),
+                "interval": "baseline" if named["gpu"] == baseline else describe(means.spread),
                 "flags": " ".join(means.flags),
-                "difference": NO_DIFFERENCE if means.no_difference else "",
+                "difference": means.difference,
                 "n_models": len(models),
                 "models": " ".join(models),
                 "models_left_out": "; ".join(_left_out(members_all, set_aside, rows)),
@@ -192,7 +185,7 @@ def check_comparable(measurements, rows, baseline, hint):
             f"baseline={baseline}: no FINISHED run of gpu {baseline!r} matches the filters; "
             f"gpus found: {', '.join(gpus)}"
         )
-    if not any(r.relative is not None and r.measurement.side != baseline for r in rows):
+    if not any(r.ratio and r.measurement.side != baseline for r in rows):
         ours = [m for m in measurements if m.side == baseline]
         others = [m for m in measurements if m.side != baseline]
         apart = sorted(
@@ -215,7 +208,7 @@ def _apart(one, base):
     default), where they share a model, gpu count and precision group; '' where they do not share
     those or no such setting differs. As the matcher holds them: a published figure logs no settings,
     so against one only those both logged count."""
-    if any(one.keys[k] != base.keys[k] for k in ("model", "gpu_count", "group")):
+    if any(one.keys[k] != base.keys[k] for k in ("model", "gpu_count", "precision_group")):
         return ""
     return differing(one, base, ("setting",), both_logged=not one.source == base.source == MEASURED)
 
@@ -263,11 +256,10 @@ def _relative_row(row, efficiency, flagged):
     m, base = row.measurement, row.baseline
     low, high = m.interval or (None, None)
     return {name: getattr(m, name, None) for name in RELATIVE} | {
-        "precision_group": precision_group(m.precision),
         "gpu": m.side,
         "relative": row.ratio,
         "interval": describe(m.spread if base is None or base is m else row.spread),
-        "difference": NO_DIFFERENCE if row.no_difference else "",
+        "difference": row.difference,
         "flags": " ".join(row.flags),
         "stack_differs": row.stack_differs,
         "throughput_low": low,

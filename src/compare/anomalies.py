@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from src.compare.report import Section, Table
-from src.compare.runs import Measurement
+from src.compare.runs import Measurement, keys_that_differ
 from src.config import points
 from src.console import number
 from src.results import recorded
@@ -99,8 +99,7 @@ def procedure_anomalies(measurements):
             continue
         usual = ways.most_common(1)[0][0]
         settings = [dict(way) for way in ways]
-        keys = sorted(k for k in set().union(*settings) if len({s.get(k) for s in settings}) > 1)
-        values = {k: "/".join(sorted({str(s.get(k)) for s in settings})) for k in keys}
+        values = {k: "/".join(sorted({str(s.get(k)) for s in settings})) for k in keys_that_differ(settings)}
         what = ", ".join(f"{k.removeprefix('benchmark.')} {v}" for k, v in values.items())
         odd = tuple(i for i, way in procedures.items() if way != usual)
         detail = f"repeats measured with different {what}: {len(odd)} of {m.n_runs}"
@@ -127,9 +126,9 @@ def spec_anomalies(rows, tolerance):
         compute = ours.peak_tflops / theirs.peak_tflops
         bandwidth = ours.memory_bandwidth_gbs / theirs.memory_bandwidth_gbs
         low, high = min(compute, bandwidth), max(compute, bandwidth)
-        if row.relative > high * (1 + tolerance) or row.relative < low / (1 + tolerance):
+        if row.value > high * (1 + tolerance) or row.value < low / (1 + tolerance):
             detail = (
-                f"{row.relative:.2f}x {row.baseline.side} outside the spec range {low:.2f}-{high:.2f}x "
+                f"{row.value:.2f}x {row.baseline.side} outside the spec range {low:.2f}-{high:.2f}x "
                 f"(peak {ours.peak_key} {ours.peak_tflops:g}/{theirs.peak_tflops:g} TFLOP/s, "
                 f"bandwidth {ours.memory_bandwidth_gbs:g}/{theirs.memory_bandwidth_gbs:g} GB/s)"
             )

@@ -21,7 +21,7 @@ import itertools
 from src.compare import charts
 from src.compare.ratio import NO_DIFFERENCE, carried_flags, describe, mean, quotient
 from src.compare.report import Section, Table, ratio_columns, ratio_text
-from src.compare.runs import CAP_KEY, MEASURED, differing, precision_group, unlike
+from src.compare.runs import CAP_KEY, MEASURED, differing, grouped, precision_group, unlike
 from src.config import points
 from src.results import recorded
 from src.results.logged_spec import positive_number
@@ -85,14 +85,8 @@ def _split(iso, largest):
     held = [meaning for meaning, r in measured.items() if r.no_difference]
     texts = set(bases.values())
     interval = texts.pop() if len(texts) == 1 else "; ".join(f"{m}: {text}" for m, text in bases.items())
-    return (
-        figures
-        | carried_flags(measured.values())
-        | {
-            "interval": interval,
-            "difference": f"{', '.join(held)}: {NO_DIFFERENCE}" if held else "",
-        }
-    )
+    difference = f"{', '.join(held)}: {NO_DIFFERENCE}" if held else ""
+    return figures | carried_flags(measured.values()) | {"interval": interval, "difference": difference}
 
 
 def split(measurements, cards):
@@ -116,14 +110,9 @@ def split(measurements, cards):
             missing.append(_command(lacking, model, precision, count, smaller, "the iso-batch point"))
         largest, baseline_largest = max(a, default=None), max(b, default=None)
         category = next(iter((a or b).values()))[0].category
+        named = (model, category, precision, count, card, baseline, iso, largest, baseline_largest)
         rows.append(
-            {"model": model, "category": category, "precision": precision, "gpu_count": count, "card": card}
-            | {
-                "baseline_card": baseline,
-                "iso_batch": iso,
-                "max_batch": largest,
-                "baseline_max_batch": baseline_largest,
-            }
+            dict(zip(COLUMNS[:9], named, strict=True))
             | _split(
                 pair(a[iso], b[iso]) if iso else None,
                 pair(a[largest], b[baseline_largest]) if a and b else None,
@@ -136,17 +125,11 @@ def split(measurements, cards):
 def category_means(rows):
     """Per (category, precision group, GPU count): the means over the models that have both ratios; a
     point two models' ratios share counts once."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        if r["iso_ratio"] and r["max_ratio"]:
-            key = (
-                r["category"],
-                precision_group(r["precision"]),
-                r["gpu_count"],
-                r["card"],
-                r["baseline_card"],
-            )
-            groups.setdefault(key, []).append(r)
+    groups = grouped(
+        ((r["category"], precision_group(r["precision"]), r["gpu_count"], r["card"], r["baseline_card"]), r)
+        for r in rows
+        if r["iso_ratio"] and r["max_ratio"]
+    )
     return [
         dict(zip(MEAN_COLUMNS[:5], key, strict=True))
         | _split(*(mean([r[f] for r in members], independent=False) for f in ("iso_ratio", "max_ratio")))
@@ -187,7 +170,7 @@ def _published(points, gpus, model, precision, count):
 
     def at(gpu, n):
         key = (gpu, model, precision_group(precision), n)
-        return [m for m in points if (m.gpu, m.model, precision_group(m.precision), m.gpu_count) == key]
+        return [m for m in points if (m.gpu, m.model, m.precision_group, m.gpu_count) == key]
 
     def batch(gpu):
         logged = (positive_number(m.runs[0].result.tags.get(recorded.PUBLISHED_BATCH)) for m in at(gpu, 1))
@@ -214,18 +197,10 @@ def section(measurements, cards):
     lines = [f"- {sentence(m)}." for m in means] or [
         "- No model has both the iso-batch and the max-batch pair yet; the runs to add are listed below."
     ]
-    model, category = ("model", "precision", "gpu_count"), ("category", "precision_group", "gpu_count")
-    shown = (*FIGURES, "interval")
+    model, category, shown = ("model", "precision", "gpu_count"), MEAN_COLUMNS[:3], (*FIGURES, "interval")
+    title = f"Speed and capacity, {pair}: category means"
     tables = [
-        Table(
-            means,
-            MEAN_COLUMNS,
-            MEANS_CSV,
-            (*category, *shown, "models"),
-            (*category, *FIGURES),
-            3,
-            f"Speed and capacity, {pair}: category means",
-        ),
+        Table(means, MEAN_COLUMNS, MEANS_CSV, (*category, *shown, "models"), (*category, *FIGURES), 3, title),
         Table(
             rows,
             COLUMNS,

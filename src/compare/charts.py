@@ -17,7 +17,7 @@ import numpy
 
 from src.compare.ratio import Ratio
 from src.compare.report import ratio_text
-from src.compare.runs import MEASURED
+from src.compare.runs import MEASURED, grouped
 from src.console import gpus
 from src.results.recorded import PROJECTED, SHARES
 
@@ -127,28 +127,24 @@ def relative(items, baseline, title, stem, new):
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    groups = {}
-    for name, bar in sorted(items, key=lambda item: item[0]):
-        groups.setdefault(name, []).append(bar)
     bars = [bar for _, bar in items]
     colour = colours(bar.side for bar in bars)
     room = min(0.6, (max(len(b.text) for b in bars) * CHAR_IN + 0.2) / PANEL_IN)  # of the axes: the labels
-    end = max(max(b.ratio.value, *b.ends, 1.0) for b in bars) * 1.05 / (1 - room)
+    end = max(max(*b.ends, 1.0) for b in bars) * 1.05 / (1 - room)
     sources = sorted({b.source for b in bars} - {MEASURED})
     handles = [Patch(fc="lightgrey", hatch=hatch(s), label=f"{s} figure") for s in sources]
     if any(b.stated for b in bars):
         handles.append(
             Line2D([], [], color="black", marker="D", linestyle="", label="stated by the publication")
         )
-    names = list(groups)
-    found, paths = pages([BAR_IN * (len(groups[n]) + 1) for n in names]), []
+    # (label, bar) rows: a block per group, its name in bold (no bar), then its bars
+    groups = grouped(sorted(items, key=lambda item: item[0]))
+    blocks = [[(name, None), *((b.label, b) for b in group)] for name, group in groups.items()]
+    found, paths = pages([BAR_IN * len(block) for block in blocks]), []
     for page, shown in enumerate(found, start=1):
-        rows = []  # (label, bar): a group's name in bold, then its bars
-        for name in (names[n] for n in shown):
-            rows += [(name, None), *((b.label, b) for b in groups[name])]
+        rows = [row for n in shown for row in blocks[n]]
         fig, ax = figure([b.label for b in bars], len(rows))
-        ys = [y for y, (_, bar) in enumerate(rows) if bar]
-        drawn = [rows[y][1] for y in ys]
+        ys, drawn = zip(*[(y, bar) for y, (_, bar) in enumerate(rows) if bar], strict=True)
         values = [b.ratio.value for b in drawn]
         whiskers = abs(numpy.transpose([b.ends for b in drawn]) - values)
         colour_of, hatches = [colour[b.side] for b in drawn], [hatch(b.source) for b in drawn]

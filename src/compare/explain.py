@@ -144,10 +144,10 @@ def sentences(rows, placed):
         if base is None or base.side == m.side:
             continue
         a, b = placed.get(m.point), placed.get(base.point)
-        head = f"{m.workload} {m.precision} x{m.gpu_count}, {m.side} vs {base.side} {row.relative:.2f}x: "
+        head = f"{m.workload} {m.precision} x{m.gpu_count}, {m.side} vs {base.side} {row.value:.2f}x: "
         p, other = (a, base) if a else (b, m)
         if a and b:
-            said.append(head + pair_sentence(row.relative, a, b))
+            said.append(head + pair_sentence(row.value, a, b))
         elif p and p.point.at_power_limit:  # the other side is a published figure: no telemetry
             said.append(
                 f"{head}{p.point.side} {p.power_said}; {other.side}'s figure is published ({other.source}) and "

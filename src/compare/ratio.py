@@ -123,6 +123,11 @@ class Ratio:
         return self.interval is not None and self.interval[0] <= 1.0 <= self.interval[1]
 
     @property
+    def difference(self):
+        """Its column `difference`: NO_DIFFERENCE where its interval holds 1.0."""
+        return NO_DIFFERENCE if self.no_difference else ""
+
+    @property
     def gpu_shared(self):
         """A run behind either side shared its GPU with another program."""
         return any(run.result.foreign for p in self.points() for run in p.runs)

@@ -26,7 +26,8 @@ from src.results.recorded import MEASURED
 CAP_KEY = "gpu.memory_limit_gb"  # a card under a memory cap: h200@24
 # Precisions set against each other (and charted in one panel); each stays distinct in the tables.
 PRECISION_GROUPS = {"fp32": "fp32", "tf32": "fp32", "amp": "mixed", "bf16": "mixed"}
-FIELDS = ("side", "gpu", "gpu_count", "model", "source", "group", "precision", "math")  # a point's own keys
+# a point's own keys, as the matcher reads them
+FIELDS = ("side", "gpu", "gpu_count", "model", "source", "precision_group", "precision", "math")
 KINDS = (*FIELDS, "software", "card", "batch", "cap", "setting")  # what the matcher calls each key (kind())
 FILTERED = ("gpu", "model", "precision", "gpu_count", "source")  # the fields compare's filters name
 EXPERIMENT_KEYS = ("tracking.experiment", "tracking.published_experiment")  # the experiments read, in order
@@ -47,6 +48,14 @@ class CompareError(ValueError):
 
 def precision_group(precision):
     return PRECISION_GROUPS.get(precision, precision)
+
+
+def grouped(pairs):
+    """(key, item) pairs -> key -> its items, in the order given."""
+    groups: dict = {}
+    for key, item in pairs:
+        groups.setdefault(key, []).append(item)
+    return groups
 
 
 def median_of(values):
@@ -83,6 +92,10 @@ class Workpoint:
         return {k: v for k, v in self.stack if k in points.SOFTWARE}
 
     @property
+    def precision_group(self):
+        return precision_group(self.precision)
+
+    @property
     def math(self):
         """The math that ran: tf32 where fp32 matmuls ran (or were published) as TF32."""
         return "tf32" if self.precision in ("fp32", "tf32") and self.tf32_math else self.precision
@@ -90,8 +103,7 @@ class Workpoint:
     @functools.cached_property
     def keys(self):
         """Its keys as the matcher reads them: its own fields, then its measured configuration."""
-        own = {name: getattr(self, name) for name in FIELDS if name != "group"}
-        return own | {"group": precision_group(self.precision)} | dict(self.config)
+        return {name: getattr(self, name) for name in FIELDS} | dict(self.config)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -290,13 +302,17 @@ def differing_keys(points):
     that differs only between gpus (profiles size it by memory) is not listed; d_model 64 and 128
     on one gpu are, and then on every point of that model."""
     groups: dict[tuple, list[dict]] = {}
-    for side, count, model, precision, source, config in points:
-        groups.setdefault((side, count, model, precision, source), []).append(dict(config))
+    for *point, config in points:  # (side, count, model, precision, source)
+        groups.setdefault(tuple(point), []).append(dict(config))
     differing: dict[str, set[str]] = {}
-    for (_, _, model, _, _), configs in groups.items():
-        keys = set().union(*configs)
-        differing.setdefault(model, set()).update(k for k in keys if len({c.get(k) for c in configs}) > 1)
+    for (_, _, model, *_), configs in groups.items():
+        differing.setdefault(model, set()).update(keys_that_differ(configs))
     return differing
+
+
+def keys_that_differ(settings):
+    """The keys whose values differ among the dicts `settings` (a key one lacks: None there), sorted."""
+    return sorted(k for k in set().union(*settings) if len({s.get(k) for s in settings}) > 1)
 
 
 def _sort_key(point):

@@ -100,13 +100,13 @@ def marks(found):
 
 
 def per_model(rows, study):
-    """(precision, GPU count) -> model -> the published pair's ratio, for the stated cells."""
+    """`precision xcount` -> model -> the published pair's ratio, for the stated cells."""
     cells = sorted({(c.precision, c.gpu_count) for c in study.claims}, key=lambda c: (c[1], c[0] != "fp32"))
-    table: dict[tuple[str, int], dict[str, RelativeRow]] = {cell: {} for cell in cells}
+    table: dict[str, dict[str, RelativeRow]] = {f"{precision} x{count}": {} for precision, count in cells}
     for row in rows:
         m = row.measurement
-        if m.side == subject(study) and m.source == study.published and row.relative is not None:
-            table.get((m.precision, m.gpu_count), {})[m.workload] = row  # a cell not stated: dropped
+        if m.side == subject(study) and m.source == study.published and row.ratio:
+            table.get(f"{m.precision} x{m.gpu_count}", {})[m.workload] = row  # a cell not stated: dropped
     return table
 
 
@@ -121,8 +121,8 @@ def differences(found, rows, study):
             )
         elif f.differs:
             parts = ", ".join(
-                f"{model} {row.relative:.2f}x"
-                for model, row in models[f.precision, f.gpu_count].items()
+                f"{model} {row.value:.2f}x"
+                for model, row in models[f"{f.precision} x{f.gpu_count}"].items()
                 if row.measurement.category == f.category
             )
             lines.append(
@@ -139,18 +139,14 @@ def section(found, rows, study):
     mine = sorted({g for f in found for g in f.measured})
     stated = [
         {"figure": f.where, "stated": f.stated, study.published: f.published and f.published["relative_mean"]}
-        | {
-            "differs": f.differs,
-            **{f"{gpu} (measured)": f.measured[gpu]["relative_mean"] for gpu in mine if gpu in f.measured},
-        }
+        | {"differs": f.differs, **{f"{gpu} (measured)": s["relative_mean"] for gpu, s in f.measured.items()}}
         for f in found
     ]
     columns = ("figure", "stated", study.published, "differs", *(f"{gpu} (measured)" for gpu in mine))
-    cells = {f"{precision} x{count}": cell for (precision, count), cell in models.items()}
-    per_cell = ("model", *cells)
+    per_cell = ("model", *models)
     # the per-model ratios without their intervals: four columns of them fit a terminal
     grid = [
-        {"model": name} | {c: Ratio(r.value, None) for c, cell in cells.items() if (r := cell.get(name))}
+        {"model": name} | {c: Ratio(r.value, None) for c, cell in models.items() if (r := cell.get(name))}
         for name in dict.fromkeys(study.models)
     ]
     said = [f"* {line}" for line in differences(found, rows, study)]
