@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from operator import attrgetter
 
 from src.compare import charts
 from src.compare.ratio import Ratio, describe, mean, quotient
@@ -22,6 +23,7 @@ from src.compare.runs import (
     Measurement,
     alike,
     differing,
+    grouped,
     unlike,
 )
 from src.results.recorded import THROUGHPUT
@@ -98,10 +100,9 @@ def summarize(rows, baseline):
     """Per (category, precision, gpu count, side, source): the mean of the model ratios with its 95%
     interval, over the models the gpu and the baseline both have (so adding another gpu's runs moves
     nothing), the models left out and why; and the series that share no model with the baseline."""
-    series: dict[tuple, list[RelativeRow]] = {}
-    for row in rows:
-        m = row.measurement
-        series.setdefault((m.category, m.precision, m.gpu_count, m.side, m.source), []).append(row)
+    series = grouped(
+        (attrgetter("category", "precision", "gpu_count", "side", "source")(r.measurement), r) for r in rows
+    )
     summary, nothing_common = [], []
     for key, members_all in sorted(series.items()):
         members, set_aside = once_per_model([r for r in members_all if r.ratio and not r.math_differs])
@@ -166,9 +167,7 @@ def _left_out(members, set_aside, rows):
         for m in (r.measurement for r in rows)
         if (m.side, m.source, m.precision, m.category, m.gpu_count) in used and m.model not in ours
     }
-    by_reason: dict[str, list[str]] = {}
-    for workload, why in sorted(reasons.items()):
-        by_reason.setdefault(why, []).append(workload)
+    by_reason = grouped((why, workload) for workload, why in sorted(reasons.items()))
     return [f"{', '.join(workloads)} ({why})" for why, workloads in by_reason.items()]
 
 
@@ -234,10 +233,14 @@ def sections(c, console, stated):
             f"Throughput relative to {c.baseline}, mean over the models each gpu and {c.baseline} both have"
         )
         means.printed, means.heads = (*point, "n_models") if console else (), 3
-        left_out = {}  # (gpu, what its means leave out) -> those means: a line each, not one per mean
-        for s in (s for s in shown if s["models_left_out"]):
-            key = (f"{s['gpu']} [{s['source']}]", s["models_left_out"])
-            left_out.setdefault(key, []).append(f"{s['category']} {s['precision']} x{s['gpu_count']}")
+        left_out = grouped(  # (gpu, what its means leave out) -> those means: a line each, not one per mean
+            (
+                (f"{s['gpu']} [{s['source']}]", s["models_left_out"]),
+                f"{s['category']} {s['precision']} x{s['gpu_count']}",
+            )
+            for s in shown
+            if s["models_left_out"]
+        )
         said = [f"{gpu}: left out of {', '.join(means)}: {why}" for (gpu, why), means in left_out.items()]
     relative = Table(per_model, RELATIVE, "relative_throughput.csv", RELATIVE_SHOWN)
     relative.read = [r for r in per_model if r["gpu"] != c.baseline]

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from src.compare.report import Section, Table
-from src.compare.runs import Measurement, keys_that_differ
+from src.compare.runs import Measurement, grouped, keys_that_differ
 from src.config import points
 from src.console import number
 from src.results import recorded
@@ -160,10 +160,7 @@ def tag_runs(uri, measurements, rows, scaled, anomalies):
     how many runs carry the tag now."""
     from src.tracking import store
 
-    flagged: dict[str, list[str]] = {}
-    for anomaly in anomalies:
-        for run_id in anomaly.run_ids:
-            flagged.setdefault(run_id, []).append(f"{anomaly.kind}: {anomaly.detail}")
+    flagged = grouped((run_id, f"{a.kind}: {a.detail}") for a in anomalies for run_id in a.run_ids)
     specced = {row.measurement.point: row.baseline.side for row in spec_checkable(rows)}
     mlflow_client = store.client(uri)
     tagged = 0

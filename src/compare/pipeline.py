@@ -105,10 +105,7 @@ class Comparison:
     @property
     def flagged(self):
         """Point -> the kinds of anomaly flagged on it."""
-        kinds: dict[tuple, list[str]] = {}
-        for anomaly in self.found:
-            kinds.setdefault(anomaly.measurement.point, []).append(anomaly.kind)
-        return kinds
+        return runs.grouped((anomaly.measurement.point, anomaly.kind) for anomaly in self.found)
 
 
 def run_compare(cfg, out):
@@ -216,7 +213,7 @@ def compare(cfg):
         )
     baseline = axis.baseline(kept, cfg.by, cfg.baseline, cfg.study.baseline)
     kept, outside = scope(kept, cfg, baseline)
-    projected = projection.for_compare(cfg, records, finished, baseline)
+    projected = projection.for_compare(cfg, finished, baseline)
     measurements = runs.aggregate(kept) + projected.measurements
     rows = analysis.relative_table(measurements, baseline, cfg.baseline_source, cfg.by)
     if cfg.project and not measurements:  # nothing to show but a projection, and it projected nothing

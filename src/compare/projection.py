@@ -51,17 +51,17 @@ class Outcome:
     shipped: str = ""  # the shipped measured source the points came from, where the store had none to project
 
 
-def for_compare(cfg, records, runs, baseline):
+def for_compare(cfg, runs, baseline):
     """project=[...]: the measured points onto each card named; none named: an empty section. The
     sources are the measured points the model, precision and count filters keep, on any card:
     `gpus=` and `sources=` select what is shown beside the projection."""
     if not cfg.project:
         return Outcome()
-    outcome = _project(cfg, records, runs, stored_counts(cfg.tracking.uri))
+    outcome = _project(cfg, runs, stored_counts(cfg.tracking.uri))
     if not outcome.projections:  # none of the store's points can be: the project's own, shipped
         ship = shipped.read()
         from_store = outcome.refused
-        outcome = _project(cfg, [r for r in map(to_record, ship.runs) if r], ship.runs, ship.counts.get)
+        outcome = _project(cfg, ship.runs, ship.counts.get)
         outcome.refused, outcome.shipped = from_store + outcome.refused, ship.name
     # each card over the baseline where the baseline is projected too, else over the card measured
     model_error = cfg.projection.model_error
@@ -295,12 +295,13 @@ def stored_counts(uri):
     return read
 
 
-def _project(cfg, records, runs, counts):
-    """The measured points of `records` that the filters of a projection's sources keep, of every gpu
+def _project(cfg, runs, counts):
+    """The measured points of `runs` that the filters of a projection's sources keep, of every gpu
     that is not itself a target, onto each card of `project=`, and as compare's points. `counts`: a
     run's counted ops by its id."""
     targets, model_error = list(cfg.project), cfg.projection.model_error
     sources = OmegaConf.merge(cfg, {"gpus": [], "sources": [MEASURED]})
+    records = [r for r in map(to_record, runs) if r]
     measured = [m for m in aggregate(select(records, sources)[0]) if m.gpu not in targets]
     # the targets' spec sheets and the measured cards' (for figures their runs never logged)
     cards = profiles([*targets, *(m.gpu for m in measured)])
@@ -314,10 +315,9 @@ def _project(cfg, records, runs, counts):
             continue
         for chosen in choose(points, target, cfg.projection.batch):
             point = chosen.point
-            if chosen.refused:
-                done.refused.append(chosen.refused)
-                continue
             try:
+                if chosen.refused:
+                    raise ProjectionRefused(chosen.refused)
                 source = source_figures(point, by_id, cards.get(point.gpu))
                 projection = project(point, source, figures(target, source=source), model_error, chosen.batch)
             except ProjectionRefused as exc:

@@ -238,9 +238,7 @@ def select(records, cfg):
 
 def aggregate(records):
     """One point per group of repeats: the median of its runs, and how many runs that took."""
-    groups: dict[tuple, list[RunRecord]] = {}
-    for record in records:
-        groups.setdefault(record.point, []).append(record)
+    groups = grouped((record.point, record) for record in records)
     differing = differing_keys(list(groups))
     return [_measured(groups[point], differing) for point in sorted(groups, key=_sort_key)]
 
@@ -301,9 +299,9 @@ def differing_keys(points):
     """Per model: the config keys in which points that would otherwise be one point differ. A batch
     that differs only between gpus (profiles size it by memory) is not listed; d_model 64 and 128
     on one gpu are, and then on every point of that model."""
-    groups: dict[tuple, list[dict]] = {}
-    for *point, config in points:  # (side, count, model, precision, source)
-        groups.setdefault(tuple(point), []).append(dict(config))
+    groups = grouped(
+        (point[:-1], dict(point[-1])) for point in points
+    )  # (side, count, model, precision, source)
     differing: dict[str, set[str]] = {}
     for (_, _, model, *_), configs in groups.items():
         differing.setdefault(model, set()).update(keys_that_differ(configs))
