@@ -223,16 +223,14 @@ def sections(c, console, stated):
     per_model = [_relative_row(r, c.scaling, c.flagged) for r in c.rows]
     shown = [s for s in c.summary if s["gpu"] != c.baseline]
     point = (*SERIES, "relative_mean")
-    means = Table(c.summary, MEANS, "summary.csv", (*point, "flags", "models", "models_left_out"), read=shown)
+    title = f"Throughput relative to {c.baseline}, mean over the models each gpu and {c.baseline} both have"
+    written, printed = (*point, "flags", "models", "models_left_out"), (*point, "n_models") if console else ()
+    means = Table(c.summary, MEANS, "summary.csv", written, printed, 3, title if shown else "", shown)
     said = [
         f"Throughput relative to {c.baseline}: no category mean; no other gpu shares a model, GPU count, "
         f"precision and settings with {c.baseline}'s runs"
     ]
     if shown:
-        means.title = (
-            f"Throughput relative to {c.baseline}, mean over the models each gpu and {c.baseline} both have"
-        )
-        means.printed, means.heads = (*point, "n_models") if console else (), 3
         left_out = grouped(  # (gpu, what its means leave out) -> those means: a line each, not one per mean
             (
                 (f"{s['gpu']} [{s['source']}]", s["models_left_out"]),
@@ -258,13 +256,12 @@ def sections(c, console, stated):
 def _relative_row(row, efficiency, flagged):
     m, base = row.measurement, row.baseline
     low, high = m.interval or (None, None)
-    return {name: getattr(m, name, None) for name in RELATIVE} | {
+    # the ratio's own columns (difference, stack_differs), the point's, then those said otherwise
+    return {name: getattr(row, name, getattr(m, name, None)) for name in RELATIVE} | {
         "gpu": m.side,
         "relative": row.ratio,
         "interval": describe(m.spread if base is None or base is m else row.spread),
-        "difference": row.difference,
         "flags": " ".join(row.flags),
-        "stack_differs": row.stack_differs,
         "throughput_low": low,
         "throughput_high": high,
         **{f"baseline_{name}": base and getattr(base, name) for name in ("precision", "source", THROUGHPUT)},
