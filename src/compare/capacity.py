@@ -108,14 +108,15 @@ def split(measurements, cards):
             smaller = min(max(a), max(b))
             lacking = card if smaller not in a else baseline
             missing.append(_command(lacking, model, precision, count, smaller, "the iso-batch point"))
-        largest, baseline_largest = max(a, default=None), max(b, default=None)
+        largest = max(a, default=None)
         category = next(iter((a or b).values()))[0].category
-        named = (model, category, precision, count, card, baseline, iso, largest, baseline_largest)
         rows.append(
-            dict(zip(COLUMNS[:9], named, strict=True))
+            {"model": model, "category": category, "precision": precision, "gpu_count": count, "card": card}
+            | {"baseline_card": baseline, "iso_batch": iso, "max_batch": largest}
+            | {"baseline_max_batch": max(b, default=None)}
             | _split(
                 pair(a[iso], b[iso]) if iso else None,
-                pair(a[largest], b[baseline_largest]) if a and b else None,
+                pair(a[largest], b[max(b)]) if a and b else None,
             )
             | _published(published, stand_ins, model, precision, count)
         )
