@@ -83,7 +83,7 @@ def test_generations_import_as_separate_sources_with_their_stack_batches_and_spr
     }
     one = ratios[("lambda-2021", 1, "fp32")]
     assert lone.data.metrics["throughput"] == 135.40879821777344  # its one logged run, in the table as 135
-    assert one.relative == pytest.approx(135.40879821777344 / statistics.fmean(two))
+    assert one.value == pytest.approx(135.40879821777344 / statistics.fmean(two))
     assert one.baseline.source == "lambda-2021"
     assert one.spread.basis == "published runs+published" and one.interval  # the 3090's two runs
     assert ratios[("lambda-2022", 1, "fp32")].baseline.source == "lambda-2022"  # never pooled
