@@ -135,16 +135,22 @@ def once_per_model(rows):
     """A mean's ratios, each model once per card (with by=, a side spans cards): of a model's several
     points (compile on and off, two sizes, two caps), the one least unlike the other models' points in
     settings, stack and cap, the first on a tie; and the others, each with the one counted instead."""
-    counted = {}
-    for row in rows:
+
+    def apart(row):  # how unlike the other models' points it is in settings, stack and cap
         m = row.measurement
-        others = [r.measurement for r in rows if r.measurement.model != m.model]
-        apart = sum(unlike(m, other, KINDS, (SETTINGS,))[0] for other in others)
-        if (m.model, m.gpu) not in counted or apart < counted[m.model, m.gpu][0]:
-            counted[m.model, m.gpu] = (apart, row)
-    kept = {id(row): row for _, row in counted.values()}
-    set_aside = [(r, counted[r.measurement.model, r.measurement.gpu][1]) for r in rows if id(r) not in kept]
-    return list(kept.values()), set_aside
+        return sum(
+            unlike(m, r.measurement, KINDS, (SETTINGS,))[0] for r in rows if r.measurement.model != m.model
+        )
+
+    def model_on_card(row):
+        return row.measurement.model, row.measurement.gpu
+
+    chosen = {
+        key: min(points, key=apart) for key, points in grouped((model_on_card(r), r) for r in rows).items()
+    }
+    return list(chosen.values()), [
+        (r, chosen[model_on_card(r)]) for r in rows if r is not chosen[model_on_card(r)]
+    ]
 
 
 def _left_out(members, set_aside, rows):
