@@ -33,6 +33,7 @@ from src.compare.projection import source_figures, source_point, stored_counts  
 from src.compare.runs import aggregate, search_finished, to_record  # noqa: E402
 from src.projection import shipped  # noqa: E402
 from src.projection.cards import profiles  # noqa: E402
+from src.projection.choose import at_batch  # noqa: E402
 from src.projection.model import Card, ProjectionRefused, figures, project, ratio_band  # noqa: E402
 from src.projection.sentences import pair_sentence  # noqa: E402
 from src.published.imported import logged_means  # noqa: E402
@@ -142,10 +143,16 @@ def naive(point, source: Card, a: Card, b: Card) -> dict[str, float]:
 
 def check(source: str, points: list, model_error: float) -> list[Row]:
     """Every published ratio of two profiled cards that both have a projection, the study's pair as
-    the article has it (A6000 over 3090), the others in name order."""
+    the article has it (A6000 over 3090), the others in name order. Each card is projected from the
+    point measured at its row's batch, else at the nearest; the naive predictors read the point of
+    the source card's own batch (its profile's), as a buyer reads the card they measured."""
     table = published(source)
     cards = {name: Card.from_profile(p) for name, p in profiles({g for g, _, _ in table}).items()}
-    by_workload = {(p.model, p.precision): (p, f) for p, f in points if p.gpu_count == 1}
+    by_workload: dict[tuple, list] = {}
+    for p, _card in points:
+        if p.gpu_count == 1:
+            by_workload.setdefault((p.model, p.precision), []).append(p)
+    card_of = {p.gpu: f for p, f in points}
     rows = []
     for (a, b), model, (precision, ours) in itertools.product(
         itertools.combinations(sorted(cards), 2), MODELS, OURS.items()
@@ -158,16 +165,23 @@ def check(source: str, points: list, model_error: float) -> list[Row]:
         )
         if not (all(cells) and found):
             continue
-        point, source_card = found
+        source_card = card_of[found[0].gpu]
         try:
             pa, pb = (
-                project(point, source_card, figures(cards[c], source=source_card), model_error, cell.batch)
+                project(
+                    at_batch(found, cell.batch),
+                    source_card,
+                    figures(cards[c], source=source_card),
+                    model_error,
+                    cell.batch,
+                )
                 for c, cell in zip((a, b), cells, strict=True)
             )
         except ProjectionRefused:
             continue
+        own = source_card.card.batch_for(model, ours)
         predicted = {"projected": pa.throughput / pb.throughput} | naive(
-            point, source_card.card, cards[a], cards[b]
+            at_batch(found, own) if own else found[0], source_card.card, cards[a], cards[b]
         )
         rows.append(
             Row(

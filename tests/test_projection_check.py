@@ -52,8 +52,30 @@ def test_the_check_runs_on_a_cpu_from_the_shipped_points_without_a_store(tmp_pat
     )
     assert done.returncode == 0, done.stderr[-3000:]
     for source in ("lambda-2021", "lambda-2022"):
-        assert (
-            f"projected from h200 (reference/measured/h200-study-2026-12-02.json) against {source}"
-            in done.stdout
-        )
+        assert f"projected from h200 (reference/measured) against {source}" in done.stdout
     assert "| median / worst |" in done.stdout and not list(tmp_path.iterdir())  # nothing written
+
+
+def test_each_card_is_projected_from_the_point_measured_at_its_published_batch(check, monkeypatch):
+    """The source card measured at both published batches (the 3090's 4, the A6000's 16): each card
+    is projected from its own batch's point, none through the counted ops from another batch."""
+    from tests.test_projection import SOURCE, point
+
+    cells = {
+        ("a6000", "txl_large", "fp32"): check.Cell(20_000.0, 16, False),
+        ("rtx3090", "txl_large", "fp32"): check.Cell(14_000.0, 4, False),
+    }
+    monkeypatch.setattr(check, "published", lambda source: cells)
+    projected_from, real_project = [], check.project
+
+    def project(source_point, *args):
+        projected_from.append((source_point.batch, args[-1]))
+        return real_project(source_point, *args)
+
+    monkeypatch.setattr(check, "project", project)
+    points = [(point(model="txl_large", batch=b), SOURCE) for b in (32, 4, 16)]
+
+    [row] = check.check("lambda-2021", points, 0.1)
+
+    assert row.pair == ("a6000", "rtx3090") and row.batches == (16, 4)
+    assert projected_from == [(16, 16), (4, 4)]

@@ -204,10 +204,10 @@ def test_a_store_without_a_point_to_project_projects_the_points_shipped_with_gpu
         "measure it again: python -m src.train gpu=h200 model=resnet50 precision=amp gpu.count=1 "
         "model.batch_size=256"
     ) in text
-    assert "From the points shipped with gpubench (reference/measured/h200-study-2026-12-02.json)" in text
+    assert "From the points shipped with gpubench (reference/measured)" in text
     assert (
         " ".join(said.getvalue().split()).count(
-            "projection: from the points shipped with gpubench (reference/measured/h200-study-2026-12-02.json)"
+            "projection: from the points shipped with gpubench (reference/measured)"
         )
         == 1
     )

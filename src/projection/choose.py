@@ -49,11 +49,17 @@ def choose(points: list[SourcePoint], target: Card, batch: str) -> list[Chosen]:
     return [_own(group, target) for group in groups.values()]
 
 
+def at_batch(group: list[SourcePoint], wanted: int) -> SourcePoint:
+    """Of one workload's points, the one measured at batch `wanted` (per GPU), else at the nearest
+    (by ratio), the least memory on a tie."""
+    return min(group, key=lambda q: (abs(math.log(q.batch / wanted)), q.memory_gb or 0))
+
+
 def _own(group: list[SourcePoint], target: Card) -> Chosen:
     p = group[0]
     wanted = target.batch_for(p.model, p.precision)
     if wanted:
-        nearest = min(group, key=lambda q: (abs(math.log(q.batch / wanted)), q.memory_gb or 0))
+        nearest = at_batch(group, wanted)
         if nearest.batch == wanted:
             return Chosen(nearest, wanted)
         return Chosen(

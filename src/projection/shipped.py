@@ -17,8 +17,7 @@ from src.paths import PROJECT_ROOT
 from src.projection.counts import OpCounts
 from src.results import run_result
 
-SHIPPED = PROJECT_ROOT / "reference" / "measured"
-STUDY = SHIPPED / "h200-study-2026-12-02.json"  # the study's five workloads on one H200, and its ceilings
+SHIPPED = PROJECT_ROOT / "reference" / "measured"  # each file one set of runs; its README says where each ran
 
 
 @dataclass(frozen=True)
@@ -56,11 +55,12 @@ class Shipped:
 
 
 @cache
-def read(path: Path = STUDY) -> Shipped:
-    """The shipped runs, each with the id `<file stem>/<run name>`."""
+def read(path: Path = SHIPPED) -> Shipped:
+    """The shipped runs of a file, or of every file of a folder, each with the id `<file stem>/<run name>`."""
     runs, counts = [], {}
-    for name, run in json.loads(path.read_text())["runs"].items():
-        run_id = f"{path.stem}/{name}"
+    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    for source, name, run in ((f, n, r) for f in files for n, r in json.loads(f.read_text())["runs"].items()):
+        run_id = f"{source.stem}/{name}"
         started = int(float(run["tags"].get("owner.started", 0)) * 1000)
         runs.append(
             run_result.read(
