@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))  # the suite's own modules
 from omegaconf import OmegaConf  # noqa: E402
 
 from src.compare.projection import source_figures, source_point, stored_counts  # noqa: E402
-from src.compare.runs import aggregate, search_finished, to_record  # noqa: E402
+from src.compare.runs import aggregate, grouped, search_finished, to_record  # noqa: E402
 from src.projection import shipped  # noqa: E402
 from src.projection.cards import profiles  # noqa: E402
 from src.projection.choose import at_batch  # noqa: E402
@@ -141,6 +141,19 @@ def naive(point, source: Card, a: Card, b: Card) -> dict[str, float]:
     }
 
 
+def measured_at(pairs: list, batch: int) -> tuple:
+    """Of one workload's (point, its card's figures), the pair of the point measured at `batch`, else
+    at the nearest (compare's rule: choose.at_batch)."""
+    point = at_batch([p for p, _ in pairs], batch)
+    return next(pair for pair in pairs if pair[0] is point)
+
+
+def project_at(pairs: list, card: Card, batch: int, model_error: float):
+    """The workload projected onto `card` at `batch`, from the point measured nearest that batch."""
+    point, source_card = measured_at(pairs, batch)
+    return project(point, source_card, figures(card, source=source_card), model_error, batch)
+
+
 def check(source: str, points: list, model_error: float) -> list[Row]:
     """Every published ratio of two profiled cards that both have a projection, the study's pair as
     the article has it (A6000 over 3090), the others in name order. Each card is projected from the
@@ -148,11 +161,7 @@ def check(source: str, points: list, model_error: float) -> list[Row]:
     the source card's own batch (its profile's), as a buyer reads the card they measured."""
     table = published(source)
     cards = {name: Card.from_profile(p) for name, p in profiles({g for g, _, _ in table}).items()}
-    by_workload: dict[tuple, list] = {}
-    for p, _card in points:
-        if p.gpu_count == 1:
-            by_workload.setdefault((p.model, p.precision), []).append(p)
-    card_of = {p.gpu: f for p, f in points}
+    by_workload = grouped(((p.model, p.precision), (p, f)) for p, f in points if p.gpu_count == 1)
     rows = []
     for (a, b), model, (precision, ours) in itertools.product(
         itertools.combinations(sorted(cards), 2), MODELS, OURS.items()
@@ -165,23 +174,17 @@ def check(source: str, points: list, model_error: float) -> list[Row]:
         )
         if not (all(cells) and found):
             continue
-        source_card = card_of[found[0].gpu]
         try:
             pa, pb = (
-                project(
-                    at_batch(found, cell.batch),
-                    source_card,
-                    figures(cards[c], source=source_card),
-                    model_error,
-                    cell.batch,
-                )
+                project_at(found, cards[c], cell.batch, model_error)
                 for c, cell in zip((a, b), cells, strict=True)
             )
         except ProjectionRefused:
             continue
-        own = source_card.card.batch_for(model, ours)
+        own = found[0][1].card.batch_for(model, ours)
+        point, source_card = measured_at(found, own) if own else found[0]
         predicted = {"projected": pa.throughput / pb.throughput} | naive(
-            at_batch(found, own) if own else found[0], source_card.card, cards[a], cards[b]
+            point, source_card.card, cards[a], cards[b]
         )
         rows.append(
             Row(

@@ -88,7 +88,7 @@ def from_store(uri: str) -> dict:
             entry["op_counts"] = counts.to_json()
         by_name.setdefault(run.info.run_name, {})[run.data.metrics.get(recorded.BATCH_SIZE)] = entry
     return {
-        name if len(batches) == 1 else f"{name}-b{int(batch)}": entry
+        name if len(batches) == 1 or batch is None else f"{name}-b{int(batch)}": entry
         for name, batches in by_name.items()
         for batch, entry in batches.items()
     }

@@ -106,9 +106,10 @@ def test_one_workload_measured_at_several_batches_keeps_each_batch(tracking_uri)
     one name several figures, and each batch is a point of its own (the latest run of each)."""
     client = MlflowClient(tracking_uri)
     experiment = store.ensure_experiment(tracking_uri, "gpubench")
-    for batch, throughput in ((4, 10.0), (16, 30.0), (4, 11.0)):
+    for batch, throughput in ((4, 10.0), (16, 30.0), (4, 11.0), (None, 20.0)):  # None: logged no batch
         run = client.create_run(experiment, run_name="h200x1-txl_large-tf32", tags={"gpu": "h200"})
-        client.log_metric(run.info.run_id, "batch_size", float(batch))
+        if batch:
+            client.log_metric(run.info.run_id, "batch_size", float(batch))
         client.log_metric(run.info.run_id, "throughput", throughput)
         client.set_terminated(run.info.run_id)
 
@@ -117,4 +118,5 @@ def test_one_workload_measured_at_several_batches_keeps_each_batch(tracking_uri)
     assert {name: run["throughput"] for name, run in exported.items()} == {
         "h200x1-txl_large-tf32-b4": 11.0,
         "h200x1-txl_large-tf32-b16": 30.0,
+        "h200x1-txl_large-tf32": 20.0,
     }

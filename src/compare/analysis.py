@@ -231,7 +231,9 @@ def sections(c, console, stated):
     point = (*SERIES, "relative_mean")
     title = f"Throughput relative to {c.baseline}, mean over the models each gpu and {c.baseline} both have"
     written, printed = (*point, "flags", "models", "models_left_out"), (*point, "n_models") if console else ()
-    means = Table(c.summary, MEANS, "summary.csv", written, printed, 3, title if shown else "", shown)
+    means = Table(
+        c.summary, MEANS, "summary.csv", written, printed, heads=3, title=title if shown else "", read=shown
+    )
     said = [
         f"Throughput relative to {c.baseline}: no category mean; no other gpu shares a model, GPU count, "
         f"precision and settings with {c.baseline}'s runs"

@@ -108,15 +108,19 @@ def split(measurements, cards):
             smaller = min(max(a), max(b))
             lacking = card if smaller not in a else baseline
             missing.append(_command(lacking, model, precision, count, smaller, "the iso-batch point"))
-        largest = max(a, default=None)
+        largest, baseline_largest = max(a, default=None), max(b, default=None)
         category = next(iter((a or b).values()))[0].category
         rows.append(
             {"model": model, "category": category, "precision": precision, "gpu_count": count, "card": card}
-            | {"baseline_card": baseline, "iso_batch": iso, "max_batch": largest}
-            | {"baseline_max_batch": max(b, default=None)}
+            | {
+                "baseline_card": baseline,
+                "iso_batch": iso,
+                "max_batch": largest,
+                "baseline_max_batch": baseline_largest,
+            }
             | _split(
                 pair(a[iso], b[iso]) if iso else None,
-                pair(a[largest], b[max(b)]) if a and b else None,
+                pair(a[largest], b[baseline_largest]) if a and b else None,
             )
             | _published(published, stand_ins, model, precision, count)
         )

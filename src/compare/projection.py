@@ -315,9 +315,10 @@ def _project(cfg, runs, counts):
             continue
         for chosen in choose(points, target, cfg.projection.batch):
             point = chosen.point
+            if chosen.refused:
+                done.refused.append(chosen.refused)
+                continue
             try:
-                if chosen.refused:
-                    raise ProjectionRefused(chosen.refused)
                 source = source_figures(point, by_id, cards.get(point.gpu))
                 projection = project(point, source, figures(target, source=source), model_error, chosen.batch)
             except ProjectionRefused as exc:

@@ -299,9 +299,8 @@ def differing_keys(points):
     """Per model: the config keys in which points that would otherwise be one point differ. A batch
     that differs only between gpus (profiles size it by memory) is not listed; d_model 64 and 128
     on one gpu are, and then on every point of that model."""
-    groups = grouped(
-        (point[:-1], dict(point[-1])) for point in points
-    )  # (side, count, model, precision, source)
+    # (side, count, model, precision, source) -> the configs of its points
+    groups = grouped((point[:-1], dict(point[-1])) for point in points)
     differing: dict[str, set[str]] = {}
     for (_, _, model, *_), configs in groups.items():
         differing.setdefault(model, set()).update(keys_that_differ(configs))

@@ -59,16 +59,12 @@ def read(path: Path = SHIPPED) -> Shipped:
     """The shipped runs of a file, or of every file of a folder, each with the id `<file stem>/<run name>`."""
     runs, counts = [], {}
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]
-    for source, name, run in ((f, n, r) for f in files for n, r in json.loads(f.read_text())["runs"].items()):
-        run_id = f"{source.stem}/{name}"
-        started = int(float(run["tags"].get("owner.started", 0)) * 1000)
-        runs.append(
-            run_result.read(
-                _Run(
-                    _Info(run_id, name, start_time=started), _Data(run["tags"], run["metrics"], run["params"])
-                )
-            )
-        )
-        if "op_counts" in run:
-            counts[run_id] = OpCounts.from_json(run["op_counts"])
+    for file in files:
+        for name, run in json.loads(file.read_text())["runs"].items():
+            run_id = f"{file.stem}/{name}"
+            started = int(float(run["tags"].get("owner.started", 0)) * 1000)
+            info = _Info(run_id, name, start_time=started)
+            runs.append(run_result.read(_Run(info, _Data(run["tags"], run["metrics"], run["params"]))))
+            if "op_counts" in run:
+                counts[run_id] = OpCounts.from_json(run["op_counts"])
     return Shipped(path, tuple(runs), counts)

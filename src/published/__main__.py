@@ -99,8 +99,7 @@ def validate_import(cfg: DictConfig) -> Path | None:
         raise ConfigError(
             f"missing {', '.join(missing)}: usage `python -m src.published FILE precision=fp32|amp "
             f"source=NAME`, or `python -m src.published source=NAME [precision=fp32|amp]` for a shipped "
-            f"generation "
-            f"({', '.join(generations())})"
+            f"generation ({', '.join(generations())})"
         )
     errors = tracking_errors(cfg.tracking)
     path = Path(cfg.file).expanduser().resolve()
