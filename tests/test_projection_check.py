@@ -24,17 +24,20 @@ def check():
     return module
 
 
+@pytest.mark.parametrize("gpu", ["h200", "h100"])  # each shipped card as the source
 @pytest.mark.parametrize("source", ["lambda-2021", "lambda-2022"])
-def test_the_docs_error_tables_are_what_the_check_prints(check, source):
+def test_the_docs_error_tables_are_what_the_check_prints(check, source, gpu):
     model_error = OmegaConf.load(PROJECT_ROOT / "conf" / "compare.yaml").projection.model_error
-    rows = check.check(source, check.source_points([], "h200", "gpubench"), model_error)
+    rows = check.check(source, check.source_points([], gpu, "gpubench"), model_error)
     doc = DOC.read_text()
     study = [r for r in rows if r.pair == check.STUDY]
     missing = [line for line in check.markdown(study) if line not in doc]
     assert not missing, (
-        f"docs/projection.md lacks what projection_check.py prints for {source}:\n" + "\n".join(missing)
+        f"docs/projection.md lacks what projection_check.py prints for {source} from {gpu}:\n"
+        + "\n".join(missing)
     )
-    assert f"| {source} (" in doc and check.every_pair(rows).removeprefix("|") in doc
+    if gpu == "h200":  # the all-pairs table is the H200's
+        assert f"| {source} (" in doc and check.every_pair(rows).removeprefix("|") in doc
 
 
 def test_the_shipped_points_are_in_the_repository():
@@ -42,7 +45,9 @@ def test_the_shipped_points_are_in_the_repository():
     tracked = subprocess.run(
         ["git", "ls-files", "reference/measured"], cwd=PROJECT_ROOT, capture_output=True, text=True
     )
-    assert "reference/measured/h200-study-2026-12-02.json" in tracked.stdout.split()
+    files = tracked.stdout.split()
+    assert "reference/measured/h200-study-2026-12-02.json" in files
+    assert "reference/measured/h100-profile-batches-2026-12-05.json" in files
 
 
 @pytest.mark.slow  # a real process: CI's slow set (README)

@@ -193,7 +193,14 @@ def test_a_store_without_a_point_to_project_projects_the_points_shipped_with_gpu
         made = {(r["gpu"], r["model"], r["precision"]): r for r in csv.DictReader(f)}
     models = ("ssd300", "resnet50", "maskrcnn", "txl_base", "txl_large")
     assert set(made) == {(g, m, p) for g in ("a6000", "rtx3090") for m in models for p in ("tf32", "amp")}
-    assert made[("a6000", "txl_large", "tf32")]["from_runs"] == "h200-study-2026-12-02/h200x1-txl_large-tf32"
+    # each card from the shipped point measured at its profile's batch: the H100's at 16 and at 4
+    assert (
+        made[("a6000", "txl_large", "tf32")]["from_runs"],
+        made[("rtx3090", "txl_large", "tf32")]["from_runs"],
+    ) == (
+        "h100-profile-batches-2026-12-05/h100x1-txl_large-tf32-b16",
+        "h100-profile-batches-2026-12-05/h100x1-txl_large-tf32-b4",
+    )
     assert (
         made[("a6000", "txl_large", "tf32")]["batch"],
         made[("rtx3090", "txl_large", "tf32")]["batch"],
@@ -214,18 +221,19 @@ def test_a_store_without_a_point_to_project_projects_the_points_shipped_with_gpu
 
 
 def test_a_projection_that_projects_nothing_says_why_with_the_run_to_make(tmp_path, empty_store):
-    """An empty store, and the card asked for is the one the shipped points ran on: nothing to show."""
+    """An empty store, and the cards asked for are those the shipped points ran on: nothing to show."""
     from src.compare.runs import CompareError
 
     with pytest.raises(CompareError) as said:
         run(
             store_copy(empty_store, tmp_path),
             tmp_path / "out",
-            "project=[h200]",
+            "project=[h100,h200]",
             "tracking.published_experiment=",
         )
     assert str(said.value) == (
-        "project=['h200']: nothing projected: no measured point of a card other than h200 that the filters keep; "
+        "project=['h100', 'h200']: nothing projected: no measured point of a card other than h100, h200 that the "
+        "filters keep; "
         "measure one: python -m src.train gpu=<a card you have> model=<model> precision=<precision>, and its "
         "ceilings: python -m src.train gpu=<that card> model=ceilings"
     )
@@ -240,14 +248,14 @@ def test_a_projection_that_projects_nothing_names_every_refused_point_in_its_one
     uri = store_copy(empty_store, tmp_path)
     client = MlflowClient(tracking_uri=uri)
     experiment = client.create_experiment("gpubench")
-    _run(client, experiment, "h100", "resnet50", _workload())  # no ceilings run of its card
-    _run(client, experiment, "h100", "txl_large", _workload(), category="language")
+    _run(client, experiment, "rtx3090", "resnet50", _workload())  # no ceilings run of its card
+    _run(client, experiment, "rtx3090", "txl_large", _workload(), category="language")
 
     with pytest.raises(CompareError) as said:
         run(
             uri,
             tmp_path / "out",
-            "project=[h200]",
+            "project=[h100,h200]",  # the shipped points' cards: none of them stands in
             "gpus=[h200]",
             "baseline=h200",
             "tracking.published_experiment=",
@@ -255,7 +263,7 @@ def test_a_projection_that_projects_nothing_names_every_refused_point_in_its_one
 
     line = str(said.value)
     assert "\n" not in line and "report.md" not in line and not (tmp_path / "out").exists()
-    assert "h100 x1 resnet50" in line and "h100 x1 txl_large" in line
+    assert "rtx3090 x1 resnet50" in line and "rtx3090 x1 txl_large" in line
 
 
 def test_reading_a_runs_counted_ops_draws_no_progress_bar(tmp_path, empty_store, capfd):
