@@ -205,6 +205,10 @@ def test_a_store_without_a_point_to_project_projects_the_points_shipped_with_gpu
         made[("a6000", "txl_large", "tf32")]["batch"],
         made[("rtx3090", "txl_large", "tf32")]["batch"],
     ) == ("16", "4")
+    # each projected at a batch its source ran, the H200's point set aside: said as that, not as counted ops
+    console = " ".join(said.getvalue().split())
+    assert f"{len(made)} from the nearest of several cards' points" in console
+    assert "at a batch their source did not run" not in console
     text = " ".join((tmp_path / "out" / "report.md").read_text().split())
     assert (
         "- h200 x1 resnet50 amp [batch 256]: its step's ops were not counted (runs count them from now on); "

@@ -45,6 +45,8 @@ class Outcome:
     targets: list[str] = field(default_factory=list)  # the cards asked for: project=[...]
     projections: list[Projection] = field(default_factory=list)
     notes: dict[int, str] = field(default_factory=dict)  # id(projection): why not at the card's own batch
+    through_counts: int = 0  # of the projections, those at a batch their source did not run
+    from_several: int = 0  # of the projections, those whose workload another card's point could stand for
     refused: list[str] = field(default_factory=list)  # one line each: the run to make first
     measurements: list[Measurement] = field(default_factory=list)  # the projections as compare's points
     sentences: list[str] = field(default_factory=list)  # one per model, precision, count and card
@@ -172,11 +174,12 @@ def _said(outcome):
     if not outcome.projections:
         return [*said, f"projection onto {', '.join(outcome.targets)}: {nothing_projected(outcome)}"]
     counts = [f"{len(outcome.refused)} point(s) not projected"] if outcome.refused else []
-    if outcome.notes:
+    if outcome.through_counts:
         counts.append(
-            f"{len(outcome.notes)} projected at a batch their source did not run (through its counted ops) "
-            "or from one card of several"
+            f"{outcome.through_counts} projected at a batch their source did not run (through its counted ops)"
         )
+    if outcome.from_several:
+        counts.append(f"{outcome.from_several} from the nearest of several cards' points")
     if counts:
         said.append(
             f"projection: {', '.join(counts)}; report.md (Projection) says why and which runs measure them, "
@@ -329,6 +332,8 @@ def _project(cfg, runs, counts):
                 done.notes[id(projection)] = chosen.note
     done.refused = list(dict.fromkeys(done.refused))  # a point without its breakdown: once, not per target
     done.projections, set_aside = nearest_source(done.projections, set(done.notes))
+    done.through_counts = sum(id(p) in done.notes for p in done.projections)
+    done.from_several = len(set_aside)
     said = {id(p): [done.notes.get(id(p)), set_aside.get(id(p))] for p in done.projections}
     done.notes = {i: "; ".join(filter(None, notes)) for i, notes in said.items() if any(notes)}
     per_card = Counter(map(_card_key, done.projections))
