@@ -11,7 +11,9 @@ Without a URI the points are the project's own, shipped (reference/measured/): i
 from a fresh clone. Each card is projected at the batch the published row ran (the table's batch
 sizes). Prints, per generation: the RTX A6000 over the RTX 3090 per model and precision (the study's
 pair) as the markdown table docs/projection.md holds, what each ratio is made of, every pair of
-profiled cards, and the article's eight figures. Lambda's "fp32" is TF32 math on Ampere and newer:
+profiled cards, and the article's eight figures; then, where the source card ran a workload at
+several batches, each of those points projected onto the same card at its other batches, against
+what was measured there (no published figure involved). Lambda's "fp32" is TF32 math on Ampere and newer:
 it is set against the points at precision tf32 (Volta runs them at its fp32 rate), amp against amp.
 """
 
@@ -281,6 +283,26 @@ def main() -> None:
                 f"predictor (projected {r.predicted['projected']:.2f}x): a host-bound or failed run; left out above"
             )
         article(study, source)
+    own_batches(points, model_error, args.gpu)
+
+
+def own_batches(points: list, model_error: float, gpu: str) -> None:
+    """The batch part of the model against measurement alone: each point of a workload the source
+    card ran at several batches, projected onto that card at each other batch it ran."""
+    workloads = grouped(((p.model, p.precision), (p, f)) for p, f in points if p.gpu_count == 1)
+    lines, errors = [], []
+    for (model, precision), found in sorted(workloads.items()):
+        for (p, figures_), (q, _) in itertools.permutations(found, 2):
+            projected = project(p, figures_, figures_, model_error, q.batch).throughput
+            errors.append(projected / q.throughput - 1)
+            lines.append(
+                f"  {model:<10}{precision:<5}{p.batch:>5} -> {q.batch:<5} measured {q.throughput / p.throughput:.3f}x, "
+                f"projected {projected / p.throughput:.3f}x ({errors[-1]:+.1%})"
+            )
+    if lines:
+        print(f"\n{gpu} onto itself at each other batch it measured (gain over the source batch):")
+        print("\n".join(lines))
+        print(f"  median / worst: {statistics.median(map(abs, errors)):.1%} / {max(map(abs, errors)):.1%}")
 
 
 def article(study: list[Row], source: str) -> None:

@@ -84,3 +84,18 @@ def test_each_card_is_projected_from_the_point_measured_at_its_published_batch(c
 
     assert row.pair == ("a6000", "rtx3090") and row.batches == (16, 4)
     assert projected_from == [(16, 16), (4, 4)]
+
+
+def test_the_source_card_is_projected_onto_itself_at_each_other_batch_it_measured(check, capsys):
+    """The shipped H100 ran Transformer-XL large tf32 at 4, 16 and 32: six projections, each set
+    against the throughput measured at the batch it projects to."""
+    model_error = OmegaConf.load(PROJECT_ROOT / "conf" / "compare.yaml").projection.model_error
+    points = check.source_points([], "h100", "gpubench")
+    check.own_batches(points, model_error, "h100")
+    printed = capsys.readouterr().out
+    large = {p.batch: p.throughput for p, _ in points if (p.model, p.precision) == ("txl_large", "tf32")}
+    assert sorted(large) == [4, 16, 32]
+    lines = [line for line in printed.splitlines() if line.split()[:2] == ["txl_large", "tf32"]]
+    assert len(lines) == 6
+    assert f"4 -> 16    measured {large[16] / large[4]:.3f}x" in " ".join(lines)
+    assert "median / worst:" in printed
