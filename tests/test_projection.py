@@ -266,6 +266,17 @@ def test_the_sentence_says_what_the_ratio_is_made_of_and_what_the_batch_adds():
     )
 
 
+def test_a_pair_projected_from_two_cards_at_one_batch_says_what_its_own_point_adds():
+    """A from `near`'s point, B from `big`'s, both at batch 10: the speed part is A projected from
+    B's point; the rest is A's own point, not a batch (both ran 10), and the figure is the table's."""
+    near = figures(replace(SMALL, name="near"), Ceilings("near-ceil", {"tf32": 75, "fp16": 150}, 833.3))
+    a = project(point(gpu="near"), near, SOURCE, model_error=0.1)
+    b = project(point(), SOURCE, TARGET, model_error=0.1)
+    said = pair_sentence(a, b, 0.1)
+    assert said.startswith("big over small, m tf32 x1 (projected from big): ")
+    assert f"x from big's own point (near's, at batch 10) = {a.throughput / b.throughput:.2f}x" in said
+
+
 def test_one_workload_projected_from_two_cards_stands_once_from_the_nearer():
     """`big` is 3.2x slower a step on `small`; `near` (a card like `small`) about 1x: its point
     stands, the other is said beside it. Another workload (fp16) and another target keep theirs."""

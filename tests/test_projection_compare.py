@@ -191,6 +191,7 @@ def test_a_store_without_a_point_to_project_projects_the_points_shipped_with_gpu
         )
     with open(tmp_path / "out" / "projection.csv") as f:
         made = {(r["gpu"], r["model"], r["precision"]): r for r in csv.DictReader(f)}
+    report = " ".join((tmp_path / "out" / "report.md").read_text().split())
     models = ("ssd300", "resnet50", "maskrcnn", "txl_base", "txl_large")
     assert set(made) == {(g, m, p) for g in ("a6000", "rtx3090") for m in models for p in ("tf32", "amp")}
     # each card from the shipped point measured at its profile's batch: the H100's at 16 and at 4
@@ -205,6 +206,10 @@ def test_a_store_without_a_point_to_project_projects_the_points_shipped_with_gpu
         made[("a6000", "txl_large", "tf32")]["batch"],
         made[("rtx3090", "txl_large", "tf32")]["batch"],
     ) == ("16", "4")
+    # the A6000's Mask R-CNN amp is the H200's point (the H100 ran 16 only), the 3090's the H100's: one pair
+    assert "- a6000 over rtx3090, maskrcnn amp x1 (projected from h100):" in report
+    assert "x from a6000's own point (h200's, at batch 32) = " in report
+    assert "a6000 over h200" not in report
     # each projected at a batch its source ran, the H200's point set aside: said as that, not as counted ops
     console = " ".join(said.getvalue().split())
     assert f"{len(made)} from the nearest of several cards' points" in console

@@ -21,7 +21,7 @@ from src.compare.report import Section, Table
 from src.compare.runs import CAP_KEY, MEASURED, Measurement, aggregate, select, to_record
 from src.projection import shipped
 from src.projection.cards import known, profiles
-from src.projection.choose import BATCHES, choose, nearest_source
+from src.projection.choose import BATCHES, choose, nearest_source, settings
 from src.projection.counts import OpCounts
 from src.projection.model import Card, Ceilings, Projection, ProjectionRefused, SourcePoint, figures, project
 from src.projection.sentences import pair_sentence
@@ -78,7 +78,8 @@ def for_compare(cfg, runs, baseline):
 
 
 def _card_key(p):
-    return (p.target.name, p.source.model, p.source.precision, p.source.gpu_count, p.source.group)
+    """A projected point's card and workload, whichever card it was projected from."""
+    return (p.target.name, p.source.model, p.source.precision, p.source.gpu_count, settings(p.source))
 
 
 def as_measurement(p, m, variant):

@@ -39,6 +39,11 @@ def workload_key(point: SourcePoint) -> tuple:
     return (point.gpu, point.model, point.precision, point.gpu_count, point.group)
 
 
+def settings(point: SourcePoint) -> tuple:
+    """Its workload's settings, whatever the stack and card it ran on: what points of two cards share."""
+    return tuple(kv for kv in point.group if not kv[0].startswith("tag:"))
+
+
 def choose(points: list[SourcePoint], target: Card, batch: str) -> list[Chosen]:
     """The points to project onto `target`: per workload, one (own) or all (same)."""
     if batch == SAME:
@@ -107,8 +112,7 @@ def nearest_source(projections: list[Projection], noted: set[int]) -> tuple[list
     workloads: dict[tuple, dict[tuple, list[Projection]]] = {}
     for p in projections:
         s = p.source
-        settings = tuple(kv for kv in s.group if not kv[0].startswith("tag:"))
-        workload = (p.target.name, s.model, s.precision, s.gpu_count, settings)
+        workload = (p.target.name, s.model, s.precision, s.gpu_count, settings(s))
         workloads.setdefault(workload, {}).setdefault((s.gpu, s.group), []).append(p)
     kept, said = set(), {}
     for sources in workloads.values():

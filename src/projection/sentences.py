@@ -42,12 +42,14 @@ def pair_sentence(a: Projection, b: Projection, model_error: float) -> str:
         f"{', '.join(parts)} of the {b.target.name}'s step = {speed:.2f}x at batch {b.batch}"
     )
     low, high = ratio_band(a, b, model_error)
-    if a.batch == b.batch:
+    if at_b is a:
         return f"{head} [{low:.2f}-{high:.2f}].{_power(p)}"
-    return (
-        f"{head}; {ratio / speed:.2f}x from the batch ({a.batch} against {b.batch}) = "
-        f"{ratio:.2f}x [{low:.2f}-{high:.2f}].{_power(p)}"
+    rest = (
+        f"from the batch ({a.batch} against {b.batch})"
+        if a.source.gpu == b.source.gpu
+        else f"from {a.target.name}'s own point ({a.source.gpu}'s, at batch {a.batch})"
     )
+    return f"{head}; {ratio / speed:.2f}x {rest} = {ratio:.2f}x [{low:.2f}-{high:.2f}].{_power(p)}"
 
 
 def _power(point) -> str:
