@@ -11,9 +11,9 @@ Without a URI the points are the project's own, shipped (reference/measured/): i
 from a fresh clone. Each card is projected at the batch the published row ran (the table's batch
 sizes). Prints, per generation: the RTX A6000 over the RTX 3090 per model and precision (the study's
 pair) as the markdown table docs/projection.md holds, what each ratio is made of, every pair of
-profiled cards, and the article's eight figures; then, where the source card ran a workload at
-several batches, each of those points projected onto the same card at its other batches, against
-what was measured there (no published figure involved). Lambda's "fp32" is TF32 math on Ampere and newer:
+profiled cards, and the article's eight figures; then, measured against measured, every 1-GPU
+point of every card the stores (or the shipped points) hold projected onto each card at each batch
+that card measured the workload at, against what was measured there (no published figure involved). Lambda's "fp32" is TF32 math on Ampere and newer:
 it is set against the points at precision tf32 (Volta runs them at its fp32 rate), amp against amp.
 """
 
@@ -106,15 +106,25 @@ def published(source: str) -> dict[tuple, Cell]:
     return found
 
 
-def source_points(uris: list[str], gpu: str, experiment: str) -> list:
-    """The measured points of `gpu` with their card's figures: from the stores named, else shipped."""
+def measured_runs(uris: list[str], experiment: str) -> tuple[list, object]:
+    """The runs of the stores named, else the shipped ones, and a run's counted ops by its id."""
     if uris:
         runs = [run for uri in uris for run in search_finished(uri, [experiment], "", "")[0]]
         counts = [stored_counts(uri) for uri in uris]
-        counted = lambda run_id: next(filter(None, (read(run_id) for read in counts)), None)  # noqa: E731
-    else:
-        found = shipped.read()
-        runs, counted = list(found.runs), found.counts.get
+        return runs, lambda run_id: next(filter(None, (read(run_id) for read in counts)), None)
+    found = shipped.read()
+    return list(found.runs), found.counts.get
+
+
+def measured_cards(uris: list[str], experiment: str) -> list[str]:
+    """The cards with a measured training point among those runs."""
+    records = filter(None, map(to_record, measured_runs(uris, experiment)[0]))
+    return sorted({r.gpu for r in records if r.model != "ceilings" and not r.result.smoke})
+
+
+def source_points(uris: list[str], gpu: str, experiment: str) -> list:
+    """The measured points of `gpu` with their card's figures: from the stores named, else shipped."""
+    runs, counted = measured_runs(uris, experiment)
     records = [r for r in map(to_record, runs) if r and r.gpu == gpu and not r.result.smoke]
     by_id = {r.run_id: r for r in runs}
     cards = profiles([gpu])
@@ -283,26 +293,46 @@ def main() -> None:
                 f"predictor (projected {r.predicted['projected']:.2f}x): a host-bound or failed run; left out above"
             )
         article(study, source)
-    own_batches(points, model_error, args.gpu)
+    measured_against_measured(
+        {
+            gpu: source_points(args.uris, gpu, args.experiment)
+            for gpu in measured_cards(args.uris, args.experiment)
+        },
+        model_error,
+    )
 
 
-def own_batches(points: list, model_error: float, gpu: str) -> None:
-    """The batch part of the model against measurement alone: each point of a workload the source
-    card ran at several batches, projected onto that card at each other batch it ran."""
-    workloads = grouped(((p.model, p.precision), (p, f)) for p, f in points if p.gpu_count == 1)
-    lines, errors = [], []
-    for (model, precision), found in sorted(workloads.items()):
-        for (p, figures_), (q, _) in itertools.permutations(found, 2):
-            projected = project(p, figures_, figures_, model_error, q.batch).throughput
-            errors.append(projected / q.throughput - 1)
-            lines.append(
-                f"  {model:<10}{precision:<5}{p.batch:>5} -> {q.batch:<5} measured {q.throughput / p.throughput:.3f}x, "
-                f"projected {projected / p.throughput:.3f}x ({errors[-1]:+.1%})"
+def measured_against_measured(cards: dict[str, list], model_error: float) -> None:
+    """The model against measurement alone: each 1-GPU point projected onto each card that measured
+    its workload, at each batch that card ran it (onto its own card: the batch part alone), set
+    against what was measured there. `cards`: gpu -> its points with their figures."""
+    by_pair: dict[tuple[str, str], list[str]] = {}
+    errors: dict[tuple[str, str], list[float]] = {}
+    for (a, found_a), (b, found_b) in itertools.product(cards.items(), repeat=2):
+        for (p, source), (q, there) in itertools.product(found_a, found_b):
+            if p is q or (p.model, p.precision, p.gpu_count, q.gpu_count) != (q.model, q.precision, 1, 1):
+                continue
+            projected = project(p, source, figures(there.card, there.ceilings), model_error, q.batch)
+            error = projected.throughput / q.throughput - 1
+            errors.setdefault((a, b), []).append(error)
+            by_pair.setdefault((a, b), []).append(
+                f"    {p.model:<10}{p.precision:<5}batch {p.batch:>4} -> {q.batch:<4} measured "
+                f"{q.throughput / p.throughput:.3f}x, projected {projected.throughput / p.throughput:.3f}x "
+                f"({error:+.1%})"
             )
-    if lines:
-        print(f"\n{gpu} onto itself at each other batch it measured (gain over the source batch):")
-        print("\n".join(lines))
-        print(f"  median / worst: {statistics.median(map(abs, errors)):.1%} / {max(map(abs, errors)):.1%}")
+    if not by_pair:
+        return
+    print(
+        "\nmeasured against measured, 1 GPU: each point projected onto a card at a batch that card measured "
+        "(gain over the point's own throughput; no published figure involved):"
+    )
+    for (a, b), lines in sorted(by_pair.items()):
+        found = [abs(e) for e in errors[(a, b)]]
+        print(
+            f"  {a} -> {b}: {len(found)} projections, median / worst absolute error "
+            f"{statistics.median(found):.1%} / {max(found):.1%}"
+        )
+        print("\n".join(sorted(lines)))
 
 
 def article(study: list[Row], source: str) -> None:

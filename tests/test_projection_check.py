@@ -86,16 +86,32 @@ def test_each_card_is_projected_from_the_point_measured_at_its_published_batch(c
     assert projected_from == [(16, 16), (4, 4)]
 
 
-def test_the_source_card_is_projected_onto_itself_at_each_other_batch_it_measured(check, capsys):
-    """The shipped H100 ran Transformer-XL large tf32 at 4, 16 and 32: six projections, each set
-    against the throughput measured at the batch it projects to."""
+def test_each_measured_point_is_projected_onto_each_card_at_each_batch_it_measured(check, capsys):
+    """The shipped H100 ran Transformer-XL large tf32 at 4, 16 and 32, the H200 at 32: onto the H100
+    itself six projections, onto the H200 three, from the H200 three; each set against the
+    throughput measured at the batch it projects to."""
     model_error = OmegaConf.load(PROJECT_ROOT / "conf" / "compare.yaml").projection.model_error
-    points = check.source_points([], "h100", "gpubench")
-    check.own_batches(points, model_error, "h100")
+    assert check.measured_cards([], "gpubench") == ["h100", "h200"]
+    cards = {gpu: check.source_points([], gpu, "gpubench") for gpu in ("h100", "h200")}
+    check.measured_against_measured(cards, model_error)
     printed = capsys.readouterr().out
-    large = {p.batch: p.throughput for p, _ in points if (p.model, p.precision) == ("txl_large", "tf32")}
-    assert sorted(large) == [4, 16, 32]
-    lines = [line for line in printed.splitlines() if line.split()[:2] == ["txl_large", "tf32"]]
-    assert len(lines) == 6
-    assert f"4 -> 16    measured {large[16] / large[4]:.3f}x" in " ".join(lines)
-    assert "median / worst:" in printed
+    large = {
+        (gpu, p.batch): p.throughput
+        for gpu, points in cards.items()
+        for p, _ in points
+        if (p.model, p.precision) == ("txl_large", "tf32")
+    }
+    assert sorted(large) == [("h100", 4), ("h100", 16), ("h100", 32), ("h200", 32)]
+    blocks: dict[str, list[list[str]]] = {}
+    for line in printed.splitlines():
+        if line.startswith("    "):  # a projection, under the last pair of cards named
+            blocks[list(blocks)[-1]].append(line.split())
+        elif line.startswith("  "):
+            blocks[line.strip().split(":")[0]] = []
+    assert set(blocks) == {"h100 -> h100", "h100 -> h200", "h200 -> h100"}
+    ran = {
+        pair: [line for line in lines if line[:2] == ["txl_large", "tf32"]] for pair, lines in blocks.items()
+    }
+    assert [len(ran[pair]) for pair in ("h100 -> h100", "h100 -> h200", "h200 -> h100")] == [6, 3, 3]
+    same_batch = [line for line in ran["h100 -> h200"] if line[3:6] == ["32", "->", "32"]]
+    assert same_batch[0][7] == f"{large[('h200', 32)] / large[('h100', 32)]:.3f}x,"
