@@ -13,8 +13,9 @@ sizes). Prints, per generation: the RTX A6000 over the RTX 3090 per model and pr
 pair) as the markdown table docs/projection.md holds, what each ratio is made of, every pair of
 profiled cards, and the article's eight figures; then, measured against measured, every 1-GPU
 point of every card the stores (or the shipped points) hold projected onto each card at each batch
-that card measured the workload at, against what was measured there (no published figure involved). Lambda's "fp32" is TF32 math on Ampere and newer:
-it is set against the points at precision tf32 (Volta runs them at its fp32 rate), amp against amp.
+that card measured the workload at, against what was measured there (no published figure
+involved). Lambda's "fp32" is TF32 math on Ampere and newer: it is set against the points at
+precision tf32 (Volta runs them at its fp32 rate), amp against amp.
 """
 
 from __future__ import annotations
@@ -116,15 +117,15 @@ def measured_runs(uris: list[str], experiment: str) -> tuple[list, object]:
     return list(found.runs), found.counts.get
 
 
-def measured_cards(uris: list[str], experiment: str) -> list[str]:
-    """The cards with a measured training point among those runs."""
-    records = filter(None, map(to_record, measured_runs(uris, experiment)[0]))
+def measured_cards(runs: list) -> list[str]:
+    """The cards with a measured training point among `runs`."""
+    records = filter(None, map(to_record, runs))
     return sorted({r.gpu for r in records if r.model != "ceilings" and not r.result.smoke})
 
 
-def source_points(uris: list[str], gpu: str, experiment: str) -> list:
-    """The measured points of `gpu` with their card's figures: from the stores named, else shipped."""
-    runs, counted = measured_runs(uris, experiment)
+def source_points(runs: list, counted, gpu: str) -> list:
+    """The measured points of `gpu` among `runs` with their card's figures; `counted`: a run's
+    counted ops by its id (measured_runs gives both)."""
     records = [r for r in map(to_record, runs) if r and r.gpu == gpu and not r.result.smoke]
     by_id = {r.run_id: r for r in runs}
     cards = profiles([gpu])
@@ -264,7 +265,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     model_error = OmegaConf.load(ROOT / "conf" / "compare.yaml").projection.model_error
-    points = source_points(args.uris, args.gpu, args.experiment)
+    runs, counted = measured_runs(args.uris, args.experiment)
+    points = source_points(runs, counted, args.gpu)
     where = ", ".join(args.uris) or shipped.read().name
     for source in args.published:
         rows = check(source, points, model_error)
@@ -294,10 +296,7 @@ def main() -> None:
             )
         article(study, source)
     measured_against_measured(
-        {
-            gpu: source_points(args.uris, gpu, args.experiment)
-            for gpu in measured_cards(args.uris, args.experiment)
-        },
+        {gpu: source_points(runs, counted, gpu) for gpu in measured_cards(runs)},
         model_error,
     )
 

@@ -28,7 +28,7 @@ def check():
 @pytest.mark.parametrize("source", ["lambda-2021", "lambda-2022"])
 def test_the_docs_error_tables_are_what_the_check_prints(check, source, gpu):
     model_error = OmegaConf.load(PROJECT_ROOT / "conf" / "compare.yaml").projection.model_error
-    rows = check.check(source, check.source_points([], gpu, "gpubench"), model_error)
+    rows = check.check(source, check.source_points(*check.measured_runs([], "gpubench"), gpu), model_error)
     doc = DOC.read_text()
     study = [r for r in rows if r.pair == check.STUDY]
     missing = [line for line in check.markdown(study) if line not in doc]
@@ -91,8 +91,9 @@ def test_each_measured_point_is_projected_onto_each_card_at_each_batch_it_measur
     itself six projections, onto the H200 three, from the H200 three; each set against the
     throughput measured at the batch it projects to."""
     model_error = OmegaConf.load(PROJECT_ROOT / "conf" / "compare.yaml").projection.model_error
-    assert check.measured_cards([], "gpubench") == ["h100", "h200"]
-    cards = {gpu: check.source_points([], gpu, "gpubench") for gpu in ("h100", "h200")}
+    runs, counted = check.measured_runs([], "gpubench")
+    assert check.measured_cards(runs) == ["h100", "h200"]
+    cards = {gpu: check.source_points(runs, counted, gpu) for gpu in ("h100", "h200")}
     check.measured_against_measured(cards, model_error)
     printed = capsys.readouterr().out
     large = {

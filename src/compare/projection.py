@@ -45,7 +45,7 @@ class Outcome:
     targets: list[str] = field(default_factory=list)  # the cards asked for: project=[...]
     projections: list[Projection] = field(default_factory=list)
     notes: dict[int, str] = field(default_factory=dict)  # id(projection): why not at the card's own batch
-    through_counts: int = 0  # of the projections, those at a batch their source did not run
+    batch_noted: int = 0  # of the projections, those at a batch their source did not run or not known to fit
     from_several: int = 0  # of the projections, those whose workload another card's point could stand for
     refused: list[str] = field(default_factory=list)  # one line each: the run to make first
     measurements: list[Measurement] = field(default_factory=list)  # the projections as compare's points
@@ -175,9 +175,10 @@ def _said(outcome):
     if not outcome.projections:
         return [*said, f"projection onto {', '.join(outcome.targets)}: {nothing_projected(outcome)}"]
     counts = [f"{len(outcome.refused)} point(s) not projected"] if outcome.refused else []
-    if outcome.through_counts:
+    if outcome.batch_noted:
         counts.append(
-            f"{outcome.through_counts} projected at a batch their source did not run (through its counted ops)"
+            f"{outcome.batch_noted} projected at a batch their source did not run (through its counted ops) "
+            "or not known to fit the card"
         )
     if outcome.from_several:
         counts.append(f"{outcome.from_several} from the nearest of several cards' points")
@@ -333,7 +334,7 @@ def _project(cfg, runs, counts):
                 done.notes[id(projection)] = chosen.note
     done.refused = list(dict.fromkeys(done.refused))  # a point without its breakdown: once, not per target
     done.projections, set_aside = nearest_source(done.projections, set(done.notes))
-    done.through_counts = sum(id(p) in done.notes for p in done.projections)
+    done.batch_noted = sum(id(p) in done.notes for p in done.projections)
     done.from_several = len(set_aside)
     said = {id(p): [done.notes.get(id(p)), set_aside.get(id(p))] for p in done.projections}
     done.notes = {i: "; ".join(filter(None, notes)) for i, notes in said.items() if any(notes)}
