@@ -43,7 +43,10 @@ def test_image_too_small_for_the_model_is_refused_naming_its_minimum(name):
     [
         (["model=txl_base", "model.cutoffs=[19997,10]"], "model.cutoffs=[19997, 10]: must be increasing"),
         (["model=txl_base", "model.cutoffs=[19997,300000]"], "below model.vocab_size (267735)"),
-        (["model=txl_large", "model.div_val=64"], "model.div_val=64: must be small enough"),
+        (
+            ["model=txl_large", "model.cutoffs=[19997,39997,199997]", "model.div_val=64"],
+            "model.div_val=64: must be small enough",
+        ),
         (["model=txl_base", "model.mem_len=-1"], "model.mem_len=-1: must be an integer >= 0"),
         (["model=txl_large", "model.dropout=1.5"], "model.dropout=1.5: must be a probability"),
         (["model=llama", "model.n_kv_head=5"], "model.n_kv_head=5: must be a divisor of model.n_head (32)"),

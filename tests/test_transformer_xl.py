@@ -13,11 +13,11 @@ from src.models.transformer_xl import TransformerXL, rel_shift, training_flops_p
 VOCAB, CUTOFFS = 300, [20, 40, 100]
 
 
-def tiny_txl(mem_len=8, div_val=1, d_model=32) -> TransformerXL:
+def tiny_txl(mem_len=8, div_val=1, d_model=32, cutoffs=CUTOFFS) -> TransformerXL:
     torch.manual_seed(0)
     return TransformerXL(
         vocab_size=VOCAB,
-        cutoffs=CUTOFFS,
+        cutoffs=cutoffs,
         div_val=div_val,
         n_layer=2,
         d_model=d_model,
@@ -95,9 +95,10 @@ def test_loss_goes_down_on_a_learnable_sequence():
     assert losses[-1] < 0.2 * losses[0], losses
 
 
-@pytest.mark.parametrize("div_val", [1, 4])
-def test_analytic_flops_match_the_flop_counter(div_val):
-    model = tiny_txl(mem_len=8, div_val=div_val, d_model=64)  # cluster widths 64, 16, 4, 1 at div_val 4
+@pytest.mark.parametrize(("div_val", "cutoffs"), [(1, CUTOFFS), (4, CUTOFFS), (1, [])])
+def test_analytic_flops_match_the_flop_counter(div_val, cutoffs):
+    # cluster widths 64, 16, 4, 1 at div_val 4; no cutoffs: a full softmax
+    model = tiny_txl(mem_len=8, div_val=div_val, d_model=64, cutoffs=cutoffs)
     stream = zipf_tokens(VOCAB, (3, 9), "cpu")
     batch = (stream[:, :-1], stream[:, 1:])
     loss_fn = RecurrentLoss()
@@ -107,14 +108,29 @@ def test_analytic_flops_match_the_flop_counter(div_val):
     assert training_flops_per_token(model, 3, 8, batch[1]) == pytest.approx(counted, rel=1e-6)
 
 
+def test_without_cutoffs_the_loss_is_a_full_softmax_tied_to_the_embedding():
+    model = tiny_txl(cutoffs=[]).eval()
+    tokens, targets = segment(1)
+    hidden = {}
+    model.layers[-1].register_forward_hook(lambda _module, _args, out: hidden.update(h=out))
+    with torch.no_grad():
+        loss, _ = model(tokens, targets)
+    table = model.embed.tables[0].weight
+    logits = hidden["h"].reshape(-1, 32) @ table.T + model.softmax.bias
+    torch.testing.assert_close(loss, torch.nn.functional.cross_entropy(logits, targets.reshape(-1)))
+    assert model.softmax.weight is table
+    assert len(model.embed.tables) == 1 and table.shape == (VOCAB, 32)
+
+
 def test_zipf_tokens_fill_the_head_cluster_like_text():
     tokens = zipf_tokens(267_735, (64, 512), "cpu")
     head_share = (tokens < 19_997).float().mean().item()
     assert 0.75 < head_share < 0.85  # Zipf over WikiText-103's vocabulary: about 80% in the head
 
 
-def test_trains_under_bf16_autocast_on_the_cpu():
-    model = tiny_txl(mem_len=8)
+@pytest.mark.parametrize("cutoffs", [CUTOFFS, []])
+def test_trains_under_bf16_autocast_on_the_cpu(cutoffs):
+    model = tiny_txl(mem_len=8, cutoffs=cutoffs)
     loss_fn = RecurrentLoss()
     for _ in range(2):
         with torch.autocast("cpu", dtype=torch.bfloat16):

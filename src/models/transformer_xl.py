@@ -6,8 +6,10 @@ What makes it Transformer-XL and not a plain decoder:
   biases u, v and sinusoidal relative embeddings r, the second term aligned by `rel_shift`;
 - segment-level recurrence: every layer also attends over a memory of the last `mem_len` hidden
   states it saw in the previous segments, carried between steps without gradient;
-- adaptive input embeddings (Baevski & Auli 2018) and an adaptive softmax over a frequency-sorted
-  vocabulary (torch's AdaptiveLogSoftmaxWithLoss), tail output weights tied to the embeddings.
+- output weights tied to the input embeddings. With `cutoffs`, adaptive input embeddings (Baevski &
+  Auli 2018) and an adaptive softmax over a frequency-sorted vocabulary (torch's
+  AdaptiveLogSoftmaxWithLoss), the tail clusters tied; without (`cutoffs=[]`), one embedding table
+  and a full softmax over the whole vocabulary, as NVIDIA's reference code runs without `--adaptive`.
 
 Post-norm layers and dropout placement follow the paper's reference implementation. Tensors
 are batch-first: (batch, time, channels).
@@ -126,6 +128,38 @@ class AdaptiveEmbedding(nn.Module):
         return out * self.scale
 
 
+class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
+    """torch's adaptive softmax, each tail cluster's output weights tied to its input embedding, as
+    the reference model does (the head's shortlist rows share one matrix with the cluster logits, so
+    they stay untied); returns the mean loss."""
+
+    def __init__(self, d_model: int, vocab_size: int, cutoffs: list[int], div_val: int, embed):
+        super().__init__(d_model, vocab_size, cutoffs, div_value=float(div_val), head_bias=True)
+        for tail, table in zip(self.tail, embed.tables[1:], strict=True):
+            tail[1].weight = table.weight
+
+    def forward(self, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return super().forward(h, targets).loss
+
+
+class FullSoftmax(nn.Module):
+    """A logit for every word of the vocabulary, the weights tied to the input embedding, a bias of
+    its own; returns the mean cross-entropy loss."""
+
+    def __init__(self, table: nn.Embedding):
+        super().__init__()
+        self.weight = table.weight
+        self.bias = nn.Parameter(torch.zeros(table.num_embeddings))
+
+    def forward(self, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        logits = F.linear(h, self.weight, self.bias)
+        # In the logits' own dtype, as the reference code's fp16 model does: autocast would copy the
+        # (tokens x vocabulary) logits to fp32 for the loss, and at Lambda's batches the copies
+        # would not fit the memory those batches were sized for.
+        with torch.autocast(h.device.type, enabled=False):
+            return F.cross_entropy(logits, targets)
+
+
 class TransformerXL(nn.Module):
     def __init__(
         self,
@@ -148,13 +182,11 @@ class TransformerXL(nn.Module):
         self.layers = nn.ModuleList(
             DecoderLayer(d_model, n_head, d_head, d_inner, dropout, dropatt) for _ in range(n_layer)
         )
-        self.softmax = nn.AdaptiveLogSoftmaxWithLoss(
-            d_model, vocab_size, cutoffs, div_value=float(div_val), head_bias=True
+        self.softmax = (
+            AdaptiveSoftmax(d_model, vocab_size, cutoffs, div_val, self.embed)
+            if cutoffs
+            else FullSoftmax(self.embed.tables[0])
         )
-        # Tie each tail cluster's output weights to its input embedding, as the reference model does.
-        # (The head's shortlist rows share one matrix with the cluster logits, so they stay untied.)
-        for tail, table in zip(self.softmax.tail, self.embed.tables[1:], strict=True):
-            tail[1].weight = table.weight
         inv_freq = 1.0 / (10000 ** (torch.arange(0, d_model, 2.0) / d_model))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
@@ -177,7 +209,7 @@ class TransformerXL(nn.Module):
             # The adaptive softmax accumulates log-probs in its input's dtype. CUDA autocast runs
             # log_softmax in fp32, like this fp32 hidden state; CPU autocast leaves it in bf16.
             h = h.to(torch.get_autocast_dtype("cpu"))
-        loss = self.softmax(h, targets.reshape(-1)).loss
+        loss = self.softmax(h, targets.reshape(-1))
         return loss, self._next_mems(inputs, mems)
 
     @torch.no_grad()
@@ -193,7 +225,8 @@ class TransformerXL(nn.Module):
 def training_flops_per_token(model: TransformerXL, batch_size: int, tgt_len: int, targets) -> float:
     """Matrix-product FLOPs per target token of one training step once the memory is full: three
     times the forward (the backward costs two), except for the relative embeddings, whose input
-    needs no gradient (two). `targets` sets how many tokens reach each tail cluster."""
+    needs no gradient (two). `targets` sets how many tokens reach each tail cluster of an adaptive
+    softmax."""
     attn, ff = model.layers[0].attn, model.layers[0].ff
     d, hd = model.d_model, attn.n_head * attn.d_head
     klen = tgt_len + model.mem_len
@@ -206,11 +239,14 @@ def training_flops_per_token(model: TransformerXL, batch_size: int, tgt_len: int
     relative_embeddings = 2 * d * hd * klen / (batch_size * tgt_len)  # once per batch, not per sequence
     embed = sum(2 * proj.in_features * d for proj in model.embed.projs if isinstance(proj, nn.Linear))
     softmax = model.softmax
-    output = 2 * d * softmax.head.out_features  # every token: shortlist + one logit per tail cluster
-    edges = softmax.cutoffs  # [cutoff_1, ..., vocab_size]
-    for tail, (lo, hi) in zip(softmax.tail, pairwise(edges), strict=True):
-        share = ((targets >= lo) & (targets < hi)).float().mean().item()
-        width = tail[0].out_features
-        output += share * (2 * d * width + 2 * width * (hi - lo))
+    if isinstance(softmax, FullSoftmax):
+        output = 2 * d * softmax.weight.size(0)  # every token: a logit per word
+    else:
+        output = 2 * d * softmax.head.out_features  # every token: shortlist + one logit per tail cluster
+        edges = softmax.cutoffs  # [cutoff_1, ..., vocab_size]
+        for tail, (lo, hi) in zip(softmax.tail, pairwise(edges), strict=True):
+            share = ((targets >= lo) & (targets < hi)).float().mean().item()
+            width = tail[0].out_features
+            output += share * (2 * d * width + 2 * width * (hi - lo))
     n_layer = len(model.layers)
     return 3 * (n_layer * per_layer + embed + output) + 2 * n_layer * relative_embeddings

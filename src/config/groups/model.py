@@ -109,12 +109,12 @@ class LlamaModel(TransformerSizes):
 
 @dataclass
 class TransformerXLModel(LanguageModel):
-    """Transformer-XL: segment recurrence and an adaptive input/softmax."""
+    """Transformer-XL: segment recurrence; an adaptive input/softmax, or a full softmax (no cutoffs)."""
 
     mem_len: int = MISSING  # hidden states kept from earlier segments; 0: none (checked on its own)
     d_head: int = MISSING  # width of one attention head (not d_model / n_head)
-    cutoffs: list[int] = MISSING  # adaptive input/softmax: first id of each rarer cluster
-    div_val: int = MISSING  # each rarer cluster's width is divided by this
+    cutoffs: list[int] = MISSING  # adaptive input/softmax: first id of each rarer cluster; []: full softmax
+    div_val: int = MISSING  # each rarer cluster's width is divided by this (no effect without cutoffs)
 
 
 @dataclass
@@ -304,16 +304,15 @@ def _need_divisor(errors: Errors, key: str, part, whole_key: str, whole) -> None
 
 
 def _check_cutoffs(m: DictConfig, errors: Errors) -> None:
-    """Transformer-XL's adaptive input/softmax clusters."""
+    """Transformer-XL's adaptive input/softmax clusters ([]: one, the whole vocabulary)."""
     cutoffs = list(m.cutoffs)
     errors.need(
-        len(cutoffs) > 0
-        and all(positive_int(c) for c in cutoffs)
+        all(positive_int(c) for c in cutoffs)
         and cutoffs == sorted(set(cutoffs))
-        and cutoffs[-1] < m.vocab_size,
+        and all(c < m.vocab_size for c in cutoffs),
         "model.cutoffs",
         cutoffs,
-        f"increasing positive token ids below model.vocab_size ({m.vocab_size})",
+        f"increasing positive token ids below model.vocab_size ({m.vocab_size}), or [] for a full softmax",
     )
     errors.need(
         m.d_model // m.div_val ** len(cutoffs) >= 1,
