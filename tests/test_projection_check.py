@@ -87,22 +87,22 @@ def test_each_card_is_projected_from_the_point_measured_at_its_published_batch(c
 
 
 def test_each_measured_point_is_projected_onto_each_card_at_each_batch_it_measured(check, capsys):
-    """The shipped H100 ran Transformer-XL large tf32 at 4, 16 and 32, the H200 at 32: onto the H100
-    itself six projections, onto the H200 three, from the H200 three; each set against the
-    throughput measured at the batch it projects to."""
+    """The shipped H100 ran SSD300 amp at 140 and 256, the H200 at 256: onto the H100 itself two
+    projections, onto the H200 two, from the H200 two; each set against the throughput measured at
+    the batch it projects to."""
     model_error = OmegaConf.load(PROJECT_ROOT / "conf" / "compare.yaml").projection.model_error
     runs, counted = check.measured_runs([], "gpubench")
     assert check.measured_cards(runs) == ["h100", "h200"]
     cards = {gpu: check.source_points(runs, counted, gpu) for gpu in ("h100", "h200")}
     check.measured_against_measured(cards, model_error)
     printed = capsys.readouterr().out
-    large = {
+    ssd = {
         (gpu, p.batch): p.throughput
         for gpu, points in cards.items()
         for p, _ in points
-        if (p.model, p.precision) == ("txl_large", "tf32")
+        if (p.model, p.precision) == ("ssd300", "amp")
     }
-    assert sorted(large) == [("h100", 4), ("h100", 16), ("h100", 32), ("h200", 32)]
+    assert sorted(ssd) == [("h100", 140), ("h100", 256), ("h200", 256)]
     blocks: dict[str, list[list[str]]] = {}
     for line in printed.splitlines():
         if line.startswith("    "):  # a projection, under the last pair of cards named
@@ -111,8 +111,8 @@ def test_each_measured_point_is_projected_onto_each_card_at_each_batch_it_measur
             blocks[line.strip().split(":")[0]] = []
     assert set(blocks) == {"h100 -> h100", "h100 -> h200", "h200 -> h100"}
     ran = {
-        pair: [line for line in lines if line[:2] == ["txl_large", "tf32"]] for pair, lines in blocks.items()
+        pair: [line for line in lines if line[:2] == ["ssd300", "amp"]] for pair, lines in blocks.items()
     }
-    assert [len(ran[pair]) for pair in ("h100 -> h100", "h100 -> h200", "h200 -> h100")] == [6, 3, 3]
-    same_batch = [line for line in ran["h100 -> h200"] if line[3:6] == ["32", "->", "32"]]
-    assert same_batch[0][7] == f"{large[('h200', 32)] / large[('h100', 32)]:.3f}x,"
+    assert [len(ran[pair]) for pair in ("h100 -> h100", "h100 -> h200", "h200 -> h100")] == [2, 2, 2]
+    same_batch = [line for line in ran["h100 -> h200"] if line[3:6] == ["256", "->", "256"]]
+    assert same_batch[0][7] == f"{ssd[('h200', 256)] / ssd[('h100', 256)]:.3f}x,"
