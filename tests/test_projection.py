@@ -9,7 +9,16 @@ import pytest
 
 from src.projection.choose import OWN, SAME, choose, nearest_source
 from src.projection.counts import MATMUL, OTHER, Counted, OpCounts
-from src.projection.model import Card, Ceilings, ProjectionRefused, SourcePoint, figures, project, ratio_band
+from src.projection.model import (
+    Card,
+    Ceilings,
+    ProjectionRefused,
+    SourcePoint,
+    figures,
+    measured_step_shares,
+    project,
+    ratio_band,
+)
 from src.projection.sentences import pair_sentence
 
 SPEC = {"fp32": 60, "tf32": 500, "fp16": 1000}
@@ -123,6 +132,27 @@ def test_each_class_of_step_time_is_scaled_by_what_bounds_it():
         100 / 3.22444, rel=1e-5
     )
     assert p.projected and p.math == "tf32" and p.batch == 10 and p.ceilings.run_id == "ceil-run"
+
+
+def test_a_profiled_step_longer_than_the_measured_one_gives_its_extra_time_to_the_host():
+    """Measured step 0.1 s, 10% of the profiled step idle. Profiled 0.105 s: its kernels ran 0.0945
+    s, which stand: each busy share x 1.05, and idle is the 0.0055 s the measured step leaves.
+    Profiled 0.16 s: kernels 0.144 s, more than the measured step holds: they take all of it (x 1 /
+    0.9), nothing idle. A profile no longer than the step, or none logged, leaves the shares."""
+    shares = measured_step_shares(point(profiled_step_s=0.105))
+    assert shares == pytest.approx(
+        {"matmul": 0.21, "other": 0.63, "comm": 0.0, "memcpy": 0.105, "idle": 0.055}
+    )
+    held = measured_step_shares(point(profiled_step_s=0.16))
+    assert held == pytest.approx(
+        {"matmul": 0.2222222, "other": 0.6666667, "comm": 0.0, "memcpy": 0.1111111, "idle": 0.0}
+    )
+    assert measured_step_shares(point(profiled_step_s=0.08)) == point().shares
+    assert measured_step_shares(point()) == point().shares  # a run that logged no profiled step
+    # the projection keeps the measured step's idle, not the profile's: 5.5% instead of 10%
+    p = project(point(profiled_step_s=0.105), SOURCE, TARGET, model_error=0.1)
+    assert {f.part: round(f.share, 6) for f in p.factors}["idle"] == 0.055
+    assert p.step_ratio > project(point(), SOURCE, TARGET, model_error=0.1).step_ratio  # more work scaled up
 
 
 def test_at_another_batch_each_class_grows_with_its_counted_ops():

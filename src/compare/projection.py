@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from src.compare import explain
 from src.compare.ratio import Spread
 from src.compare.report import Section, Table
-from src.compare.runs import CAP_KEY, MEASURED, Measurement, aggregate, select, to_record
+from src.compare.runs import CAP_KEY, MEASURED, Measurement, aggregate, median_of, select, to_record
 from src.projection import shipped
 from src.projection.cards import known, profiles
 from src.projection.choose import BATCHES, choose, nearest_source, settings
@@ -254,6 +254,11 @@ def source_point(m, counts):
         counts=next(filter(None, map(counts, (r.run_id for r in m.runs))), None),
         tf32=first.tf32_math,
         items_per_step=first.window.items_per_step,
+        profiled_step_s=median_of(
+            r.result.breakdown.step_ms / 1e3
+            for r in m.runs
+            if r.result.breakdown and r.result.breakdown.step_ms
+        ),
     )
 
 

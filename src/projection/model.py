@@ -17,6 +17,11 @@ its bytes at the card's memory bandwidth, whichever is longer. Then, of the sour
   the clock each card sustains (its boost clock x its measured matmul over its spec rate);
 - communication (counts above one): the GPU link; idle (the host's time): kept, per kernel launched.
 
+The shares are of the profiled step, and the profiler adds host time to every kernel it launches,
+not GPU time: where the profiled step outlasts the measured one, the kernels keep the time the
+profile gives them (as far as the measured step holds it) and idle is what the measured step leaves
+(`measured_step_shares`).
+
 A card's figures (`figures`): the tensor rate per math measured and published in its profile
 (conf/gpu/, each with its source), else its ceilings run's (the source card), else its spec rate x
 its own measured efficiency at another math, else x the source's efficiency for that math; memory
@@ -215,6 +220,7 @@ class SourcePoint:
     items_per_step: float | None = (
         None  # all GPUs, in its unit (tokens for a language model); None: the batch's
     )
+    profiled_step_s: float | None = None  # the profiled step the shares are of; None: not logged
 
     @property
     def step_s(self) -> float:
@@ -325,13 +331,25 @@ def _check(point: SourcePoint, target: Card) -> str:
     return math_
 
 
+def measured_step_shares(point: SourcePoint) -> dict[str, float]:
+    """The breakdown's shares as shares of the measured step. A profiled step longer than the
+    measured one is the profiler's host time: its kernels' time stands (at most the measured step),
+    and idle is the rest of the measured step. A shorter one changes nothing."""
+    shares, step, profiled = point.shares, point.step_s, point.profiled_step_s
+    idle = shares.get("idle", 0.0)
+    if not profiled or profiled <= step or idle >= 1.0:
+        return shares
+    busy = min((1 - idle) * profiled, step) / step
+    return {c: v * busy / (1 - idle) for c, v in shares.items() if c != "idle"} | {"idle": 1 - busy}
+
+
 def project(
     point: SourcePoint, source: Figures, target: Figures, model_error: float, batch: int | None = None
 ) -> Projection:
     """The point on the target card at `batch` per GPU (the point's own by default)."""
     math_ = _check(point, target.card)
     batch = batch or point.batch
-    s, step = point.shares, point.step_s
+    s, step = measured_step_shares(point), point.step_s
     at_source = bounds(point.counts, point.batch, source, point.tf32)
     grown = bounds(point.counts, batch, source, point.tf32)  # the same card at the target's batch
     there = bounds(point.counts, batch, target, point.tf32, classed_on=source)
