@@ -141,6 +141,17 @@ class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
     def forward(self, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return super().forward(h, targets).loss
 
+    def forward_flops(self, targets: torch.Tensor) -> float:
+        """Product FLOPs per token of the forward: the shortlist and one logit per tail cluster for
+        every token, a cluster's projection and logits for the tokens that reach it."""
+        d = self.in_features
+        flops = 2 * d * self.head.out_features
+        for tail, (lo, hi) in zip(self.tail, pairwise(self.cutoffs), strict=True):
+            share = ((targets >= lo) & (targets < hi)).float().mean().item()
+            width = tail[0].out_features
+            flops += share * (2 * d * width + 2 * width * (hi - lo))
+        return flops
+
 
 class FullSoftmax(nn.Module):
     """A logit for every word of the vocabulary, the weights tied to the input embedding, a bias of
@@ -158,6 +169,10 @@ class FullSoftmax(nn.Module):
         # would not fit the memory those batches were sized for.
         with torch.autocast(h.device.type, enabled=False):
             return F.cross_entropy(logits, targets)
+
+    def forward_flops(self, targets: torch.Tensor) -> float:
+        """Product FLOPs per token of the forward: a logit per word."""
+        return 2 * self.weight.size(1) * self.weight.size(0)
 
 
 class TransformerXL(nn.Module):
@@ -238,15 +253,6 @@ def training_flops_per_token(model: TransformerXL, batch_size: int, tgt_len: int
     )
     relative_embeddings = 2 * d * hd * klen / (batch_size * tgt_len)  # once per batch, not per sequence
     embed = sum(2 * proj.in_features * d for proj in model.embed.projs if isinstance(proj, nn.Linear))
-    softmax = model.softmax
-    if isinstance(softmax, FullSoftmax):
-        output = 2 * d * softmax.weight.size(0)  # every token: a logit per word
-    else:
-        output = 2 * d * softmax.head.out_features  # every token: shortlist + one logit per tail cluster
-        edges = softmax.cutoffs  # [cutoff_1, ..., vocab_size]
-        for tail, (lo, hi) in zip(softmax.tail, pairwise(edges), strict=True):
-            share = ((targets >= lo) & (targets < hi)).float().mean().item()
-            width = tail[0].out_features
-            output += share * (2 * d * width + 2 * width * (hi - lo))
+    output = model.softmax.forward_flops(targets)
     n_layer = len(model.layers)
     return 3 * (n_layer * per_layer + embed + output) + 2 * n_layer * relative_embeddings
