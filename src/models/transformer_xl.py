@@ -164,9 +164,9 @@ class FullSoftmax(nn.Module):
 
     def forward(self, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         logits = F.linear(h, self.weight, self.bias)
-        # In the logits' own dtype, as the reference code's fp16 model does: autocast would copy the
-        # (tokens x vocabulary) logits to fp32 for the loss, and at Lambda's batches the copies
-        # would not fit the memory those batches were sized for.
+        # In the logits' own dtype, as the reference code's fp16 model does: autocast would add fp32
+        # copies of the (tokens x vocabulary) logits, the step's largest tensors, to the memory that
+        # Lambda's batches were sized for.
         with torch.autocast(h.device.type, enabled=False):
             return F.cross_entropy(logits, targets)
 
