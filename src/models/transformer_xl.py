@@ -139,6 +139,10 @@ class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
             tail[1].weight = table.weight
 
     def forward(self, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        if h.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            # It accumulates log-probs in its input's dtype. CUDA autocast runs log_softmax in
+            # fp32, like this fp32 hidden state; CPU autocast leaves it in bf16.
+            h = h.to(torch.get_autocast_dtype("cpu"))
         return super().forward(h, targets).loss
 
     def forward_flops(self, targets: torch.Tensor) -> float:
@@ -219,12 +223,7 @@ class TransformerXL(nn.Module):
         for i, layer in enumerate(self.layers):
             inputs.append(h)
             h = layer(h, pos_emb, None if mems is None else mems[i], future)
-        h = self.drop(h).reshape(-1, self.d_model)
-        if h.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
-            # The adaptive softmax accumulates log-probs in its input's dtype. CUDA autocast runs
-            # log_softmax in fp32, like this fp32 hidden state; CPU autocast leaves it in bf16.
-            h = h.to(torch.get_autocast_dtype("cpu"))
-        loss = self.softmax(h, targets.reshape(-1))
+        loss = self.softmax(self.drop(h).reshape(-1, self.d_model), targets.reshape(-1))
         return loss, self._next_mems(inputs, mems)
 
     @torch.no_grad()
